@@ -1,0 +1,60 @@
+"""StoreCheckpoint (spec §6): a 4 KiB file, five big-endian longs at its start."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import CorruptFileError
+from engine.fsutil import atomic_write
+
+CHECKPOINT_SIZE = 4096
+_FIELDS = struct.Struct(">qqqqq")
+
+
+@dataclass
+class Checkpoint:
+    physicMsgTimestamp: int = 0
+    logicsMsgTimestamp: int = 0
+    indexMsgTimestamp: int = 0
+    masterFlushedOffset: int = 0
+    confirmPhyOffset: int = 0
+
+    def min_timestamp(self) -> int:
+        """getMinTimestamp: 3 s safety margin, never negative."""
+        return max(0, min(self.physicMsgTimestamp, self.logicsMsgTimestamp) - 3000)
+
+    def min_timestamp_index(self) -> int:
+        return min(self.min_timestamp(), self.indexMsgTimestamp)
+
+    def to_bytes(self) -> bytes:
+        data = _FIELDS.pack(self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp,
+                            self.masterFlushedOffset, self.confirmPhyOffset)
+        return data + bytes(CHECKPOINT_SIZE - len(data))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Checkpoint":
+        return cls(*_FIELDS.unpack_from(data, 0))
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def load(cls, path: Path, strict: bool = True) -> "Checkpoint":
+        """A missing checkpoint reads as zeros (the broker creates a zero file). A file of the wrong size
+        is corrupt; with strict=False it reads as zeros too (recovery then rewinds to the first segment)."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read(CHECKPOINT_SIZE + 1)
+        except FileNotFoundError:
+            return cls()
+        if len(data) != CHECKPOINT_SIZE:
+            if strict:
+                raise CorruptFileError(f"checkpoint {path} is {len(data)} bytes; a broker checkpoint is {CHECKPOINT_SIZE}")
+            return cls()
+        return cls.from_bytes(data)
+
+    def save(self, path: Path, sync: bool = True) -> None:
+        """Write-then-rename, so a crash leaves either the old or the new checkpoint."""
+        atomic_write(Path(path), self.to_bytes(), sync=sync)

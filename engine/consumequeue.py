@@ -1,0 +1,153 @@
+"""ConsumeQueue: 20-byte units per topic/queue (spec §4)."""
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from engine.config import CQ_STORE_UNIT_SIZE
+from engine.segments import SegmentQueue
+
+UNIT = struct.Struct(">qiq")
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)
+
+
+def cq_dir(root: Path, topic: str, queue_id: int) -> Path:
+    return Path(root) / "consumequeue" / topic / str(queue_id)
+
+
+def list_queues(root: Path) -> list[tuple[str, int]]:
+    """(topic, queueId) for every queue directory; non-numeric queue directories are ignored, as the broker does."""
+    base = Path(root) / "consumequeue"
+    out = []
+    if not base.is_dir():
+        return out
+    for t in sorted(base.iterdir()):
+        if not t.is_dir():
+            continue
+        for q in sorted(t.iterdir()):
+            if q.is_dir() and q.name.isdigit():
+                out.append((t.name, int(q.name)))
+    return out
+
+
+class ConsumeQueue:
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
+        self.topic, self.queue_id = topic, queue_id
+        self.dir = cq_dir(root, topic, queue_id)
+        self.queue = SegmentQueue(self.dir, file_size, writable=writable, what="consume queue")
+        self.file_size = file_size
+        self.writable = writable
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self._write_pos = 0  # write position in the file at _end_seg_index
+        self._end_seg_index = 0
+        self._recover()
+
+    def close(self) -> None:
+        self.queue.close()
+
+    # ------------------------------------------------------------ reading
+    def file_units(self, seg) -> np.ndarray:
+        buf = self.queue.buffer(seg)
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n)
+
+    def _recover(self) -> None:
+        """Find the end of data as the broker's recover does (§4.4): the first invalid unit."""
+        segs = self.queue.segments
+        self._write_pos = 0
+        if not segs:
+            return
+        self.min_logic_offset = segs[0].start
+        for i, seg in enumerate(segs):
+            units = self.file_units(seg)
+            valid = (units["offset"] >= 0) & (units["size"] > 0)
+            bad = np.flatnonzero(~valid)
+            n_valid = int(bad[0]) if len(bad) else len(units)
+            if n_valid:
+                last = units[n_valid - 1]
+                self.max_physic_offset = int(last["offset"]) + int(last["size"])
+            if n_valid < len(units) or i == len(segs) - 1:
+                # Files after the end are left alone here; recover (issue 3) truncates them.
+                self._end_seg_index = i
+                self._write_pos = n_valid * CQ_STORE_UNIT_SIZE
+                return
+
+    @property
+    def max_offset_in_queue(self) -> int:
+        segs = self.queue.segments
+        if not segs:
+            return 0
+        seg = segs[self._end_seg_index]
+        return (seg.start + self._write_pos) // CQ_STORE_UNIT_SIZE
+
+    def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
+        logical = queue_offset * CQ_STORE_UNIT_SIZE
+        seg = self.queue.find(logical)
+        if seg is None:
+            return None
+        buf = self.queue.buffer(seg)
+        pos = logical - seg.start
+        if pos + CQ_STORE_UNIT_SIZE > len(buf):
+            return None
+        return UNIT.unpack_from(buf, pos)
+
+    def all_units(self) -> np.ndarray:
+        """Every unit up to the end of data, as one structured array (bulk readers use this)."""
+        parts = []
+        segs = self.queue.segments
+        for i, seg in enumerate(segs[: self._end_seg_index + 1] if segs else []):
+            units = self.file_units(seg)
+            if i == self._end_seg_index:
+                units = units[: self._write_pos // CQ_STORE_UNIT_SIZE]
+            parts.append(units)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=UNIT_DTYPE)
+
+    # ------------------------------------------------------------ writing
+    def put(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """putMessagePositionInfo (§4.3). Returns False when the unit is ignored as a duplicate."""
+        if phy_offset + size <= self.max_physic_offset:
+            return False
+        F = self.file_size
+        expected = cq_offset * CQ_STORE_UNIT_SIZE
+        segs = self.queue.segments
+        if not segs:
+            seg = self.queue.create(expected - expected % F)
+            self._end_seg_index, self._write_pos = 0, 0
+            if cq_offset != 0 and expected % F:
+                self._write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
+                self._write_pos = expected % F
+                self.min_logic_offset = expected
+        else:
+            seg = segs[self._end_seg_index]
+            self.queue.ensure_full_length(seg)
+            if self._write_pos >= F:
+                if self._end_seg_index + 1 < len(segs):
+                    seg = segs[self._end_seg_index + 1]
+                else:
+                    seg = self.queue.create(seg.start + F)
+                self._end_seg_index += 1
+                self._write_pos = 0
+        if cq_offset != 0:
+            current = seg.start + self._write_pos
+            if expected < current:
+                return False
+            # expected > current: the broker logs "[BUG] logic queue order maybe wrong" and appends anyway.
+        self._write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
+        self._write_pos += CQ_STORE_UNIT_SIZE
+        self.max_physic_offset = phy_offset + size
+        return True
+
+    def _write(self, seg, pos: int, data: bytes) -> None:
+        os.pwrite(self.queue.fd(seg), data, pos)
+
+    def sync(self) -> None:
+        segs = self.queue.segments
+        if segs:
+            for seg in segs[max(0, self._end_seg_index - 1): self._end_seg_index + 1]:
+                if seg.start in self.queue._maps:
+                    os.fsync(self.queue.fd(seg))

@@ -1,0 +1,461 @@
+"""The broker's IndexFile and IndexService (spec §5), plus a vectorized whole-file builder.
+
+IndexFile layout: header (40) | hashSlotNum int32 slots | indexNum 20-byte items; item 0 is never used.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
+from engine.javautil import INT_MAX, INT_MIN, index_hash, java_div, java_string_hash, java_string_hashes
+
+HEADER = struct.Struct(">qqqqii")
+ITEM = struct.Struct(">iqii")
+ITEM_SIZE = 20
+SLOT_SIZE = 4
+ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
+INDEX_NAME = re.compile(r"^\d+$")
+
+
+@dataclass
+class IndexHeader:
+    beginTimestamp: int = 0
+    endTimestamp: int = 0
+    beginPhyOffset: int = 0
+    endPhyOffset: int = 0
+    hashSlotCount: int = 0
+    indexCount: int = 1
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def time_diff_seconds(store_timestamp: int, begin_timestamp: int) -> int:
+    """The item's timeDiff (§5.6): truncating seconds, 0 when begin <= 0, clamped to [0, INT_MAX]."""
+    if begin_timestamp <= 0:
+        return 0
+    d = java_div(store_timestamp - begin_timestamp, 1000)
+    return min(max(d, 0), INT_MAX)
+
+
+def suggest_geometry(size: int) -> str:
+    """For a wrong-size error: the geometry with the broker's 1:4 slot/item ratio that fits, if any."""
+    if size > INDEX_HEADER_SIZE and (size - INDEX_HEADER_SIZE) % 84 == 0:
+        s = (size - INDEX_HEADER_SIZE) // 84
+        return f" (it matches --hash-slots {s} --max-index {4 * s})"
+    return ""
+
+
+class IndexFile:
+    """One index file. Read-only unless created or opened with writable=True."""
+
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int, mm, fd: int, writable: bool,
+                 header: IndexHeader, on_disk_index_count: int):
+        self.path = Path(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self._mm = mm
+        self._fd = fd
+        self.writable = writable
+        self.header = header
+        self.on_disk_index_count = on_disk_index_count
+        self._items_base = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num
+
+    # ---------------------------------------------------------------- lifecycle
+    @classmethod
+    def create(cls, path, hash_slot_num: int, index_num: int, end_phy_offset: int = 0,
+               end_timestamp: int = 0) -> "IndexFile":
+        """new IndexFile(...): a zero-filled full-size file; the seed values go into the header at once."""
+        check_index_geometry(hash_slot_num, index_num)
+        path = Path(path)
+        size = index_file_size(hash_slot_num, index_num)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        except Exception:
+            os.close(fd)
+            raise
+        f = cls(path, hash_slot_num, index_num, mm, fd, True, IndexHeader(), 0)
+        if end_phy_offset > 0:
+            f.header.beginPhyOffset = f.header.endPhyOffset = end_phy_offset
+        if end_timestamp > 0:
+            f.header.beginTimestamp = f.header.endTimestamp = end_timestamp
+        # The IndexHeader setters write through to the mapping; indexCount stays 0 on disk until a put.
+        struct.pack_into(">qqqq", mm, 0, f.header.beginTimestamp, f.header.endTimestamp,
+                         f.header.beginPhyOffset, f.header.endPhyOffset)
+        return f
+
+    @classmethod
+    def open(cls, path, hash_slot_num: int, index_num: int, writable: bool = False) -> "IndexFile":
+        check_index_geometry(hash_slot_num, index_num)
+        path = Path(path)
+        expected = index_file_size(hash_slot_num, index_num)
+        try:
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except FileNotFoundError:
+            raise InvalidArgumentError(f"index file {path} does not exist") from None
+        except IsADirectoryError:
+            raise InvalidArgumentError(f"{path} is a directory, not an index file") from None
+        try:
+            actual = os.fstat(fd).st_size
+            if actual != expected:
+                raise GeometryError(
+                    f"index file {path} is {actual} bytes, but {hash_slot_num} slots x {index_num} items "
+                    f"gives {expected} bytes{suggest_geometry(actual)}")
+            mm = mmap.mmap(fd, actual, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        except Exception:
+            os.close(fd)
+            raise
+        fields = HEADER.unpack_from(mm, 0)
+        h = IndexHeader(*fields)
+        raw_count = h.indexCount
+        if h.indexCount <= 0:
+            h.indexCount = 1  # IndexHeader.load
+        return cls(path, hash_slot_num, index_num, mm, fd, writable, h, raw_count)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            os.close(self._fd)
+            self._mm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def flush(self) -> None:
+        """IndexFile.flush: rewrite the whole header from memory, then force the file."""
+        if not self.writable:
+            return
+        h = self.header
+        HEADER.pack_into(self._mm, 0, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset,
+                         h.hashSlotCount, h.indexCount)
+        self.on_disk_index_count = h.indexCount
+        self._mm.flush()
+
+    # ---------------------------------------------------------------- state
+    def is_write_full(self) -> bool:
+        return self.header.indexCount >= self.index_num
+
+    @property
+    def item_count(self) -> int:
+        return max(self.header.indexCount - 1, 0)
+
+    def slot_value(self, slot: int) -> int:
+        return struct.unpack_from(">i", self._mm, INDEX_HEADER_SIZE + SLOT_SIZE * slot)[0]
+
+    def item(self, n: int) -> tuple[int, int, int, int]:
+        """(keyHash, phyOffset, timeDiff, prevIndex) of item n."""
+        return ITEM.unpack_from(self._mm, self._items_base + ITEM_SIZE * n)
+
+    def slot_of(self, key: str) -> int:
+        return index_hash(java_string_hash(key)) % self.hash_slot_num
+
+    # ---------------------------------------------------------------- write (§5.6)
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        return self.put_hash(java_string_hash(key), phy_offset, store_timestamp)
+
+    def put_hash(self, java_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """putKey given the key's Java hashCode (saves re-hashing in bulk paths)."""
+        if not self.writable:
+            raise InvalidArgumentError(f"index file {self.path} is open read-only")
+        h = self.header
+        if h.indexCount >= self.index_num:
+            return False
+        kh = index_hash(java_hash)
+        sp = INDEX_HEADER_SIZE + SLOT_SIZE * (kh % self.hash_slot_num)
+        mm = self._mm
+        head = struct.unpack_from(">i", mm, sp)[0]
+        if head <= 0 or head > h.indexCount:
+            head = 0
+        d = time_diff_seconds(store_timestamp, h.beginTimestamp)
+        ITEM.pack_into(mm, self._items_base + ITEM_SIZE * h.indexCount, kh, phy_offset, d, head)
+        struct.pack_into(">i", mm, sp, h.indexCount)
+        if h.indexCount <= 1:
+            h.beginPhyOffset = phy_offset
+            h.beginTimestamp = store_timestamp
+            struct.pack_into(">q", mm, 16, phy_offset)
+            struct.pack_into(">q", mm, 0, store_timestamp)
+        if head == 0:
+            h.hashSlotCount += 1
+            struct.pack_into(">i", mm, 32, h.hashSlotCount)
+        h.indexCount += 1
+        h.endPhyOffset = phy_offset
+        h.endTimestamp = store_timestamp
+        struct.pack_into(">qqq", mm, 8, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset)
+        struct.pack_into(">i", mm, 36, h.indexCount)
+        self.on_disk_index_count = h.indexCount
+        return True
+
+    # ---------------------------------------------------------------- read (§5.7)
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        fb, fe = self.header.beginTimestamp, self.header.endTimestamp
+        return (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe)
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int,
+                           result: list | None = None) -> list[int]:
+        """selectPhyOffset: walk the key's slot chain newest to oldest, comparing hashes only."""
+        out = [] if result is None else result
+        self._walk_select(index_hash(java_string_hash(key)), max_num, begin, end, out)
+        return out
+
+    def _walk_select(self, kh: int, max_num: int, begin: int, end: int, out: list) -> None:
+        h = self.header
+        head = self.slot_value(kh % self.hash_slot_num)
+        if head <= 0 or head > h.indexCount or h.indexCount <= 1:
+            return
+        n = head
+        steps = 0
+        while True:
+            if len(out) >= max_num:
+                break
+            ih, off, d, prev = self.item(n)
+            if d < 0:
+                break
+            t = h.beginTimestamp + d * 1000
+            if ih == kh and begin <= t <= end:
+                out.append(off)
+            if prev <= 0 or prev > h.indexCount or prev == n or t < begin:
+                break
+            n = prev
+            steps += 1
+            if steps >= h.indexCount:  # a cycle longer than one item: the broker would spin; we stop
+                break
+
+    def walk_chain(self, slot: int, limit: int | None = None):
+        """Inspect a slot's chain item by item. Returns (items, stop_reason); always terminates."""
+        h = self.header
+        if not 0 <= slot < self.hash_slot_num:
+            raise InvalidArgumentError(f"slot {slot} is out of range 0..{self.hash_slot_num - 1}")
+        head = self.slot_value(slot)
+        items = []
+        if head == 0:
+            return items, "slot is empty"
+        if head < 0 or head > h.indexCount or h.indexCount <= 1:
+            return items, f"slot points at item {head}, outside 1..{h.indexCount - 1} (the broker ignores it)"
+        seen = set()
+        n = head
+        cap = limit if limit is not None else self.index_num
+        while True:
+            if n in seen:
+                return items, f"cycle: item {n} was already visited"
+            if len(items) >= cap:
+                return items, f"stopped after {cap} items (limit)"
+            seen.add(n)
+            ih, off, d, prev = self.item(n)
+            t = h.beginTimestamp + d * 1000
+            items.append({"item": n, "keyHash": ih, "phyOffset": off, "timeDiff": d, "timestamp": t,
+                          "prevIndex": prev, "slot": ih % self.hash_slot_num if ih >= 0 else None})
+            if d < 0:
+                return items, f"item {n} has a negative timeDiff {d} (the broker stops here)"
+            if prev == 0:
+                return items, "end of chain (prevIndex 0)"
+            if prev < 0 or prev > h.indexCount:
+                return items, f"item {n} points at item {prev}, outside 1..{h.indexCount - 1}"
+            if prev == n:
+                return items, f"item {n} points at itself"
+            n = prev
+
+    # ---------------------------------------------------------------- bulk
+    def slots_array(self) -> np.ndarray:
+        return np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+
+    def items_array(self) -> np.ndarray:
+        """Items 1..indexCount-1 (bounded by the file's capacity) as a structured array."""
+        n = min(self.header.indexCount, self.index_num) - 1
+        if n <= 0:
+            return np.empty(0, dtype=ITEM_DTYPE)
+        return np.frombuffer(self._mm, dtype=ITEM_DTYPE, count=n, offset=self._items_base + ITEM_SIZE)
+
+
+# ==================================================================== vectorized builder
+
+def _prev_and_heads(slots: np.ndarray, hash_slot_num: int):
+    """For items 1..N with the given slots: each item's predecessor in its slot (0 = none) and slot heads."""
+    n = len(slots)
+    order = np.argsort(slots, kind="stable")
+    s_sorted = slots[order]
+    same = np.empty(n, dtype=bool)
+    if n:
+        same[0] = False
+        np.equal(s_sorted[1:], s_sorted[:-1], out=same[1:])
+    prev = np.zeros(n, dtype=np.int32)
+    item_sorted = (order + 1).astype(np.int32)
+    prev_sorted = np.where(same, np.concatenate(([0], item_sorted[:-1])) if n else item_sorted, 0)
+    prev[order] = prev_sorted
+    heads = np.zeros(hash_slot_num, dtype=np.int32)
+    last_in_group = np.ones(n, dtype=bool)
+    if n:
+        last_in_group[:-1] = ~same[1:]
+    heads[s_sorted[last_in_group]] = item_sorted[last_in_group]
+    return prev, heads, int(np.count_nonzero(~same))
+
+
+def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamps, hash_slot_num: int,
+                                 index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0) -> int:
+    """Write a whole index file in one pass from per-entry Java hashCodes; equals put_key in a loop."""
+    check_index_geometry(hash_slot_num, index_num)
+    hashes = np.asarray(java_hashes, dtype=np.int64)
+    phy = np.asarray(phy_offsets, dtype=np.int64)
+    ts = np.asarray(store_timestamps, dtype=np.int64)
+    n = len(hashes)
+    if not len(phy) == len(ts) == n:
+        raise InvalidArgumentError("keys, phy_offsets and store_timestamps must have the same length")
+    if n > index_num - 1:
+        raise InvalidArgumentError(f"{n} entries do not fit an index file of {index_num} items (max {index_num - 1})")
+    kh = np.where(hashes == INT_MIN, 0, np.abs(hashes))
+    slots = (kh % hash_slot_num).astype(np.int64)
+    prev, heads, used = _prev_and_heads(slots, hash_slot_num)
+    # timeDiff: item 1 against the seed begin time, the rest against item 1's own time (§5.6).
+    if n:
+        begin0 = end_timestamp if end_timestamp > 0 else 0
+        d = np.empty(n, dtype=np.int64)
+        d[0] = time_diff_seconds(int(ts[0]), begin0)
+        b = int(ts[0])
+        if b <= 0:
+            d[1:] = 0
+        else:
+            delta = ts[1:] - b
+            q = np.abs(delta) // 1000 * np.sign(delta)  # truncation toward zero
+            d[1:] = np.clip(q, 0, INT_MAX)
+        header = IndexHeader(int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
+    else:
+        header = IndexHeader(end_timestamp if end_timestamp > 0 else 0, end_timestamp if end_timestamp > 0 else 0,
+                             end_phy_offset if end_phy_offset > 0 else 0, end_phy_offset if end_phy_offset > 0 else 0,
+                             0, 0)
+    items = np.zeros(n, dtype=ITEM_DTYPE)
+    if n:
+        items["hash"] = kh
+        items["phy"] = phy
+        items["time_diff"] = d
+        items["prev"] = prev
+    size = index_file_size(hash_slot_num, index_num)
+    path = Path(path)
+    with open(path, "wb") as f:
+        f.write(HEADER.pack(header.beginTimestamp, header.endTimestamp, header.beginPhyOffset, header.endPhyOffset,
+                            header.hashSlotCount, header.indexCount))
+        f.write(heads.astype(">i4").tobytes())
+        f.write(bytes(ITEM_SIZE))  # item 0, never used
+        items.tofile(f)
+        f.truncate(size)
+    return n
+
+
+def build_index_file(path, keys, phy_offsets, store_timestamps, hash_slot_num: int, index_num: int,
+                     end_phy_offset: int = 0, end_timestamp: int = 0) -> int:
+    """Vectorized IndexFile builder: same bytes as IndexFile.create + put_key in a loop.
+
+    keys: a sequence of "topic#key" strings (sliceable; chunks are hashed with numpy).
+    """
+    hashes = java_string_hashes(keys)
+    return build_index_file_from_hashes(path, hashes, phy_offsets, store_timestamps, hash_slot_num, index_num,
+                                        end_phy_offset, end_timestamp)
+
+
+# ==================================================================== IndexService
+
+def index_file_name(ts_ms: int) -> str:
+    """yyyyMMddHHmmssSSS in the local time zone (UtilAll.timeMillisToHumanString)."""
+    dt = datetime.fromtimestamp(ts_ms / 1000)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+def list_index_files(index_dir: Path) -> list[Path]:
+    if not Path(index_dir).is_dir():
+        return []
+    files = [p for p in Path(index_dir).iterdir() if p.is_file() and INDEX_NAME.match(p.name)]
+    return sorted(files, key=lambda p: (len(p.name), p.name))
+
+
+class IndexService:
+    def __init__(self, index_dir: Path, hash_slot_num: int, index_num: int, writable: bool = False,
+                 on_full_flush: Callable[[int], None] | None = None, clock: Callable[[], int] | None = None):
+        check_index_geometry(hash_slot_num, index_num)
+        self.dir = Path(index_dir)
+        self.hash_slot_num, self.index_num = hash_slot_num, index_num
+        self.writable = writable
+        self.on_full_flush = on_full_flush
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.files: list[IndexFile] = []
+        for p in list_index_files(self.dir):
+            self.files.append(IndexFile.open(p, hash_slot_num, index_num, writable=writable))
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files = []
+
+    def flush_all(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    # ---------------------------------------------------------------- write
+    def _new_file_name(self) -> Path:
+        name = index_file_name(self.clock())
+        if self.files:
+            last = self.files[-1].path.name
+            if (len(name), name) <= (len(last), last):
+                name = str(int(last) + 1)  # two files in one millisecond: keep names unique and ordered
+        return self.dir / name
+
+    def last_file_for_write(self) -> IndexFile:
+        """getAndCreateLastIndexFile: the last file if not full, else a new one seeded from it (§5.8)."""
+        if self.files and not self.files[-1].is_write_full():
+            return self.files[-1]
+        prev = self.files[-1] if self.files else None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        f = IndexFile.create(self._new_file_name(), self.hash_slot_num, self.index_num,
+                             prev.header.endPhyOffset if prev else 0, prev.header.endTimestamp if prev else 0)
+        self.files.append(f)
+        if prev is not None:
+            self.flush_file(prev)
+        return f
+
+    def flush_file(self, f: IndexFile) -> None:
+        """IndexService.flush: the header rewrite + force; a full file advances indexMsgTimestamp."""
+        ts = f.header.endTimestamp if f.is_write_full() else 0
+        f.flush()
+        if ts > 0 and self.on_full_flush:
+            self.on_full_flush(ts)
+
+    def build_index(self, rec) -> int:
+        """buildIndex for one decoded record; returns the number of keys put."""
+        keys = rec.index_keys()
+        f = self.last_file_for_write()
+        if rec.physical_offset < f.header.endPhyOffset:
+            return 0  # already indexed (strict: the record at endPhyOffset is indexed again, pitfall 23)
+        n = 0
+        for k in keys:
+            h = java_string_hash(k)
+            while not f.put_hash(h, rec.physical_offset, rec.store_timestamp):
+                f = self.last_file_for_write()
+            n += 1
+        return n
+
+    # ---------------------------------------------------------------- read
+    def query_offsets(self, key_string: str, max_num: int, begin: int, end: int) -> list[int]:
+        """IndexService.queryOffset for a full "topic#key" string (max_num already clamped by the caller)."""
+        out: list[int] = []
+        kh = index_hash(java_string_hash(key_string))
+        for f in reversed(self.files):
+            if f.is_time_matched(begin, end):
+                f._walk_select(kh, max_num, begin, end, out)
+            if f.header.beginTimestamp < begin:
+                break
+            if len(out) >= max_num:
+                break
+        return out
