@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import CQ_STORE_UNIT_SIZE
+from engine.errors import GeometryError
 from engine.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
@@ -38,8 +39,14 @@ class ConsumeQueue:
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
         self.topic, self.queue_id = topic, queue_id
         self.dir = cq_dir(root, topic, queue_id)
-        self.queue = SegmentQueue(self.dir, file_size, writable=writable, what="consume queue")
-        self.file_size = file_size
+        # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
+        # readable); a new queue takes the configured one.
+        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue")
+        if self.queue.file_size is None:
+            self.queue.file_size = file_size
+        self.file_size = self.queue.file_size
+        if self.file_size % CQ_STORE_UNIT_SIZE:
+            raise GeometryError(f"consume queue {self.dir} has {self.file_size}-byte files, not a multiple of 20")
         self.writable = writable
         self.max_physic_offset = -1
         self.min_logic_offset = 0

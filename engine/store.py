@@ -1,0 +1,416 @@
+"""The message store: commit log + consume queues + index + checkpoint under one lock (spec §1, §7)."""
+from __future__ import annotations
+
+import base64
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from engine.checkpoint import Checkpoint
+from engine.commitlog import CommitLog, LogEntry
+from engine.config import BrokerConfig
+from engine.consumequeue import ConsumeQueue
+from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
+from engine.fsutil import fsync_dir
+from engine.index import IndexService
+from engine.javautil import LONG_MAX, index_hash, java_string_hash
+from engine.lock import StoreLock
+from engine.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
+                            VALID, MessageEncodeError, MessageRecord, UniqKeyGenerator, decode_offset_msg_id,
+                            parse_host)
+
+ABORT = "abort"
+CHECKPOINT = "checkpoint"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class PutResult:
+    commitLogOffset: int
+    queueOffset: int
+    msgId: str
+    uniqKey: str | None
+    storeSize: int
+    topic: str
+    queueId: int
+    storeTimestamp: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class QueryResult:
+    messages: list[MessageRecord] = field(default_factory=list)
+    candidates: int = 0              # index entries whose hash matched
+    rejected: list[dict] = field(default_factory=list)  # candidates dropped, with the reason
+    files_searched: int = 0
+
+
+def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
+    """A message object in the CLI's JSON shape (MessageExt names) -> a record to put."""
+    if not isinstance(obj, dict):
+        raise InvalidArgumentError("each message must be a JSON object")
+    topic = obj.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise InvalidArgumentError("message has no topic")
+    body = obj.get("body", "")
+    if body is None:
+        body = ""
+    if obj.get("bodyEncoding") == "base64":
+        try:
+            body_b = base64.b64decode(body, validate=True)
+        except ValueError:
+            raise InvalidArgumentError("body is not valid base64") from None
+    elif isinstance(body, str):
+        body_b = body.encode("utf-8")
+    else:
+        raise InvalidArgumentError("body must be a string")
+    props = dict(obj.get("properties") or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+        raise InvalidArgumentError("properties must map strings to strings")
+    keys = obj.get("keys")
+    if isinstance(keys, list):
+        keys = " ".join(str(k) for k in keys)
+    if keys:
+        props[PROP_KEYS] = keys
+    if obj.get("tags"):
+        props[PROP_TAGS] = str(obj["tags"])
+    if obj.get("uniqKey"):
+        props[PROP_UNIQ_KEY] = str(obj["uniqKey"])
+    rec = MessageRecord(topic=topic, body=body_b, properties=props)
+    ints = {"queueId": "queue_id", "flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times",
+            "preparedTransactionOffset": "prepared_transaction_offset", "bornTimestamp": "born_timestamp",
+            "storeTimestamp": "store_timestamp"}
+    rec.queue_id = default_queue_id
+    for js, attr in ints.items():
+        if obj.get(js) is not None:
+            v = obj[js]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InvalidArgumentError(f"{js} must be an integer")
+            setattr(rec, attr, v)
+    for js, attr in (("bornHost", "born"), ("storeHost", "store")):
+        if obj.get(js):
+            try:
+                addr, port = parse_host(str(obj[js]))
+            except ValueError as e:
+                raise InvalidArgumentError(str(e)) from None
+            setattr(rec, f"{attr}_host", addr)
+            setattr(rec, f"{attr}_port", port)
+    return rec
+
+
+class MessageStore:
+    """A store directory. Read-only unless opened with writable=True (which takes the lock)."""
+
+    def __init__(self, config: BrokerConfig, writable: bool = False, create: bool = False,
+                 allow_unclean: bool = False):
+        self.config = config
+        self.root = config.root
+        self.writable = writable
+        self._lock: StoreLock | None = None
+        self._commitlog: CommitLog | None = None
+        self._index: IndexService | None = None
+        self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._closed = False
+        if not self.root.exists():
+            if not create:
+                raise NotAStoreError(f"store directory {self.root} does not exist")
+            self.root.mkdir(parents=True)
+        if not self.root.is_dir():
+            raise NotAStoreError(f"{self.root} is not a directory")
+        if not create and not self.looks_like_store():
+            raise NotAStoreError(
+                f"{self.root} is not a RocketMQ store: it has no commitlog/, consumequeue/ or index/ directory")
+        if writable:
+            self._lock = StoreLock(self.root).acquire()
+            try:
+                if self.abort_path.exists() and not allow_unclean:
+                    raise UncleanStoreError(
+                        f"store {self.root} was not shut down cleanly (abort file present); run `rmqtool recover` first")
+                self.checkpoint = Checkpoint.load(self.root / CHECKPOINT)
+            except BaseException:
+                self._lock.release()
+                raise
+        else:
+            self.checkpoint = Checkpoint.load(self.root / CHECKPOINT)
+
+    def looks_like_store(self) -> bool:
+        names = ("consumequeue", "index")
+        return any((self.root / n).is_dir() for n in names) or any(d.is_dir() for d in self.config.commitlog_dirs)
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / ABORT
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    # ------------------------------------------------------------ components
+    @property
+    def commitlog(self) -> CommitLog:
+        if self._commitlog is None:
+            # The segment size comes from the files present unless it was given; a new store takes the config's.
+            size = self.config.mappedFileSizeCommitLog if self.config.commitLogSizeGiven else None
+            self._commitlog = CommitLog(self.config.commitlog_dirs, size, writable=self.writable)
+            if self._commitlog.queue.file_size is None:
+                self._commitlog.queue.file_size = self.config.mappedFileSizeCommitLog
+        return self._commitlog
+
+    @property
+    def index(self) -> IndexService:
+        if self._index is None:
+            self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
+                                       writable=self.writable, on_full_flush=self._on_index_full_flush)
+        return self._index
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._cqs.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self.root, topic, queue_id, self.config.cq_file_size, writable=self.writable)
+            self._cqs[key] = cq
+        return cq
+
+    def _on_index_full_flush(self, ts: int) -> None:
+        self.checkpoint.indexMsgTimestamp = ts
+        self.checkpoint.save(self.root / CHECKPOINT)
+
+    # ------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.writable and getattr(self, "_put_started", False):
+                self._shutdown_flush()
+        finally:
+            for cq in self._cqs.values():
+                cq.close()
+            if self._index:
+                self._index.close()
+            if self._commitlog:
+                self._commitlog.close()
+            if self._lock:
+                self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and self.writable and not issubclass(exc_type, (InvalidArgumentError,
+                                                                                 MessageEncodeError)):
+            # Bad input is refused before any byte of that message is written, so the store is still
+            # consistent. Anything else may have stopped a write half-way: leave the abort marker so the
+            # next writer recovers first.
+            self._put_started = False
+        self.close()
+
+    # ------------------------------------------------------------ put
+    def _begin_put(self) -> None:
+        if getattr(self, "_put_started", False):
+            return
+        cl = self.commitlog
+        end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
+        # Like a broker's start(): mark the store as in use before changing anything.
+        with open(self.abort_path, "w") as f:
+            f.write(str(os.getpid()))
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(self.root)
+        cl.open_for_append(end)
+        self._uniq = UniqKeyGenerator()
+        self._last_record_start = None
+        self._put_started = True
+
+    def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
+        """Append one message: commit log, consume queue, index; with sync_flush it is durable on return."""
+        self._begin_put()
+        cl = self.commitlog
+        if not rec.topic:
+            raise InvalidArgumentError("message has no topic")
+        if len(rec.body) > self.config.maxMessageSize:
+            raise MessageEncodeError(
+                f"message body is {len(rec.body)} bytes; maxMessageSize is {self.config.maxMessageSize}")
+        if PROP_UNIQ_KEY not in rec.properties:
+            rec.properties[PROP_UNIQ_KEY] = self._uniq.next()
+        rec.properties_raw = None
+        ts = now_ms()
+        if not rec.store_timestamp:
+            rec.store_timestamp = ts
+        if not rec.born_timestamp:
+            rec.born_timestamp = rec.store_timestamp
+        tx = rec.tx_type
+        in_cq = tx in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+        cq = self.consume_queue(rec.topic, rec.queue_id) if in_cq else None
+        rec.queue_offset = cq.max_offset_in_queue if cq is not None else 0
+        phy, data = cl.append(rec)
+        self._last_record_start = phy
+        if cq is not None:
+            cq.put(phy, len(data), rec.tags_code(), rec.queue_offset)
+            self.checkpoint.logicsMsgTimestamp = rec.store_timestamp
+        if self.config.messageIndexEnable:
+            self.index.build_index(rec)
+        if sync_flush:
+            cl.sync()
+            self.checkpoint.physicMsgTimestamp = rec.store_timestamp
+        self._last_store_ts = rec.store_timestamp
+        return PutResult(phy, rec.queue_offset, rec.msg_id, rec.uniq_key, len(data), rec.topic, rec.queue_id,
+                         rec.store_timestamp)
+
+    def put_many(self, records: Iterable[MessageRecord], sync_flush: bool = False,
+                 on_result: Callable[[PutResult], None] | None = None) -> int:
+        n = 0
+        for rec in records:
+            r = self.put(rec, sync_flush)
+            if on_result:
+                on_result(r)
+            n += 1
+        return n
+
+    def _shutdown_flush(self) -> None:
+        """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
+        cl = self.commitlog
+        cl.sync()
+        for cq in self._cqs.values():
+            cq.sync()
+        if self._index is not None:
+            self._index.flush_all()
+        cp = self.checkpoint
+        if getattr(self, "_last_store_ts", None):
+            cp.physicMsgTimestamp = max(cp.physicMsgTimestamp, self._last_store_ts)
+            cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, self._last_store_ts)
+        if self._last_record_start is not None:
+            cp.confirmPhyOffset = self._last_record_start
+        cp.save(self.root / CHECKPOINT)
+        self.abort_path.unlink(missing_ok=True)
+        fsync_dir(self.root)
+
+    # ------------------------------------------------------------ read
+    def get(self, offset: int, check_crc: bool = True) -> MessageRecord:
+        if offset < 0:
+            raise InvalidArgumentError(f"offset {offset} is negative")
+        r = self.commitlog.check_at(offset, check_crc=check_crc)
+        if r.status != VALID:
+            raise InvalidArgumentError(f"no valid message at commit-log offset {offset}: {r.reason or r.status.lower()}")
+        return r.record
+
+    def get_by_msg_id(self, msg_id: str) -> MessageRecord:
+        try:
+            _, _, offset = decode_offset_msg_id(msg_id)
+        except ValueError as e:
+            raise InvalidArgumentError(str(e)) from None
+        rec = self.get(offset)
+        if rec.msg_id.upper() != msg_id.upper():
+            raise InvalidArgumentError(
+                f"message id {msg_id} points at offset {offset}, but the message there has id {rec.msg_id}")
+        return rec
+
+    def walk(self, start: int | None = None, count: int | None = None, check_crc: bool = True) -> Iterator[LogEntry]:
+        n = 0
+        for e in self.commitlog.walk(start, check_crc=check_crc):
+            if count is not None and n >= count:
+                return
+            yield e
+            n += 1
+
+    # ------------------------------------------------------------ query by key
+    def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
+        """What the broker returns: queryOffset with its clamp and decoded-time filter, unverified."""
+        clamped = min(max_num, self.config.maxMsgsNumBatch)
+        idx = self.index
+        offsets = idx.query_offsets(f"{topic}#{key}", clamped, begin, end)
+        newest = idx.files[-1].header if idx.files else None
+        return {"phyOffsets": offsets, "maxNum": clamped,
+                "indexLastUpdateTimestamp": newest.endTimestamp if newest else 0,
+                "indexLastUpdatePhyoffset": newest.endPhyOffset if newest else 0}
+
+    def query(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
+              unique: bool = False) -> QueryResult:
+        """Messages whose topic and key really match, store time exactly within [begin, end].
+
+        The walk is wider than the broker's: decoded index times are floored to whole seconds (and item 1 of a
+        rolled file can decode later than real), so inclusion is decided on the message itself (§5.6, §5.7).
+        """
+        if max_num <= 0:
+            raise InvalidArgumentError(f"--max must be positive, got {max_num}")
+        if begin > end:
+            raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
+        res = QueryResult()
+        idx = self.index
+        key_string = f"{topic}#{key}"
+        kh = index_hash(java_string_hash(key_string))
+        seen: set[int] = set()
+        walk_begin = begin - 1000
+        for f in reversed(idx.files):
+            if len(res.messages) >= max_num:
+                break
+            h = f.header
+            # Header times are the real store times of the file's first and last items.
+            if f.item_count and h.endTimestamp >= begin and h.beginTimestamp <= end:
+                res.files_searched += 1
+                for off, t in self._chain_candidates(f, kh, walk_begin):
+                    res.candidates += 1
+                    if off in seen:
+                        continue  # the same message indexed twice (pitfall 23)
+                    seen.add(off)
+                    ok, why, rec = self._verify_candidate(off, topic, key, unique, begin, end)
+                    if ok:
+                        res.messages.append(rec)
+                        if len(res.messages) >= max_num:
+                            break
+                    else:
+                        res.rejected.append({"phyOffset": off, "reason": why})
+            if f.item_count and h.beginTimestamp < begin:
+                break  # older files hold only older messages
+        res.messages.sort(key=lambda r: r.physical_offset)
+        return res
+
+    def _chain_candidates(self, f, kh: int, walk_begin: int):
+        """(offset, decoded time) of chain items with hash kh, newest first, stopping once decoded times
+        are surely older than the window. Bounded: a corrupt chain cannot loop."""
+        hdr = f.header
+        head = f.slot_value(kh % f.hash_slot_num)
+        if head <= 0 or head > hdr.indexCount or hdr.indexCount <= 1:
+            return
+        n, steps, seen = head, 0, set()
+        while n not in seen and steps < hdr.indexCount:
+            seen.add(n)
+            ih, off, d, prev = f.item(n)
+            if d < 0:
+                return
+            t = hdr.beginTimestamp + d * 1000
+            if ih == kh:
+                yield off, t
+            if prev <= 0 or prev > hdr.indexCount or t < walk_begin:
+                return
+            n = prev
+            steps += 1
+
+    def _verify_candidate(self, off: int, topic: str, key: str, unique: bool, begin: int, end: int):
+        r = self.commitlog.check_at(off, check_crc=False)
+        if r.status != VALID:
+            return False, f"no valid message at offset ({r.reason or r.status})", None
+        rec = r.record
+        if rec.physical_offset != off:
+            return False, f"record at {off} says it is at {rec.physical_offset}", None
+        if rec.topic != topic:
+            return False, f"hash collision: topic is {rec.topic!r}", None
+        if unique:
+            if rec.uniq_key != key:
+                return False, "hash collision: different UNIQ_KEY", None
+        elif key not in rec.keys:
+            return False, "hash collision: key not among the message's KEYS", None
+        if not begin <= rec.store_timestamp <= end:
+            return False, "store time outside the window", None
+        return True, "", rec
+
+
+def open_store(config: BrokerConfig, writable: bool = False, create: bool = False, **kw) -> MessageStore:
+    return MessageStore(config, writable=writable, create=create, **kw)

@@ -1,0 +1,3 @@
+from rmqtool.app import main
+
+main()

@@ -1,0 +1,143 @@
+"""rmqtool inspect-index: headers, slot chains, statistics and verification of index files."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine.config import load_config
+from engine.errors import InvalidArgumentError
+from engine.index import IndexFile, list_index_files
+from engine.indexcheck import index_stats, verify_index_file
+from engine.javautil import index_hash, java_string_hash
+from engine.store import MessageStore
+from rmqtool import render
+from rmqtool.app import command
+from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config
+
+VERIFY_FAILED = 3
+
+
+def header_row(f: IndexFile) -> dict:
+    d = {"file": f.path.name}
+    d.update(f.header.as_dict())
+    d["indexCount"] = f.on_disk_index_count
+    d["fill"] = round(f.item_count / (f.index_num - 1), 6)
+    return d
+
+
+def _render_headers(rows: list[dict]) -> None:
+    render.table("index files", ["file", "beginTime", "endTime", "beginPhyOffset", "endPhyOffset", "hashSlotCount",
+                                 "indexCount", "fill"],
+                 [[r["file"], render.fmt_time(r["beginTimestamp"]), render.fmt_time(r["endTimestamp"]),
+                   r["beginPhyOffset"], r["endPhyOffset"], r["hashSlotCount"], r["indexCount"],
+                   f"{r['fill']:.1%}"] for r in rows])
+
+
+@command("inspect-index")
+def inspect_index(
+    file: Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
+                                                   dir_okay=False)] = None,
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    walk_slot: Annotated[Optional[int], typer.Option("--walk-slot", help="Print the chain of hash slot N.")] = None,
+    walk_key: Annotated[Optional[str], typer.Option("--walk-key", help="Print the chain of the slot of TOPIC#KEY.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many chain items per walk.", min=1)] = 10_000,
+    stats: Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Check every item against the commit log; exit 3 on "
+                                         "problems.")] = False,
+    json_out: JsonOpt = False,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
+    commitlog_file_size: CommitLogSizeOpt = None,
+) -> None:
+    """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log."""
+    if walk_slot is not None and walk_key is not None:
+        raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
+    if file is not None and store is None and broker_conf is None:
+        cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
+        if verify:
+            raise InvalidArgumentError("--verify reads the commit log: pass --store (or --broker-conf) too")
+        paths = [file]
+        st = None
+    else:
+        cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
+        st = MessageStore(cfg)
+        paths = [file] if file is not None else list_index_files(st.index_dir)
+        if not paths:
+            st.close()
+            raise InvalidArgumentError(f"no index files in {st.index_dir}")
+    failed = False
+    try:
+        headers = []
+        for p in paths:
+            if not p.exists():
+                raise InvalidArgumentError(f"index file {p} does not exist")
+            with IndexFile.open(p, cfg.maxHashSlotNum, cfg.maxIndexNum) as f:
+                headers.append(header_row(f))
+                if walk_slot is not None or walk_key is not None:
+                    _walk(f, walk_slot, walk_key, limit, json_out)
+                if stats:
+                    s = index_stats(f)
+                    if json_out:
+                        render.emit_json({"stats": s})
+                    else:
+                        _render_stats(s)
+                if verify:
+                    rep = verify_index_file(f, st.commitlog)
+                    failed |= not rep.ok
+                    if json_out:
+                        render.emit_json({"verify": rep.as_dict()})
+                    else:
+                        _render_verify(rep)
+        if not (walk_slot is not None or walk_key is not None or stats or verify):
+            if json_out:
+                for h in headers:
+                    render.emit_json(h)
+            else:
+                _render_headers(headers)
+    finally:
+        if st is not None:
+            st.close()
+    if failed:
+        render.note("verification found problems")
+        raise typer.Exit(VERIFY_FAILED)
+
+
+def _walk(f: IndexFile, slot: Optional[int], key: Optional[str], limit: int, json_out: bool) -> None:
+    if key is not None:
+        kh = index_hash(java_string_hash(key))
+        slot = kh % f.hash_slot_num
+    items, reason = f.walk_chain(slot, limit)
+    if json_out:
+        render.emit_json({"file": f.path.name, "slot": slot, "items": items, "stop": reason})
+        return
+    title = f"{f.path.name} slot {slot}" + (f" ({key}: hash {index_hash(java_string_hash(key))})" if key else "")
+    rows = []
+    for it in items:
+        mark = ""
+        if key is not None:
+            mark = "match" if it["keyHash"] == index_hash(java_string_hash(key)) else "other key"
+        rows.append([it["item"], it["keyHash"], it["phyOffset"], render.fmt_time(it["timestamp"]), it["timeDiff"],
+                     it["prevIndex"], mark])
+    render.table(title, ["item", "keyHash", "phyOffset", "time", "timeDiff", "prevIndex", ""], rows)
+    render.out.print(f"stopped: {reason}", markup=False)
+
+
+def _render_stats(s: dict) -> None:
+    render.kv_table(f"{s['file']} statistics", [
+        ("items", s["items"]), ("fill", f"{s['fill']:.2%}"),
+        ("occupied slots", f"{s['occupiedSlots']} of {s['hashSlotNum']} ({s['slotOccupancy']:.2%})"),
+        ("mean chain length", f"{s['meanChainLength']:.3f}"), ("max chain length", s["maxChainLength"]),
+    ])
+    render.table("chain-length histogram", ["length", "slots"],
+                 [[k, v] for k, v in s["chainLengthHistogram"].items()])
+    render.table("longest chains", ["slot", "length"], [[c["slot"], c["length"]] for c in s["longestChains"]])
+
+
+def _render_verify(rep) -> None:
+    status = "OK" if rep.ok else f"{rep.problem_count} problem(s)"
+    render.out.print(f"{rep.file}: {rep.items_checked} items checked, {status}", markup=False)
+    for p in rep.problems:
+        render.out.print(f"  {p}", markup=False)

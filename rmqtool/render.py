@@ -1,0 +1,95 @@
+"""Rendering: rich tables for people on stdout, NDJSON for programs, messages and progress on stderr."""
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from engine.errors import InvalidArgumentError
+
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def reset_consoles() -> None:
+    """Re-bind the consoles to the current sys.stdout/stderr (CliRunner swaps them per invocation)."""
+    global out, err
+    # Piped output is not cut to 80 columns: tables stay one row per line for grep and less.
+    width = None if sys.stdout.isatty() else 220
+    out = Console(file=sys.stdout, soft_wrap=True, highlight=False, width=width)
+    err = Console(file=sys.stderr, highlight=False)
+
+
+def emit_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def note(msg: str) -> None:
+    err.print(msg, markup=False)
+
+
+def table(title: str | None, columns: list[str], rows: list[list], **kw) -> None:
+    t = Table(title=title, **kw)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*["" if v is None else str(v) for v in r])
+    out.print(t)
+
+
+def kv_table(title: str, pairs: list[tuple[str, object]]) -> None:
+    t = Table(title=title, show_header=False)
+    t.add_column("field", style="bold")
+    t.add_column("value", overflow="fold")
+    for k, v in pairs:
+        t.add_row(k, "" if v is None else str(v))
+    out.print(t)
+
+
+def progress(total: int | None, description: str) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True, disable=not err.is_terminal)
+
+
+def fmt_time(ms: int | None) -> str:
+    """Epoch ms -> local ISO-8601 with milliseconds (the broker's index names use local time too)."""
+    if ms is None:
+        return ""
+    if ms <= 0:
+        return str(ms)
+    try:
+        return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def parse_time(text: str | None, default: int, what: str) -> int:
+    """Epoch milliseconds or ISO-8601 (naive = local time) -> epoch ms."""
+    if text is None:
+        return default
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        v = int(t)
+        if not -(2**63) <= v < 2**63:
+            raise InvalidArgumentError(f"{what} {text!r} is out of range")
+        return v
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} {text!r} is not a time: use epoch milliseconds or ISO-8601") from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()
+    return int(dt.timestamp() * 1000)
+
+
+def body_preview(j: dict, width: int = 40) -> str:
+    b = j.get("body", "")
+    if j.get("bodyEncoding") == "base64":
+        return f"<{len(b) * 3 // 4} bytes binary>"
+    b = b.replace("\n", "\\n")
+    return b if len(b) <= width else b[: width - 1] + "…"
