@@ -59,10 +59,15 @@ class SegmentQueue:
                 found.append((int(p.name), p, p.stat().st_size))
         found.sort()
         if found and self.file_size is None:
-            # Take F from the files present: every file but possibly the last has it.
-            self.file_size = max(f[2] for f in found)
+            # Take F from the files present: all have it, except possibly an empty last file (§3.3).
+            sizes = {f[2] for i, f in enumerate(found) if f[2] or i < len(found) - 1}
+            if len(sizes) > 1:
+                listing = ", ".join(f"{f[1].name} is {f[2]} bytes" for f in found[:6])
+                raise GeometryError(f"{self.what} files in {found[0][1].parent} differ in size ({listing}); "
+                                    "a file is truncated or damaged, or pass the configured file size")
+            self.file_size = sizes.pop() if sizes else 0
             if self.file_size <= 0:
-                raise GeometryError(f"{self.what} files in {self.dirs[0]} are all empty; cannot tell the file size")
+                raise GeometryError(f"{self.what} files in {found[0][1].parent} are all empty; cannot tell the file size")
         for i, (start, p, length) in enumerate(found):
             last = i == len(found) - 1
             if length != self.file_size and not (last and length == 0):

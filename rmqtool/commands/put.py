@@ -55,6 +55,7 @@ def put(
     sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Make each message durable (fsync) before "
                                              "printing its offset.")] = False,
     json_out: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="Print only the summary line.")] = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -94,6 +95,8 @@ def put(
     rows = []
 
     def on_result(r):
+        if quiet:
+            return
         if json_out:
             render.emit_json(r.as_dict())  # written and flushed as soon as the message is stored (durable with --sync-flush)
         elif single:
@@ -103,7 +106,7 @@ def put(
             if sync_flush:
                 sys.stdout.flush()
 
-    if not json_out and not single:
+    if not json_out and not single and not quiet:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
     with MessageStore(cfg, writable=True, create=True) as st:
         with render.progress(None, "put") as bar:
@@ -113,7 +116,9 @@ def put(
                 on_result(st.put(rec, sync_flush))
                 n += 1
                 bar.advance(task)
-    if single and rows:
+    if quiet:
+        render.note(f"stored {n} message(s)")
+    elif single and rows:
         r = rows[0]
         render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
                                    ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
