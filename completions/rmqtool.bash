@@ -1,0 +1,21 @@
+# bash completion for rmqtool (static; regenerate with scripts/regen.py)
+_rmqtool() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
+    done
+    case "$prev" in
+        --store|-s|--tiered-dir|--out) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        --broker-conf|-c|--body-file|--from-jsonl) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+    case "$cmd" in
+        "") COMPREPLY=($(compgen -W "demo dump-commitlog get inspect-index put query-key --version -V --debug --install-completion --show-completion --help" -- "$cur")) ;;
+        demo) COMPREPLY=($(compgen -W "--messages -n --master --help" -- "$cur")) ;;
+        dump-commitlog) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --from --count -n --no-check-crc --json --commitlog-file-size --help" -- "$cur")) ;;
+        get) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --offset -o --msg-id -m --json --commitlog-file-size --help" -- "$cur")) ;;
+        inspect-index) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --walk-slot --walk-key --limit --stats --verify --json --hash-slots --max-index --commitlog-file-size --help" -- "$cur")) ;;
+        put) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
+        query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --help" -- "$cur")) ;;
+    esac
+}
+complete -o default -F _rmqtool rmqtool
