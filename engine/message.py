@@ -237,6 +237,7 @@ class MessageRecord:
     body_crc: int = 0
     magic: int = MESSAGE_MAGIC_CODE
     properties_raw: bytes | None = None  # exact stored bytes, so decode -> encode is the identity
+    prop_crc_valid: bool | None = None   # decode: does the optional __CRC32# property match the record?
 
     # -- derived views, in RocketMQ vocabulary
     @property
@@ -330,6 +331,8 @@ class MessageRecord:
             "magicVersion": "V2" if self.is_v2 else "V1",
             "transactionType": TX_TYPE_NAMES[self.tx_type],
         }
+        if self.prop_crc_valid is not None:
+            out["propertiesCRC"] = {"stored": self.prop_crc(), "valid": self.prop_crc_valid}
         body = self.body
         comp = self.compression()
         if comp:
@@ -427,10 +430,12 @@ def _decode_fields(buf, pos, rend, total, magic, check_crc, read_body, force_ver
         reconsume_times=reconsume, prepared_transaction_offset=prepared, properties=props,
         total_size=total, body_crc=body_crc, magic=magic, properties_raw=props_raw,
     )
-    if check_crc and force_verify_prop_crc:
+    if PROP_CRC32 in props:
         stored = rec.prop_crc()
-        if stored is None or stored != rmq_crc32(bytes(buf[rend - total:rend - CRC32_RESERVED_LEN])):
-            return CheckResult(CORRUPT, -1, rec, reason="whole-record __CRC32# property missing or wrong")
+        rec.prop_crc_valid = stored is not None and stored == rmq_crc32(
+            bytes(buf[rend - total:rend - CRC32_RESERVED_LEN]))
+    if check_crc and force_verify_prop_crc and not rec.prop_crc_valid:
+        return CheckResult(CORRUPT, -1, rec, reason="whole-record __CRC32# property missing or wrong")
     expected = cal_msg_length(v2, sys_flag, body_len, topic_len, props_len)
     if expected != total:
         return CheckResult(LENGTH_MISMATCH, total, rec, reason=f"TOTALSIZE {total} but fields add up to {expected}")

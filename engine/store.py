@@ -344,6 +344,8 @@ class MessageStore:
             raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
         res = QueryResult()
         idx = self.index
+        if not idx.files:
+            res.rejected.append({"phyOffset": None, "reason": f"the store has no index files in {self.index_dir}"})
         key_string = f"{topic}#{key}"
         kh = index_hash(java_string_hash(key_string))
         seen: set[int] = set()

@@ -74,6 +74,8 @@ def test_property_crc_roundtrip():
     bad[30] ^= 1  # inside PHYSICALOFFSET: covered by the whole-record CRC, not by the body CRC
     assert check_message(bytes(bad), force_verify_prop_crc=True).status == CORRUPT
     assert check_message(bytes(bad)).status == VALID
+    assert r.record.prop_crc_valid is True and check_message(bytes(bad)).record.prop_crc_valid is False
+    assert check_message(bytes(bad)).record.to_json()["propertiesCRC"]["valid"] is False
 
 
 def test_reversed_crc_digits():
