@@ -1,7 +1,8 @@
 """rmqtool query-key: find messages by key through the index, verified against the commit log."""
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
@@ -14,6 +15,7 @@ from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, 
                              StoreOpt, build_config)
 
 MAX_LIMIT = 10_000_000
+TIERED_PANEL = "Tiered storage (RocketMQ 5 tiered index, --tiered-dir)"
 
 
 def message_rows(recs) -> tuple[list[str], list[list]]:
@@ -40,22 +42,75 @@ def query_key(
     unique_key: Annotated[bool, typer.Option("--unique-key", help="Look up by UNIQ_KEY (mqadmin "
                                              "queryMsgByUniqueKey).")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Print what the broker itself returns: unverified offsets, "
-                                      "its decoded-time filter and its maxMsgsNumBatch clamp.")] = False,
+                                      "its decoded-time filter and its maxMsgsNumBatch clamp (with --tiered-dir: "
+                                      "the tiered service's items after its topicId filter, unverified).")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Also list index candidates that were rejected and "
                                           "why (hash collisions, stale entries).")] = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
+    tiered_dir: Annotated[Optional[Path], typer.Option(
+        "--tiered-dir", help="Answer from this directory of tiered index files (tiered_index_file/, numeric names) "
+        "as the tiered store does: files whose begin timestamp lies in [--begin, --end], newest first, merged by "
+        "queueId-offset and cut to --max. Items are offsets in the tiered commit log of their queue.",
+        file_okay=False, rich_help_panel=TIERED_PANEL)] = None,
+    tiered_metadata: Annotated[Optional[Path], typer.Option(
+        "--tiered-metadata", help="tieredStoreMetadata.json to map the topic to its topicId (default: "
+        "<store>/config/tieredStoreMetadata.json when --store is given); items of other topicIds are dropped.",
+        dir_okay=False, rich_help_panel=TIERED_PANEL)] = None,
+    topic_id: Annotated[Optional[int], typer.Option(
+        "--topic-id", help="The topic's tiered topicId, instead of reading the metadata.",
+        rich_help_panel=TIERED_PANEL)] = None,
+    tiered_store_path: Annotated[Optional[Path], typer.Option(
+        "--tiered-store-path", help="tieredStoreFilePath of a POSIX tiered backend: each item is verified by "
+        "decoding the record at its offset in the queue's tiered commit log and checking size, queue, topic, key "
+        "and store time; items that fail are dropped (see --explain).", file_okay=False,
+        rich_help_panel=TIERED_PANEL)] = None,
+    cluster_name: Annotated[Optional[str], typer.Option(
+        "--cluster-name", help="brokerClusterName under --tiered-store-path (default: the only one there).",
+        rich_help_panel=TIERED_PANEL)] = None,
+    broker_name: Annotated[Optional[str], typer.Option(
+        "--broker-name", help="brokerName under --tiered-store-path (default: the only one holding the topic).",
+        rich_help_panel=TIERED_PANEL)] = None,
+    tiered_hash_slots: Annotated[Optional[int], typer.Option(
+        "--tiered-hash-slots", help="Slots per tiered index file (tieredStoreIndexFileMaxHashSlotNum; default: "
+        "broker.conf, else --hash-slots when no store is given, else inferred from each file).",
+        rich_help_panel=TIERED_PANEL)] = None,
+    tiered_max_index: Annotated[Optional[int], typer.Option(
+        "--tiered-max-index", help="Items per tiered index file (tieredStoreIndexFileMaxIndexNum; default as for "
+        "--tiered-hash-slots).", rich_help_panel=TIERED_PANEL)] = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
-    time really match (no hash-collision false positives, exact time range)."""
+    time really match (no hash-collision false positives, exact time range). With --tiered-dir, answers from
+    tiered index files instead; those items are checked against the messages only with --tiered-store-path
+    (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
+    shown unverified)."""
     if not 0 < max_num <= MAX_LIMIT:
         raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
     b = render.parse_time(begin, 0, "--begin")
     e = render.parse_time(end, LONG_MAX, "--end")
     if b > e:
         raise InvalidArgumentError(f"--begin ({begin}) is after --end ({end})")
+    tiered_only = {"--tiered-metadata": tiered_metadata, "--topic-id": topic_id,
+                   "--tiered-store-path": tiered_store_path, "--cluster-name": cluster_name,
+                   "--broker-name": broker_name, "--tiered-hash-slots": tiered_hash_slots,
+                   "--tiered-max-index": tiered_max_index}
+    if tiered_dir is None:
+        given = [k for k, v in tiered_only.items() if v is not None]
+        if given:
+            raise InvalidArgumentError(f"{given[0]} only applies with --tiered-dir")
+    else:
+        from rmqtool.commands import tiered as tiered_cli
+
+        tiered_cli.run_query(
+            tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
+            raw=raw, explain=explain, json_out=json_out, store=store, broker_conf=broker_conf,
+            tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,
+            cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
+            tiered_max_index=tiered_max_index, hash_slots=hash_slots, max_index=max_index,
+            commitlog_file_size=commitlog_file_size)
+        return
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     with MessageStore(cfg) as st:
         if raw:
