@@ -284,32 +284,82 @@ class IndexFile:
 
 # ==================================================================== vectorized builder
 
+def _slot_chains(slots: np.ndarray):
+    """Chain structure of items 1..N (in put order) hashed to `slots`.
+
+    One sort of the unique 64-bit composites slot<<32 | item orders the items by slot and, within a slot, by
+    put order (what a stable sort by slot gives); each item's predecessor in its slot is then its left
+    neighbour when the slot matches. Returns (prev per item, head slots, head items, occupied slot count).
+    """
+    n = len(slots)
+    if n == 0:
+        e = np.empty(0, dtype=np.int32)
+        return e, e, e, 0
+    comp = np.empty(n, dtype=np.uint64)
+    halves = comp.view(np.uint32).reshape(n, 2)  # composite built as two 32-bit words, no 64-bit arithmetic
+    hi, lo = (1, 0) if np.little_endian else (0, 1)
+    halves[:, hi] = slots
+    halves[:, lo] = np.arange(1, n + 1, dtype=np.uint32)
+    comp.sort()
+    item_sorted, slot_sorted = halves[:, lo], halves[:, hi]
+    same = slot_sorted[1:] == slot_sorted[:-1]  # item k+1 (in sorted order) continues item k's slot
+    prev = np.empty(n, dtype=np.int32)
+    prev[item_sorted[0] - 1] = 0
+    prev[item_sorted[1:] - 1] = np.where(same, item_sorted[:-1], 0)
+    last = np.empty(n, dtype=bool)  # the newest item of each slot: the slot's head
+    np.logical_not(same, out=last[:-1])
+    last[-1] = True
+    del same
+    head_slots = slot_sorted[last].astype(np.int64)
+    head_items = item_sorted[last].astype(np.int32)
+    return prev, head_slots, head_items, len(head_items)
+
+
 def _prev_and_heads(slots: np.ndarray, hash_slot_num: int):
     """For items 1..N with the given slots: each item's predecessor in its slot (0 = none) and slot heads."""
-    n = len(slots)
-    order = np.argsort(slots, kind="stable")
-    s_sorted = slots[order]
-    same = np.empty(n, dtype=bool)
-    if n:
-        same[0] = False
-        np.equal(s_sorted[1:], s_sorted[:-1], out=same[1:])
-    prev = np.zeros(n, dtype=np.int32)
-    item_sorted = (order + 1).astype(np.int32)
-    prev_sorted = np.where(same, np.concatenate(([0], item_sorted[:-1])) if n else item_sorted, 0)
-    prev[order] = prev_sorted
+    prev, head_slots, head_items, used = _slot_chains(np.asarray(slots, dtype=np.int64))
     heads = np.zeros(hash_slot_num, dtype=np.int32)
-    last_in_group = np.ones(n, dtype=bool)
-    if n:
-        last_in_group[:-1] = ~same[1:]
-    heads[s_sorted[last_in_group]] = item_sorted[last_in_group]
-    return prev, heads, int(np.count_nonzero(~same))
+    heads[head_slots] = head_items
+    return prev, heads, used
+
+
+def _time_diffs(ts: np.ndarray, seed_begin: int) -> np.ndarray:
+    """timeDiff of every item (§5.6): item 1 against the seed, the others against item 1's own time.
+
+    Java long arithmetic: the difference wraps in int64, the division truncates toward zero, and a
+    negative quotient is clamped to 0 (so max(delta, 0) // 1000 is the same value).
+    """
+    n = len(ts)
+    d = np.empty(n, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        first = (int(ts[0]) - seed_begin + 2**63) % 2**64 - 2**63  # int64 wrap
+        d[0] = 0 if seed_begin <= 0 else min(max(first, 0) // 1000, INT_MAX)
+        begin = int(ts[0])
+        if begin <= 0:
+            d[1:] = 0
+        elif n > 1:
+            rest = d[1:]
+            np.subtract(ts[1:], np.int64(begin), out=rest)
+            np.maximum(rest, 0, out=rest)
+            rest //= 1000
+            np.minimum(rest, INT_MAX, out=rest)
+    return d.astype(np.int32)
 
 
 def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamps, hash_slot_num: int,
                                  index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0) -> int:
-    """Write a whole index file in one pass from per-entry Java hashCodes; equals put_key in a loop."""
+    """Write a whole index file in one pass from per-entry Java hashCodes; equals put_key in a loop.
+
+    The file is created full size (sparse), then the header, the slot heads and items 1..N are written
+    through one mapping; the bytes are those of IndexFile.create(..., seeds) + put_key per entry.
+    """
     check_index_geometry(hash_slot_num, index_num)
-    hashes = np.asarray(java_hashes, dtype=np.int64)
+    hashes = np.asarray(java_hashes)
+    if hashes.dtype != np.int32:
+        hashes = hashes.astype(np.int64)
+        if len(hashes) and (hashes.min() < INT_MIN or hashes.max() > INT_MAX):
+            raise InvalidArgumentError("Java hashCodes must be 32-bit signed integers")
+        hashes = hashes.astype(np.int32)
     phy = np.asarray(phy_offsets, dtype=np.int64)
     ts = np.asarray(store_timestamps, dtype=np.int64)
     n = len(hashes)
@@ -317,41 +367,39 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
         raise InvalidArgumentError("keys, phy_offsets and store_timestamps must have the same length")
     if n > index_num - 1:
         raise InvalidArgumentError(f"{n} entries do not fit an index file of {index_num} items (max {index_num - 1})")
-    kh = np.where(hashes == INT_MIN, 0, np.abs(hashes))
-    slots = (kh % hash_slot_num).astype(np.int64)
-    prev, heads, used = _prev_and_heads(slots, hash_slot_num)
-    # timeDiff: item 1 against the seed begin time, the rest against item 1's own time (§5.6).
-    if n:
-        begin0 = end_timestamp if end_timestamp > 0 else 0
-        d = np.empty(n, dtype=np.int64)
-        d[0] = time_diff_seconds(int(ts[0]), begin0)
-        b = int(ts[0])
-        if b <= 0:
-            d[1:] = 0
-        else:
-            delta = ts[1:] - b
-            q = np.abs(delta) // 1000 * np.sign(delta)  # truncation toward zero
-            d[1:] = np.clip(q, 0, INT_MAX)
-        header = IndexHeader(int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
-    else:
-        header = IndexHeader(end_timestamp if end_timestamp > 0 else 0, end_timestamp if end_timestamp > 0 else 0,
-                             end_phy_offset if end_phy_offset > 0 else 0, end_phy_offset if end_phy_offset > 0 else 0,
-                             0, 0)
-    items = np.zeros(n, dtype=ITEM_DTYPE)
-    if n:
-        items["hash"] = kh
-        items["phy"] = phy
-        items["time_diff"] = d
-        items["prev"] = prev
+    seed_phy = end_phy_offset if end_phy_offset > 0 else 0
+    seed_ts = end_timestamp if end_timestamp > 0 else 0
     size = index_file_size(hash_slot_num, index_num)
+    items_base = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num
     path = Path(path)
-    with open(path, "wb") as f:
-        f.write(HEADER.pack(header.beginTimestamp, header.endTimestamp, header.beginPhyOffset, header.endPhyOffset,
-                            header.hashSlotCount, header.indexCount))
-        f.write(heads.astype(">i4").tobytes())
-        f.write(bytes(ITEM_SIZE))  # item 0, never used
-        items.tofile(f)
-        f.truncate(size)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        if n == 0:
+            # IndexFile.create with no put: the seeds in the header, indexCount still 0 on disk.
+            os.pwrite(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0)
+            return 0
+        kh = np.abs(hashes)  # abs(Integer.MIN_VALUE) stays MIN_VALUE in int32: the broker then uses 0
+        kh[kh < 0] = 0
+        slots = kh % np.int32(hash_slot_num)
+        prev, head_slots, head_items, used = _slot_chains(slots)
+        del slots
+        d = _time_diffs(ts, seed_ts)
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+        try:
+            HEADER.pack_into(mm, 0, int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
+            slot_view = np.frombuffer(mm, dtype=">i4", count=hash_slot_num, offset=INDEX_HEADER_SIZE)
+            slot_view[head_slots] = head_items
+            items = np.frombuffer(mm, dtype=ITEM_DTYPE, count=n, offset=items_base + ITEM_SIZE)
+            items["hash"] = kh
+            items["phy"] = phy
+            items["time_diff"] = d
+            items["prev"] = prev
+            del slot_view, items
+        finally:
+            mm.close()
+    finally:
+        os.close(fd)
     return n
 
 
@@ -359,8 +407,13 @@ def build_index_file(path, keys, phy_offsets, store_timestamps, hash_slot_num: i
                      end_phy_offset: int = 0, end_timestamp: int = 0) -> int:
     """Vectorized IndexFile builder: same bytes as IndexFile.create + put_key in a loop.
 
-    keys: a sequence of "topic#key" strings (sliceable; chunks are hashed with numpy).
+    keys: "topic#key" strings: a list, a numpy 'U' array, or a lazily sliced sequence of either
+    (hashed a chunk at a time, so 20M keys never exist as Python strings at once).
     """
+    check_index_geometry(hash_slot_num, index_num)
+    n = len(keys)
+    if n > index_num - 1:
+        raise InvalidArgumentError(f"{n} entries do not fit an index file of {index_num} items (max {index_num - 1})")
     hashes = java_string_hashes(keys)
     return build_index_file_from_hashes(path, hashes, phy_offsets, store_timestamps, hash_slot_num, index_num,
                                         end_phy_offset, end_timestamp)
