@@ -14,7 +14,9 @@ The job, bottom to top:
   replace; checkpoint indexMsgTimestamp; all under the store lock.
 
 Runners: "inline" (in-process, no JVM) and Spark (local[*] by default, or any master URL). pyspark is
-imported only inside the Spark runner, so this module imports without it.
+imported only inside the Spark runner, so this module imports without it. Besides the broker-index job's own
+steps they offer generic ones (scan with any scan function, ask, build_with) that engine.tieredbuild uses for
+`spark-reindex --format tiered`.
 """
 from __future__ import annotations
 
@@ -801,14 +803,35 @@ class InlineRunner:
     def __init__(self):
         self._scans: dict[int, SegmentScan] = {}
 
-    def scan(self, segments: list[SegmentInfo], progress: Progress) -> list[dict]:
+    def scan(self, segments: list[SegmentInfo], progress: Progress, scan_fn=None) -> list[dict]:
+        """Scan every segment (scan_fn: SegmentInfo -> an object with .index and .summary(); default
+        scan_segment) and keep the scans for the later questions and the build."""
+        scan_fn = scan_fn or scan_segment
         out = []
         for i, seg in enumerate(segments):
-            sc = scan_segment(seg)
+            sc = scan_fn(seg)
             self._scans[seg.index] = sc
             out.append(sc.summary())
             progress("scan", i + 1, len(segments))
         return out
+
+    def ask(self, fn, requests: dict[int, object]) -> list:
+        """fn(scan, argument) for each requested segment index (a question that needs the columns)."""
+        return [fn(self._scans[i], a) for i, a in requests.items()]
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress) -> list:
+        """Generic build: pieces_fn(scan, plan) yields (file number, piece); build_fn(k, pieces, plan, staging,
+        run_id, attempt) builds file k from its pieces (in any order) and returns what was built."""
+        by_file: dict[int, list] = {k: [] for k in range(n_files)}
+        for sc in self._scans.values():
+            for k, piece in pieces_fn(sc, plan):
+                by_file[k].append(piece)
+        built = []
+        for k in range(n_files):
+            built.append(build_fn(k, by_file.pop(k), plan, staging, run_id, "a0"))
+            progress("build", len(built), n_files)
+        return built
 
     def counts(self, plan: Plan) -> dict[int, int]:
         return {d["index"]: accepted_count(self._scans[d["index"]], e, f)
@@ -836,6 +859,17 @@ class InlineRunner:
 
 def _spark_scan_task(seg: SegmentInfo) -> SegmentScan:
     return scan_segment(seg)
+
+
+def _spark_attempt() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return f"s{ctx.stageId()}a{ctx.attemptNumber()}t{ctx.taskAttemptId()}" if ctx else "a0"
+
+
+def _spark_generic_build(k: int, it, build_fn, plan, staging: str, run_id: str):
+    yield build_fn(k, [piece for _, piece in it], plan, staging, run_id, _spark_attempt())
 
 
 def _spark_build_partition(k: int, it, plan: Plan, staging: str, run_id: str):
@@ -963,11 +997,11 @@ class SparkRunner:
             t.join()
             progress(phase, total, total)
 
-    def scan(self, segments: list[SegmentInfo], progress: Progress) -> list[dict]:
+    def scan(self, segments: list[SegmentInfo], progress: Progress, scan_fn=None) -> list[dict]:
         from pyspark import StorageLevel
 
         rdd = self.sc.parallelize(segments, max(1, len(segments)))
-        self._scans = rdd.map(_spark_scan_task).persist(StorageLevel.MEMORY_AND_DISK)
+        self._scans = rdd.map(scan_fn or _spark_scan_task).persist(StorageLevel.MEMORY_AND_DISK)
         scans = self._scans
         return self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(segments), progress, "scan",
                          lambda: scans.map(lambda s: s.summary()).collect())
@@ -988,6 +1022,21 @@ class SparkRunner:
             lambda k, it: _spark_build_partition(k, it, bplan.value, staging, run_id))
         try:
             return self._run(f"rmqtool-build-{run_id}", n, progress, "build", built.collect)
+        finally:
+            bplan.unpersist()
+
+    def ask(self, fn, requests: dict[int, object]) -> list:
+        req = dict(requests)
+        return self._scans.filter(lambda s: s.index in req).map(lambda s: fn(s, req[s.index])).collect()
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress) -> list:
+        bplan = self.sc.broadcast(plan)
+        pieces = self._scans.flatMap(lambda s: pieces_fn(s, bplan.value))
+        built = pieces.partitionBy(n_files, lambda k: k).mapPartitionsWithIndex(
+            lambda k, it: _spark_generic_build(k, it, build_fn, bplan.value, staging, run_id))
+        try:
+            return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
         finally:
             bplan.unpersist()
 
@@ -1046,6 +1095,7 @@ class ReindexResult:
     replaced: bool = False
     index_msg_timestamp: int | None = None
     spark_log: str | None = None
+    format: str = "broker"               # broker | tiered
 
     @property
     def throughput(self) -> float:

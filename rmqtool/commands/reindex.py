@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.errors import InvalidArgumentError
 from engine.reindex import DEFAULT_MASTER, ReindexResult, spark_reindex
 from rmqtool import render
 from rmqtool.app import command
@@ -13,6 +14,8 @@ from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, Json
                              build_config)
 
 SPARK_PANEL = "Spark"
+TIERED_PANEL = "Tiered format (--format tiered)"
+FORMATS = ("broker", "tiered")
 
 
 def _size(n: float) -> str:
@@ -21,6 +24,67 @@ def _size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _render_tiered(r) -> None:
+    title = "spark-reindex --format tiered" + (" (dry run: nothing written)" if r.dry_run else "")
+    rows = [
+        ("master", r.master),
+        ("segments", r.segments),
+        ("messages", f"{r.messages} ({r.copied_messages} copied to tiered storage, {r.keyed_messages} with keys)"),
+        ("keys indexed (items)", r.keys_indexed),
+        ("index files", f"{r.index_files} ({r.hash_slot_num} slots x {r.index_num} items, compacted)"),
+        ("bytes read", f"{r.bytes_read} ({_size(r.bytes_read)})"),
+        ("elapsed", f"{r.seconds:.2f} s (scan {r.scan_seconds:.2f} s, build {r.build_seconds:.2f} s)"),
+        ("tiered metadata", r.tiered_metadata or "none (topic ids assigned from 0)"),
+    ]
+    if r.transaction_records_skipped:
+        rows.append(("prepared/rollback records (not copied)", r.transaction_records_skipped))
+    if r.system_topic_records:
+        rows.append(("system-topic records (not copied)", r.system_topic_records))
+    if r.length_mismatches:
+        rows.append(("length-mismatch records (skipped)", r.length_mismatches))
+    if r.key_sets_too_large:
+        rows.append(("key sets larger than a file (not indexed)", r.key_sets_too_large))
+    if r.key_sets_failed:
+        rows.append(("key sets with a failing MIN_VALUE key", r.key_sets_failed))
+    if not r.dry_run:
+        rows.append(("written to", r.out_dir))
+        if r.replaced:
+            rows.append(("old index files", "removed (--replace)"))
+    render.kv_table(title, rows)
+    if r.topics:
+        render.table("topics", ["topic", "topicId", "source"], [[t["topic"], t["topicId"], t["source"]]
+                                                                for t in r.topics])
+    if r.files:
+        render.table("tiered index files" + (" (planned)" if r.dry_run else ""),
+                     ["file (beginTimestamp)", "items", "bytes"],
+                     [[f["name"], f["items"], f.get("bytes", "-")] for f in r.files])
+
+
+def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max_index: Optional[int]):
+    """--hash-slots/--max-index, else broker.conf's tiered keys, else the tiered store's defaults."""
+    from engine.config import read_properties_file
+    from engine.tieredbuild import TIERED_DEFAULT_HASH_SLOT_NUM, TIERED_DEFAULT_INDEX_NUM
+
+    props = read_properties_file(broker_conf) if broker_conf is not None else {}
+
+    def conf(name: str, default: int) -> int:
+        v = props.get(name, "").strip()
+        if not v:
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            raise InvalidArgumentError(f"{broker_conf}: {name}={v!r} is not a number") from None
+
+    slots = hash_slots if hash_slots is not None else conf("tieredStoreIndexFileMaxHashSlotNum",
+                                                           TIERED_DEFAULT_HASH_SLOT_NUM)
+    items = max_index if max_index is not None else conf("tieredStoreIndexFileMaxIndexNum", TIERED_DEFAULT_INDEX_NUM)
+    black = {props.get("brokerClusterName") or "DefaultCluster"}
+    if props.get("brokerName"):
+        black.add(props["brokerName"])
+    return slots, items, black
 
 
 def _render(r: ReindexResult) -> None:
@@ -64,7 +128,8 @@ def spark_reindex_cmd(
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o",
         help="Write the index files to this directory instead of <store>/index (the store's index and "
-             "checkpoint are then left alone).")] = None,
+             "checkpoint are then left alone). Required with --format tiered (not <store>/index nor "
+             "<store>/tiered_index_file).")] = None,
     master: Annotated[str, typer.Option(
         "--master", rich_help_panel=SPARK_PANEL,
         help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
@@ -79,6 +144,18 @@ def spark_reindex_cmd(
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", rich_help_panel=TIERED_PANEL,
+        help="broker (default): the broker's index files. tiered: compacted RocketMQ 5 tiered-storage index "
+             "files (the uploaded form, numeric names = begin timestamp) into --out DIR; the store's index, "
+             "checkpoint and tiered_index_file/ are left alone. --hash-slots/--max-index then mean "
+             "tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum (default: broker.conf's tiered keys, else "
+             "5000000/20000000).")] = "broker",
+    tiered_metadata: Annotated[Optional[Path], typer.Option(
+        "--tiered-metadata", rich_help_panel=TIERED_PANEL,
+        help="tieredStoreMetadata.json giving topic ids (default: <store>/config/tieredStoreMetadata.json "
+             "when present). Topics not in it get new ids after its largest, in first-seen order; without "
+             "metadata ids start at 0.")] = None,
 ) -> None:
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 
@@ -87,7 +164,25 @@ def spark_reindex_cmd(
     Takes the store lock and refuses a store with an abort file. Publishes by rename after every task succeeded.
 
     Sets the checkpoint's indexMsgTimestamp to the newest rebuilt file, so a broker keeps them after a crash.
+
+    --format tiered writes what a tiered store would have uploaded had every queue been copied from its first
+    message: records with a consume-queue unit (PREPARED/ROLLBACK skipped) of topics the tiered store keeps
+    (no system, rmq_sys_*, %LMQ% or cluster/broker-name topics); key set = UNIQ_KEY plus the KEYS tokens split
+    on single spaces (empty tokens kept), de-duplicated, in Java HashSet order; item = topicId, queueId,
+    offset in the queue's tiered commit log (sum of the sizes of the queue's earlier copied records, from 0),
+    TOTALSIZE, STORETIMESTAMP. Keys go in commit-log order into files of the given geometry; a key set that
+    does not fit moves whole to a new file (a set larger than a whole file is not indexed, as with the broker).
+    A file's name (begin timestamp) is the store time of its first message (kept increasing). Equal byte for
+    byte to the tiered IndexStoreFile putKey loop then compaction.
     """
+    if fmt not in FORMATS:
+        raise InvalidArgumentError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "tiered":
+        _tiered_cmd(store, broker_conf, out, master, dry_run, replace, json_out, hash_slots, max_index,
+                    commitlog_file_size, tiered_metadata)
+        return
+    if tiered_metadata is not None:
+        raise InvalidArgumentError("--tiered-metadata only applies with --format tiered")
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     labels = {"scan": "segments scanned", "build": "index files built"}
     with render.progress(None, "spark-reindex") as bar:
@@ -106,3 +201,30 @@ def spark_reindex_cmd(
     else:
         _render(result)
 
+
+
+def _tiered_cmd(store, broker_conf, out, master, dry_run, replace, json_out, hash_slots, max_index,
+                commitlog_file_size, tiered_metadata) -> None:
+    from engine.tieredbuild import check_tiered_geometry, tiered_reindex
+
+    slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
+    check_tiered_geometry(slots, items)
+    cfg = build_config(store, broker_conf, None, None, commitlog_file_size)
+    labels = {"scan": "segments scanned", "build": "tiered index files built"}
+    with render.progress(None, "spark-reindex") as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        result = tiered_reindex(cfg, out=out, master=master, dry_run=dry_run, replace=replace, progress=progress,
+                                hash_slot_num=slots, index_num=items, metadata_path=tiered_metadata,
+                                black_topics=black)
+    for a in result.anomalies:
+        render.note(f"warning: {a}")
+    if json_out:
+        render.emit_json(result.as_dict())
+    else:
+        _render_tiered(result)
