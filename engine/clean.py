@@ -1,0 +1,377 @@
+"""Expired-file clean-up (spec §8): commit-log segments by age, then consume-queue and index files below the
+new minimum commit-log offset, and the consume queues' corrected minimum offsets.
+
+plan_clean() only reads (lstat, headers, last units); apply_clean() deletes under the store lock. Nothing
+outside the store is ever followed or deleted: a symlink anywhere on the way (a segment, a queue directory,
+commitlog/ itself) is reported and left, and for ordered deletions it ends the run there, because deleting
+past it would leave a hole (the broker never deletes out of order, pitfall 32).
+"""
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.config import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.consumequeue import UNIT, UNIT_DTYPE
+from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
+from engine.fsutil import fsync_dir
+from engine.index import HEADER, INDEX_NAME
+from engine.lock import StoreLock
+from engine.segments import SEGMENT_NAME
+
+HOUR_MS = 3_600_000
+
+
+@dataclass
+class CleanItem:
+    path: str           # relative to the store root when inside it
+    kind: str           # commitlog, consumequeue, index
+    size: int           # apparent size
+    disk: int           # allocated bytes (st_blocks * 512): what deleting frees
+    reason: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class QueueMin:
+    topic: str
+    queue_id: int
+    min_offset_before: int
+    min_offset_after: int
+    max_offset: int
+    files_deleted: int = 0
+
+    def as_dict(self) -> dict:
+        return {"topic": self.topic, "queueId": self.queue_id, "minOffsetBefore": self.min_offset_before,
+                "minOffsetAfter": self.min_offset_after, "maxOffset": self.max_offset,
+                "filesDeleted": self.files_deleted}
+
+
+@dataclass
+class CleanPlan:
+    store: str
+    now: int
+    reserved_hours: float
+    force_now: bool
+    min_offset_before: int
+    min_offset_after: int
+    commitlog: list[CleanItem] = field(default_factory=list)
+    commitlog_stop: str = ""
+    consume_queue_files: list[CleanItem] = field(default_factory=list)
+    queues: list[QueueMin] = field(default_factory=list)
+    index: list[CleanItem] = field(default_factory=list)
+    index_stop: str = ""
+    skipped: list[dict] = field(default_factory=list)   # {"path", "reason"}: symlinks and the like, left alone
+    unclean: bool = False
+
+    @property
+    def items(self) -> list[CleanItem]:
+        return self.commitlog + self.consume_queue_files + self.index
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(i.disk for i in self.items)
+
+    @property
+    def file_bytes(self) -> int:
+        return sum(i.size for i in self.items)
+
+    def as_dict(self) -> dict:
+        return {
+            "store": self.store, "now": self.now, "reservedHours": self.reserved_hours, "forceNow": self.force_now,
+            "minCommitLogOffsetBefore": self.min_offset_before, "minCommitLogOffsetAfter": self.min_offset_after,
+            "commitLog": {"deleted": [i.as_dict() for i in self.commitlog], "stoppedBecause": self.commitlog_stop},
+            "consumeQueues": {"deleted": [i.as_dict() for i in self.consume_queue_files],
+                              "queues": [q.as_dict() for q in self.queues]},
+            "index": {"deleted": [i.as_dict() for i in self.index], "stoppedBecause": self.index_stop},
+            "skipped": self.skipped,
+            "filesDeleted": len(self.items), "bytesFreed": self.bytes_freed, "fileBytes": self.file_bytes,
+            "uncleanStore": self.unclean,
+        }
+
+
+# ==================================================================== containment
+
+class _Fence:
+    """Which paths are the store's: under the store root, or under a commit-log directory the config names."""
+
+    def __init__(self, cfg: BrokerConfig):
+        self.raw_root = Path(cfg.root)
+        self.root = Path(os.path.realpath(cfg.root))
+        self.roots = [str(self.root)]
+        if cfg.storePathCommitLog:
+            self.roots += [os.path.realpath(d) for d in cfg.commitlog_dirs]
+
+    def inside(self, path: Path | str) -> bool:
+        rp = os.path.realpath(path)
+        return any(rp == r or rp.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
+
+    def rel(self, path: Path) -> str:
+        for base in (self.raw_root, self.root):
+            try:
+                return str(Path(path).relative_to(base))
+            except ValueError:
+                pass
+        return str(path)
+
+    def check(self, path: Path) -> str:
+        """'' when path is a regular file or directory we may use; otherwise why it is left alone."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return "vanished"
+        if stat.S_ISLNK(st.st_mode):
+            target = os.path.realpath(path)
+            if not self.inside(path):
+                return f"symlink leading outside the store (to {target}); left alone"
+            return f"symlink (to {target}); left alone"
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            return "not a regular file; left alone"
+        if not self.inside(path):
+            return "outside the store; left alone"
+        return ""
+
+
+def _item(fence: _Fence, path: Path, kind: str, reason: str) -> CleanItem:
+    st = os.lstat(path)
+    return CleanItem(fence.rel(path), kind, st.st_size, st.st_blocks * 512, reason)
+
+
+# ==================================================================== consume queue helpers
+
+def _read_units(path: Path) -> np.ndarray:
+    with open(path, "rb") as f:
+        data = f.read()
+    n = len(data) // CQ_STORE_UNIT_SIZE
+    return np.frombuffer(data, dtype=UNIT_DTYPE, count=n).copy()
+
+
+def _valid_prefix(units: np.ndarray) -> int:
+    bad = np.flatnonzero(~((units["offset"] >= 0) & (units["size"] > 0)))
+    return int(bad[0]) if len(bad) else len(units)
+
+
+def _correct_min(files: list[tuple[int, Path]], min_cl: int) -> tuple[int, int]:
+    """(minOffsetInQueue, maxOffsetInQueue) after correctMinOffset(min_cl) (§8.3, HEAD: binary search).
+
+    Reads at most the last files (for the queue's last unit) and the first one (for the search).
+    """
+    if not files:
+        return 0, 0
+    max_logical, last_unit = files[0][0], None
+    for start, p in reversed(files):
+        units = _read_units(p)
+        n = _valid_prefix(units)
+        if n:
+            last_unit, max_logical = units[n - 1], start + n * CQ_STORE_UNIT_SIZE
+            break
+    if last_unit is None:
+        return files[0][0] // CQ_STORE_UNIT_SIZE, max_logical // CQ_STORE_UNIT_SIZE
+    if int(last_unit["offset"]) < min_cl:
+        return max_logical // CQ_STORE_UNIT_SIZE, max_logical // CQ_STORE_UNIT_SIZE  # nothing left: min = max
+    start, p = files[0]
+    units = _read_units(p)
+    offs = units["offset"][:_valid_prefix(units)].astype(np.int64)
+    i = int(np.searchsorted(offs, min_cl, side="left"))
+    return (start + i * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE, max_logical // CQ_STORE_UNIT_SIZE
+
+
+def _segment_files(fence: _Fence, d: Path, skipped: list[dict]) -> list[tuple[int, Path]] | None:
+    """(start, path) of 20-digit files in d, sorted; None when d itself must be left alone."""
+    why = fence.check(d)
+    if why == "vanished":
+        return []
+    if why:
+        skipped.append({"path": fence.rel(d), "reason": why})
+        return None
+    return sorted((int(p.name), p) for p in d.iterdir() if SEGMENT_NAME.match(p.name))
+
+
+# ==================================================================== plan
+
+def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False,
+               now: int | None = None) -> CleanPlan:
+    root = cfg.root
+    if not root.is_dir():
+        raise NotAStoreError(f"store directory {root} does not exist")
+    if not ((root / "consumequeue").is_dir() or (root / "index").is_dir()
+            or any(d.is_dir() for d in cfg.commitlog_dirs)):
+        raise NotAStoreError(
+            f"{root} is not a RocketMQ store: it has no commitlog/, consumequeue/ or index/ directory")
+    hours = cfg.fileReservedTime if reserved_hours is None else reserved_hours
+    if hours < 0:
+        raise InvalidArgumentError(f"--reserved-hours must not be negative, got {hours}")
+    now = int(time.time() * 1000) if now is None else now
+    fence = _Fence(cfg)
+    plan = CleanPlan(str(root), now, hours, force_now, 0, 0, unclean=(root / "abort").exists())
+    skipped = plan.skipped
+    # ---------------------------------------------------------------- commit log (§8.1)
+    segs: list[tuple[int, Path]] = []
+    blocked = False
+    for d in cfg.commitlog_dirs:
+        found = _segment_files(fence, d, skipped)
+        if found is None:
+            blocked = True
+            continue
+        segs.extend(found)
+    segs.sort()
+    plan.min_offset_before = segs[0][0] if segs else 0
+    if blocked:
+        plan.commitlog_stop = "a commit-log directory leads outside the store; nothing is deleted"
+        plan.min_offset_after = plan.min_offset_before
+        return plan
+    expired_ms = int(hours * HOUR_MS)
+    deleted_upto = 0
+    for i, (start, p) in enumerate(segs[:-1]):
+        why = fence.check(p)
+        if why:
+            skipped.append({"path": fence.rel(p), "reason": why})
+            plan.commitlog_stop = f"{p.name}: {why}"
+            break
+        mtime_ms = int(os.lstat(p).st_mtime * 1000)
+        if force_now or now >= mtime_ms + expired_ms:
+            age_h = (now - mtime_ms) / HOUR_MS
+            plan.commitlog.append(_item(fence, p, "commitlog", "forced" if force_now and now < mtime_ms + expired_ms
+                                        else f"last modified {age_h:.1f} h ago"))
+            deleted_upto = i + 1
+        else:
+            plan.commitlog_stop = (f"{p.name} is not expired (last modified {(now - mtime_ms) / HOUR_MS:.1f} h ago, "
+                                   f"reserved {hours:g} h)")
+            break
+    else:
+        if segs:
+            plan.commitlog_stop = f"{segs[-1][1].name} is the last (active) segment"
+    min_cl = segs[deleted_upto][0] if segs else 0
+    plan.min_offset_after = min_cl
+    # ---------------------------------------------------------------- consume queues (§8.3)
+    cq_base = root / "consumequeue"
+    topics = _segment_dirs(fence, cq_base, skipped, numeric=False)
+    for tdir in topics:
+        for qdir in _segment_dirs(fence, tdir, skipped, numeric=True):
+            files = _segment_files(fence, qdir, skipped)
+            if not files:
+                continue
+            before = _correct_min(files, plan.min_offset_before)
+            n_del = 0
+            for start, p in files[:-1]:
+                why = fence.check(p)
+                if why:
+                    skipped.append({"path": fence.rel(p), "reason": why})
+                    break
+                size = os.lstat(p).st_size
+                if size < CQ_STORE_UNIT_SIZE:
+                    break
+                with open(p, "rb") as f:
+                    f.seek(size - size % CQ_STORE_UNIT_SIZE - CQ_STORE_UNIT_SIZE)
+                    off, usize, _ = UNIT.unpack(f.read(CQ_STORE_UNIT_SIZE))
+                if not (off >= 0 and usize > 0):
+                    break  # the file is not full: never delete past it
+                if off < min_cl:
+                    plan.consume_queue_files.append(_item(fence, p, "consumequeue",
+                                                          f"last unit points at {off} < {min_cl}"))
+                    n_del += 1
+                else:
+                    break
+            after = _correct_min(files[n_del:], min_cl)
+            if n_del or after[0] != before[0]:
+                plan.queues.append(QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del))
+    # ---------------------------------------------------------------- index (§5.8, §8.4)
+    idir = root / "index"
+    why = fence.check(idir) if idir.exists() or idir.is_symlink() else "vanished"
+    if why and why != "vanished":
+        skipped.append({"path": fence.rel(idir), "reason": why})
+        plan.index_stop = "index/ leads outside the store"
+    elif not why:
+        files = sorted((p for p in idir.iterdir() if INDEX_NAME.match(p.name)), key=lambda p: (len(p.name), p.name))
+        for p in files[:-1]:
+            why = fence.check(p)
+            if why:
+                skipped.append({"path": fence.rel(p), "reason": why})
+                plan.index_stop = f"{p.name}: {why}"
+                break
+            with open(p, "rb") as f:
+                head = f.read(HEADER.size)
+            if len(head) < HEADER.size:
+                plan.index_stop = f"{p.name} is too short to have a header"
+                break
+            end_phy = HEADER.unpack(head)[3]
+            if end_phy < min_cl:
+                plan.index.append(_item(fence, p, "index", f"endPhyOffset {end_phy} < {min_cl}"))
+            else:
+                plan.index_stop = f"{p.name} has endPhyOffset {end_phy} >= {min_cl}"
+                break
+        else:
+            if files:
+                plan.index_stop = f"{files[-1].name} is the newest index file (never deleted)"
+    return plan
+
+
+def _segment_dirs(fence: _Fence, base: Path, skipped: list[dict], numeric: bool) -> list[Path]:
+    if not (base.exists() or base.is_symlink()):
+        return []
+    why = fence.check(base)
+    if why:
+        skipped.append({"path": fence.rel(base), "reason": why})
+        return []
+    out = []
+    for p in sorted(base.iterdir()):
+        if numeric and not p.name.isdigit():
+            continue
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            skipped.append({"path": fence.rel(p), "reason": fence.check(p)})
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            out.append(p)
+    return out
+
+
+# ==================================================================== apply
+
+def apply_clean(cfg: BrokerConfig, plan: CleanPlan, lock: StoreLock | None = None) -> CleanPlan:
+    """Delete what the plan lists, oldest first, under the store lock (re-planned under the lock)."""
+    own = lock is None
+    if own:
+        lock = StoreLock(cfg.root).acquire()
+    try:
+        if (cfg.root / "abort").exists():
+            raise UncleanStoreError(f"store {cfg.root} was not shut down cleanly (abort file present); "
+                                    "run `rmqtool recover` first")
+        plan = plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now)
+        fence = _Fence(cfg)
+        dirs: set[Path] = set()
+        for it in plan.items:
+            p = fence.root / it.path if not os.path.isabs(it.path) else Path(it.path)
+            # Checked again right before the unlink: never remove a symlink or anything outside.
+            if fence.check(p):
+                continue
+            os.unlink(p)
+            dirs.add(p.parent)
+        for d in dirs:
+            fsync_dir(d)
+        return plan
+    finally:
+        if own:
+            lock.release()
+
+
+def clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False, dry_run: bool = False,
+          now: int | None = None) -> CleanPlan:
+    """The `rmqtool clean` entry point."""
+    if dry_run:
+        return plan_clean(cfg, reserved_hours, force_now, now)
+    if not cfg.root.is_dir():
+        raise NotAStoreError(f"store directory {cfg.root} does not exist")
+    lock = StoreLock(cfg.root).acquire()
+    try:
+        plan = plan_clean(cfg, reserved_hours, force_now, now)
+        return apply_clean(cfg, plan, lock=lock)
+    finally:
+        lock.release()

@@ -1,0 +1,84 @@
+"""rmqtool clean: delete expired commit-log segments and what lies wholly below the new minimum (spec §8)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from engine.clean import CleanPlan, clean as run_clean
+from rmqtool import render
+from rmqtool.app import command
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+                             StoreOpt, build_config)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _note(msg: str) -> None:
+    render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
+
+
+def _render(plan: CleanPlan, dry_run: bool) -> None:
+    verb = "would delete" if dry_run else "deleted"
+    rows = [[it.kind, it.path, it.size, it.disk, it.reason] for it in plan.items]
+    if rows:
+        render.table(f"{verb} {len(rows)} file(s)", ["kind", "file", "size", "disk bytes", "why"], rows)
+    if plan.queues:
+        render.table("consume-queue minimum offsets (correctMinOffset)",
+                     ["topic", "queueId", "minOffset before", "minOffset after", "maxOffset", "files deleted"],
+                     [[q.topic, q.queue_id, q.min_offset_before, q.min_offset_after, q.max_offset, q.files_deleted]
+                      for q in plan.queues])
+    if plan.skipped:
+        render.table("left alone", ["path", "reason"], [[s["path"], s["reason"]] for s in plan.skipped])
+    render.kv_table("clean" + (" (dry run, nothing changed)" if dry_run else ""), [
+        ("reserved time", f"{plan.reserved_hours:g} h" + (" (--force-now: every segment but the last)"
+                                                           if plan.force_now else "")),
+        ("commit-log segments " + verb, len(plan.commitlog)),
+        ("commit-log deletion stopped", plan.commitlog_stop or "-"),
+        ("min commit-log offset before / after", f"{plan.min_offset_before} / {plan.min_offset_after}"),
+        ("consume-queue files " + verb, len(plan.consume_queue_files)),
+        ("index files " + verb, len(plan.index)),
+        ("index deletion stopped", plan.index_stop or "-"),
+        ("space freed" if not dry_run else "space that would be freed",
+         f"{_size(plan.bytes_freed)} on disk ({_size(plan.file_bytes)} of file size)"),
+    ])
+    if plan.unclean:
+        _note("the store has an abort file (not shut down cleanly); run `rmqtool recover` first")
+
+
+@command("clean")
+def clean(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    reserved_hours: Annotated[Optional[float], typer.Option(
+        "--reserved-hours", help="Keep commit-log segments modified within this many hours (fileReservedTime, "
+        "default 72).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be deleted; change nothing.")] = False,
+    force_now: Annotated[bool, typer.Option("--force-now", help="Delete every commit-log segment but the last, "
+                                            "expired or not (the broker's forced clean-up).")] = False,
+    json_out: JsonOpt = False,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
+    commitlog_file_size: CommitLogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+) -> None:
+    """Delete expired commit-log segments (oldest first, never the last), then consume-queue and index files that
+    lie wholly below the new minimum commit-log offset; report the corrected consume-queue minimum offsets.
+
+    Takes the store lock. Never deletes or follows anything outside the store: symlinks are reported and left.
+    """
+    # Index geometry is accepted like every store command takes it; clean reads only index headers.
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    plan = run_clean(cfg, reserved_hours, force_now, dry_run)
+    if json_out:
+        d = plan.as_dict()
+        d["dryRun"] = dry_run
+        render.emit_json(d)
+    else:
+        _render(plan, dry_run)

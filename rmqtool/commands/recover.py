@@ -1,0 +1,127 @@
+"""rmqtool recover: bring a store back to a consistent state after a crash (spec §6, §7)."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.lock import StoreLock
+from engine.recovery import RecoveryPlan, recover as run_recovery
+from rmqtool import render
+from rmqtool.app import command
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+                             StoreOpt, build_config)
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    if not names:
+        return "-"
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _note(msg: str) -> None:
+    render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
+
+
+def _render(plan: RecoveryPlan, dry_run: bool) -> None:
+    d = plan.as_dict()
+    cb, ca = d["checkpointBefore"], d["checkpointAfter"]
+    if plan.nothing_to_do:
+        status = "already consistent: nothing to do"
+    elif plan.consistent:
+        status = "data consistent; " + ("would remove" if dry_run else "removed") + " the abort marker"
+    else:
+        status = "would repair (dry run, nothing changed)" if dry_run else "repaired"
+    cq = d["consumeQueues"]
+    ix = d["index"]
+    why_mode = "abort file present: last exit was not clean" if plan.mode == "abnormal" else "no abort file"
+
+    def change(field: str, fmt=render.fmt_time) -> tuple[str, str]:
+        return f"checkpoint {field}", f"{fmt(cb[field])} -> {fmt(ca[field])}"
+
+    pairs = [
+        ("status", status),
+        ("mode", f"{plan.mode} ({why_mode})"),
+        ("broker start segment", f"{plan.broker_start_segment or '-'}  [{plan.broker_start_rule}]"),
+        ("scan start offset", plan.scan_start_offset),
+        ("records scanned", plan.records_scanned),
+        ("scan stopped at", f"{plan.end_offset}: {plan.stop_reason}"),
+        ("max offset before / after", f"{plan.max_offset_before} / {plan.end_offset}"),
+        ("last valid record", plan.last_valid_offset if plan.last_valid_offset >= 0 else "-"),
+        ("last message stored before / after", f"{render.fmt_time(plan.last_store_timestamp_before) or '-'} / "
+                                               f"{render.fmt_time(plan.last_store_timestamp) or '-'}"),
+        ("bytes truncated", plan.truncated_bytes),
+        ("records truncated", plan.truncated_records),
+        ("segments deleted", _names(plan.segments_deleted)),
+        ("consume-queue units removed / added",
+         f"{cq['unitsRemoved']} / {cq['unitsAdded']} ({cq['queuesChanged']} queue(s), "
+         f"{cq['filesDeleted']} file(s) deleted)"),
+        ("index files kept", f"{len(ix['kept'])}: {_names(ix['kept'])}"),
+        ("index files rebuilt", f"{len(ix['rebuilt'])}: {_names(ix['rebuilt'])}"),
+        ("index files created", f"{len(ix['created'])}: {_names(ix['created'])}"),
+        ("index files removed", f"{len(ix['removed'])}: {_names(ix['removed'])}"),
+        ("index checked from offset", ix["reindexFromOffset"] if ix["reindexFromOffset"] is not None else "-"),
+        change("physicMsgTimestamp"),
+        change("logicsMsgTimestamp"),
+        change("indexMsgTimestamp"),
+        change("confirmPhyOffset", str),
+    ]
+    if not plan.checkpoint_readable:
+        pairs.append(("checkpoint problem", plan.checkpoint_problem))
+    render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), pairs)
+    if len(plan.scan_start_reasons) > 1:
+        render.table("why the scan starts where it does", ["reason"], [[r] for r in plan.scan_start_reasons])
+    if cq["queues"]:
+        render.table("consume queues changed", ["topic", "queueId", "maxOffset before", "maxOffset after",
+                                                "units removed", "units added", "files deleted"],
+                     [[q["topic"], q["queueId"], q["maxOffsetBefore"], q["maxOffsetAfter"], q["unitsRemoved"],
+                       q["unitsAdded"], len(q["filesDeleted"])] for q in cq["queues"]])
+    if ix["problems"]:
+        render.table("index files that could not be trusted", ["file", "problem"],
+                     [[k, v] for k, v in ix["problems"].items()])
+    acts = d["actions"]
+    if acts and not plan.nothing_to_do:
+        render.table("would do" if dry_run else "done", ["step"], [[a] for a in acts])
+    for n in plan.notes:
+        _note(n)
+
+
+@command("recover")
+def recover(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute and print the plan; change nothing.")] = False,
+    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not check body CRCs while scanning "
+                                               "(the broker's checkCRCOnRecover=false).")] = False,
+    index_safe: Annotated[bool, typer.Option("--index-safe", help="Start the scan from the index's durable "
+                                             "point too (the broker's messageIndexSafe=true).")] = False,
+    full_scan: Annotated[bool, typer.Option("--full-scan", help="Validate the whole commit log from its first "
+                                            "segment, not just from where recovery would start (finds damage the "
+                                            "checkpoint says cannot be there; reads the whole log).")] = False,
+    json_out: JsonOpt = False,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
+    commitlog_file_size: CommitLogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+) -> None:
+    """Recover a store after a crash: truncate the commit log after its last valid record, cut and re-dispatch the
+    consume queues, repair the index so every surviving message is found by each of its keys, write the
+    checkpoint and remove the abort marker.
+
+    Takes the store lock. A store that is already consistent is left untouched.
+    """
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    if broker_conf is not None and no_check_crc is False and not cfg.checkCRCOnRecover:
+        no_check_crc = True  # broker.conf checkCRCOnRecover=false
+    if dry_run and cfg.root.is_dir() and StoreLock(cfg.root).is_locked_elsewhere():
+        _note("the store is locked by another process; the plan may be out of date by the time it runs")
+    plan = run_recovery(cfg, check_crc=not no_check_crc, index_safe=index_safe or cfg.messageIndexSafe,
+                        dry_run=dry_run, full_scan=full_scan)
+    if json_out:
+        d = plan.as_dict()
+        d["dryRun"] = dry_run
+        d["changed"] = not dry_run and not plan.nothing_to_do
+        render.emit_json(d)
+    else:
+        _render(plan, dry_run)
