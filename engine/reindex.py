@@ -1179,6 +1179,49 @@ def rebuild_from_scans(scans: list[SegmentScan], hash_slot_num: int, index_num: 
     return paths
 
 
+class ReindexJob:
+    """What both index formats' jobs hold for their run and must release however it ends: the store lock
+    (not for a dry run), the Spark or inline runner and the staging directory of unpublished files."""
+
+    def __init__(self, root: Path, master: str, dry_run: bool, result, t0: float):
+        self.root, self.master, self.result, self.t0 = root, master, result, t0
+        self.lock = None if dry_run else StoreLock(root).acquire()
+        self.runner = None
+        self.staging: Path | None = None
+
+    def __enter__(self) -> "ReindexJob":
+        try:
+            if (self.root / "abort").exists():
+                raise UncleanStoreError(f"store {self.root} was not shut down cleanly (abort file present); "
+                                        "run `rmqtool recover` first")
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def start_runner(self):
+        self.runner = InlineRunner() if self.master == INLINE else SparkRunner(self.master)
+        self.result.spark_log = getattr(self.runner, "log_path", None)
+        if isinstance(self.runner, SparkRunner):
+            self.result.master = self.runner.sc.master
+        return self.runner
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        failed = exc_type is not None
+        try:
+            if self.staging is not None and self.staging.exists():
+                shutil.rmtree(self.staging, ignore_errors=True)
+            if self.runner is not None:
+                self.runner.close(failed)
+                if not failed:
+                    self.result.spark_log = None  # the JVM log is kept only when something went wrong
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
+            self.result.seconds = time.perf_counter() - self.t0
+
+
 def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = DEFAULT_MASTER,
                   dry_run: bool = False, replace: bool = False, progress: Progress | None = None) -> ReindexResult:
     """Rebuild the store's index files from its commit log (see the module docstring)."""
@@ -1206,25 +1249,13 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
                                    "or choose an empty directory")
     result = ReindexResult(master, dry_run, str(root), str(out_dir), hash_slot_num=hash_slot_num, index_num=index_num)
 
-    lock = None
-    if not dry_run:
-        lock = StoreLock(root).acquire()
-    staging: Path | None = None
-    runner = None
-    failed = True
-    try:
-        if (root / "abort").exists():
-            raise UncleanStoreError(f"store {root} was not shut down cleanly (abort file present); "
-                                    "run `rmqtool recover` first")
+    with ReindexJob(root, master, dry_run, result, t0) as job:
         cp_path = root / "checkpoint"
         if into_store:
             Checkpoint.load(cp_path)  # a corrupt checkpoint fails here, before any work
         segments = list_segments(config)
         result.segments = len(segments)
-        runner = InlineRunner() if master == INLINE else SparkRunner(master)
-        result.spark_log = getattr(runner, "log_path", None)
-        if isinstance(runner, SparkRunner):
-            result.master = runner.sc.master
+        runner = job.start_runner()
 
         t_scan = time.perf_counter()
         summaries = runner.scan(segments, progress) if segments else []
@@ -1244,7 +1275,6 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
         result.files = [{"name": fp.name, "entries": fp.entries, "full": fp.entries == plan.cap,
                          "seedPhyOffset": fp.seed_phy, "seedTimestamp": fp.seed_ts} for fp in plan.files]
         if dry_run:
-            failed = False
             return result
 
         # Build into a staging directory beside the target (same file system, so publishing is renames).
@@ -1255,6 +1285,7 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
             out_dir.mkdir(parents=True, exist_ok=True)
             staging = out_dir / f".reindex-{run_id}"
         staging.mkdir()
+        job.staging = staging
         t_build = time.perf_counter()
         built = runner.build(plan, str(staging), run_id, progress) if plan.files else []
         result.build_seconds = time.perf_counter() - t_build
@@ -1273,7 +1304,7 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
         for info, end_ts in zip(result.files, headers):
             info["endTimestamp"] = end_ts
         _publish(result, staging, out_dir, into_store, replace, plan)
-        staging = None
+        job.staging = None
         if into_store:
             result.index_msg_timestamp = max([0] + headers)
             # The broker deletes index files with endTimestamp > indexMsgTimestamp after an unclean exit
@@ -1281,20 +1312,7 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
             checkpoint = Checkpoint.load(cp_path)
             checkpoint.indexMsgTimestamp = result.index_msg_timestamp
             checkpoint.save(cp_path)
-        failed = False
         return result
-    finally:
-        try:
-            if staging is not None and staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-            if runner is not None:
-                runner.close(failed)
-                if not failed:
-                    result.spark_log = None
-        finally:
-            if lock is not None:
-                lock.release()
-            result.seconds = time.perf_counter() - t0
 
 
 def _read_end_timestamp(path: Path) -> int:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import mmap
 import os
-import shutil
 import struct
 import time
 import uuid
@@ -51,15 +50,14 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from engine.config import BrokerConfig
-from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
+from engine.errors import InvalidArgumentError, NotAStoreError
 from engine.fsutil import fsync_dir
 from engine.index import list_index_files
 from engine.javautil import INT_MAX, INT_MIN, java_rem, java_string_hashes, to_i32
-from engine.lock import StoreLock
 from engine.message import (BLANK, LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
                             check_message)
-from engine.reindex import (DEFAULT_MASTER, INLINE, InlineRunner, Progress, ReindexError, ReindexResult,
-                            SegmentInfo, SparkRunner, _anomalies, _no_progress, _publish, list_segments, temp_name)
+from engine.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
+                            ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
 from engine.tiered import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
                            INDEX_ITEM_SIZE, java_hashset_order, java_is_blank, java_split_keys)
 from engine.tieredquery import TIERED_INDEX_DIR, TIERED_METADATA_PATH, load_tiered_metadata
@@ -683,22 +681,10 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
                                  hash_slot_num=hash_slot_num, index_num=index_num, format="tiered",
                                  tiered_metadata=str(metadata_path) if meta is not None else None)
 
-    lock = None
-    if not dry_run:
-        lock = StoreLock(root).acquire()
-    staging: Optional[Path] = None
-    runner = None
-    failed = True
-    try:
-        if (root / "abort").exists():
-            raise UncleanStoreError(f"store {root} was not shut down cleanly (abort file present); "
-                                    "run `rmqtool recover` first")
+    with ReindexJob(root, master, dry_run, result, t0) as job:
         segments = list_segments(config)
         result.segments = len(segments)
-        runner = InlineRunner() if master == INLINE else SparkRunner(master)
-        result.spark_log = getattr(runner, "log_path", None)
-        if isinstance(runner, SparkRunner):
-            result.master = runner.sc.master
+        runner = job.start_runner()
 
         t_scan = time.perf_counter()
         scan_fn = functools.partial(scan_segment_tiered, black=tuple(sorted(set(black_topics))))
@@ -731,13 +717,13 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
                          for t, i in sorted(plan.topic_ids.items(), key=lambda x: x[1])]
         result.files = [{"name": fp.name, "items": fp.entries, "beginTimestamp": fp.begin} for fp in plan.files]
         if dry_run:
-            failed = False
             return result
 
         run_id = uuid.uuid4().hex[:12]
         out_dir.mkdir(parents=True, exist_ok=True)
         staging = out_dir / f".reindex-{run_id}"
         staging.mkdir()
+        job.staging = staging
         t_build = time.perf_counter()
         built = (runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(staging), run_id,
                                    progress) if plan.files else [])
@@ -758,18 +744,5 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
                                         "landed in the header (slot -1..-3) and are unreachable, as with the broker")
         fsync_dir(staging)
         _publish(result, staging, out_dir, False, replace, plan)
-        staging = None
-        failed = False
+        job.staging = None
         return result
-    finally:
-        try:
-            if staging is not None and staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-            if runner is not None:
-                runner.close(failed)
-                if not failed:
-                    result.spark_log = None
-        finally:
-            if lock is not None:
-                lock.release()
-            result.seconds = time.perf_counter() - t0
