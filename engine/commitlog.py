@@ -24,6 +24,20 @@ class LogEntry:
     segment: str = ""
 
 
+def is_zero_area(buf, pos: int, n: int) -> bool:
+    """A preallocated segment's unwritten tail: the normal end of data (§3.2), not damage."""
+    return pos >= n or not any(buf[pos:min(pos + 8, n)])
+
+
+def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:
+    """Why a record-by-record scan of one segment stops at pos: ("blank" | "zero" | "corrupt", reason)."""
+    if r.status == BLANK:
+        return "blank", ""
+    if is_zero_area(buf, pos, n):
+        return "zero", ""
+    return "corrupt", r.reason
+
+
 class CommitLog:
     def __init__(self, dirs: list[Path], file_size: int | None, writable: bool = False):
         self.queue = SegmentQueue(dirs, file_size, writable=writable, what="commitlog")
@@ -103,7 +117,7 @@ class CommitLog:
                     yield LogEntry(LENGTH_MISMATCH, off, r.size, r.record, r.reason, seg.path.name)
                     pos += r.size
                     continue
-                at_zero = pos >= n or not any(buf[pos:min(pos + 8, n)])
+                at_zero = is_zero_area(buf, pos, n)
                 if at_zero and last:
                     return  # the normal end of data
                 reason = "no BLANK filler before the end of a non-last segment" if at_zero else r.reason

@@ -42,7 +42,8 @@ from engine.fsutil import fsync_dir
 from engine.index import (INDEX_NAME, build_index_file_from_hashes, index_file_name, list_index_files)
 from engine.javautil import java_string_hash, to_i32
 from engine.lock import StoreLock
-from engine.message import (BLANK, BLANK_MAGIC_CODE, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
+from engine.commitlog import is_zero_area, scan_stop
+from engine.message import (BLANK_MAGIC_CODE, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
 from engine.segments import SegmentQueue
 
@@ -292,7 +293,7 @@ def scan_segment(seg: SegmentInfo) -> SegmentScan:
 
 def _end_at(buf, pos: int, n: int) -> tuple[str, str]:
     """Why the walk stops at pos: a zero area is the normal end of data (§3.2), anything else is damage."""
-    if not any(buf[pos:min(pos + 8, n)]):
+    if is_zero_area(buf, pos, n):
         return "zero", ""
     return "corrupt", "bad magic code or TOTALSIZE"
 
@@ -395,7 +396,7 @@ def _decode_batch(buf, v: _BufferViews, s: np.ndarray, seg_start: int) -> dict:
     """Header fields, validity and index keys of the records starting at s (check_message without CRC)."""
     n = v.n
     i8, i16, i32, i64, b = v.i8, v.i16, v.i32, v.i64, v.b
-    m1, m2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    m2 = MESSAGE_MAGIC_CODE_V2
     cut = None
     # Phase B: every header field of every record at once.
     last = n - 8
@@ -510,12 +511,7 @@ def scan_segment_reference(seg: SegmentInfo) -> SegmentScan:
             mism += 1
             pos += r.size
             continue
-        if r.status == BLANK:
-            end_kind = "blank"
-        elif pos >= n or not any(data[pos:pos + 8]):
-            end_kind = "zero"
-        else:
-            end_kind, reason = "corrupt", r.reason
+        end_kind, reason = scan_stop(r, data, pos, n)
         break
     return SegmentScan(seg.index, seg.start, np.array(phys, dtype=np.int64), np.array(tss, dtype=np.int64),
                        np.array(nks, dtype=np.int32), np.array(hashes, dtype=np.int32), bytes_scanned=pos,

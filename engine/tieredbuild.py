@@ -54,7 +54,8 @@ from engine.errors import InvalidArgumentError, NotAStoreError
 from engine.fsutil import fsync_dir
 from engine.index import list_index_files
 from engine.javautil import INT_MAX, INT_MIN, java_rem, java_string_hashes, to_i32
-from engine.message import (BLANK, LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
+from engine.commitlog import scan_stop
+from engine.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
                             check_message)
 from engine.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
                             ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
@@ -253,12 +254,7 @@ def scan_buffer_tiered(buf, index: int, start: int,
             mism += 1
             pos += r.size
             continue
-        if r.status == BLANK:
-            end_kind = "blank"
-        elif pos >= n or not any(buf[pos:pos + 8]):
-            end_kind = "zero"
-        else:
-            end_kind, reason = "corrupt", r.reason
+        end_kind, reason = scan_stop(r, buf, pos, n)
         break
     hashes.append(_order_and_hash(keys, fulls, counts))
     return TieredSegmentScan(
