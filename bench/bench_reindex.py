@@ -231,7 +231,7 @@ MSG_SIZE = 1024
 
 
 def _message(i: int, phy: int):
-    from engine.message import MessageRecord
+    from engine.broker.message import MessageRecord
 
     props = (f"KEYS\x01order-{i:08d} user-{i % 100000:05d}\x02UNIQ_KEY\x01C0A8010A1F2E3D4C5B6A7980{i:08X}\x02"
              f"TAGS\x01TagA\x02WAIT\x01true\x02").encode()
@@ -241,7 +241,7 @@ def _message(i: int, phy: int):
 
 
 def _body_len() -> int:
-    from engine.message import encode_record
+    from engine.broker.message import encode_record
 
     r = _message(0, 0)
     r.body = b""
@@ -250,7 +250,7 @@ def _body_len() -> int:
 
 def gen_segment(path: str, seg_no: int, seg_size: int) -> int:
     """One full commit-log segment of MSG_SIZE-byte messages, ended by a BLANK filler (§3.1)."""
-    from engine.message import blank_record, encode_record
+    from engine.broker.message import blank_record, encode_record
 
     per_seg = (seg_size - 8) // MSG_SIZE
     body_base = bytes(random.Random(seg_no).randbytes(MSG_SIZE))
@@ -295,8 +295,8 @@ def ensure_store(store: Path, segments: int, seg_size: int) -> tuple[int, float]
 def c_builder(n: int, slots: int, items: int, path: str, form: str) -> dict:
     import numpy as np
 
-    from engine.index import build_index_file, build_index_file_from_hashes
-    from engine.javautil import java_string_hashes
+    from engine.broker.index import build_index_file, build_index_file_from_hashes
+    from engine.java.lang import java_string_hashes
 
     keys = LazyKeys(n) if form == "unicode" else LazyStrKeys(n)
     phy = np.arange(n, dtype=np.int64) * MSG_SIZE
@@ -343,7 +343,7 @@ def c_read(paths: list[str]) -> dict:
 
 
 def c_scan(paths: list[str]) -> dict:
-    from engine.reindex import SegmentInfo, scan_segment
+    from engine.jobs.reindex import SegmentInfo, scan_segment
 
     t = time.perf_counter()
     recs = keys = scanned = 0
@@ -357,7 +357,7 @@ def c_scan(paths: list[str]) -> dict:
 
 
 def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
-    from engine.index import IndexFile
+    from engine.broker.index import IndexFile
 
     keys = [f"{PREFIX}{i}" for i in range(n)]
     if os.path.exists(path):
@@ -373,7 +373,7 @@ def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
 
 
 def c_select(path: str, slots: int, items: int, n_keys: int, samples: int, cold: str) -> dict:
-    from engine.index import IndexFile
+    from engine.broker.index import IndexFile
 
     rnd = random.Random(3)
     keys = [f"{PREFIX}{rnd.randrange(n_keys)}" for _ in range(samples)]
@@ -667,7 +667,7 @@ def main() -> None:
         results["store"] = {"messages": n, "generated_s": gen_s}
         rep.append(f"Bench store: {cfg['segments']} commit-log segments of {cfg['seg_size']:,} bytes, {n:,} messages of "
                    f"{MSG_SIZE} bytes (topic {TOPIC}, UNIQ_KEY + 2 KEYS each = 3 index keys), written with "
-                   "`engine.message.encode_record`" + (f" in {gen_s:.0f} s." if gen_s else " (reused)."))
+                   "`engine.broker.message.encode_record`" + (f" in {gen_s:.0f} s." if gen_s else " (reused)."))
         rep.append("")
     p1 = p2 = None
     t = time.perf_counter()

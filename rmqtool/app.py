@@ -1,14 +1,13 @@
-"""The typer application: global options, error handling, command registration."""
+"""The typer application: global options and the explicit list of commands."""
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Annotated, Optional
 
 import typer
 
-from engine.errors import StoreError
-from rmqtool import __version__, render
+from rmqtool import __version__, cli
+from rmqtool.commands import clean, demo, dump, inspect, put, query, recover, reindex, tiered_index
 
 app = typer.Typer(
     name="rmqtool",
@@ -19,8 +18,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-_state = {"debug": False}
 
 
 def _version(value: bool) -> None:
@@ -35,53 +32,20 @@ def _main(
                                                     help="Print the version and exit.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
-    _state["debug"] = debug
-    render.reset_consoles()
+    cli.state["debug"] = debug
 
 
-def fail(message: str, code: int = 2) -> None:
-    render.reset_consoles()
-    render.err.print(f"error: {message}", markup=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def command(name: str, **kw):
-    """Register a command whose expected failures become one line on stderr and a non-zero exit."""
-    def deco(fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            render.reset_consoles()
-            try:
-                return fn(*args, **kwargs)
-            except typer.Exit:
-                raise
-            except StoreError as e:
-                if _state["debug"]:
-                    raise
-                fail(str(e), e.exit_code)
-            except (OSError, ValueError, OverflowError, MemoryError) as e:
-                if _state["debug"]:
-                    raise
-                msg = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
-                fail(msg or type(e).__name__, 2)
-            except KeyboardInterrupt:
-                fail("interrupted", 130)
-        return app.command(name, **kw)(wrapper)
-    return deco
-
-
-def _register() -> None:
-    # Each module in rmqtool/commands registers its commands with @command on import.
-    import importlib
-    import pkgutil
-
-    import rmqtool.commands as pkg
-
-    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        importlib.import_module(f"rmqtool.commands.{m.name}")
-
-
-_register()
+# Every command, by name; each module is a thin layer over one engine entry point.
+app.command("put")(put.put)
+app.command("query-key")(query.query_key)
+app.command("get")(dump.get)
+app.command("dump-commitlog")(dump.dump_commitlog)
+app.command("inspect-index")(inspect.inspect_index)
+app.command("compact-index")(tiered_index.compact_index)
+app.command("recover")(recover.recover)
+app.command("clean")(clean.clean)
+app.command("spark-reindex")(reindex.spark_reindex_cmd)
+app.command("demo")(demo.demo)
 
 
 def main() -> None:

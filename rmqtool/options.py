@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.config import BrokerConfig, load_config
+from engine.broker.config import BrokerConfig, load_config
 
 STORE_PANEL = "Store"
 OUTPUT_PANEL = "Output"

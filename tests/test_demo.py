@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from conftest import assert_one_line_error, run
-from engine.index import list_index_files
+from engine.broker.layout import list_index_files
 
 
 def test_demo_inline_runs_every_step(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import GOLDEN
-from engine.index import IndexFile, build_index_file
+from engine.broker.index import IndexFile, build_index_file
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
 
@@ -88,7 +88,7 @@ def test_queries_and_time_matched(name, which, tmp_path):
 
 
 def test_golden_hash_codes_match_java():
-    from engine.javautil import java_string_hash
+    from engine.java.lang import java_string_hash
     for name in SCENARIOS:
         _, _, puts, queries, _ = load(name)
         for u in puts:

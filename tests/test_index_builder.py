@@ -10,8 +10,8 @@ import pytest
 
 from conftest import GOLDEN
 from engine.errors import InvalidArgumentError
-from engine.index import (ITEM_DTYPE, IndexFile, _prev_and_heads, build_index_file, build_index_file_from_hashes)
-from engine.javautil import INT_MAX, hash_code_units, java_string_hash, java_string_hashes
+from engine.broker.index import (ITEM_DTYPE, IndexFile, _prev_and_heads, build_index_file, build_index_file_from_hashes)
+from engine.java.lang import INT_MAX, hash_code_units, java_string_hash, java_string_hashes
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
 NASTY = ["", "polygenelubricants", "Aa", "BB", "😀", "T#😀x", "\ud800", "é#ß", "x" * 300, "T#k\x00", "\x00"]

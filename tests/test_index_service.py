@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.index import IndexFile, IndexService, time_diff_seconds
-from engine.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
+from engine.broker.index import IndexFile, IndexService, time_diff_seconds
+from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
 
 
 def rec(off, ts, keys="", uniq=None, topic="T", sys_flag=0):

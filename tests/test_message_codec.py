@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from engine.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID, MessageEncodeError,
+from engine.broker.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID, MessageEncodeError,
                             MessageRecord, blank_record, check_message, decode_offset_msg_id, encode_record,
                             parse_host, parse_properties, split_keys, tags_code)
 
@@ -68,7 +68,7 @@ def test_property_crc_roundtrip():
     assert data[-20:-11] == b"__CRC32#\x01" and data[-1:] == b"\x02"
     r = check_message(data, force_verify_prop_crc=True)
     assert r.status == VALID
-    from engine.javautil import rmq_crc32
+    from engine.java.lang import rmq_crc32
     assert r.record.prop_crc() == rmq_crc32(data[:-20])
     bad = bytearray(data)
     bad[30] ^= 1  # inside PHYSICALOFFSET: covered by the whole-record CRC, not by the body CRC
@@ -79,7 +79,7 @@ def test_property_crc_roundtrip():
 
 
 def test_reversed_crc_digits():
-    from engine.message import CRC32_RESERVED_LEN
+    from engine.broker.message import CRC32_RESERVED_LEN
     assert CRC32_RESERVED_LEN == 20
     c = 1774740973
     assert "".join(str((c // 10 ** k) % 10) for k in range(10)) == "3790474771"

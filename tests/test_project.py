@@ -64,10 +64,10 @@ def test_readme_has_exactly_two_setup_commands():
 
 def module_names():
     names = []
-    for pkg in ("engine", "rmqtool", "rmqtool/commands"):
-        for p in sorted((ROOT / pkg).glob("*.py")):
+    for pkg in ("engine", "rmqtool"):
+        for p in sorted((ROOT / pkg).rglob("*.py")):
             if p.name != "__main__.py":
-                names.append((pkg.replace("/", ".") + "." + p.stem).replace(".__init__", ""))
+                names.append(".".join(p.relative_to(ROOT).with_suffix("").parts).replace(".__init__", ""))
     return names
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.checkpoint import Checkpoint
-from engine.config import load_config
-from engine.consumequeue import ConsumeQueue, list_queues
-from engine.index import list_index_files
-from engine.recovery import apply_recovery, plan_recovery
-from engine.store import MessageStore
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.config import load_config
+from engine.broker.consumequeue import ConsumeQueue, list_queues
+from engine.broker.layout import list_index_files
+from engine.ops.recovery import apply_recovery, plan_recovery
+from engine.broker.store import MessageStore
 from conftest import snapshot
 from rmqtool.app import app
 
@@ -64,8 +64,8 @@ def crash_put(store: Path, msgs: list[dict], tmp: Path) -> None:
     inp.write_text("".join(json.dumps(m) + "\n" for m in msgs))
     code = textwrap.dedent(f"""
         import json, os
-        from engine.config import load_config
-        from engine.store import MessageStore, message_from_json
+        from engine.broker.config import load_config
+        from engine.broker.store import MessageStore, message_from_json
         cfg = load_config(None, storePathRootDir={str(store)!r}, mappedFileSizeCommitLog={SEG},
                           maxHashSlotNum=16, maxIndexNum=64)
         st = MessageStore(cfg, writable=True, create=True)
@@ -405,7 +405,7 @@ def test_segments_after_the_end_are_deleted_and_the_tail_zeroed(tmp_path):
 
 def test_an_interrupted_recovery_is_recovered_again(tmp_path, monkeypatch):
     """Crash in the middle of applying (after the commit log was cut, before the index was written)."""
-    import engine.recovery as rec
+    import engine.ops.recovery as rec
 
     store, reference = tmp_path / "s", tmp_path / "ref"
     first = messages(69)
@@ -472,7 +472,7 @@ def locked(tmp_path):
     procs = []
 
     def lock(store: Path):
-        code = ("import sys, time\nfrom engine.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
+        code = ("import sys, time\nfrom engine.broker.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
                 "print('locked', flush=True)\ntime.sleep(60)\n")
         p = subprocess.Popen([sys.executable, "-c", code, str(store)], cwd=REPO, stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "locked"

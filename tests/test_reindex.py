@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from conftest import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
-from engine.checkpoint import Checkpoint
-from engine.index import IndexFile, IndexService, list_index_files
-from engine.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.index import IndexFile, IndexService
+from engine.broker.layout import list_index_files
+from engine.broker.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
                             MessageRecord, blank_record, check_message, encode_record, serialize_properties)
-from engine.reindex import (SegmentInfo, _scan_buffer, rebuild_from_scans, scan_from_records, scan_segment,
+from engine.jobs.reindex import (SegmentInfo, _scan_buffer, rebuild_from_scans, scan_from_records, scan_segment,
                             scan_segment_reference)
 
 T0 = 1_700_000_000_000
@@ -37,7 +38,7 @@ def messages(n: int, seed: int = 7) -> list[dict]:
     out = []
     for i in range(n):
         toks = [f"k{i}", f"c{i % 5}", "", f"ключ{i % 3}", "😀" if i % 7 == 0 else f"x{i}"][: rnd.randrange(1, 6)]
-        out.append({"topic": rnd.choice(["TopicA", "TopicB", "Топик"]), "keys": " ".join(toks),
+        out.append({"topic": rnd.choice(["TopicA", "TopicB", "%RETRY%grp-1"]), "keys": " ".join(toks),
                     "body": "b" * rnd.randrange(0, 300), "storeTimestamp": T0 + 400 * i + rnd.randrange(0, 50)})
     return out
 
@@ -390,7 +391,7 @@ def test_unclean_store_is_refused(store):
 
 def test_locked_store_is_refused(store):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; sys.path.insert(0, %r); from engine.lock import StoreLock; "
+        "import sys,time; sys.path.insert(0, %r); from engine.broker.lock import StoreLock; "
         "l=StoreLock(%r).acquire(); print('locked', flush=True); time.sleep(30)") % (os.getcwd(), str(store))],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -441,7 +442,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")
-    from engine.reindex import SparkRunner
+    from engine.jobs.reindex import SparkRunner
 
     runner = SparkRunner("local[2]")  # one session shared by every Spark test; commands reuse it
     runner.sc.setLogLevel("ERROR")

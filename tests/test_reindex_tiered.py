@@ -1,5 +1,5 @@
 """spark-reindex --format tiered: compacted tiered index files from the commit log, against the reference loop
-(engine.tiered.IndexStoreFile.put_key per message, with IndexStoreService.putKey's retries, then compact())."""
+(engine.tiered.index.file.IndexStoreFile.put_key per message, with IndexStoreService.putKey's retries, then compact())."""
 from __future__ import annotations
 
 import hashlib
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, put_jsonl, run, snapshot
-from engine.javautil import INT_MIN, java_string_hash
-from engine.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+from engine.java.lang import INT_MIN, java_string_hash
+from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
-from engine.tiered import IndexStoreFile, java_split_keys, message_key_set, tiered_key_hash
-from engine.tieredbuild import rebuild_tiered_from_scans, scan_buffer_tiered, scan_segment_tiered, topic_filtered
+from engine.tiered.index.file import IndexStoreFile, java_split_keys, message_key_set, tiered_key_hash
+from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_segment_tiered, topic_filtered
 from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
 
 T0 = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""Tests for engine.tiered (RocketMQ tiered-storage IndexStoreFile, spec section 9).
+"""Tests for engine.tiered.index.file (RocketMQ tiered-storage IndexStoreFile, format §9).
 
 Expectations come from (a) the golden vectors written by RocketMQ's own Java code and (b) a small
 reference model in this file, written directly from the spec's pseudo-code over a bytearray with
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.tiered import (
+from engine.java.collections import hashset_order
+from engine.tiered.index.file import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
     CountingReader,
@@ -24,7 +25,6 @@ from engine.tiered import (
     TieredIndexError,
     TieredQueryError,
     detect_tiered,
-    java_hashset_order,
     java_is_blank,
     message_key_set,
 )
@@ -38,7 +38,7 @@ INT_MIN = -(2**31)
 
 
 # ------------------------------------------------------------------------------------------------
-# Test-local Java arithmetic (spec 0.2 / 0.3), independent of engine.javautil
+# Test-local Java arithmetic (format §0.2 / 0.3), independent of engine.java.lang
 # ------------------------------------------------------------------------------------------------
 
 
@@ -109,7 +109,7 @@ def key_in_slot(topic, slot, slots, avoid=(), tag="k"):
 
 
 # ------------------------------------------------------------------------------------------------
-# Reference model (spec 9.2-9.7, Java buffer bounds)
+# Reference model (format §9.2-9.7, Java buffer bounds)
 # ------------------------------------------------------------------------------------------------
 
 FIELDS = ("hashCode", "topicId", "queueId", "offset", "size", "timeDiff", "itemIndex")
@@ -181,7 +181,7 @@ class RefIndexFile:
         return res
 
     def compact(self):
-        """(uploaded bytes, mapped-file bytes) per spec 9.4."""
+        """(uploaded bytes, mapped-file bytes) per format §9.4."""
         w0 = 28 + 8 * self.s
         limit = w0 + 28 * self.count
         out = bytearray(limit)
@@ -319,9 +319,9 @@ def test_golden_rebuild_compact_and_query(golden, tmp_path):
 def test_golden_keys_are_in_set_iteration_order(golden, tmp_path):
     """The puts.jsonl key lists already are the Java Set's iteration order: re-sorting them breaks the bytes."""
     params, puts, _ = golden
-    resorted = [p for p in puts if java_hashset_order(p["keys"]) != p["keys"]]
+    resorted = [p for p in puts if hashset_order(p["keys"]) != p["keys"]]
     assert resorted, "need at least one put whose list differs from HashSet order"
-    f = _rebuild(tmp_path / "x", params, puts, key_order=java_hashset_order)
+    f = _rebuild(tmp_path / "x", params, puts, key_order=hashset_order)
     f.close()
     assert (tmp_path / "x").read_bytes() != (T2 / "unsealed.bin").read_bytes()
 
@@ -1009,8 +1009,8 @@ def test_hashset_order_resizes_when_a_bucket_gets_nine_entries():
     # nine keys sharing bucket (mod 16) but not all the same bucket mod 32
     same = [f"x{i}" for i in range(5000) if _bucket(f"x{i}", 16) == 5][:9]
     assert len(same) == 9 and len({_bucket(k, 32) for k in same}) == 2
-    order = java_hashset_order(same)
+    order = hashset_order(same)
     assert order == sorted(same, key=lambda k: _bucket(k, 32))  # treeifyBin -> resize to 32
-    assert java_hashset_order(same[:8]) == same[:8]  # eight entries: no resize, insertion order
+    assert hashset_order(same[:8]) == same[:8]  # eight entries: no resize, insertion order
     many = [f"y{i}" for i in range(13)]  # 13 > 12 -> 32 buckets
-    assert java_hashset_order(many) == sorted(many, key=lambda k: _bucket(k, 32))
+    assert hashset_order(many) == sorted(many, key=lambda k: _bucket(k, 32))

@@ -2,7 +2,7 @@
 
 Expectations come from the golden vectors written by RocketMQ's own Java classes (tests/golden/tiered/t2_full)
 and from the spec (section 9); the flat commit log used for verification is laid out here by hand after
-spec 9.1 / the POSIX backend (md5 prefixes computed with hashlib, not with the engine).
+format §9.1 / the POSIX backend (md5 prefixes computed with hashlib, not with the engine).
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_walk_slot_unsealed_chain_equals_compacted_range(work):
     c = json.loads(run(["inspect-index", work / "compacted.bin", "--walk-slot", slot, "--json"]).stdout)
     assert u["stop"] == "end" and c["stop"] == "end"
     assert u["items"] and all(i["slot"] == slot for i in u["items"])
-    # Compaction copies each chain newest first (spec 9.4): same items, same order.
+    # Compaction copies each chain newest first (format §9.4): same items, same order.
     strip = [(i["hashCode"], i["queueId"], i["offset"], i["size"], i["timeDiff"]) for i in u["items"]]
     assert strip == [(i["hashCode"], i["queueId"], i["offset"], i["size"], i["timeDiff"]) for i in c["items"]]
     assert c["itemsLength"] == 28 * len(c["items"])
@@ -257,7 +257,7 @@ def test_query_file_selection_and_merge_across_files(tdir):
 
 
 def write_metadata(path: Path, topic_ids: dict[str, int]) -> Path:
-    # fastjson style, integer map keys unquoted (spec 1.2).
+    # fastjson style, integer map keys unquoted (format §1.2).
     topics = ",".join(f'"{t}":{{"topicId":{i},"topic":"{t}","reserveTime":-1,"status":0,"updateTimestamp":1}}'
                       for t, i in topic_ids.items())
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +301,7 @@ def md5_8(s: str) -> str:
 
 
 def record_of_size(topic, queue_id, keys, uniq, ts, phy, size):
-    from engine.message import MessageRecord, encode_record
+    from engine.broker.message import MessageRecord, encode_record
 
     props = {"KEYS": " ".join(keys)}
     if uniq:
@@ -317,7 +317,7 @@ def record_of_size(topic, queue_id, keys, uniq, ts, phy, size):
 
 
 def build_flat_commitlog(root: Path, mutate=None) -> Path:
-    """POSIX tiered backend layout (spec 9.1) holding the golden puts' records at their tiered offsets."""
+    """POSIX tiered backend layout (format §9.1) holding the golden puts' records at their tiered offsets."""
     cluster, broker, base = "DefaultCluster", "broker-a", 49152
     segs: dict[int, bytearray] = {}
     for p in PUTS:
@@ -380,7 +380,7 @@ def test_tiered_commitlog_drops_collisions(tdir, tmp_path):
 
 
 def test_query_verified_through_local_store(tmp_path):
-    from engine.tiered import IndexStoreFile
+    from engine.tiered.index.file import IndexStoreFile
 
     store = tmp_path / "store"
     t0 = 1_700_000_100_000

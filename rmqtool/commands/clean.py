@@ -1,13 +1,13 @@
-"""rmqtool clean: delete expired commit-log segments and what lies wholly below the new minimum (spec §8)."""
+"""rmqtool clean: delete expired commit-log segments and what lies wholly below the new minimum (format §8)."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
 import typer
 
-from engine.clean import CleanPlan, clean as run_clean
+from engine.ops.clean import CleanPlan, clean as run_clean
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
@@ -52,7 +52,7 @@ def _render(plan: CleanPlan, dry_run: bool) -> None:
         _note("the store has an abort file (not shut down cleanly); run `rmqtool recover` first")
 
 
-@command("clean")
+@handles_errors
 def clean(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,

@@ -12,7 +12,7 @@ import typer
 
 from engine.errors import InvalidArgumentError
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 
 SAMPLE_CONF = """# rmqtool sample store: small geometry so index files roll
 storePathRootDir={root}
@@ -25,7 +25,7 @@ maxIndexNum=4000
 
 def sample_messages(n: int, start_ms: int, seed: int = 7):
     rnd = random.Random(seed)
-    topics = ["OrderTopic", "PaymentTopic", "订单Topic"]
+    topics = ["OrderTopic", "PaymentTopic", "%RETRY%audit-group"]  # a retry topic too: the broker writes those
     for i in range(n):
         topic = topics[i % len(topics)]
         user = rnd.randrange(200)
@@ -42,7 +42,7 @@ def sample_messages(n: int, start_ms: int, seed: int = 7):
 
 def _compare_rebuilt(directory: Path) -> None:
     """The rebuilt index files against the ones `put` wrote incrementally (kept as index.bak-*)."""
-    from engine.index import list_index_files
+    from engine.broker.layout import list_index_files
 
     backups = sorted(directory.glob("index.bak-*"))
     if not backups:
@@ -57,7 +57,7 @@ def _compare_rebuilt(directory: Path) -> None:
         raise InvalidArgumentError("the rebuilt index differs from the incrementally built one")
 
 
-@command("demo")
+@handles_errors
 def demo(
     directory: Annotated[Path, typer.Argument(help="Where to create the sample store (replaced if it is a "
                                               "previous sample).", file_okay=False)] = Path("sample-store"),
@@ -89,13 +89,13 @@ def demo(
         render.err.rule(f"[bold]{title}[/bold]")
         render.err.print(f"$ rmqtool {' '.join(args)}", markup=False, highlight=False)
         try:
-            app(args, prog_name="rmqtool", standalone_mode=False)
+            code = app(args, prog_name="rmqtool", standalone_mode=False)
         except typer.Exit as e:
-            if e.exit_code:
-                raise
+            code = e.exit_code
         except SystemExit as e:
-            if e.code:
-                raise
+            code = e.code
+        if code:  # a failed step stops the demo with its exit code (click returns it without standalone mode)
+            raise typer.Exit(code)
 
     c = ["--broker-conf", str(conf)]
     step(f"1. put {messages} messages", ["put", *c, "--from-jsonl", str(jsonl), "--quiet"])

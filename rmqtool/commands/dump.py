@@ -6,10 +6,10 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.message import VALID
-from engine.store import MessageStore
+from engine.broker.message import VALID
+from engine.broker.store import MessageStore
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, JsonOpt, StoreOpt, build_config
 
 DUMP_LIMIT = 1_000_000_000
@@ -30,7 +30,7 @@ def _show_message(rec) -> None:
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
 
-@command("get")
+@handles_errors
 def get(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
@@ -52,7 +52,7 @@ def get(
             _show_message(rec)
 
 
-@command("dump-commitlog")
+@handles_errors
 def dump_commitlog(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,

@@ -6,14 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.config import load_config
+from engine.broker.config import load_config
 from engine.errors import InvalidArgumentError
-from engine.index import IndexFile, list_index_files
-from engine.indexcheck import index_stats, verify_index_file
-from engine.javautil import index_hash, java_string_hash
-from engine.store import MessageStore
+from engine.broker.index import IndexFile
+from engine.broker.layout import list_index_files
+from engine.ops.verify import index_stats, verify_index_file
+from engine.java.lang import index_hash, java_string_hash
+from engine.broker.store import MessageStore
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config
 
 VERIFY_FAILED = 3
@@ -35,7 +36,7 @@ def _render_headers(rows: list[dict]) -> None:
                    f"{r['fill']:.1%}"] for r in rows])
 
 
-@command("inspect-index")
+@handles_errors
 def inspect_index(
     file: Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
                                                    dir_okay=False)] = None,
@@ -63,8 +64,8 @@ def inspect_index(
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
     if tiered_dir is not None or (file is not None and _is_tiered(file)):
-        from engine.tieredquery import list_tiered_index_files
-        from rmqtool.commands import tiered as tiered_cli
+        from engine.tiered.index.service import list_tiered_index_files
+        from rmqtool.commands import tiered_index as tiered_cli
 
         if tiered_dir is not None:
             if file is not None:
@@ -132,7 +133,7 @@ def _is_tiered(path: Path) -> bool:
     error message; a broker index file starts with a positive timestamp and never has it)."""
     import struct
 
-    from engine.tiered import BEGIN_MAGIC_CODE, END_MAGIC_CODE, detect_tiered
+    from engine.tiered.index.file import BEGIN_MAGIC_CODE, END_MAGIC_CODE, detect_tiered
 
     if detect_tiered(path):
         return True

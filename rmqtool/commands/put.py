@@ -9,10 +9,10 @@ from typing import Annotated, Iterator, List, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.message import PROP_KEYS, PROP_TAGS, MessageRecord
-from engine.store import MessageStore, message_from_json
+from engine.broker.message import PROP_KEYS, PROP_TAGS, MessageRecord
+from engine.broker.store import MessageStore, message_from_json
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
@@ -36,7 +36,7 @@ def _jsonl_records(path: str, queue_id: int) -> Iterator[MessageRecord]:
             stream.close()
 
 
-@command("put")
+@handles_errors
 def put(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,

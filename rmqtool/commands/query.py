@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.javautil import LONG_MAX
-from engine.store import MessageStore
+from engine.java.lang import LONG_MAX
+from engine.broker.store import MessageStore
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
@@ -28,7 +28,7 @@ def message_rows(recs) -> tuple[list[str], list[list]]:
     return cols, rows
 
 
-@command("query-key")
+@handles_errors
 def query_key(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the messages.")],
     key: Annotated[str, typer.Option("--key", "-k", help="A key from the messages' KEYS (or the UNIQ_KEY with "
@@ -101,7 +101,7 @@ def query_key(
         if given:
             raise InvalidArgumentError(f"{given[0]} only applies with --tiered-dir")
     else:
-        from rmqtool.commands import tiered as tiered_cli
+        from rmqtool.commands import tiered_index as tiered_cli
 
         tiered_cli.run_query(
             tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,

@@ -1,14 +1,14 @@
-"""rmqtool recover: bring a store back to a consistent state after a crash (spec §6, §7)."""
+"""rmqtool recover: bring a store back to a consistent state after a crash (format §6, §7)."""
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
 
-from engine.lock import StoreLock
-from engine.recovery import RecoveryPlan, recover as run_recovery
+from engine.broker.lock import StoreLock
+from engine.ops.recovery import RecoveryPlan, recover as run_recovery
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
@@ -87,7 +87,7 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
         _note(n)
 
 
-@command("recover")
+@handles_errors
 def recover(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,

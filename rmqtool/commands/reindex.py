@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.reindex import DEFAULT_MASTER, ReindexResult, spark_reindex
+from engine.jobs.reindex import DEFAULT_MASTER, ReindexResult, spark_reindex
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
                              build_config)
 
@@ -64,8 +64,8 @@ def _render_tiered(r) -> None:
 
 def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max_index: Optional[int]):
     """--hash-slots/--max-index, else broker.conf's tiered keys, else the tiered store's defaults."""
-    from engine.config import read_properties_file
-    from engine.tieredbuild import TIERED_DEFAULT_HASH_SLOT_NUM, TIERED_DEFAULT_INDEX_NUM
+    from engine.broker.config import read_properties_file
+    from engine.jobs.tiered_index import TIERED_DEFAULT_HASH_SLOT_NUM, TIERED_DEFAULT_INDEX_NUM
 
     props = read_properties_file(broker_conf) if broker_conf is not None else {}
 
@@ -121,7 +121,7 @@ def _render(r: ReindexResult) -> None:
                      [[f["name"], f["entries"], "yes" if f["full"] else "no"] for f in r.files])
 
 
-@command("spark-reindex")
+@handles_errors
 def spark_reindex_cmd(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
@@ -205,7 +205,7 @@ def spark_reindex_cmd(
 
 def _tiered_cmd(store, broker_conf, out, master, dry_run, replace, json_out, hash_slots, max_index,
                 commitlog_file_size, tiered_metadata) -> None:
-    from engine.tieredbuild import check_tiered_geometry, tiered_reindex
+    from engine.jobs.tiered_index import check_tiered_geometry, tiered_reindex
 
     slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
     check_tiered_geometry(slots, items)

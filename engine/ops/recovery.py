@@ -1,4 +1,4 @@
-"""Crash recovery (spec §6, §7, §4.4-4.5, §5.8): the broker's recovery, made safe for the index.
+"""Crash recovery (format §6, §7, §4.4-4.5, §5.8): the broker's recovery, made safe for the index.
 
 plan_recovery() reads the store (read-only) and works out everything: the mode (abort marker), where the
 broker would start scanning (§7.3/§7.4) and where rmqtool starts (possibly earlier, so that every consume queue
@@ -29,22 +29,20 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.checkpoint import Checkpoint
-from engine.commitlog import CommitLog
-from engine.config import CQ_STORE_UNIT_SIZE, BrokerConfig, index_file_size
-from engine.consumequeue import UNIT_DTYPE, ConsumeQueue, list_queues
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.commitlog import CommitLog, open_commitlog
+from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig, index_file_size
+from engine.broker.consumequeue import UNIT_DTYPE, ConsumeQueue, list_queues
 from engine.errors import GeometryError, InvalidArgumentError, NotAStoreError
 from engine.fsutil import fsync_dir
-from engine.index import (IndexFile, build_index_file_from_hashes, index_file_name, list_index_files,
-                          suggest_geometry)
-from engine.indexcheck import verify_index_file
-from engine.javautil import index_hash, java_string_hash
-from engine.lock import StoreLock
-from engine.message import (BLANK, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
+from engine.broker.index import IndexFile, build_index_file_from_hashes, suggest_geometry
+from engine.broker.layout import LOCK_FILE, StoreLayout, index_file_name, list_index_files
+from engine.ops.verify import verify_index_file
+from engine.java.lang import index_hash, java_string_hash
+from engine.broker.lock import StoreLock, mark_clean, mark_in_use
+from engine.broker.message import (BLANK, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
                             TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID, check_message)
 
-ABORT = "abort"
-CHECKPOINT = "checkpoint"
 BLANK_CQ_SIZE = 0x7FFFFFFF
 _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
 _ZERO_CHUNK = 1 << 20
@@ -734,7 +732,7 @@ def _fingerprint(cfg: BrokerConfig) -> tuple:
             continue
         for dirpath, dirnames, filenames in os.walk(r):
             for n in filenames:
-                if n == "lock":
+                if n == LOCK_FILE:
                     continue
                 p = os.path.join(dirpath, n)
                 try:
@@ -766,19 +764,14 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     for damage the checkpoint says cannot be there; costs a read of the whole log.
     """
     root = cfg.root
-    if not root.is_dir():
-        raise NotAStoreError(f"store directory {root} does not exist")
-    if not ((root / "consumequeue").is_dir() or (root / "index").is_dir()
-            or any(d.is_dir() for d in cfg.commitlog_dirs)
-            or (root / ABORT).is_file() or (root / CHECKPOINT).is_file()):
-        # An abort marker or a checkpoint alone is a store whose writer died before its first write.
-        raise NotAStoreError(
-            f"{root} is not a RocketMQ store: it has no commitlog/, consumequeue/ or index/ directory")
+    layout = StoreLayout.of(cfg)
+    # An abort marker or a checkpoint alone is a store whose writer died before its first write.
+    layout.require_store(allow_markers=True)
     fingerprint = _fingerprint(cfg)
-    mode = "abnormal" if (root / ABORT).exists() else "normal"
+    mode = "abnormal" if layout.abort.exists() else "normal"
     notes: list[str] = []
     cp_problem = ""
-    cp_path = root / CHECKPOINT
+    cp_path = layout.checkpoint
     try:
         cp = Checkpoint.load(cp_path, strict=True)
         cp_ok = cp_path.exists()
@@ -791,10 +784,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
                                       cp.confirmPhyOffset)):
         cp_ok = False
         cp_problem = "negative values (garbage)"
-    size = cfg.mappedFileSizeCommitLog if cfg.commitLogSizeGiven else None
-    cl = CommitLog(cfg.commitlog_dirs, size, writable=False)
-    if cl.queue.file_size is None:
-        cl.queue.file_size = cfg.mappedFileSizeCommitLog
+    cl = open_commitlog(cfg)
     idx_files: list[_IdxFile] = []
     try:
         # Consume queues as their own recovery finds them (§4.4).
@@ -807,7 +797,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         broker_start = segs[bi].start if segs else 0
         index_enabled = cfg.messageIndexEnable
         if index_enabled:
-            idx_files = _open_index_files(cfg, root / "index")
+            idx_files = _open_index_files(cfg, layout.index_dir)
         reasons = [f"broker rule ({rule}): segment {segs[bi].path.name}" if segs else "empty commit log"]
 
         def needs(scan: _Scan | None, end: int) -> tuple[int, list[str]]:
@@ -931,7 +921,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
                 write_cp = True
                 notes.append("checkpoint claims more than the store holds (" + "; ".join(bad) + "); it is rewritten")
         stale = []
-        for d in (root, root / "index"):
+        for d in (root, layout.index_dir):
             if d.is_dir():
                 stale.extend(str(p.relative_to(root)) for p in d.iterdir() if _TMP_NAME.match(p.name))
         plan = RecoveryPlan(
@@ -963,14 +953,6 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
 
 
 # ==================================================================== apply
-
-def _write_abort(root: Path) -> None:
-    with open(root / ABORT, "w") as f:
-        f.write(str(os.getpid()))
-        f.flush()
-        os.fsync(f.fileno())
-    fsync_dir(root)
-
 
 def _zero_range(path: Path, lo: int, hi: int) -> None:
     fd = os.open(path, os.O_RDWR)
@@ -1015,8 +997,9 @@ def apply_recovery(cfg: BrokerConfig, plan: RecoveryPlan, lock: StoreLock | None
 
 def _execute(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
     root = cfg.root
+    layout = StoreLayout.of(cfg)
     # 1. The abort marker first: a crash from here on leaves a store the next recover handles again.
-    _write_abort(root)
+    mark_in_use(layout)
     # 2. Commit log: later segments (newest first, so what remains is always a prefix), then the tail.
     seg_dirs = {}
     for d in cfg.commitlog_dirs:
@@ -1036,7 +1019,7 @@ def _execute(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
     for q in plan.queues:
         if not q.changed:
             continue
-        qdir = root / "consumequeue" / q.topic / str(q.queue_id)
+        qdir = layout.cq_dir(q.topic, q.queue_id)
         for name in reversed(q.files_deleted):
             (qdir / name).unlink(missing_ok=True)
         if q.zero_file and q.zero_to > q.zero_from:
@@ -1061,7 +1044,7 @@ def _execute(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
             fsync_dir(qdir.parent)
             fsync_dir(qdir.parent.parent)
     # 4. Index: new contents written to a temporary name, forced, renamed into place.
-    idir = root / "index"
+    idir = layout.index_dir
     ip = plan.index
     if ip.enabled and ip.changed:
         idir.mkdir(parents=True, exist_ok=True)
@@ -1079,9 +1062,8 @@ def _execute(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
         (root / t).unlink(missing_ok=True)
     # 5. The checkpoint only once the data it describes is durable; the abort marker goes last.
     if plan.write_checkpoint:
-        plan.checkpoint_after.save(root / CHECKPOINT)
-    (root / ABORT).unlink(missing_ok=True)
-    fsync_dir(root)
+        plan.checkpoint_after.save(layout.checkpoint)
+    mark_clean(layout)
 
 
 def recover(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = False, dry_run: bool = False,

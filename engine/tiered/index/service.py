@@ -1,4 +1,4 @@
-"""Query by key over a directory of tiered index files (``IndexStoreService.queryAsync``, spec 9.7), the
+"""Query by key over a directory of tiered index files (``IndexStoreService.queryAsync``, format §9.7), the
 tiered metadata (topic ids) and checking the answers against the messages themselves.
 
 Service-level rules reproduced from the Java code (``IndexStoreService`` / ``MessageStoreFetcherImpl``):
@@ -15,7 +15,7 @@ commit log.  Two ways to check an item against a real message are offered:
 
 * :class:`FlatCommitLogVerifier` reads the record at that offset from the tiered store's flat commit log
   (POSIX backend layout ``<tieredStoreFilePath>/<md5(cluster)[:8]>_<cluster>/<broker>/<topic>/<queueId>/
-  COMMIT_LOG/<md5(str(base))[:8]><base:020d>``, spec 9.1) and decodes it;
+  COMMIT_LOG/<md5(str(base))[:8]><base:020d>``, format §9.1) and decodes it;
 * :class:`LocalStoreLocator` looks for the same message in the broker's local store: the tiered record is
   a copy of the local one, so it is searched in the local consume queue of ``topic/queueId`` by store
   time (the item's timeDiff pins it to one second), then matched on size, topic and key.
@@ -32,13 +32,11 @@ from pathlib import Path
 from typing import Optional
 
 from engine.errors import InvalidArgumentError
-from engine.javautil import INT_MAX, java_div, to_i32
-from engine.message import VALID, check_message
-from engine.tiered import IndexStoreFile, TieredQueryError
+from engine.java.lang import INT_MAX, java_div, to_i32
+from engine.broker.message import VALID, check_message
+from engine.tiered.index.file import IndexStoreFile, TieredQueryError
 
 __all__ = [
-    "TIERED_INDEX_DIR",
-    "TIERED_METADATA_PATH",
     "TieredQueryResult",
     "list_tiered_index_files",
     "query_tiered_dir",
@@ -53,10 +51,6 @@ __all__ = [
     "check_record",
 ]
 
-#: Local working directory of the tiered index (spec 9.1), relative to storePathRootDir.
-TIERED_INDEX_DIR = "tiered_index_file"
-#: DefaultMetadataStore's file, relative to storePathRootDir.
-TIERED_METADATA_PATH = Path("config") / "tieredStoreMetadata.json"
 
 _NUMERIC = re.compile(r"^[0-9]+$")
 
@@ -156,7 +150,7 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
 
 
 def _quote_bare_keys(text: str) -> str:
-    """fastjson writes maps with integer keys unquoted (``{0:{...}}``, spec 1.2); quote them for json."""
+    """fastjson writes maps with integer keys unquoted (``{0:{...}}``, format §1.2); quote them for json."""
     out = []
     i, n = 0, len(text)
     in_str = False
@@ -430,8 +424,7 @@ class LocalStoreLocator:
     def _queue_units(self, qid: int):
         u = self._units.get(qid)
         if u is None:
-            from engine.consumequeue import cq_dir
-            if not cq_dir(self.store.root, self.topic, qid).is_dir():
+            if not self.store.layout.cq_dir(self.topic, qid).is_dir():
                 u = None
             else:
                 u = self.store.consume_queue(self.topic, qid).all_units()

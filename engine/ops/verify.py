@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.commitlog import CommitLog
-from engine.index import IndexFile
-from engine.javautil import index_hash, java_string_hash
-from engine.message import VALID
+from engine.broker.commitlog import CommitLog
+from engine.broker.index import IndexFile
+from engine.java.lang import index_hash, java_string_hash
+from engine.broker.message import VALID
 
 
 def index_stats(f: IndexFile, top: int = 10) -> dict:

@@ -1,4 +1,4 @@
-"""CommitLog message record codec (spec §2).
+"""CommitLog message record codec (format §2).
 
 decode: bytes at a record start -> CheckResult (VALID / BLANK / CORRUPT / LENGTH_MISMATCH), as the
 broker's checkMessageAndReturnSize classifies them (§2.7). encode: MessageRecord -> bytes, as
@@ -17,7 +17,8 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.javautil import hashset_order, java_string_hash, rmq_crc32
+from engine.java.collections import hashset_order
+from engine.java.lang import java_string_hash, rmq_crc32
 
 MESSAGE_MAGIC_CODE = -626843481      # 0xDAA320A7, v1: 1-byte topic length
 MESSAGE_MAGIC_CODE_V2 = -626843477   # 0xDAA320AB, v2: 2-byte topic length (5.1.0+)

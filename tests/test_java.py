@@ -5,7 +5,8 @@ import random
 
 import numpy as np
 
-from engine.javautil import (hashset_order, index_hash, java_div, java_rem, java_string_hash, java_string_hashes,
+from engine.java.collections import hashset_order
+from engine.java.lang import (index_hash, java_div, java_rem, java_string_hash, java_string_hashes,
                              rmq_crc32, tiered_hash, to_i32)
 
 

@@ -1,4 +1,4 @@
-"""Java semantics the on-disk formats depend on (spec §0.2, §0.3).
+"""Java semantics the on-disk formats depend on (format §0.2, §0.3).
 
 Everything here is pure Python + numpy; no other engine module is imported.
 """
@@ -35,7 +35,7 @@ def java_rem(a: int, b: int) -> int:
 
 
 def java_string_hash(s: str) -> int:
-    """Java String.hashCode(): over UTF-16 code units, 32-bit wrap (spec §0.3, pitfall 2)."""
+    """Java String.hashCode(): over UTF-16 code units, 32-bit wrap (format §0.3, pitfall 2)."""
     data = s.encode("utf-16-be", "surrogatepass")
     h = 0
     for i in range(0, len(data), 2):
@@ -165,37 +165,15 @@ def hash_code_units(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def rmq_crc32(data: bytes) -> int:
-    """java.util.zip.CRC32 masked to 31 bits, as UtilAll.crc32 (spec §2.6)."""
+    """java.util.zip.CRC32 masked to 31 bits, as UtilAll.crc32 (format §2.6)."""
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
 def index_hash(h: int) -> int:
-    """Broker IndexFile hash: abs(hashCode), with Integer.MIN_VALUE forced to 0 (spec §5.5)."""
+    """Broker IndexFile hash: abs(hashCode), with Integer.MIN_VALUE forced to 0 (format §5.5)."""
     return 0 if h == INT_MIN else abs(h)
 
 
 def tiered_hash(h: int) -> int:
-    """Tiered IndexStoreFile hash: sign flipped, MIN_VALUE stays negative (spec §9.5)."""
+    """Tiered IndexStoreFile hash: sign flipped, MIN_VALUE stays negative (format §9.5)."""
     return h if h >= 0 else to_i32(-h)
-
-
-def hashset_order(keys: list[str]) -> list[str]:
-    """Iteration order of a java.util.HashSet built by adding `keys` in order (spec §9.6).
-
-    Duplicates are dropped; buckets ascend by (h ^ (h >>> 16)) & (cap - 1), ties keep insertion order.
-    """
-    unique: list[str] = []
-    seen = set()
-    for k in keys:
-        if k not in seen:
-            seen.add(k)
-            unique.append(k)
-    cap = 16
-    while len(unique) > 0.75 * cap:
-        cap *= 2
-
-    def bucket(k: str) -> int:
-        h = java_string_hash(k) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (cap - 1)
-
-    return sorted(unique, key=bucket)  # sorted() is stable: ties stay in insertion order

@@ -1,4 +1,4 @@
-"""spark-reindex --format tiered: compacted tiered-storage index files (spec §9) built from the commit log.
+"""spark-reindex --format tiered: compacted tiered-storage index files (format §9) built from the commit log.
 
 What a RocketMQ 5 tiered store would have indexed and uploaded, had every queue been copied to tiered storage
 from its first message, computed straight from the local commit log:
@@ -9,7 +9,7 @@ from its first message, computed straight from the local commit log:
   -- TopicValidator's set or the ``rmq_sys_`` prefix --, not an LMQ ``%LMQ%`` topic, not the cluster or broker
   name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (§9.6): UNIQ_KEY if not
   blank plus every token of KEYS split on " " (empty tokens kept, Java's trailing empty tokens dropped),
-  de-duplicated, in Java HashSet order -- engine.tiered.message_key_set.
+  de-duplicated, in Java HashSet order -- engine.tiered.index.file.message_key_set.
 * item fields: topicId from ``<store>/config/tieredStoreMetadata.json`` when the topic is there, else a new
   id: after the metadata's topicSerialNumber / largest id, or from 0 without metadata (the broker's
   topicSequenceNumber starts at -1 and is incremented before use), in first-seen commit-log order;
@@ -24,13 +24,13 @@ from its first message, computed straight from the local commit log:
   uses the wall clock). Each file is then compacted (§9.4) and written in its uploaded form. Files that end up
   with no item (they upload 0 bytes) are not written.
 
-The output equals, byte for byte, engine.tiered.IndexStoreFile.create / put_key in a loop / compact() over the
+The output equals, byte for byte, engine.tiered.index.file.IndexStoreFile.create / put_key in a loop / compact() over the
 same inputs (the tests check it). Unlike the broker, it does not need the 28 + 8*slots + 32*items byte
 unsealed file: each compacted file is assembled in memory from its items with numpy.
 
 Job layout (same runners as the broker-format reindex): scan one commit-log segment per task (records decoded
-one by one with engine.message.check_message, ~10 us per record, the key hashing and HashSet ordering
-vectorized with numpy per batch; key sets of more than 8 keys are ordered by engine.tiered.java_hashset_order),
+one by one with engine.broker.message.check_message, ~10 us per record, the key hashing and HashSet ordering
+vectorized with numpy per batch; key sets of more than 8 keys are ordered by engine.java.collections.hashset_order),
 plan on the driver (topic ids, queue base offsets, the greedy FILE_FULL cut with searchsorted per file and an
 exact emulation of the service's retry loop for the rare irregular key sets), one build task per output file.
 """
@@ -49,19 +49,22 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from engine.config import BrokerConfig
+from engine.java.collections import hashset_order
+
+from engine.broker.config import BrokerConfig
 from engine.errors import InvalidArgumentError, NotAStoreError
 from engine.fsutil import fsync_dir
-from engine.index import list_index_files
-from engine.javautil import INT_MAX, INT_MIN, java_rem, java_string_hashes, to_i32
-from engine.commitlog import scan_stop
-from engine.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
+from engine.broker.layout import list_index_files
+from engine.java.lang import INT_MAX, INT_MIN, java_rem, java_string_hashes, to_i32
+from engine.broker.commitlog import scan_stop
+from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
                             check_message)
-from engine.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
+from engine.jobs.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
                             ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
-from engine.tiered import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
-                           INDEX_ITEM_SIZE, java_hashset_order, java_is_blank, java_split_keys)
-from engine.tieredquery import TIERED_INDEX_DIR, TIERED_METADATA_PATH, load_tiered_metadata
+from engine.tiered.index.file import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
+                           INDEX_ITEM_SIZE, java_is_blank, java_split_keys)
+from engine.broker.layout import StoreLayout
+from engine.tiered.index.service import load_tiered_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
 TIERED_DEFAULT_INDEX_NUM = 20_000_000
@@ -173,7 +176,7 @@ def _order_and_hash(keys: list[str], fulls: list[str], counts: list[int]) -> np.
             a, b = int(starts[r]), int(starts[r] + cnt[r])
             sub = keys[a:b]
             where = {k: i for i, k in enumerate(sub)}
-            perm[a:b] = [a + where[k] for k in java_hashset_order(sub)]
+            perm[a:b] = [a + where[k] for k in hashset_order(sub)]
     fh = java_string_hashes(fulls)
     hc = np.where(fh < 0, np.negative(fh), fh).astype(np.int32)  # -MIN_VALUE wraps to MIN_VALUE, as in Java
     return hc[perm]
@@ -654,9 +657,10 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
                                    "which have no place in the local store")
     out_dir = Path(out).resolve() if out is not None else None
     if out_dir is not None:
-        for forbidden, why in ((root / TIERED_INDEX_DIR, "the broker loads every numeric file there as an "
+        layout = StoreLayout.of(config)
+        for forbidden, why in ((layout.tiered_index_dir, "the broker loads every numeric file there as an "
                                                          "unsealed working file"),
-                               (root / "index", "that is the broker's own index directory")):
+                               (layout.index_dir, "that is the broker's own index directory")):
             if out_dir == forbidden.resolve():
                 raise InvalidArgumentError(f"--out {out_dir}: {why}; choose another directory")
         if out_dir.exists() and not out_dir.is_dir():
@@ -668,7 +672,7 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
     if metadata_path is not None:
         meta = load_tiered_metadata(metadata_path)
     else:
-        cand = root / TIERED_METADATA_PATH
+        cand = StoreLayout.of(config).tiered_metadata
         if cand.exists() or cand.with_name(cand.name + ".bak").exists():
             metadata_path = cand
             meta = load_tiered_metadata(cand)

@@ -1,4 +1,4 @@
-"""RocketMQ 5 tiered-storage index file (``tieredstore/.../index/IndexStoreFile``), spec section 9.
+"""RocketMQ 5 tiered-storage index file (``tieredstore/.../index/IndexStoreFile``), format §9.
 
 Reads and writes both on-disk layouts byte for byte:
 
@@ -37,7 +37,7 @@ Every algorithm follows what the Java code *does* (HEAD ``8fc57f1468d1``), inclu
   raised here as :class:`TieredQueryError`; reads are clamped to the committed length) and the
   "committed length <= 28 -> empty" guard.
 
-Only stdlib + numpy + :mod:`engine.javautil` are used.
+Only stdlib + numpy + :mod:`engine.java.lang` are used.
 """
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from engine.javautil import (
+from engine.java.collections import hashset_order
+from engine.java.lang import (
     INT_MAX,
     INT_MIN,
     LONG_MAX,
@@ -82,7 +83,6 @@ __all__ = [
     "CountingReader",
     "detect_tiered",
     "message_key_set",
-    "java_hashset_order",
     "java_is_blank",
     "java_split_keys",
     "tiered_key_hash",
@@ -193,56 +193,11 @@ def java_split_keys(keys_property: str) -> list[str]:
     return parts
 
 
-def _spread(key: str) -> int:
-    h = java_string_hash(key) & 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
-def java_hashset_order(keys: Iterable[str]) -> list[str]:
-    """Iteration order of ``new HashSet<>()`` after ``add``-ing ``keys`` in order.
-
-    Simulates java.util.HashMap: table 16, doubled when ``size > 0.75*cap``, and also doubled when a
-    bucket receives its 9th entry while the table is smaller than 64 (``treeifyBin`` resizes instead
-    of treeifying).  A resize keeps the relative order inside every bucket, so the final order is the
-    buckets of the final table ascending, ties in insertion order.  Known approximation: a bucket that
-    really gets treeified (>= 9 colliding keys in a table >= 64) is iterated here in insertion order,
-    whereas Java's TreeNode links may differ.
-    """
-    uniq: list[str] = []
-    seen: set[str] = set()
-    cap = 16
-    counts: dict[int, int] = {}
-    for k in keys:
-        if k in seen:
-            continue
-        sp = _spread(k)
-        b = sp & (cap - 1)
-        existing = counts.get(b, 0)
-        seen.add(k)
-        uniq.append(k)
-        if existing >= 8 and cap < 64:  # binCount >= TREEIFY_THRESHOLD - 1 -> treeifyBin -> resize
-            cap *= 2
-            counts = {}
-            for u in uniq:
-                bb = _spread(u) & (cap - 1)
-                counts[bb] = counts.get(bb, 0) + 1
-        else:
-            counts[b] = existing + 1
-        if len(uniq) > cap * 3 // 4:  # ++size > threshold
-            cap *= 2
-            counts = {}
-            for u in uniq:
-                bb = _spread(u) & (cap - 1)
-                counts[bb] = counts.get(bb, 0) + 1
-    mask = cap - 1
-    return sorted(uniq, key=lambda u: _spread(u) & mask)  # stable: ties keep insertion order
-
-
 def message_key_set(uniq_key: Optional[str], keys_property: Optional[str]) -> list[str]:
     """The key set the tiered dispatcher builds for one message, in Java HashSet iteration order.
 
     ``UNIQ_KEY`` if not blank, then every token of ``KEYS.split(" ")`` if KEYS is not blank (empty
-    tokens kept, trailing empty tokens dropped by Java's split), de-duplicated (spec 9.6,
+    tokens kept, trailing empty tokens dropped by Java's split), de-duplicated (format §9.6,
     ``MessageStoreDispatcherImpl.constructIndexFile``).  Pass the result to :meth:`IndexStoreFile.put_key`.
     """
     keys: list[str] = []
@@ -250,7 +205,7 @@ def message_key_set(uniq_key: Optional[str], keys_property: Optional[str]) -> li
         keys.append(uniq_key)  # type: ignore[arg-type]
     if not java_is_blank(keys_property):
         keys.extend(java_split_keys(keys_property))  # type: ignore[arg-type]
-    return java_hashset_order(keys)
+    return hashset_order(keys)
 
 
 def tiered_key_hash(topic: str, key: str) -> int:
@@ -516,7 +471,7 @@ class IndexStoreFile:
           ``ACCESS_READ``; nothing is ever written.
         * ``writable=True`` (unsealed only) behaves like the broker re-opening a local file at
           startup: status UNSEALED, endTimestamp reset to the header's beginTimestamp and the header
-          rewritten at once (spec 9.8 / pitfall 38).
+          rewritten at once (format §9.8 / pitfall 38).
         * ``begin_timestamp`` overrides the beginTimestamp used for time filtering and timeDiffs
           (Java takes it from the file name for local files and from the segment's minTimestamp for
           uploaded ones); default: the header's value.
@@ -557,7 +512,7 @@ class IndexStoreFile:
         fd = fh.fileno()
         if size == 0 and layout in (None, "compacted") and not writable:
             # The only thing a 0-byte file can be: the upload of a compaction that found no item
-            # (spec 9.4).  Queries hit the "committed length <= 28" guard and return nothing.
+            # (format §9.4).  Queries hit the "committed length <= 28" guard and return nothing.
             self = cls(_PRIVATE)
             self.path, self.layout, self.file_size, self.commit_length = path, "compacted", 0, 0
             self.hash_slot_num = hash_slot_num or 0
@@ -913,7 +868,7 @@ class IndexStoreFile:
         if isinstance(keys, (set, frozenset)):
             raise TieredIndexError(
                 "keys must be ordered as the Java Set iterates them; a Python set has no such order "
-                "(use message_key_set() or java_hashset_order())"
+                "(use message_key_set() or engine.java.collections.hashset_order())"
             )
         out = list(keys)
         for k in out:
@@ -926,7 +881,7 @@ class IndexStoreFile:
     # ---- compaction ----------------------------------------------------------------------------
 
     def compact(self, dest_path, *, form: str = "uploaded", method: str = "auto") -> str:
-        """``compactToNewFile`` (spec 9.4); writes the compacted file and returns its path.
+        """``compactToNewFile`` (format §9.4); writes the compacted file and returns its path.
 
         ``form="uploaded"`` (default) writes what Java returns and uploads: bytes ``[0, end of the last
         item written)`` -- 0 bytes when no item is reachable.  ``form="mapped"`` writes the whole local
@@ -1088,7 +1043,7 @@ class IndexStoreFile:
     ) -> list[dict]:
         """``IndexStoreFile.queryAsync`` for this file's state.
 
-        Unsealed/SEALED files walk the chain (spec 9.7, up to 512 items, may return ``max_count + 1``
+        Unsealed/SEALED files walk the chain (format §9.7, up to 512 items, may return ``max_count + 1``
         items); compacted files do the two-read segment lookup (at most 1024 items read).  Items are
         dicts ``hashCode, topicId, queueId, offset, size, timeDiff, itemIndex`` (itemIndex 0 for
         compacted items).  ``reader(offset, length) -> bytes`` replaces the file access (e.g. a

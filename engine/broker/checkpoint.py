@@ -1,4 +1,4 @@
-"""StoreCheckpoint (spec §6): a 4 KiB file, five big-endian longs at its start."""
+"""StoreCheckpoint (format §6): a 4 KiB file, five big-endian longs at its start."""
 from __future__ import annotations
 
 import os

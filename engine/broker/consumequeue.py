@@ -1,4 +1,4 @@
-"""ConsumeQueue: 20-byte units per topic/queue (spec §4)."""
+"""ConsumeQueue: 20-byte units per topic/queue (format §4)."""
 from __future__ import annotations
 
 import os
@@ -7,38 +7,25 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import CQ_STORE_UNIT_SIZE
+from engine.broker.config import CQ_STORE_UNIT_SIZE
+from engine.broker.layout import StoreLayout
 from engine.errors import GeometryError
-from engine.segments import SegmentQueue
+from engine.broker.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)
 
 
-def cq_dir(root: Path, topic: str, queue_id: int) -> Path:
-    return Path(root) / "consumequeue" / topic / str(queue_id)
-
-
 def list_queues(root: Path) -> list[tuple[str, int]]:
-    """(topic, queueId) for every queue directory; non-numeric queue directories are ignored, as the broker does."""
-    base = Path(root) / "consumequeue"
-    out = []
-    if not base.is_dir():
-        return out
-    for t in sorted(base.iterdir()):
-        if not t.is_dir():
-            continue
-        for q in sorted(t.iterdir()):
-            if q.is_dir() and q.name.isdigit():
-                out.append((t.name, int(q.name)))
-    return out
+    """(topic, queueId) for every valid queue directory (StoreLayout.list_queues also reports the others)."""
+    return StoreLayout(root).list_queues().queues
 
 
 class ConsumeQueue:
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
         self.topic, self.queue_id = topic, queue_id
-        self.dir = cq_dir(root, topic, queue_id)
+        self.dir = StoreLayout(root).cq_dir(topic, queue_id)
         # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
         # readable); a new queue takes the configured one.
         self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue")

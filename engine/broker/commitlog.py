@@ -1,4 +1,4 @@
-"""The commit log: message records in fixed-size segments (spec §2, §3)."""
+"""The commit log: message records in fixed-size segments (format §2, §3)."""
 from __future__ import annotations
 
 import os
@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Iterator
 
 from engine.errors import InvalidArgumentError
-from engine.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH, VALID,
+from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH, VALID,
                             CheckResult, MessageEncodeError, MessageRecord, blank_record, check_message,
                             encode_record)
-from engine.segments import Segment, SegmentQueue
+from engine.broker.segments import Segment, SegmentQueue
 
 
 @dataclass
@@ -209,3 +209,13 @@ class CommitLog:
         for seg in self.segments[-2:]:
             if seg.start in self.queue._maps:
                 os.fsync(self.queue.fd(seg))
+
+
+def open_commitlog(config, writable: bool = False) -> CommitLog:
+    """The store's commit log. Its segment size comes from the files present unless it was configured
+    (broker.conf or an option); a log without files takes the configured (or default) size."""
+    size = config.mappedFileSizeCommitLog if config.commitLogSizeGiven else None
+    cl = CommitLog(config.commitlog_dirs, size, writable=writable)
+    if cl.queue.file_size is None:
+        cl.queue.file_size = config.mappedFileSizeCommitLog
+    return cl

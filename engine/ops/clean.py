@@ -1,4 +1,4 @@
-"""Expired-file clean-up (spec §8): commit-log segments by age, then consume-queue and index files below the
+"""Expired-file clean-up (format §8): commit-log segments by age, then consume-queue and index files below the
 new minimum commit-log offset, and the consume queues' corrected minimum offsets.
 
 plan_clean() only reads (lstat, headers, last units); apply_clean() deletes under the store lock. Nothing
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.consumequeue import UNIT, UNIT_DTYPE
+from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue import UNIT, UNIT_DTYPE
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
-from engine.index import HEADER, INDEX_NAME
-from engine.lock import StoreLock
-from engine.segments import SEGMENT_NAME
+from engine.broker.index import HEADER
+from engine.broker.layout import SEGMENT_NAME, StoreLayout, list_index_files
+from engine.broker.lock import StoreLock
 
 HOUR_MS = 3_600_000
 
@@ -199,18 +199,14 @@ def _segment_files(fence: _Fence, d: Path, skipped: list[dict]) -> list[tuple[in
 def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False,
                now: int | None = None) -> CleanPlan:
     root = cfg.root
-    if not root.is_dir():
-        raise NotAStoreError(f"store directory {root} does not exist")
-    if not ((root / "consumequeue").is_dir() or (root / "index").is_dir()
-            or any(d.is_dir() for d in cfg.commitlog_dirs)):
-        raise NotAStoreError(
-            f"{root} is not a RocketMQ store: it has no commitlog/, consumequeue/ or index/ directory")
+    layout = StoreLayout.of(cfg)
+    layout.require_store()
     hours = cfg.fileReservedTime if reserved_hours is None else reserved_hours
     if hours < 0:
         raise InvalidArgumentError(f"--reserved-hours must not be negative, got {hours}")
     now = int(time.time() * 1000) if now is None else now
     fence = _Fence(cfg)
-    plan = CleanPlan(str(root), now, hours, force_now, 0, 0, unclean=(root / "abort").exists())
+    plan = CleanPlan(str(root), now, hours, force_now, 0, 0, unclean=layout.abort.exists())
     skipped = plan.skipped
     # ---------------------------------------------------------------- commit log (§8.1)
     segs: list[tuple[int, Path]] = []
@@ -251,7 +247,7 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
     min_cl = segs[deleted_upto][0] if segs else 0
     plan.min_offset_after = min_cl
     # ---------------------------------------------------------------- consume queues (§8.3)
-    cq_base = root / "consumequeue"
+    cq_base = layout.consumequeue_dir
     topics = _segment_dirs(fence, cq_base, skipped, numeric=False)
     for tdir in topics:
         for qdir in _segment_dirs(fence, tdir, skipped, numeric=True):
@@ -283,13 +279,13 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
             if n_del or after[0] != before[0]:
                 plan.queues.append(QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del))
     # ---------------------------------------------------------------- index (§5.8, §8.4)
-    idir = root / "index"
+    idir = layout.index_dir
     why = fence.check(idir) if idir.exists() or idir.is_symlink() else "vanished"
     if why and why != "vanished":
         skipped.append({"path": fence.rel(idir), "reason": why})
         plan.index_stop = "index/ leads outside the store"
     elif not why:
-        files = sorted((p for p in idir.iterdir() if INDEX_NAME.match(p.name)), key=lambda p: (len(p.name), p.name))
+        files = list_index_files(idir)
         for p in files[:-1]:
             why = fence.check(p)
             if why:
@@ -341,7 +337,7 @@ def apply_clean(cfg: BrokerConfig, plan: CleanPlan, lock: StoreLock | None = Non
     if own:
         lock = StoreLock(cfg.root).acquire()
     try:
-        if (cfg.root / "abort").exists():
+        if StoreLayout.of(cfg).abort.exists():
             raise UncleanStoreError(f"store {cfg.root} was not shut down cleanly (abort file present); "
                                     "run `rmqtool recover` first")
         plan = plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now)

@@ -1,19 +1,13 @@
-"""Fixed-size segment files named by their 20-digit start offset (MappedFileQueue, spec §3.3)."""
+"""Fixed-size segment files named by their 20-digit start offset (MappedFileQueue, format §3.3)."""
 from __future__ import annotations
 
 import mmap
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.errors import GeometryError, NotAStoreError
-
-SEGMENT_NAME = re.compile(r"^\d{20}$")
-
-
-def segment_name(start: int) -> str:
-    return f"{start:020d}"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The broker's IndexFile and IndexService (spec §5), plus a vectorized whole-file builder.
+"""The broker's IndexFile and IndexService (format §5), plus a vectorized whole-file builder.
 
 IndexFile layout: header (40) | hashSlotNum int32 slots | indexNum 20-byte items; item 0 is never used.
 """
@@ -16,16 +16,16 @@ from typing import Callable
 
 import numpy as np
 
-from engine.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
-from engine.javautil import INT_MAX, INT_MIN, index_hash, java_div, java_string_hash, java_string_hashes
+from engine.java.lang import INT_MAX, INT_MIN, index_hash, java_div, java_string_hash, java_string_hashes
 
 HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
 ITEM_SIZE = 20
 SLOT_SIZE = 4
 ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-INDEX_NAME = re.compile(r"^\d+$")
 
 
 @dataclass
@@ -420,19 +420,6 @@ def build_index_file(path, keys, phy_offsets, store_timestamps, hash_slot_num: i
 
 
 # ==================================================================== IndexService
-
-def index_file_name(ts_ms: int) -> str:
-    """yyyyMMddHHmmssSSS in the local time zone (UtilAll.timeMillisToHumanString)."""
-    dt = datetime.fromtimestamp(ts_ms / 1000)
-    return dt.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
-
-
-def list_index_files(index_dir: Path) -> list[Path]:
-    if not Path(index_dir).is_dir():
-        return []
-    files = [p for p in Path(index_dir).iterdir() if p.is_file() and INDEX_NAME.match(p.name)]
-    return sorted(files, key=lambda p: (len(p.name), p.name))
-
 
 class IndexService:
     def __init__(self, index_dir: Path, hash_slot_num: int, index_num: int, writable: bool = False,

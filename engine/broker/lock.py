@@ -5,12 +5,15 @@ import fcntl
 import os
 from pathlib import Path
 
+from engine.fsutil import fsync_dir
+
+from engine.broker.layout import StoreLayout
 from engine.errors import StoreLockedError
 
 
 class StoreLock:
     def __init__(self, root: Path):
-        self.path = Path(root) / "lock"
+        self.path = StoreLayout(root).lock
         self.fd: int | None = None
 
     def acquire(self) -> "StoreLock":
@@ -56,3 +59,18 @@ class StoreLock:
             return False
         finally:
             os.close(fd)
+
+
+def mark_in_use(layout: StoreLayout) -> None:
+    """Write the abort marker (the writer's PID, as 5.x brokers do) durably before the first change (format §7.1)."""
+    with open(layout.abort, "w") as f:
+        f.write(str(os.getpid()))
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(layout.root)
+
+
+def mark_clean(layout: StoreLayout) -> None:
+    """Remove the abort marker once everything it guarded is durable: the last step of a clean shutdown."""
+    layout.abort.unlink(missing_ok=True)
+    fsync_dir(layout.root)

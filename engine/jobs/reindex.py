@@ -2,10 +2,10 @@
 
 The job, bottom to top:
 
-* scan: one commit-log segment -> compact columns. Records never span segments (spec §3.1), so every
+* scan: one commit-log segment -> compact columns. Records never span segments (format §3.1), so every
   segment decodes on its own. For each record the broker would dispatch: PHYSICALOFFSET, STORETIMESTAMP and
   the number of keys it indexes; for every key (UNIQ_KEY, then each non-empty KEYS token, as `topic#key`,
-  rollback records none, spec §5.8) the Java hashCode. Record-level columns plus one hash per key are the
+  rollback records none, format §5.8) the Java hashCode. Record-level columns plus one hash per key are the
   compact form of "offset, timestamp, hash per key": a message's keys share its offset and time.
 * plan (driver): the "already indexed" rule, the prefix sum of per-segment key counts, and the cut into
   files of indexNum-1 entries, each seeded from the previous file's last entry (IndexService rolling).
@@ -15,7 +15,7 @@ The job, bottom to top:
 
 Runners: "inline" (in-process, no JVM) and Spark (local[*] by default, or any master URL). pyspark is
 imported only inside the Spark runner, so this module imports without it. Besides the broker-index job's own
-steps they offer generic ones (scan with any scan function, ask, build_with) that engine.tieredbuild uses for
+steps they offer generic ones (scan with any scan function, ask, build_with) that engine.jobs.tiered_index uses for
 `spark-reindex --format tiered`.
 """
 from __future__ import annotations
@@ -35,17 +35,17 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from engine.checkpoint import Checkpoint
-from engine.config import BrokerConfig, check_index_geometry
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.config import BrokerConfig, check_index_geometry
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
-from engine.index import (INDEX_NAME, build_index_file_from_hashes, index_file_name, list_index_files)
-from engine.javautil import java_string_hash, to_i32
-from engine.lock import StoreLock
-from engine.commitlog import is_zero_area, scan_stop
-from engine.message import (BLANK_MAGIC_CODE, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
+from engine.broker.index import build_index_file_from_hashes
+from engine.broker.layout import INDEX_NAME, StoreLayout, index_file_name, list_index_files
+from engine.java.lang import java_string_hash, to_i32
+from engine.broker.lock import StoreLock
+from engine.broker.commitlog import is_zero_area, open_commitlog, scan_stop
+from engine.broker.message import (BLANK_MAGIC_CODE, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
-from engine.segments import SegmentQueue
 
 INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
@@ -1055,11 +1055,11 @@ def _engine_zip(tmp: Path) -> str:
     """The engine package as a zip for addPyFile (cluster executors may not have rmqtool installed)."""
     import zipfile
 
-    pkg = Path(__file__).parent
+    pkg = Path(__file__).resolve().parent.parent  # the engine package, with its subpackages
     out = tmp / f"rmqtool-engine-{os.getpid()}.zip"
     with zipfile.ZipFile(out, "w") as z:
-        for p in pkg.glob("*.py"):
-            z.write(p, f"engine/{p.name}")
+        for p in pkg.rglob("*.py"):
+            z.write(p, f"engine/{p.relative_to(pkg).as_posix()}")
     return str(out)
 
 
@@ -1110,9 +1110,7 @@ class ReindexResult:
 
 
 def list_segments(config: BrokerConfig) -> list[SegmentInfo]:
-    size = config.mappedFileSizeCommitLog if config.commitLogSizeGiven else None
-    q = SegmentQueue(config.commitlog_dirs, size, writable=False, what="commitlog")
-    segs = q.segments
+    segs = open_commitlog(config).segments
     return [SegmentInfo(i, str(s.path.resolve()), s.start, s.file_len, i == len(segs) - 1) for i, s in enumerate(segs)]
 
 
@@ -1187,7 +1185,7 @@ class ReindexJob:
 
     def __enter__(self) -> "ReindexJob":
         try:
-            if (self.root / "abort").exists():
+            if StoreLayout(self.root).abort.exists():
                 raise UncleanStoreError(f"store {self.root} was not shut down cleanly (abort file present); "
                                         "run `rmqtool recover` first")
         except BaseException:
@@ -1235,7 +1233,7 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
                              f"({', '.join(map(str, config.commitlog_dirs))})")
     if not master:
         raise InvalidArgumentError("--master must not be empty")
-    store_index = (root / "index").resolve()
+    store_index = StoreLayout.of(config).index_dir.resolve()
     out_dir = Path(out).resolve() if out is not None else store_index
     into_store = out_dir == store_index
     if not into_store and out_dir.exists() and not out_dir.is_dir():
@@ -1246,7 +1244,7 @@ def spark_reindex(config: BrokerConfig, out: Path | None = None, master: str = D
     result = ReindexResult(master, dry_run, str(root), str(out_dir), hash_slot_num=hash_slot_num, index_num=index_num)
 
     with ReindexJob(root, master, dry_run, result, t0) as job:
-        cp_path = root / "checkpoint"
+        cp_path = StoreLayout.of(config).checkpoint
         if into_store:
             Checkpoint.load(cp_path)  # a corrupt checkpoint fails here, before any work
         segments = list_segments(config)

@@ -1,4 +1,4 @@
-"""Tiered-storage index files (RocketMQ 5, spec section 9): rmqtool compact-index, and the rendering shared by
+"""Tiered-storage index files (RocketMQ 5, format §9): rmqtool compact-index, and the rendering shared by
 inspect-index and query-key when they work on tiered files."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.tiered import (COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE, MAX_QUERY_COUNT, IndexStoreFile,
+from engine.tiered.index.file import (COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE, MAX_QUERY_COUNT, IndexStoreFile,
                            TieredIndexError, tiered_key_hash, tiered_slot)
 from rmqtool import render
-from rmqtool.app import command
+from rmqtool.cli import handles_errors
 from rmqtool.options import GEOMETRY_PANEL, JsonOpt
 
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
@@ -34,12 +34,12 @@ STOP_TEXT = {
     "cycle": "cycle: an item was reached twice",
     "bad_length": "slot length is not a multiple of 28 bytes (the broker's query returns nothing)",
     "negative_slot": "the key's hash is Integer.MIN_VALUE and its slot is negative: the broker reads a header word "
-                     "or fails instead of a slot (spec 9.5)",
+                     "or fails instead of a slot (format §9.5)",
 }
 
 
 def open_tiered(path: Path, hash_slots: Optional[int], max_index: Optional[int]) -> IndexStoreFile:
-    """Open read-only; geometry: the given values, else what engine.tiered infers from the file."""
+    """Open read-only; geometry: the given values, else what engine.tiered.index.file infers from the file."""
     if not Path(path).exists():
         raise InvalidArgumentError(f"tiered index file {path} does not exist")
     return IndexStoreFile.open(path, hash_slots, max_index)
@@ -189,7 +189,7 @@ def inspect_files(paths: list[Path], *, walk_slot: Optional[int], walk_key: Opti
 # ------------------------------------------------------------------ compact-index
 
 
-@command("compact-index")
+@handles_errors
 def compact_index(
     file: Annotated[Path, typer.Argument(help="Unsealed or sealed tiered index file (tiered_index_file/<timestamp>).",
                                          dir_okay=False)],
@@ -203,7 +203,7 @@ def compact_index(
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
 ) -> None:
-    """Compact a tiered index file into the layout the broker uploads (spec 9.4), byte for byte. The input is
+    """Compact a tiered index file into the layout the broker uploads (format §9.4), byte for byte. The input is
     only read; the output is written to a temporary name and renamed."""
     if out.exists() and not force:
         raise InvalidArgumentError(f"{out} exists; pass --force to replace it")
@@ -281,9 +281,10 @@ def run_query(*, tiered_dir: Path, topic: str, key: str, max_num: int, begin: in
               cluster_name: Optional[str], broker_name: Optional[str], tiered_hash_slots: Optional[int],
               tiered_max_index: Optional[int], hash_slots: Optional[int], max_index: Optional[int],
               commitlog_file_size: Optional[int]) -> None:
-    """query-key over a directory of tiered index files (spec 9.7), optionally verified against messages."""
-    from engine.config import read_properties_file
-    from engine.tieredquery import (TIERED_METADATA_PATH, FlatCommitLogVerifier, LocalStoreLocator,
+    """query-key over a directory of tiered index files (format §9.7), optionally verified against messages."""
+    from engine.broker.config import read_properties_file
+    from engine.broker.layout import StoreLayout
+    from engine.tiered.index.service import (FlatCommitLogVerifier, LocalStoreLocator,
                                     load_tiered_metadata, metadata_broker_names, metadata_topic_id,
                                     query_tiered_dir)
 
@@ -308,7 +309,7 @@ def run_query(*, tiered_dir: Path, topic: str, key: str, max_num: int, begin: in
     if topic_id is None:
         meta_path = tiered_metadata
         if meta_path is None and root is not None:
-            cand = root / TIERED_METADATA_PATH
+            cand = StoreLayout(root).tiered_metadata
             if cand.exists() or cand.with_name(cand.name + ".bak").exists():
                 meta_path = cand
         if meta_path is not None:
@@ -323,7 +324,7 @@ def run_query(*, tiered_dir: Path, topic: str, key: str, max_num: int, begin: in
             verifier = FlatCommitLogVerifier(tiered_store_path, topic, cluster_name=cluster_name,
                                              broker_name=broker_name, broker_hints=hints)
         elif not raw and have_store:
-            from engine.store import MessageStore
+            from engine.broker.store import MessageStore
             from rmqtool.options import build_config
 
             cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)

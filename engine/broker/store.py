@@ -1,4 +1,4 @@
-"""The message store: commit log + consume queues + index + checkpoint under one lock (spec §1, §7)."""
+"""The message store: commit log + consume queues + index + checkpoint under one lock (format §1, §7)."""
 from __future__ import annotations
 
 import base64
@@ -8,22 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from engine.checkpoint import Checkpoint
-from engine.commitlog import CommitLog, LogEntry
-from engine.config import BrokerConfig
-from engine.consumequeue import ConsumeQueue
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.commitlog import CommitLog, LogEntry, open_commitlog
+from engine.broker.config import BrokerConfig
+from engine.broker.consumequeue import ConsumeQueue
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
-from engine.index import IndexService
-from engine.javautil import LONG_MAX, index_hash, java_string_hash
-from engine.lock import StoreLock
-from engine.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
+from engine.broker.index import IndexService
+from engine.broker.layout import StoreLayout
+from engine.java.lang import LONG_MAX, index_hash, java_string_hash
+from engine.broker.lock import StoreLock, mark_clean, mark_in_use
+from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                             VALID, MessageEncodeError, MessageRecord, UniqKeyGenerator, decode_offset_msg_id,
                             parse_host)
-
-ABORT = "abort"
-CHECKPOINT = "checkpoint"
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -112,55 +109,45 @@ class MessageStore:
                  allow_unclean: bool = False):
         self.config = config
         self.root = config.root
+        self.layout = StoreLayout.of(config)
         self.writable = writable
         self._lock: StoreLock | None = None
         self._commitlog: CommitLog | None = None
         self._index: IndexService | None = None
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._closed = False
-        if not self.root.exists():
-            if not create:
-                raise NotAStoreError(f"store directory {self.root} does not exist")
-            self.root.mkdir(parents=True)
-        if not self.root.is_dir():
-            raise NotAStoreError(f"{self.root} is not a directory")
-        if not create and not self.looks_like_store():
-            raise NotAStoreError(
-                f"{self.root} is not a RocketMQ store: it has no commitlog/, consumequeue/ or index/ directory")
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not self.root.is_dir():
+                raise NotAStoreError(f"{self.root} is not a directory")
+        else:
+            self.layout.require_store()
         if writable:
             self._lock = StoreLock(self.root).acquire()
             try:
                 if self.abort_path.exists() and not allow_unclean:
                     raise UncleanStoreError(
                         f"store {self.root} was not shut down cleanly (abort file present); run `rmqtool recover` first")
-                self.checkpoint = Checkpoint.load(self.root / CHECKPOINT)
+                self.checkpoint = Checkpoint.load(self.layout.checkpoint)
             except BaseException:
                 self._lock.release()
                 raise
         else:
-            self.checkpoint = Checkpoint.load(self.root / CHECKPOINT)
-
-    def looks_like_store(self) -> bool:
-        names = ("consumequeue", "index")
-        return any((self.root / n).is_dir() for n in names) or any(d.is_dir() for d in self.config.commitlog_dirs)
+            self.checkpoint = Checkpoint.load(self.layout.checkpoint)
 
     @property
     def abort_path(self) -> Path:
-        return self.root / ABORT
+        return self.layout.abort
 
     @property
     def index_dir(self) -> Path:
-        return self.root / "index"
+        return self.layout.index_dir
 
     # ------------------------------------------------------------ components
     @property
     def commitlog(self) -> CommitLog:
         if self._commitlog is None:
-            # The segment size comes from the files present unless it was given; a new store takes the config's.
-            size = self.config.mappedFileSizeCommitLog if self.config.commitLogSizeGiven else None
-            self._commitlog = CommitLog(self.config.commitlog_dirs, size, writable=self.writable)
-            if self._commitlog.queue.file_size is None:
-                self._commitlog.queue.file_size = self.config.mappedFileSizeCommitLog
+            self._commitlog = open_commitlog(self.config, writable=self.writable)
         return self._commitlog
 
     @property
@@ -180,7 +167,7 @@ class MessageStore:
 
     def _on_index_full_flush(self, ts: int) -> None:
         self.checkpoint.indexMsgTimestamp = ts
-        self.checkpoint.save(self.root / CHECKPOINT)
+        self.checkpoint.save(self.layout.checkpoint)
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -218,12 +205,7 @@ class MessageStore:
             return
         cl = self.commitlog
         end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
-        # Like a broker's start(): mark the store as in use before changing anything.
-        with open(self.abort_path, "w") as f:
-            f.write(str(os.getpid()))
-            f.flush()
-            os.fsync(f.fileno())
-        fsync_dir(self.root)
+        mark_in_use(self.layout)  # like a broker's start(): mark the store as in use before changing anything
         cl.open_for_append(end)
         self._uniq = UniqKeyGenerator()
         self._last_record_start = None
@@ -288,9 +270,8 @@ class MessageStore:
             cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, self._last_store_ts)
         if self._last_record_start is not None:
             cp.confirmPhyOffset = self._last_record_start
-        cp.save(self.root / CHECKPOINT)
-        self.abort_path.unlink(missing_ok=True)
-        fsync_dir(self.root)
+        cp.save(self.layout.checkpoint)
+        mark_clean(self.layout)
 
     # ------------------------------------------------------------ read
     def get(self, offset: int, check_crc: bool = True) -> MessageRecord:

@@ -1,0 +1,274 @@
+"""Every path and file name of a broker store (format §1), and the rules names from input must pass
+before they become paths.
+
+Nothing else in the engine spells "commitlog", "abort" or a segment-name pattern: it asks a StoreLayout.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from engine.errors import InvalidArgumentError, NotAStoreError
+
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+CONFIG_DIR = "config"
+#: Local working directory of the tiered index (format §9.1), relative to storePathRootDir.
+TIERED_INDEX_DIR = "tiered_index_file"
+#: DefaultMetadataStore's file, relative to storePathRootDir.
+TIERED_METADATA_FILE = "tieredStoreMetadata.json"
+
+#: Commit-log and consume-queue segments: 20-digit start offsets (format §1, §3.3).
+SEGMENT_NAME = re.compile(r"^\d{20}$")
+#: Index files: a yyyyMMddHHmmssSSS creation time in local time (format §1, pitfall 27); any digits are read.
+INDEX_NAME = re.compile(r"^\d+$")
+#: The queue directories the broker loads are decimal integers (format §1 notes).
+QUEUE_DIR_NAME = re.compile(r"^\d+$")
+
+# ------------------------------------------------------------------------------------------- names
+
+
+TOPIC_MAX_LENGTH = 127
+RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+JAVA_INT_MAX = 2**31 - 1
+
+
+def topic_problem(topic) -> str | None:
+    """Why `topic` is not a topic a broker accepts (TopicValidator.validateTopic), or None.
+
+    System topics (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, rmq_sys_*, %RETRY%/%DLQ% groups) pass: the broker writes them.
+    """
+    if not isinstance(topic, str) or not topic.strip():
+        return "the topic is blank"
+    if not _TOPIC_CHARS.match(topic):
+        bad = sorted({c for c in topic if not _TOPIC_CHARS.match(c)})
+        shown = ", ".join(repr(c) for c in bad[:5])
+        return f"topic {topic!r} contains {shown}; a topic may hold only letters, digits and %|_-"
+    limit = (RETRY_OR_DLQ_TOPIC_MAX_LENGTH
+             if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)) else TOPIC_MAX_LENGTH)
+    if len(topic) > limit:
+        return f"topic {topic[:40]!r}... is {len(topic)} characters; the limit is {limit}"
+    return None
+
+
+def validate_topic(topic) -> str:
+    why = topic_problem(topic)
+    if why:
+        raise InvalidArgumentError(why)
+    return topic
+
+
+def validate_queue_id(queue_id) -> int:
+    """A queue id is a Java int >= 0 (it names a directory and fills an int field)."""
+    if isinstance(queue_id, bool) or not isinstance(queue_id, int):
+        raise InvalidArgumentError(f"queue id {queue_id!r} is not an integer")
+    if not 0 <= queue_id <= JAVA_INT_MAX:
+        raise InvalidArgumentError(f"queue id {queue_id} is out of range: it must be in 0..{JAVA_INT_MAX}")
+    return queue_id
+
+
+def segment_name(start: int) -> str:
+    """UtilAll.offset2FileName: the 20-digit zero-padded start offset."""
+    return f"{start:020d}"
+
+
+def index_file_name(ts_ms: int) -> str:
+    """yyyyMMddHHmmssSSS in the local time zone, as the broker names index files."""
+    dt = datetime.fromtimestamp(ts_ms / 1000)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+def list_index_files(index_dir) -> list[Path]:
+    """The index files of a directory in the order the broker loads them (by name: numeric, shorter first)."""
+    d = Path(index_dir)
+    if not d.is_dir():
+        return []
+    files = [p for p in d.iterdir() if p.is_file() and INDEX_NAME.match(p.name)]
+    return sorted(files, key=lambda p: (len(p.name), p.name))
+
+
+# ------------------------------------------------------------------------------------------- the store
+
+
+@dataclass
+class NameProblem:
+    """A directory entry the store cannot use: a bad name, a symlink, a file where a directory belongs."""
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class QueueListing:
+    queues: list[tuple[str, int]] = field(default_factory=list)
+    problems: list[NameProblem] = field(default_factory=list)
+
+
+class StoreLayout:
+    """The paths of one store root (storePathRootDir) and its commit-log directories (storePathCommitLog)."""
+
+    def __init__(self, root, commitlog_dirs=None):
+        self.root = Path(os.path.expanduser(os.fspath(root)))
+        dirs = commitlog_dirs or [self.root / COMMITLOG_DIR]
+        self.commitlog_dirs = [Path(os.path.expanduser(os.fspath(d))) for d in dirs]
+
+    @classmethod
+    def of(cls, config) -> "StoreLayout":
+        """The layout a BrokerConfig describes."""
+        return cls(config.root, config.commitlog_dirs)
+
+    # -- fixed names
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / CONSUMEQUEUE_DIR
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / CHECKPOINT_FILE
+
+    @property
+    def abort(self) -> Path:
+        return self.root / ABORT_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / CONFIG_DIR
+
+    def config_file(self, name: str) -> Path:
+        return self.config_dir / name
+
+    @property
+    def tiered_index_dir(self) -> Path:
+        return self.root / TIERED_INDEX_DIR
+
+    @property
+    def tiered_metadata(self) -> Path:
+        return self.config_dir / TIERED_METADATA_FILE
+
+    def cq_dir(self, topic: str, queue_id: int) -> Path:
+        """consumequeue/<topic>/<queueId>; the names are checked so they cannot leave the store."""
+        validate_topic(topic)
+        validate_queue_id(queue_id)
+        return self.consumequeue_dir / topic / str(queue_id)
+
+    # -- what the store holds
+    def is_store(self) -> bool:
+        return (self.consumequeue_dir.is_dir() or self.index_dir.is_dir()
+                or any(d.is_dir() for d in self.commitlog_dirs))
+
+    def require_store(self, allow_markers: bool = False) -> None:
+        """NotAStoreError unless the root holds a commit log, consume queues or an index (or, with
+        allow_markers, only an abort marker or checkpoint: a writer killed before its first write)."""
+        if not self.root.exists():
+            raise NotAStoreError(f"store directory {self.root} does not exist")
+        if not self.root.is_dir():
+            raise NotAStoreError(f"{self.root} is not a directory")
+        if self.is_store() or (allow_markers and (self.abort.is_file() or self.checkpoint.is_file())):
+            return
+        raise NotAStoreError(
+            f"{self.root} is not a RocketMQ store: it has no {COMMITLOG_DIR}/, {CONSUMEQUEUE_DIR}/ or {INDEX_DIR}/ directory")
+
+    def list_queues(self) -> QueueListing:
+        """Every (topic, queueId) directory under consumequeue/, and the entries a broker would not load.
+
+        Symlinks are reported and never followed, so a listing cannot leave the store.
+        """
+        out = QueueListing()
+        base = self.consumequeue_dir
+        if not base.is_dir():
+            return out
+        for t in sorted(os.scandir(base), key=lambda e: e.name):
+            rel = f"{CONSUMEQUEUE_DIR}/{t.name}"
+            if t.is_symlink():
+                out.problems.append(NameProblem(rel, "symlink (not followed)"))
+                continue
+            if not t.is_dir(follow_symlinks=False):
+                out.problems.append(NameProblem(rel, "not a directory"))
+                continue
+            why = topic_problem(t.name)
+            if why:
+                out.problems.append(NameProblem(rel, f"not a valid topic name: {why}"))
+                continue
+            for q in sorted(os.scandir(t.path), key=lambda e: e.name):
+                qrel = f"{rel}/{q.name}"
+                if q.is_symlink():
+                    out.problems.append(NameProblem(qrel, "symlink (not followed)"))
+                elif not q.is_dir(follow_symlinks=False):
+                    out.problems.append(NameProblem(qrel, "not a directory"))
+                elif not QUEUE_DIR_NAME.match(q.name) or int(q.name) > JAVA_INT_MAX:
+                    out.problems.append(NameProblem(qrel, "not a queue id (the broker ignores it)"))
+                else:
+                    out.queues.append((t.name, int(q.name)))
+        return out
+
+    def protected_paths(self) -> list[Path]:
+        """What an output path must never be, contain, or lie inside: the broker's own data."""
+        paths = [self.root / COMMITLOG_DIR, *self.commitlog_dirs, self.consumequeue_dir, self.config_dir,
+                 self.checkpoint]
+        seen, out = set(), []
+        for p in paths:
+            r = _real(p)
+            if r not in seen:
+                seen.add(r)
+                out.append(r)
+        return out
+
+    def clash(self, target) -> str | None:
+        """Why writing to `target` (a file or directory) could destroy store data, or None.
+
+        Refused: the store root itself, a path that contains the store, and any path that is, contains,
+        or lies inside commitlog/, consumequeue/, config/ or checkpoint.
+        """
+        t = _real(Path(os.path.expanduser(os.fspath(target))))
+        root = _real(self.root)
+        if t == root:
+            return f"{target} is the store root"
+        if _inside(root, t):
+            return f"{target} contains the store {self.root}"
+        for p in self.protected_paths():
+            if t == p or _inside(t, p) or _inside(p, t):
+                return f"{target} overlaps the store's {p.name}"
+        return None
+
+
+def _real(p: Path) -> Path:
+    """The absolute path with symlinks resolved as far as they exist (the rest kept as given)."""
+    return Path(os.path.realpath(os.path.abspath(p)))
+
+
+def _inside(p: Path, parent: Path) -> bool:
+    """True when p lies strictly inside parent."""
+    try:
+        p.relative_to(parent)
+    except ValueError:
+        return False
+    return p != parent
+
+
+def is_regular_file(path) -> bool:
+    """A regular file that is not a symlink (segment loaders never follow links out of the store)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,43 @@
+"""What every command shares at run time: expected failures become one line on stderr and an exit code."""
+from __future__ import annotations
+
+import functools
+
+import typer
+
+state = {"debug": False}
+
+
+def fail(message: str, code: int = 2) -> None:
+    from rmqtool import render
+
+    render.reset_consoles()
+    render.err.print(f"error: {message}", markup=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def handles_errors(fn):
+    """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
+    `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from engine.errors import StoreError
+        from rmqtool import render
+
+        render.reset_consoles()
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except StoreError as e:
+            if state["debug"]:
+                raise
+            fail(str(e), e.exit_code)
+        except (OSError, ValueError, OverflowError, MemoryError) as e:
+            if state["debug"]:
+                raise
+            msg = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
+            fail(msg or type(e).__name__, 2)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+    return wrapper
