@@ -1,7 +1,7 @@
 # fish completion for rmqtool (static; regenerate with scripts/regen.py)
 complete -c rmqtool -f
 complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a clean -d 'Delete expired commit-log segments (oldest first, never the last), then consume-queue and index files that'
-complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a compact-index -d 'Compact a tiered index file into the layout the broker uploads (spec 9.4), byte for byte. The input is'
+complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a compact-index -d 'Compact a tiered index file into the layout the broker uploads (format §9.4), byte for byte. The input is'
 complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a demo -d 'Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index.'
 complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a dump-commitlog -d 'Messages in commit-log order, with BLANK fillers and corrupt records reported (not skipped silently).'
 complete -c rmqtool -n 'not __fish_seen_subcommand_from clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex' -a get -d 'One message, by commit-log offset or by offset message id.'
