@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from engine.broker.chain import CYCLE, EMPTY, END, LIMIT, SELF, ChainWalk
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
@@ -213,27 +214,23 @@ class IndexFile:
         self._walk_select(index_hash(java_string_hash(key)), max_num, begin, end, out)
         return out
 
+    def chain(self, slot: int, **kw) -> ChainWalk:
+        """The chain of hash slot `slot` as the broker follows it: pointers up to the header's indexCount."""
+        count = self.header.indexCount
+        last = count if count > 1 else 0  # indexCount <= 1: the file is empty, every head is ignored
+        return ChainWalk(self.slot_value(slot), self.item, _prev_of, last=last, **kw)
+
     def _walk_select(self, kh: int, max_num: int, begin: int, end: int, out: list) -> None:
         h = self.header
-        head = self.slot_value(kh % self.hash_slot_num)
-        if head <= 0 or head > h.indexCount or h.indexCount <= 1:
-            return
-        n = head
-        steps = 0
-        while True:
-            if len(out) >= max_num:
-                break
-            ih, off, d, prev = self.item(n)
-            if d < 0:
+        # The broker's loop has no cycle check: bound it by the item count instead of a visited set.
+        for _n, (ih, off, d, _prev) in self.chain(kh % self.hash_slot_num, detect_cycles=False,
+                                                   max_steps=h.indexCount):
+            if len(out) >= max_num or d < 0:
                 break
             t = h.beginTimestamp + d * 1000
             if ih == kh and begin <= t <= end:
                 out.append(off)
-            if prev <= 0 or prev > h.indexCount or prev == n or t < begin:
-                break
-            n = prev
-            steps += 1
-            if steps >= h.indexCount:  # a cycle longer than one item: the broker would spin; we stop
+            if t < begin:
                 break
 
     def walk_chain(self, slot: int, limit: int | None = None):
@@ -241,34 +238,28 @@ class IndexFile:
         h = self.header
         if not 0 <= slot < self.hash_slot_num:
             raise InvalidArgumentError(f"slot {slot} is out of range 0..{self.hash_slot_num - 1}")
-        head = self.slot_value(slot)
-        items = []
-        if head == 0:
-            return items, "slot is empty"
-        if head < 0 or head > h.indexCount or h.indexCount <= 1:
-            return items, f"slot points at item {head}, outside 1..{h.indexCount - 1} (the broker ignores it)"
-        seen = set()
-        n = head
         cap = limit if limit is not None else self.index_num
-        while True:
-            if n in seen:
-                return items, f"cycle: item {n} was already visited"
-            if len(items) >= cap:
-                return items, f"stopped after {cap} items (limit)"
-            seen.add(n)
-            ih, off, d, prev = self.item(n)
+        walk = self.chain(slot, limit=cap)
+        items = []
+        for n, (ih, off, d, prev) in walk:
             t = h.beginTimestamp + d * 1000
             items.append({"item": n, "keyHash": ih, "phyOffset": off, "timeDiff": d, "timestamp": t,
                           "prevIndex": prev, "slot": ih % self.hash_slot_num if ih >= 0 else None})
             if d < 0:
                 return items, f"item {n} has a negative timeDiff {d} (the broker stops here)"
-            if prev == 0:
-                return items, "end of chain (prevIndex 0)"
-            if prev < 0 or prev > h.indexCount:
-                return items, f"item {n} points at item {prev}, outside 1..{h.indexCount - 1}"
-            if prev == n:
-                return items, f"item {n} points at itself"
-            n = prev
+        n = items[-1]["item"] if items else walk.head
+        reason = {
+            EMPTY: "slot is empty",
+            END: "end of chain (prevIndex 0)",
+            SELF: f"item {n} points at itself",
+            CYCLE: f"cycle: item {walk.at} was already visited",
+            LIMIT: f"stopped after {cap} items (limit)",
+        }.get(walk.stop)
+        if reason is None:  # BEYOND
+            if not items:
+                return items, f"slot points at item {walk.at}, outside 1..{h.indexCount - 1} (the broker ignores it)"
+            reason = f"item {n} points at item {walk.at}, outside 1..{h.indexCount - 1}"
+        return items, reason
 
     # ---------------------------------------------------------------- bulk
     def slots_array(self) -> np.ndarray:
@@ -283,6 +274,10 @@ class IndexFile:
 
 
 # ==================================================================== vectorized builder
+
+def _prev_of(item: tuple[int, int, int, int]) -> int:
+    return item[3]
+
 
 def _slot_chains(slots: np.ndarray):
     """Chain structure of items 1..N (in put order) hashed to `slots`.

@@ -359,22 +359,14 @@ class MessageStore:
         """(offset, decoded time) of chain items with hash kh, newest first, stopping once decoded times
         are surely older than the window. Bounded: a corrupt chain cannot loop."""
         hdr = f.header
-        head = f.slot_value(kh % f.hash_slot_num)
-        if head <= 0 or head > hdr.indexCount or hdr.indexCount <= 1:
-            return
-        n, steps, seen = head, 0, set()
-        while n not in seen and steps < hdr.indexCount:
-            seen.add(n)
-            ih, off, d, prev = f.item(n)
+        for _n, (ih, off, d, _prev) in f.chain(kh % f.hash_slot_num):
             if d < 0:
                 return
             t = hdr.beginTimestamp + d * 1000
             if ih == kh:
                 yield off, t
-            if prev <= 0 or prev > hdr.indexCount or t < walk_begin:
+            if t < walk_begin:
                 return
-            n = prev
-            steps += 1
 
     def _verify_candidate(self, off: int, topic: str, key: str, unique: bool, begin: int, end: int):
         r = self.commitlog.check_at(off, check_crc=False)

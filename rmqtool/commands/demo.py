@@ -67,7 +67,9 @@ def demo(
                                         "JVM; 'none' skips the step).")] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
-    from rmqtool.app import app
+    import click
+
+    root = click.get_current_context().find_root().command  # the rmqtool app itself, without importing it
 
     directory = directory.resolve()
     marker = directory / ".rmqtool-sample"
@@ -89,7 +91,7 @@ def demo(
         render.err.rule(f"[bold]{title}[/bold]")
         render.err.print(f"$ rmqtool {' '.join(args)}", markup=False, highlight=False)
         try:
-            code = app(args, prog_name="rmqtool", standalone_mode=False)
+            code = root.main(args, prog_name="rmqtool", standalone_mode=False)
         except typer.Exit as e:
             code = e.exit_code
         except SystemExit as e:
