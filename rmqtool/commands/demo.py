@@ -59,6 +59,7 @@ def _compare_rebuilt(directory: Path) -> None:
 
 @handles_errors
 def demo(
+    ctx: typer.Context,
     directory: Annotated[Path, typer.Argument(help="Where to create the sample store (replaced if it is a "
                                               "previous sample).", file_okay=False)] = Path("sample-store"),
     messages: Annotated[int, typer.Option("--messages", "-n", help="How many messages to write.",
@@ -67,9 +68,7 @@ def demo(
                                         "JVM; 'none' skips the step).")] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
-    import click
-
-    root = click.get_current_context().find_root().command  # the rmqtool app itself, without importing it
+    root = ctx.find_root().command  # the rmqtool app itself, without importing it
 
     directory = directory.resolve()
     marker = directory / ".rmqtool-sample"
