@@ -1,7 +1,6 @@
 """StoreCheckpoint (format §6): a 4 KiB file, five big-endian longs at its start."""
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path

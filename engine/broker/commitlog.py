@@ -10,6 +10,7 @@ from engine.errors import InvalidArgumentError
 from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH, VALID,
                             CheckResult, MessageEncodeError, MessageRecord, blank_record, check_message,
                             encode_record)
+from engine.broker.records import is_zero_area
 from engine.broker.segments import Segment, SegmentQueue
 
 
@@ -22,11 +23,6 @@ class LogEntry:
     record: MessageRecord | None
     reason: str = ""
     segment: str = ""
-
-
-def is_zero_area(buf, pos: int, n: int) -> bool:
-    """A preallocated segment's unwritten tail: the normal end of data (§3.2), not damage."""
-    return pos >= n or not any(buf[pos:min(pos + 8, n)])
 
 
 def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 import struct
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +17,7 @@ import numpy as np
 from engine.broker.chain import CYCLE, EMPTY, END, LIMIT, SELF, ChainWalk
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.broker.layout import index_file_name, list_index_files
-from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
+from engine.errors import GeometryError, InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, index_hash, java_div, java_string_hash, java_string_hashes
 
 HEADER = struct.Struct(">qqqqii")

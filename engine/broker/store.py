@@ -2,21 +2,20 @@
 from __future__ import annotations
 
 import base64
-import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterator
 
 from engine.broker.checkpoint import Checkpoint
 from engine.broker.commitlog import CommitLog, LogEntry, open_commitlog
 from engine.broker.config import BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
-from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
-from engine.fsutil import fsync_dir
+from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
+from engine.broker import keyquery
 from engine.broker.index import IndexService
 from engine.broker.layout import StoreLayout
-from engine.java.lang import LONG_MAX, index_hash, java_string_hash
+from engine.java.lang import LONG_MAX
 from engine.broker.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                             VALID, MessageEncodeError, MessageRecord, UniqKeyGenerator, decode_offset_msg_id,
@@ -39,14 +38,6 @@ class PutResult:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-@dataclass
-class QueryResult:
-    messages: list[MessageRecord] = field(default_factory=list)
-    candidates: int = 0              # index entries whose hash matched
-    rejected: list[dict] = field(default_factory=list)  # candidates dropped, with the reason
-    files_searched: int = 0
 
 
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
@@ -246,16 +237,6 @@ class MessageStore:
         return PutResult(phy, rec.queue_offset, rec.msg_id, rec.uniq_key, len(data), rec.topic, rec.queue_id,
                          rec.store_timestamp)
 
-    def put_many(self, records: Iterable[MessageRecord], sync_flush: bool = False,
-                 on_result: Callable[[PutResult], None] | None = None) -> int:
-        n = 0
-        for rec in records:
-            r = self.put(rec, sync_flush)
-            if on_result:
-                on_result(r)
-            n += 1
-        return n
-
     def _shutdown_flush(self) -> None:
         """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
         cl = self.commitlog
@@ -301,91 +282,10 @@ class MessageStore:
             yield e
             n += 1
 
-    # ------------------------------------------------------------ query by key
+    # ------------------------------------------------------------ query by key (engine.broker.keyquery)
     def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
-        """What the broker returns: queryOffset with its clamp and decoded-time filter, unverified."""
-        clamped = min(max_num, self.config.maxMsgsNumBatch)
-        idx = self.index
-        offsets = idx.query_offsets(f"{topic}#{key}", clamped, begin, end)
-        newest = idx.files[-1].header if idx.files else None
-        return {"phyOffsets": offsets, "maxNum": clamped,
-                "indexLastUpdateTimestamp": newest.endTimestamp if newest else 0,
-                "indexLastUpdatePhyoffset": newest.endPhyOffset if newest else 0}
+        return keyquery.query_raw(self, topic, key, max_num, begin, end)
 
     def query(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
-              unique: bool = False) -> QueryResult:
-        """Messages whose topic and key really match, store time exactly within [begin, end].
-
-        The walk is wider than the broker's: decoded index times are floored to whole seconds (and item 1 of a
-        rolled file can decode later than real), so inclusion is decided on the message itself (§5.6, §5.7).
-        """
-        if max_num <= 0:
-            raise InvalidArgumentError(f"--max must be positive, got {max_num}")
-        if begin > end:
-            raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
-        res = QueryResult()
-        idx = self.index
-        if not idx.files:
-            res.rejected.append({"phyOffset": None, "reason": f"the store has no index files in {self.index_dir}"})
-        key_string = f"{topic}#{key}"
-        kh = index_hash(java_string_hash(key_string))
-        seen: set[int] = set()
-        walk_begin = begin - 1000
-        for f in reversed(idx.files):
-            if len(res.messages) >= max_num:
-                break
-            h = f.header
-            # Header times are the real store times of the file's first and last items.
-            if f.item_count and h.endTimestamp >= begin and h.beginTimestamp <= end:
-                res.files_searched += 1
-                for off, t in self._chain_candidates(f, kh, walk_begin):
-                    res.candidates += 1
-                    if off in seen:
-                        continue  # the same message indexed twice (pitfall 23)
-                    seen.add(off)
-                    ok, why, rec = self._verify_candidate(off, topic, key, unique, begin, end)
-                    if ok:
-                        res.messages.append(rec)
-                        if len(res.messages) >= max_num:
-                            break
-                    else:
-                        res.rejected.append({"phyOffset": off, "reason": why})
-            if f.item_count and h.beginTimestamp < begin:
-                break  # older files hold only older messages
-        res.messages.sort(key=lambda r: r.physical_offset)
-        return res
-
-    def _chain_candidates(self, f, kh: int, walk_begin: int):
-        """(offset, decoded time) of chain items with hash kh, newest first, stopping once decoded times
-        are surely older than the window. Bounded: a corrupt chain cannot loop."""
-        hdr = f.header
-        for _n, (ih, off, d, _prev) in f.chain(kh % f.hash_slot_num):
-            if d < 0:
-                return
-            t = hdr.beginTimestamp + d * 1000
-            if ih == kh:
-                yield off, t
-            if t < walk_begin:
-                return
-
-    def _verify_candidate(self, off: int, topic: str, key: str, unique: bool, begin: int, end: int):
-        r = self.commitlog.check_at(off, check_crc=False)
-        if r.status != VALID:
-            return False, f"no valid message at offset ({r.reason or r.status})", None
-        rec = r.record
-        if rec.physical_offset != off:
-            return False, f"record at {off} says it is at {rec.physical_offset}", None
-        if rec.topic != topic:
-            return False, f"hash collision: topic is {rec.topic!r}", None
-        if unique:
-            if rec.uniq_key != key:
-                return False, "hash collision: different UNIQ_KEY", None
-        elif key not in rec.keys:
-            return False, "hash collision: key not among the message's KEYS", None
-        if not begin <= rec.store_timestamp <= end:
-            return False, "store time outside the window", None
-        return True, "", rec
-
-
-def open_store(config: BrokerConfig, writable: bool = False, create: bool = False, **kw) -> MessageStore:
-    return MessageStore(config, writable=writable, create=create, **kw)
+              unique: bool = False) -> "keyquery.QueryResult":
+        return keyquery.query(self, topic, key, max_num, begin, end, unique)

@@ -43,14 +43,13 @@ from engine.broker.index import build_index_file_from_hashes
 from engine.broker.layout import INDEX_NAME, StoreLayout, index_file_name, list_index_files
 from engine.java.lang import java_string_hash, to_i32
 from engine.broker.lock import StoreLock
-from engine.broker.commitlog import is_zero_area, open_commitlog, scan_stop
-from engine.broker.message import (BLANK_MAGIC_CODE, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
-                            TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
+from engine.broker.commitlog import open_commitlog, scan_stop
+from engine.broker.records import SCAN_WINDOW, ZERO, RecordBatch, SegmentEnd, decode_segment
+from engine.broker.message import LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, check_message
 
 INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
 _INT64_MIN = np.iinfo(np.int64).min
-_HEAD = struct.Struct(">ii")
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total); phases "scan" and "build"
 
@@ -291,183 +290,70 @@ def scan_segment(seg: SegmentInfo) -> SegmentScan:
             pass
 
 
-def _end_at(buf, pos: int, n: int) -> tuple[str, str]:
-    """Why the walk stops at pos: a zero area is the normal end of data (§3.2), anything else is damage."""
-    if is_zero_area(buf, pos, n):
-        return "zero", ""
-    return "corrupt", "bad magic code or TOTALSIZE"
-
-
-SCAN_WINDOW = 128 << 20  # bytes of records decoded per batch; their pages are released afterwards
-
-
 def _scan_buffer(buf, index: int, seg_start: int, window: int = SCAN_WINDOW) -> SegmentScan:
-    """Walk the records of one segment buffer in windows of about `window` bytes.
-
-    Phase A (the record chain) is sequential by nature: only TOTALSIZE and MAGICCODE are needed to find the
-    next record. Every other field is read by _decode_batch for a whole window at once. A record that turns
-    out corrupt there truncates the chain, exactly where check_message would have stopped the walk.
-    """
-    n = len(buf)
-    unpack = _HEAD.unpack_from
-    m1, m2, blank = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
-    madvise = getattr(buf, "madvise", None)
-    page = mmap.PAGESIZE
+    """The broker index's view of one segment buffer: engine.broker.records decodes the records window by
+    window, then _index_columns finds and hashes each dispatched record's keys."""
     parts: list[dict] = []
-    pos = released = 0
-    end_kind, end_reason = "zero", ""
-    views = _BufferViews(buf)
+    end = SegmentEnd(ZERO, 0)
+    b = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
     try:
-        while True:
-            starts: list[int] = []
-            append = starts.append
-            limit = pos + window
-            ended = True
-            while True:
-                if pos >= limit:
-                    ended = False
-                    break
-                if n - pos < 8:
-                    end_kind, end_reason = _end_at(buf, pos, n)
-                    if end_kind == "corrupt":
-                        end_reason = "fewer than 8 bytes left"
-                    break
-                total, magic = unpack(buf, pos)
-                if magic != m1 and magic != m2:
-                    if magic == blank:
-                        end_kind = "blank"
-                    else:
-                        end_kind, end_reason = _end_at(buf, pos, n)
-                        if end_kind == "corrupt":
-                            end_reason = f"bad magic code 0x{magic & 0xFFFFFFFF:08X}"
-                    break
-                if total < 4 or total > n - pos:
-                    end_kind, end_reason = "corrupt", f"TOTALSIZE {total} runs past the end of data ({n - pos} bytes left)"
-                    break
-                append(pos)
-                pos += total
-            if starts:
-                part = _decode_batch(buf, views, np.array(starts, dtype=np.int64), seg_start)
-                parts.append(part)
-                if part["cut"] is not None:
-                    end_kind, end_reason = "corrupt", "record fields run past TOTALSIZE (or a negative topic length)"
-                    pos = part["cut"]
-                    break
-            if ended:
-                break
-            if madvise is not None:  # done with these pages: drop them from our resident set (not from the cache)
-                upto = (pos // page) * page
-                if upto > released:
-                    madvise(mmap.MADV_DONTNEED, released, upto - released)
-                    released = upto
+        for item in decode_segment(buf, 0, window):
+            if isinstance(item, SegmentEnd):
+                end = item
+            else:
+                parts.append(_index_columns(buf, b, item, seg_start))
     finally:
-        views.close()
+        del b
+    pos = end.pos
     if not parts:
-        return _empty_scan(index, seg_start, bytes_scanned=pos, end_kind=end_kind, end_offset=seg_start + pos,
-                           end_reason=end_reason)
+        return _empty_scan(index, seg_start, bytes_scanned=pos, end_kind=end.kind, end_offset=seg_start + pos,
+                           end_reason=end.reason)
 
     def cat(key, dtype):
         return np.concatenate([p_[key] for p_ in parts]).astype(dtype, copy=False)
 
     return SegmentScan(index, seg_start, cat("phy", np.int64), cat("ts", np.int64), cat("nkeys", np.int32),
-                       cat("key_hash", np.int32), bytes_scanned=pos, end_kind=end_kind, end_offset=seg_start + pos,
-                       end_reason=end_reason, length_mismatches=sum(p_["mismatches"] for p_ in parts),
+                       cat("key_hash", np.int32), bytes_scanned=pos, end_kind=end.kind, end_offset=seg_start + pos,
+                       end_reason=end.reason, length_mismatches=sum(p_["mismatches"] for p_ in parts),
                        rollbacks=sum(p_["rollbacks"] for p_ in parts),
                        phy_mismatches=sum(p_["phy_mismatches"] for p_ in parts))
 
 
-class _BufferViews:
-    """Big-endian views of a buffer at every byte offset (stride 1), for gathering header fields."""
-
-    def __init__(self, buf):
-        n = len(buf)
-        self.n = n
-        self.b = np.frombuffer(buf, dtype=np.uint8)
-        self.i8 = np.ndarray((n,), dtype="i1", buffer=buf) if n else None
-        self.i16 = np.ndarray((n - 1,), dtype=">i2", buffer=buf, strides=(1,)) if n >= 2 else None
-        self.i32 = np.ndarray((n - 3,), dtype=">i4", buffer=buf, strides=(1,)) if n >= 4 else None
-        self.i64 = np.ndarray((n - 7,), dtype=">i8", buffer=buf, strides=(1,)) if n >= 8 else None
-
-    def close(self):  # release the buffer exports so the caller can close the mapping
-        self.b = self.i8 = self.i16 = self.i32 = self.i64 = None
-
-
-def _decode_batch(buf, v: _BufferViews, s: np.ndarray, seg_start: int) -> dict:
-    """Header fields, validity and index keys of the records starting at s (check_message without CRC)."""
-    n = v.n
-    i8, i16, i32, i64, b = v.i8, v.i16, v.i32, v.i64, v.b
-    m2 = MESSAGE_MAGIC_CODE_V2
-    cut = None
-    # Phase B: every header field of every record at once.
-    last = n - 8
-
-    def at(rel):
-        return np.minimum(s + rel, last)  # offsets of damaged records may point anywhere: keep them inside
-
-    total = i32[s].astype(np.int64)
-    v2 = i32[s + 4] == m2
-    sys_flag = i32[at(36)]
-    phy = i64[at(28)].astype(np.int64)
-    bl = np.where(sys_flag & 0x10, 16, 4)
-    sl = np.where(sys_flag & 0x20, 16, 4)
-    ts = i64[at(52 + bl)].astype(np.int64)          # 48 + born host address + port
-    p_body = 76 + bl + sl                            # BODYLEN
-    ok = p_body + 4 <= total
-    body_len = i32[at(p_body)].astype(np.int64)
-    p = p_body + 4 + np.maximum(body_len, 0)
-    ok &= (body_len <= 0) | (p <= total)
-    tlw = np.where(v2, 2, 1)
-    ok &= p + tlw <= total
-    topic_len = np.where(v2, i16[at(p)], i8[at(p)]).astype(np.int64)
-    ok &= topic_len >= 0
-    p_topic = p + tlw
-    ok &= p_topic + topic_len + 2 <= total
-    props_len = i16[at(p_topic + topic_len)].astype(np.int64)
-    p_props = p_topic + topic_len + 2
-    ok &= (props_len <= 0) | (p_props + props_len <= total)
-    bad = np.flatnonzero(~ok)
-    if len(bad):
-        first_bad = int(bad[0])
-        cut = int(s[first_bad])
-        keep = slice(0, first_bad)
-        s, total, v2, sys_flag, phy, ts, bl, sl = s[keep], total[keep], v2[keep], sys_flag[keep], phy[keep], ts[keep], bl[keep], sl[keep]
-        body_len, topic_len, p_topic, props_len, p_props = (body_len[keep], topic_len[keep], p_topic[keep],
-                                                            props_len[keep], p_props[keep])
-    tlw = np.where(v2, 2, 1)
-    expected = 72 + bl + 4 + sl + 4 + np.maximum(body_len, 0) + tlw + topic_len + 2 + np.maximum(props_len, 0)
-    valid = expected == total
-    mismatches = int(len(valid) - np.count_nonzero(valid))
-    if mismatches:  # LENGTH_MISMATCH: skipped by the dispatcher (§7.7), the walk goes on by TOTALSIZE
-        s, sys_flag, phy, ts = s[valid], sys_flag[valid], phy[valid], ts[valid]
-        topic_len, p_topic, props_len, p_props = topic_len[valid], p_topic[valid], props_len[valid], p_props[valid]
+def _index_columns(buf, b: np.ndarray, batch: RecordBatch, seg_start: int) -> dict:
+    """Index keys of one decoded window: the records the dispatcher indexes and each key's Java hash."""
+    mismatches = int(len(batch) - np.count_nonzero(batch.length_ok))
+    if mismatches:  # LENGTH_MISMATCH: skipped by the dispatcher (format §7.7), the walk goes on by TOTALSIZE
+        batch = batch.select(batch.length_ok)
+    s, sys_flag, phy, ts = batch.pos, batch.sys_flag, batch.phy.copy(), batch.store_ts.copy()
+    p_topic, topic_len, p_props, props_len = batch.topic_pos, batch.topic_len, batch.props_pos, batch.props_len
     rollback = (sys_flag & 0xC) == TRANSACTION_ROLLBACK_TYPE
     phy_mismatches = int(np.count_nonzero(phy != seg_start + s))
 
-    # Phase C: the two properties the index needs, found the way the 4.9.1+/5.x parser finds them
-    # (§2.5): an entry starts after 0x02, its name ends at its first 0x01, empty values are dropped and the
-    # last entry of a name wins. Searching bytes equals searching the decoded text: 0x01, 0x02 and ASCII
-    # names are single bytes that UTF-8 decoding (even with replacement) never merges into other characters.
+    # The two properties the index needs, found the way the 4.9.1+/5.x parser finds them (format §2.5): an
+    # entry starts after 0x02, its name ends at its first 0x01, empty values are dropped and the last entry
+    # of a name wins. Searching bytes equals searching the decoded text: 0x01, 0x02 and ASCII names are
+    # single bytes that UTF-8 decoding (even with replacement) never merges into other characters.
     m = len(s)
     # hashCode(topic + "#") per record, from the topic bytes in place (UTF-16 units = bytes when ASCII).
-    prefix, ascii_topic = _hash_ranges(b, s + p_topic, topic_len)
+    prefix, ascii_topic = _hash_ranges(b, p_topic, topic_len)
     prefix *= np.uint32(31)
     prefix += np.uint32(ord("#"))
     if not ascii_topic.all():
         cache: dict[bytes, int] = {}
         for r in np.flatnonzero(~ascii_topic).tolist():
-            ta, tl = int(s[r] + p_topic[r]), int(topic_len[r])
-            tb = buf[ta:ta + tl]
+            ta, tl = int(p_topic[r]), int(topic_len[r])
+            tb = bytes(buf[ta:ta + tl])
             if tb not in cache:
                 cache[tb] = java_string_hash(tb.decode("utf-8", "replace") + "#") & 0xFFFFFFFF
             prefix[r] = cache[tb]
     rows = np.flatnonzero((props_len > 0) & ~rollback)
-    rec, seq, t_start, t_len = _index_tokens(b, (s + p_props)[rows], props_len[rows])
+    rec, seq, t_start, t_len = _index_tokens(b, p_props[rows], props_len[rows])
     rec = rows[rec]
     order = np.lexsort((seq, rec))  # put order: record by record, UNIQ_KEY first, then KEYS tokens
     rec, t_start, t_len = rec[order], t_start[order], t_len[order]
     nkeys = np.bincount(rec, minlength=m).astype(np.int32)
 
-    # Phase D: hash every key at once: hashCode(prefix + token) = hashCode(prefix) * 31^len(token) + hashCode(token).
+    # Hash every key at once: hashCode(prefix + token) = hashCode(prefix) * 31^len(token) + hashCode(token).
     th, ascii_tok = _hash_ranges(b, t_start, t_len)
     h = prefix[rec]
     if len(h):
@@ -479,7 +365,7 @@ def _decode_batch(buf, v: _BufferViews, s: np.ndarray, seg_start: int) -> dict:
         n16 = len(tok.encode("utf-16-le", "surrogatepass")) // 2
         key_hash[e] = to_i32(int(prefix[rec[e]]) * pow(31, n16, 2**32) + java_string_hash(tok))
     return {"phy": phy, "ts": ts, "nkeys": nkeys, "key_hash": key_hash, "mismatches": mismatches,
-            "rollbacks": int(np.count_nonzero(rollback)), "phy_mismatches": phy_mismatches, "cut": cut}
+            "rollbacks": int(np.count_nonzero(rollback)), "phy_mismatches": phy_mismatches}
 
 
 def scan_segment_reference(seg: SegmentInfo) -> SegmentScan:

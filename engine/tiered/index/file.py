@@ -48,7 +48,7 @@ import stat as _stat
 import struct
 import unicodedata
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 

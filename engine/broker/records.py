@@ -1,0 +1,210 @@
+"""The one bulk decoder of commit-log records: a segment's records as numpy columns, window by window.
+
+check_message (engine.broker.message) decodes one record into a MessageRecord; this module decodes
+thousands at once into arrays of header fields and byte ranges, with the same validity rules (format §2.7,
+without the CRC: callers that need it check `body_crc` against zlib over the body ranges). Every bulk path
+(index rebuilds, recovery scans, tiering) reads records through decode_segment.
+
+Walking is sequential by nature: only TOTALSIZE and MAGICCODE are needed to find the next record (phase A).
+Every other field is gathered for a whole window of records at once (phase B). A record whose fields run
+past its TOTALSIZE ends the walk there, exactly where check_message would stop.
+"""
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+
+_HEAD = struct.Struct(">ii")
+SCAN_WINDOW = 128 << 20  # bytes of records decoded per batch; their pages are released afterwards
+
+BLANK, ZERO, CORRUPT, WINDOW = "blank", "zero", "corrupt", "window"
+
+
+@dataclass
+class RecordBatch:
+    """Columns of the well-formed records of one window, in log order (positions relative to the buffer).
+
+    `length_ok` is False for records whose TOTALSIZE disagrees with the length formula (LENGTH_MISMATCH:
+    the dispatcher skips them by TOTALSIZE, format §7.7); every other column is still decoded for them.
+    """
+    pos: np.ndarray          # int64 record start in the buffer
+    total: np.ndarray        # int64 TOTALSIZE
+    v2: np.ndarray           # bool: v2 magic (2-byte topic length)
+    body_crc: np.ndarray     # int64 BODYCRC as stored
+    queue_id: np.ndarray     # int64 QUEUEID
+    queue_offset: np.ndarray  # int64 QUEUEOFFSET
+    phy: np.ndarray          # int64 PHYSICALOFFSET as stored
+    sys_flag: np.ndarray     # int64 SYSFLAG
+    born_ts: np.ndarray      # int64 BORNTIMESTAMP
+    store_ts: np.ndarray     # int64 STORETIMESTAMP (at 48 + born host length, pitfall 9)
+    body_pos: np.ndarray     # int64 start of the body in the buffer
+    body_len: np.ndarray     # int64 BODYLEN (<= 0: no body)
+    topic_pos: np.ndarray
+    topic_len: np.ndarray
+    props_pos: np.ndarray
+    props_len: np.ndarray    # int64 PROPERTIESLEN (<= 0: none)
+    length_ok: np.ndarray    # bool
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def select(self, mask) -> "RecordBatch":
+        return RecordBatch(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+
+@dataclass
+class SegmentEnd:
+    """Where and why the walk of one buffer stopped: BLANK (end-of-segment filler), ZERO (the unwritten,
+    preallocated tail: the normal end of data, format §3.2) or CORRUPT (anything else, with a reason)."""
+    kind: str
+    pos: int
+    reason: str = ""
+
+
+def is_zero_area(buf, pos: int, n: int) -> bool:
+    """A preallocated segment's unwritten tail: the normal end of data (format §3.2), not damage."""
+    return pos >= n or not any(buf[pos:min(pos + 8, n)])
+
+
+class _BufferViews:
+    """Big-endian views of a buffer at every byte offset (stride 1), for gathering header fields."""
+
+    def __init__(self, buf):
+        n = len(buf)
+        self.n = n
+        self.b = np.frombuffer(buf, dtype=np.uint8) if n else np.empty(0, np.uint8)
+        self.i8 = np.ndarray((n,), dtype="i1", buffer=buf) if n else None
+        self.i16 = np.ndarray((n - 1,), dtype=">i2", buffer=buf, strides=(1,)) if n >= 2 else None
+        self.i32 = np.ndarray((n - 3,), dtype=">i4", buffer=buf, strides=(1,)) if n >= 4 else None
+        self.i64 = np.ndarray((n - 7,), dtype=">i8", buffer=buf, strides=(1,)) if n >= 8 else None
+
+    def close(self):  # release the buffer exports so the caller can close the mapping
+        self.b = self.i8 = self.i16 = self.i32 = self.i64 = None
+
+
+def _decode(v: _BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
+    """Phase B: every header field of the records starting at s; the position of the first record whose
+    fields run past its TOTALSIZE (or whose topic length is negative), which ends the walk, or None."""
+    n = v.n
+    i8, i16, i32, i64 = v.i8, v.i16, v.i32, v.i64
+    last = n - 8
+
+    def at(rel):
+        return np.minimum(s + rel, last)  # offsets of damaged records may point anywhere: keep them inside
+
+    total = i32[s].astype(np.int64)
+    v2 = i32[s + 4] == MESSAGE_MAGIC_CODE_V2
+    sys_flag = i32[at(36)].astype(np.int64)
+    bl = np.where(sys_flag & 0x10, 16, 4)
+    sl = np.where(sys_flag & 0x20, 16, 4)
+    p_body = 76 + bl + sl                            # BODYLEN
+    ok = p_body + 4 <= total
+    body_len = i32[at(p_body)].astype(np.int64)
+    p = p_body + 4 + np.maximum(body_len, 0)
+    ok &= (body_len <= 0) | (p <= total)
+    tlw = np.where(v2, 2, 1)
+    ok &= p + tlw <= total
+    topic_len = np.where(v2, i16[at(p)], i8[at(p)]).astype(np.int64)
+    ok &= topic_len >= 0
+    p_topic = p + tlw
+    ok &= p_topic + topic_len + 2 <= total
+    props_len = i16[at(p_topic + topic_len)].astype(np.int64)
+    p_props = p_topic + topic_len + 2
+    ok &= (props_len <= 0) | (p_props + props_len <= total)
+    cut = None
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        first_bad = int(bad[0])
+        cut = int(s[first_bad])
+        keep = slice(0, first_bad)
+        s, total, v2, sys_flag, bl, sl = s[keep], total[keep], v2[keep], sys_flag[keep], bl[keep], sl[keep]
+        body_len, topic_len, p_topic, props_len, p_props, tlw = (
+            body_len[keep], topic_len[keep], p_topic[keep], props_len[keep], p_props[keep], tlw[keep])
+        p_body = p_body[keep]
+    expected = 72 + bl + 4 + sl + 4 + np.maximum(body_len, 0) + tlw + topic_len + 2 + np.maximum(props_len, 0)
+    batch = RecordBatch(
+        pos=s, total=total, v2=v2,
+        body_crc=i32[at(8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        queue_id=i32[at(12)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        queue_offset=i64[at(20)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        phy=i64[at(28)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        sys_flag=sys_flag,
+        born_ts=i64[at(40)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        store_ts=i64[at(52 + bl)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        body_pos=s + p_body + 4, body_len=body_len,
+        topic_pos=s + p_topic, topic_len=topic_len,
+        props_pos=s + p_props, props_len=props_len,
+        length_ok=expected == total,
+    )
+    return batch, cut
+
+
+def _chain(buf, pos: int, n: int, limit: int) -> tuple[list[int], int, SegmentEnd | None]:
+    """Phase A: record starts from pos until `limit` bytes are passed or the data ends."""
+    unpack = _HEAD.unpack_from
+    m1, m2, blank = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
+    starts: list[int] = []
+    append = starts.append
+    while True:
+        if pos >= limit:
+            return starts, pos, None
+        if n - pos < 8:
+            if is_zero_area(buf, pos, n):
+                return starts, pos, SegmentEnd(ZERO, pos)
+            return starts, pos, SegmentEnd(CORRUPT, pos, "fewer than 8 bytes left")
+        total, magic = unpack(buf, pos)
+        if magic != m1 and magic != m2:
+            if magic == blank:
+                return starts, pos, SegmentEnd(BLANK, pos)
+            if is_zero_area(buf, pos, n):
+                return starts, pos, SegmentEnd(ZERO, pos)
+            return starts, pos, SegmentEnd(CORRUPT, pos, f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
+        if total < 4 or total > n - pos:
+            return starts, pos, SegmentEnd(CORRUPT, pos, f"TOTALSIZE {total} runs past the end of data "
+                                                         f"({n - pos} bytes left)")
+        append(pos)
+        pos += total
+
+
+def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW) -> Iterator[RecordBatch | SegmentEnd]:
+    """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
+
+    The batches hold numpy views of `buf` only while they are being yielded: copy what you keep before the
+    next one. Pages of an mmap that have been decoded are released from the resident set as the walk moves
+    on (MADV_DONTNEED; they stay in the page cache), so memory stays bounded by the window.
+    """
+    n = len(buf)
+    madvise = getattr(buf, "madvise", None)
+    page = mmap.PAGESIZE
+    pos = start
+    released = (start // page) * page
+    if n == 0 or pos >= n:
+        yield SegmentEnd(ZERO, pos)
+        return
+    views = _BufferViews(buf)
+    try:
+        while True:
+            starts, pos, end = _chain(buf, pos, n, pos + window)
+            if starts:
+                batch, cut = _decode(views, np.array(starts, dtype=np.int64))
+                if len(batch):
+                    yield batch
+                if cut is not None:
+                    yield SegmentEnd(CORRUPT, cut, "record fields run past TOTALSIZE (or a negative topic length)")
+                    return
+            if end is not None:
+                yield end
+                return
+            if madvise is not None:  # done with these pages: drop them from our resident set (not the cache)
+                upto = (pos // page) * page
+                if upto > released:
+                    madvise(mmap.MADV_DONTNEED, released, upto - released)
+                    released = upto
+    finally:
+        views.close()
