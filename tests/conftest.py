@@ -1,18 +1,12 @@
-"""Shared fixtures: golden vectors, a CLI runner, small-geometry stores built through the public CLI."""
+"""Shared fixtures (helpers live in tests/helpers.py)."""
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-GOLDEN = Path(__file__).parent / "golden"
-# Small geometry so segments and index files roll after a few messages.
-SMALL = ["--hash-slots", "16", "--max-index", "64", "--commitlog-file-size", "4096", "--cq-file-size", "200"]
-READ_GEOM = ["--hash-slots", "16", "--max-index", "64"]
+from helpers import GOLDEN
 
 
 @pytest.fixture(scope="session")
@@ -23,42 +17,3 @@ def golden() -> Path:
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
-
-
-def run(args: list[str], input: str | None = None):
-    """Invoke the CLI in-process; stdout and stderr are kept apart."""
-    from rmqtool.app import app
-
-    return CliRunner().invoke(app, [str(a) for a in args], input=input, catch_exceptions=True)
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """sha256 and mtime of every file below root."""
-    out = {}
-    for p in sorted(Path(root).rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), st.st_mtime_ns)
-    return out
-
-
-def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None):
-    data = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
-    r = run(["put", "--store", store, *SMALL, "--from-jsonl", "-", "--json", *(extra or [])], input=data)
-    assert r.exit_code == 0, r.output
-    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-
-
-def assert_one_line_error(r, code: int | None = None, contains: str | None = None):
-    assert r.exit_code != 0, r.output
-    if code is not None:
-        assert r.exit_code == code, (r.exit_code, r.output)
-    err = r.stderr.strip()
-    assert err, "expected an error message on stderr"
-    assert "Traceback" not in r.output and "Traceback" not in err
-    lines = err.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("error: "), lines[0]
-    if contains:
-        assert contains in lines[0], lines[0]
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)

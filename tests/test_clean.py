@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import snapshot
+from helpers import snapshot
 from rmqtool.app import app
 
 SEG = 4096

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import READ_GEOM, SMALL, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import READ_GEOM, SMALL, assert_one_line_error, put_jsonl, run, snapshot
 from engine.broker.index import IndexFile
 from engine.broker.layout import list_index_files
 from engine.java.lang import index_hash, java_string_hash

@@ -1,7 +1,7 @@
 """The README's first command: `rmqtool demo` builds a sample store and runs every main step on it."""
 from __future__ import annotations
 
-from conftest import assert_one_line_error, run
+from helpers import assert_one_line_error, run
 from engine.broker.layout import list_index_files
 
 

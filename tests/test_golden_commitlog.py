@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import GOLDEN, run
+from helpers import GOLDEN, run
 from engine.broker.commitlog import CommitLog
 from engine.broker.message import (BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, check_message,
                             encode_record, split_keys)

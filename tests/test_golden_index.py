@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import GOLDEN
+from helpers import GOLDEN
 from engine.broker.index import IndexFile, build_index_file
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())

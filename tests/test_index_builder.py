@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import GOLDEN
+from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
 from engine.broker.index import (ITEM_DTYPE, IndexFile, _prev_and_heads, build_index_file, build_index_file_from_hashes)
 from engine.java.lang import INT_MAX, hash_code_units, java_string_hash, java_string_hashes

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run
+from helpers import run
 
 ROOT = Path(__file__).resolve().parent.parent
 

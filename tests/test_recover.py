@@ -21,7 +21,7 @@ from engine.broker.consumequeue import ConsumeQueue, list_queues
 from engine.broker.layout import list_index_files
 from engine.ops.recovery import apply_recovery, plan_recovery
 from engine.broker.store import MessageStore
-from conftest import snapshot
+from helpers import snapshot
 from rmqtool.app import app
 
 SEG = 4096

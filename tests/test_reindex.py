@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 from engine.broker.checkpoint import Checkpoint
 from engine.broker.index import IndexFile, IndexService
 from engine.broker.layout import list_index_files

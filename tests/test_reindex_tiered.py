@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, put_jsonl, run, snapshot
+from helpers import assert_one_line_error, put_jsonl, run, snapshot
 from engine.java.lang import INT_MIN, java_string_hash
 from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)

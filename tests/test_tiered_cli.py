@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 
 T2 = GOLDEN / "tiered" / "t2_full"
 PARAMS = json.loads((T2 / "params.json").read_text())
