@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.broker.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
+from engine.java.lang import java_is_blank
 from engine.tiered.index.file import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
@@ -25,8 +27,6 @@ from engine.tiered.index.file import (
     TieredIndexError,
     TieredQueryError,
     detect_tiered,
-    java_is_blank,
-    message_key_set,
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "tiered"

@@ -17,6 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from engine.broker.keys import broker_index_keys, split_keys
 from engine.java.collections import hashset_order
 from engine.java.lang import java_string_hash, rmq_crc32
 
@@ -143,16 +144,6 @@ def serialize_properties(props: dict[str, str], trailing_separator: bool = True)
     return text
 
 
-def split_keys(keys: str | None) -> list[str]:
-    """KEYS.split(" ") with Java's split rules: trailing empty tokens dropped, others kept."""
-    if not keys:
-        return []
-    parts = keys.split(" ")
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
 def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
     units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
     return [int(tok[:-1]) * units[tok[-1]] for tok in spec.split()]
@@ -274,17 +265,9 @@ class MessageRecord:
         return format_host(self.store_host, self.store_port)
 
     def index_keys(self) -> list[str]:
-        """The `topic#key` strings the broker's IndexService puts for this record (§5.8)."""
-        if self.tx_type == TRANSACTION_ROLLBACK_TYPE:
-            return []
-        out = []
-        uk = self.uniq_key
-        if uk is not None:
-            out.append(f"{self.topic}#{uk}")
-        for k in self.keys:
-            if k:
-                out.append(f"{self.topic}#{k}")
-        return out
+        """The `topic#key` strings the broker's IndexService puts for this record (format §5.8)."""
+        return broker_index_keys(self.topic, self.uniq_key, self.properties.get(PROP_KEYS),
+                                 self.tx_type == TRANSACTION_ROLLBACK_TYPE)
 
     def tags_code(self) -> int:
         return tags_code(self.topic, self.tags, self.properties, self.store_timestamp)

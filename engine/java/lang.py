@@ -4,6 +4,7 @@ Everything here is pure Python + numpy; no other engine module is imported.
 """
 from __future__ import annotations
 
+import unicodedata
 import zlib
 
 import numpy as np
@@ -177,3 +178,33 @@ def index_hash(h: int) -> int:
 def tiered_hash(h: int) -> int:
     """Tiered IndexStoreFile hash: sign flipped, MIN_VALUE stays negative (format §9.5)."""
     return h if h >= 0 else to_i32(-h)
+
+
+_JAVA_WS_CONTROL = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F}
+_JAVA_NON_BREAKING = {0x00A0, 0x2007, 0x202F}
+
+
+def _java_is_whitespace(ch: str) -> bool:
+    """Character.isWhitespace: Unicode space separators except the non-breaking ones, and nine controls."""
+    o = ord(ch)
+    if o in _JAVA_WS_CONTROL:
+        return True
+    if o in _JAVA_NON_BREAKING or o > 0xFFFF:
+        return False
+    return unicodedata.category(ch) in ("Zs", "Zl", "Zp")
+
+
+def java_is_blank(s: str | None) -> bool:
+    """``org.apache.commons.lang3.StringUtils.isBlank`` (null, empty or only Character.isWhitespace)."""
+    if s is None or len(s) == 0:
+        return True
+    return all(_java_is_whitespace(c) for c in s)
+
+
+def java_split(text: str, sep: str = " ") -> list[str]:
+    """``text.split(sep)`` for a one-character separator, as Java does it: empty tokens kept, *trailing*
+    empty tokens removed (an empty text gives [""] in Java; callers here treat it as no token)."""
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts

@@ -9,7 +9,7 @@ from its first message, computed straight from the local commit log:
   -- TopicValidator's set or the ``rmq_sys_`` prefix --, not an LMQ ``%LMQ%`` topic, not the cluster or broker
   name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (§9.6): UNIQ_KEY if not
   blank plus every token of KEYS split on " " (empty tokens kept, Java's trailing empty tokens dropped),
-  de-duplicated, in Java HashSet order -- engine.tiered.index.file.message_key_set.
+  de-duplicated, in Java HashSet order -- engine.broker.keys.tiered_key_set.
 * item fields: topicId from ``<store>/config/tieredStoreMetadata.json`` when the topic is there, else a new
   id: after the metadata's topicSerialNumber / largest id, or from 0 without metadata (the broker's
   topicSequenceNumber starts at -1 and is incremented before use), in first-seen commit-log order;
@@ -50,6 +50,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from engine.java.collections import hashset_order
+from engine.java.lang import java_is_blank, java_split
 
 from engine.broker.config import BrokerConfig
 from engine.errors import InvalidArgumentError, NotAStoreError
@@ -62,7 +63,7 @@ from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, T
 from engine.jobs.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
                             ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
 from engine.tiered.index.file import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
-                           INDEX_ITEM_SIZE, java_is_blank, java_split_keys)
+                           INDEX_ITEM_SIZE)
 from engine.broker.layout import StoreLayout
 from engine.tiered.index.service import load_tiered_metadata
 
@@ -241,7 +242,7 @@ def scan_buffer_tiered(buf, index: int, start: int,
                 raw.append(uk)
             ks = props.get("KEYS")
             if ks is not None and not java_is_blank(ks):
-                raw.extend(java_split_keys(ks))
+                raw.extend(java_split(ks, " "))
             if raw:
                 if len(raw) > 1:
                     raw = list(dict.fromkeys(raw))

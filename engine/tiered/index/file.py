@@ -46,13 +46,12 @@ import mmap
 import os
 import stat as _stat
 import struct
-import unicodedata
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
-from engine.java.collections import hashset_order
+from engine.java.lang import java_is_blank
 from engine.java.lang import (
     INT_MAX,
     INT_MIN,
@@ -82,9 +81,6 @@ __all__ = [
     "IndexStoreFile",
     "CountingReader",
     "detect_tiered",
-    "message_key_set",
-    "java_is_blank",
-    "java_split_keys",
     "tiered_key_hash",
     "tiered_slot",
     "unsealed_file_size",
@@ -159,53 +155,6 @@ class TieredQueryError(TieredIndexError):
 
 class _JavaRuntimeError(Exception):
     """Internal: a runtime exception the Java code would throw (caught where Java catches it)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Java helpers specific to this module
-# --------------------------------------------------------------------------------------------------
-
-_JAVA_WS_CONTROL = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F}
-_JAVA_NON_BREAKING = {0x00A0, 0x2007, 0x202F}
-
-
-def _java_is_whitespace(ch: str) -> bool:
-    o = ord(ch)
-    if o in _JAVA_WS_CONTROL:
-        return True
-    if o in _JAVA_NON_BREAKING or o > 0xFFFF:
-        return False
-    return unicodedata.category(ch) in ("Zs", "Zl", "Zp")
-
-
-def java_is_blank(s: Optional[str]) -> bool:
-    """``org.apache.commons.lang3.StringUtils.isBlank`` (null, empty or only Character.isWhitespace)."""
-    if s is None or len(s) == 0:
-        return True
-    return all(_java_is_whitespace(c) for c in s)
-
-
-def java_split_keys(keys_property: str) -> list[str]:
-    """``keys.split(" ")`` with Java semantics: empty tokens kept, *trailing* empty tokens removed."""
-    parts = keys_property.split(" ")
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def message_key_set(uniq_key: Optional[str], keys_property: Optional[str]) -> list[str]:
-    """The key set the tiered dispatcher builds for one message, in Java HashSet iteration order.
-
-    ``UNIQ_KEY`` if not blank, then every token of ``KEYS.split(" ")`` if KEYS is not blank (empty
-    tokens kept, trailing empty tokens dropped by Java's split), de-duplicated (format §9.6,
-    ``MessageStoreDispatcherImpl.constructIndexFile``).  Pass the result to :meth:`IndexStoreFile.put_key`.
-    """
-    keys: list[str] = []
-    if not java_is_blank(uniq_key):
-        keys.append(uniq_key)  # type: ignore[arg-type]
-    if not java_is_blank(keys_property):
-        keys.extend(java_split_keys(keys_property))  # type: ignore[arg-type]
-    return hashset_order(keys)
 
 
 def tiered_key_hash(topic: str, key: str) -> int:
@@ -804,7 +753,7 @@ class IndexStoreFile:
         """``IndexStoreFile.putKey``; returns ``"SUCCESS"``, ``"FILE_FULL"`` or ``"UNKNOWN_ERROR"``.
 
         ``keys`` is the Java ``Set<String>`` as a sequence **in its iteration order** (for a
-        dispatcher-built set use :func:`message_key_set`).  Python sets are refused because their order
+        dispatcher-built set use :func:`engine.broker.keys.tiered_key_set`).  Python sets are refused because their order
         is not Java's.  ``UNKNOWN_ERROR`` is returned for a blank topic and when Java would throw inside
         the put (a slot position outside the buffer, see module doc); ``last_error`` then says why.
         """
@@ -868,7 +817,7 @@ class IndexStoreFile:
         if isinstance(keys, (set, frozenset)):
             raise TieredIndexError(
                 "keys must be ordered as the Java Set iterates them; a Python set has no such order "
-                "(use message_key_set() or engine.java.collections.hashset_order())"
+                "(use engine.broker.keys.tiered_key_set() or engine.java.collections.hashset_order())"
             )
         out = list(keys)
         for k in out:
