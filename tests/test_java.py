@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.broker.keys import tiered_key_set
 from engine.broker.message import VALID, MessageRecord, check_message, encode_record
 from engine.java.collections import JavaHashMap, hashmap_order, hashset_order
 from engine.java.lang import (index_hash, java_div, java_rem, java_string_hash, java_string_hashes,
@@ -140,6 +141,14 @@ def test_live_jvm_orders_equal_the_committed_ones(tmp_path):
     except RuntimeError as e:
         pytest.fail(str(e))
     assert live == JVM
+
+
+def test_tiered_key_set_of_many_colliding_keys_is_the_jvm_hashset_order():
+    # The dispatcher adds UNIQ_KEY, then addAll(KEYS.split(" ")): one add after the other, as "setall" does.
+    case = next(c for c in JVM if c["mode"] == "setall" and len(c["keys"]) == 16)
+    assert case["treeBins"]
+    uniq, keys = case["keys"][0], case["keys"][1:]
+    assert tiered_key_set(uniq, " ".join(keys)) == case["order"]
 
 
 def _encoded_property_names(props: dict[str, str]) -> list[str]:

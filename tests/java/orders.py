@@ -24,8 +24,11 @@ SOURCE = HERE / "HashMapOrder.java"
 DATA = HERE / "hashmap_orders.jsonl"
 NO_JDK_ENV = "RMQTOOL_NO_JDK"  # set to 1 on a machine without a JDK to skip the live JVM comparison
 
-sys.path.insert(0, str(HERE.parent.parent))
-from engine.java.lang import java_string_hash  # noqa: E402
+try:
+    from engine.java.lang import java_string_hash
+except ImportError:  # run as a script from anywhere: use this checkout's engine
+    sys.path.insert(0, str(HERE.parent.parent))
+    from engine.java.lang import java_string_hash
 
 
 def bucket(key: str, cap: int) -> int:
