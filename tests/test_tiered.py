@@ -19,7 +19,7 @@ import pytest
 from engine.broker.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
 from engine.java.lang import java_is_blank
-from engine.tiered.index.file import (
+from engine.tiered.index import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
     CountingReader,
