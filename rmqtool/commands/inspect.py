@@ -75,9 +75,8 @@ def inspect_index(
                 raise InvalidArgumentError(f"no tiered index files (numeric names) in {tiered_dir}")
         else:
             paths = [file]
-        reports = inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=walk_slot,
-                                walk_key=walk_key, limit=limit, stats=stats, verify=verify)
-        if render_inspection(reports, json_out):
+        if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=walk_slot,
+                                           walk_key=walk_key, limit=limit, stats=stats, verify=verify), json_out):
             render.note("verification found problems")
             raise typer.Exit(VERIFY_FAILED)
         return

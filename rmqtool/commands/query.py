@@ -106,11 +106,10 @@ def query_key(
 
         answer = query_tiered_key(TieredKeyQuery(
             tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
-            raw=raw, store=store, broker_conf=broker_conf,
-            tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,
-            cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
-            tiered_max_index=tiered_max_index, hash_slots=hash_slots, max_index=max_index,
-            commitlog_file_size=commitlog_file_size))
+            raw=raw, store=store, broker_conf=broker_conf, tiered_metadata=tiered_metadata, topic_id=topic_id,
+            tiered_store_path=tiered_store_path, cluster_name=cluster_name, broker_name=broker_name,
+            tiered_hash_slots=tiered_hash_slots, tiered_max_index=tiered_max_index, hash_slots=hash_slots,
+            max_index=max_index, commitlog_file_size=commitlog_file_size))
         render_key_answer(answer, topic, key, json_out, explain)
         return
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)

@@ -114,7 +114,8 @@ def _verify_chain_membership(f: "IndexStoreFile", out: _Problems, heads: np.ndar
     out.report(
         "slots whose newest item hashes to another slot",
         wrong_head,
-        lambda i: f"slot {i} item {int(heads[i])} (hash {int(hashes[heads[i] - 1])} -> slot {int(exp_slot[heads[i] - 1])})",
+        lambda i: (f"slot {i} item {int(heads[i])} (hash {int(hashes[heads[i] - 1])} -> "
+                   f"slot {int(exp_slot[heads[i] - 1])})"),
     )
     linked = (ptr > 0) & (ptr <= count)
     src = nums[linked]
@@ -200,7 +201,8 @@ def _verify_ranges(out: _Problems, starts: np.ndarray, lens: np.ndarray, base: i
         out.report(
             "overlapping slot ranges",
             ov.tolist(),
-            lambda j: f"slot {o[j]}[{starts[o[j]]},{ends[o[j]]}) / slot {o[j + 1]}[{starts[o[j + 1]]},{ends[o[j + 1]]})",
+            lambda j: (f"slot {o[j]}[{starts[o[j]]},{ends[o[j]]}) / "
+                       f"slot {o[j + 1]}[{starts[o[j + 1]]},{ends[o[j + 1]]})"),
         )
     if s and starts[0] != base:
         out.add(f"slot 0 starts at {starts[0]}, expected {base} (end of the slot table)")

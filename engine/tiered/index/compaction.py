@@ -14,7 +14,8 @@ import numpy as np
 
 from engine.java.lang import to_i32
 from engine.tiered.index.chains import list_rank
-from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE, HEADER, INDEX_ITEM_SIZE, INT, TieredIndexError
+from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE, HEADER, INDEX_ITEM_SIZE, INT,
+                                        TieredIndexError)
 
 if TYPE_CHECKING:
     from engine.tiered.index.file import IndexStoreFile

@@ -379,8 +379,8 @@ class IndexStoreFile:
         """``IndexStoreFile.putKey``; returns ``"SUCCESS"``, ``"FILE_FULL"`` or ``"UNKNOWN_ERROR"``.
 
         ``keys`` is the Java ``Set<String>`` as a sequence **in its iteration order** (for a
-        dispatcher-built set use :func:`engine.broker.keys.tiered_key_set`).  Python sets are refused because their order
-        is not Java's.  ``UNKNOWN_ERROR`` is returned for a blank topic and when Java would throw inside
+        dispatcher-built set use :func:`engine.broker.keys.tiered_key_set`).  Python sets are refused because
+        their order is not Java's.  ``UNKNOWN_ERROR`` is returned for a blank topic and when Java would throw inside
         the put (a slot position outside the buffer, see module doc); ``last_error`` then says why.
         """
         self.check_open()

@@ -249,7 +249,8 @@ def infer_unsealed_geometry(fd: int, path: str, size: int, count: int) -> tuple[
         )
     if count == 0:
         raise TieredIndexError(
-            f"{path}: cannot infer the geometry of an empty unsealed file ({size} bytes); pass hash_slot_num or index_num"
+            f"{path}: cannot infer the geometry of an empty unsealed file ({size} bytes); pass hash_slot_num or "
+            "index_num"
         )
     first_hi = _first_upper_word(fd, s_max + 8)
     top = s_max if first_hi is None else min(s_max, first_hi - 4)

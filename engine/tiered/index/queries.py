@@ -10,11 +10,13 @@
 """
 from __future__ import annotations
 
+import operator
 import os
 from typing import TYPE_CHECKING, Optional
 
 from engine.broker.chain import ChainWalk
-from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_rem, java_string_hash, tiered_hash, to_i64
+from engine.java.lang import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_rem, java_string_hash, tiered_hash, to_i32,
+                              to_i64)
 from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE,
                                         INDEX_ITEM_SIZE, ITEM, ITEM_FIELDS, MAX_COMPACT_READ_ITEMS,
                                         MAX_QUERY_COUNT, SEALED, SLOT, UNSEALED, UPLOAD, JavaRuntimeError,
@@ -55,11 +57,15 @@ def _query_unsealed(f: "IndexStoreFile", hc: int, max_count: int, window: tuple[
                     reader: Optional[Reader]) -> list[dict]:
     begin, end, base_ts = window
     result: list[dict] = []
+    base, get_block, unpack = f.items_base, f.get_block, ITEM.unpack
+
+    def read_item(n: int) -> tuple:
+        return unpack(get_block(to_i32(base + n * INDEX_ITEM_SIZE), INDEX_ITEM_SIZE, reader))  # item_position(n)
+
     try:
         head = max(f.get_int(f.slot_position(java_rem(hc, f.hash_slot_num)), reader), 0)
-        walk = ChainWalk(head, lambda n: ITEM.unpack(f.get_block(f.item_position(n), INDEX_ITEM_SIZE, reader)),
-                         _prev_of, last=f.index_item_count, limit=MAX_QUERY_COUNT, detect_cycles=False,
-                         max_steps=MAX_QUERY_COUNT, stop_at_self=False)
+        walk = ChainWalk(head, read_item, _PREV_OF, last=f.index_item_count, limit=MAX_QUERY_COUNT,
+                         detect_cycles=False, max_steps=MAX_QUERY_COUNT, stop_at_self=False)
         for _n, item in walk:
             t = to_i64(item[5] * 1000 + base_ts)
             if item[0] == hc and begin <= t <= end:
@@ -71,8 +77,7 @@ def _query_unsealed(f: "IndexStoreFile", hc: int, max_count: int, window: tuple[
     return result
 
 
-def _prev_of(item: tuple) -> int:
-    return item[6]
+_PREV_OF = operator.itemgetter(6)  # an item's itemIndex: the previous item of its chain
 
 
 def _segment_read(f: "IndexStoreFile", position: int, length: int, reader: Optional[Reader]) -> bytes:
