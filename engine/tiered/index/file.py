@@ -36,6 +36,7 @@ from typing import Optional
 
 import numpy as np
 
+from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_div, java_is_blank, java_rem, to_i32, to_i64
 from engine.tiered.index import checks, compaction, inspection, queries
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, CLOSED, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER,
@@ -492,8 +493,6 @@ def _key_list(keys) -> list[str]:
 
 def open_tiered(path, hash_slot_num: Optional[int] = None, index_num: Optional[int] = None) -> IndexStoreFile:
     """Open read-only for the CLI: a missing path is bad input; geometry: the given values, else inferred."""
-    from engine.errors import InvalidArgumentError
-
     if not os.path.exists(path):
         raise InvalidArgumentError(f"tiered index file {path} does not exist")
     return IndexStoreFile.open(path, hash_slot_num, index_num)

@@ -72,11 +72,8 @@ class TieredIndexError(ValueError):
 
 
 class TieredQueryError(TieredIndexError):
-    """A compacted-file query whose Java future completes exceptionally (illegal segment read)."""
-
-    def __init__(self, message: str, java_exception: str = "TieredStoreException"):
-        super().__init__(message)
-        self.java_exception = java_exception
+    """A compacted-file query whose Java future completes exceptionally (TieredStoreException: illegal segment
+    read)."""
 
 
 class JavaRuntimeError(Exception):
