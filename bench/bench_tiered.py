@@ -3,7 +3,7 @@
 
 Builds an unsealed IndexStoreFile on disk (one unique key per message, puts until FILE_FULL),
 compacts it, then runs the same random key queries against both files.  Every file access of the
-query path goes through engine.tiered.index.file.CountingReader (os.pread), so the read counts are exact.
+query path goes through engine.tiered.index.queries.CountingReader (os.pread), so the read counts are exact.
 Before each phase the page cache is dropped (``echo 3 > /proc/sys/vm/drop_caches``, needs root);
 if that fails the phase is reported as "warm".
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.tiered.index.file import CountingReader, IndexStoreFile  # noqa: E402
+from engine.tiered.index import CountingReader, IndexStoreFile  # noqa: E402
 
 LONG_MAX = 2**63 - 1
 

@@ -1,4 +1,4 @@
-"""Tests for engine.tiered.index.file (RocketMQ tiered-storage IndexStoreFile, format §9).
+"""Tests for engine.tiered.index (RocketMQ tiered-storage IndexStoreFile, format §9).
 
 Expectations come from (a) the golden vectors written by RocketMQ's own Java code and (b) a small
 reference model in this file, written directly from the spec's pseudo-code over a bytearray with
@@ -19,7 +19,7 @@ import pytest
 from engine.broker.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
 from engine.java.lang import java_is_blank
-from engine.tiered.index.file import (
+from engine.tiered.index import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
     CountingReader,
@@ -1014,3 +1014,142 @@ def test_hashset_order_resizes_when_a_bucket_gets_nine_entries():
     assert hashset_order(same[:8]) == same[:8]  # eight entries: no resize, insertion order
     many = [f"y{i}" for i in range(13)]  # 13 > 12 -> 32 buckets
     assert hashset_order(many) == sorted(many, key=lambda k: _bucket(k, 32))
+
+
+# ------------------------------------------------------------------------------------------------
+# The shared chain walker and the engine entry points the CLI calls
+# ------------------------------------------------------------------------------------------------
+
+
+def test_chain_walk_follows_self_links_only_when_asked():
+    from engine.broker.chain import CYCLE, SELF, ChainWalk
+
+    prev = {3: 2, 2: 2}  # item 3 -> item 2 -> item 2 ...
+    default = ChainWalk(3, prev.get, lambda p: p, last=3)
+    assert [n for n, _ in default] == [3, 2] and default.stop == SELF
+    bounded = ChainWalk(3, prev.get, lambda p: p, last=3, detect_cycles=False, max_steps=5, stop_at_self=False)
+    assert [n for n, _ in bounded] == [3, 2, 2, 2, 2] and bounded.stop == CYCLE  # max_steps items at most
+    tracked = ChainWalk(3, prev.get, lambda p: p, last=3, stop_at_self=False)
+    assert [n for n, _ in tracked] == [3, 2] and tracked.stop == CYCLE
+
+
+def test_walk_slot_reports_the_limit_before_the_next_link(tmp_path):
+    """walk_slot checks its limit before following the next link, except that a pointer <= 0 ends the chain."""
+    f = IndexStoreFile.create(tmp_path / "u", 1, 20, 0)
+    for i in range(5):
+        f.put_key("T", 1, 0, [f"k{i}"], i, 1, 0)  # one slot: chain 5 -> 4 -> 3 -> 2 -> 1
+    f.close()
+    good = (tmp_path / "u").read_bytes()
+
+    def patched(name, item, value):
+        b = bytearray(good)
+        struct.pack_into(">i", b, 36 + 32 * item + 28, value)
+        (tmp_path / name).write_bytes(bytes(b))
+        return IndexStoreFile.open(tmp_path / name, 1, 20)
+
+    with IndexStoreFile.open(tmp_path / "u", 1, 20) as u:
+        assert u.walk_slot(0, limit=5)[1] == "end" and u.walk_slot(0, limit=4)[1] == "limit"
+        assert u.walk_slot(0, limit=0) == ([], "limit")
+    with patched("beyond", 3, 17) as u:  # 5 -> 4 -> 3 -> 17 > indexItemCount
+        assert u.walk_slot(0, limit=3)[1] == "limit" and u.walk_slot(0, limit=4)[1] == "beyond_count"
+    with patched("cycle", 2, 4) as u:  # 5 -> 4 -> 3 -> 2 -> 4
+        assert u.walk_slot(0, limit=4)[1] == "limit" and u.walk_slot(0, limit=5)[1] == "cycle"
+    with patched("self", 3, 3) as u:  # 5 -> 4 -> 3 -> 3
+        items, why = u.walk_slot(0)
+        assert [i["item"] for i in items] == [5, 4, 3] and why == "cycle"
+    with patched("negative", 4, -7) as u:  # a negative pointer ends the chain, as 0 does
+        assert [i["item"] for i in u.walk_slot(0, limit=2)[0]] == [5, 4] and u.walk_slot(0, limit=2)[1] == "end"
+    b = bytearray(good)
+    struct.pack_into(">i", b, 28, -2)  # a negative slot value is an empty slot
+    (tmp_path / "neg_head").write_bytes(bytes(b))
+    with IndexStoreFile.open(tmp_path / "neg_head", 1, 20, force_geometry=True) as u:
+        assert u.walk_slot(0) == ([], "empty")
+
+
+def _tiered_dir(tmp_path, params):
+    d = tmp_path / "tiered_index_file"
+    d.mkdir()
+    (d / str(params["beginTimestamp"])).write_bytes((T2 / "unsealed.bin").read_bytes())
+    (d / str(params["beginTimestamp"] + 1)).write_bytes((T2 / "compacted.bin").read_bytes())
+    return d
+
+
+def test_query_tiered_key_entry_point(golden, tmp_path):
+    from engine.errors import InvalidArgumentError
+    from engine.tiered.index import TieredKeyQuery, query_tiered_key
+
+    params, _, queries = golden
+    d = _tiered_dir(tmp_path, params)
+    full = next(q for q in queries if q["key"] == "k0" and q["maxCount"] == 64 and q["beginTime"] == 0
+                and q["endTime"] == LONG_MAX)
+    want = {(i["queueId"], i["offset"]) for i in full["compacted"]}
+    ans = query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX))
+    assert ans.mode == "unverified" and {(i["queueId"], i["offset"]) for i in ans.items} == want
+    assert len(ans.items) == len(want) and ans.rejected == []
+    assert {i["file"] for i in ans.items} == {str(params["beginTimestamp"] + 1)}  # newest file first
+    assert all(i["time"] == i["fileTimestamp"] + 1000 * i["timeDiff"] for i in ans.items)
+    assert ans.index.files_total == 2 and len(ans.index.files_selected) == 2
+    assert any("not filtered by topicId" in n for n in ans.notes)
+    assert any("not checked against the messages" in n for n in ans.notes)
+    raw = query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX, raw=True, topic_id=7))
+    assert len(raw.items) == len(want) and not any("not checked" in n or "topicId" in n for n in raw.notes)
+    other = query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX, topic_id=9))
+    assert other.items == [] and len(other.rejected) == len(want)
+    assert all("topicId 7 is not the topic's id 9" in r["reason"] for r in other.rejected)
+    assert any(f"{len(want)} rejected" in n for n in other.notes)
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"topicMetadataTable":{"Other":{"topicId":7}}}')
+    missing = query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX, tiered_metadata=meta))
+    assert missing.items == [] and any("not in the tiered metadata" in n for n in missing.notes)
+    # Tiered geometry from broker.conf's tiered keys (and a bad value there is bad input).
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'nostore'}\ntieredStoreIndexFileMaxHashSlotNum=15\n")
+    with pytest.raises(TieredIndexError, match="hash_slot_num=15"):
+        query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX, broker_conf=conf, raw=True))
+    conf.write_text("tieredStoreIndexFileMaxHashSlotNum=many\n")
+    with pytest.raises(InvalidArgumentError, match="not a number"):
+        query_tiered_key(TieredKeyQuery(d, "TopicF", "k0", 64, 0, LONG_MAX, broker_conf=conf, raw=True))
+
+
+def test_inspect_files_and_compact_file_entry_points(golden, tmp_path):
+    from engine.errors import InvalidArgumentError
+    from engine.tiered.index import compact_file, inspect_files
+
+    params, _, _ = golden
+    s = params["tieredStoreIndexFileMaxHashSlotNum"]
+    hc = thash("TopicF#k0")
+    reps = list(inspect_files([T2 / "unsealed.bin", T2 / "compacted.bin"], walk_key="TopicF#k0", stats=True,
+                              verify=True))
+    assert [r.layout for r in reps] == ["unsealed", "compacted"]
+    for r in reps:
+        assert r.problems == [] and r.stats["chainedItems"] == params["indexItemCount"]
+        assert r.header["file"] == r.name and r.header["indexItemCount"] == params["indexItemCount"]
+        assert r.walk.hash_code == hc and r.walk.slot == jrem(hc, s) and r.walk.stop == "end"
+    assert [i["offset"] for i in reps[0].walk.items] == [i["offset"] for i in reps[1].walk.items]
+    assert reps[1].walk.items_length == 28 * len(reps[1].walk.items) and reps[0].walk.items_start is None
+    plain = next(inspect_files([T2 / "unsealed.bin"]))
+    assert plain.walk is None and plain.stats is None and plain.problems is None
+    with pytest.raises(InvalidArgumentError, match="TOPIC#KEY"):
+        next(inspect_files([T2 / "unsealed.bin"], walk_key="no-hash-sign"))
+    # A key whose hash is Integer.MIN_VALUE has a negative slot with 5 slots: not walked.
+    mk = min_value_key("T")
+    with IndexStoreFile.create(tmp_path / "m5", 5, 20, 0) as f:
+        f.put_key("T", 1, 0, ["a", mk], 1, 1, 0)
+    w = next(inspect_files([tmp_path / "m5"], walk_key=f"T#{mk}")).walk
+    assert (w.slot, w.stop, w.items, w.hash_code) == (jrem(INT_MIN, 5), "negative_slot", [], INT_MIN)
+
+    out = tmp_path / "out" / "c.bin"
+    out.parent.mkdir()
+    summary = compact_file(T2 / "unsealed.bin", out)
+    assert out.read_bytes() == (T2 / "compacted.bin").read_bytes()
+    assert summary["bytesAfter"] == params["compactedSize"] and summary["bytesBefore"] == params["unsealedFileSize"]
+    assert summary["itemsWritten"] == params["indexItemCount"] and summary["form"] == "uploaded"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["c.bin"]
+    with pytest.raises(InvalidArgumentError, match="--force"):
+        compact_file(T2 / "unsealed.bin", out)
+    mapped = compact_file(tmp_path / "m5", tmp_path / "m5.mapped", mapped=True)
+    assert mapped["indexItemCount"] == 2 and mapped["itemsWritten"] == 1  # the MIN_VALUE item is unreachable
+    assert (tmp_path / "m5.mapped").stat().st_size == 28 + 8 * 5 + 28 * 2
+    with pytest.raises(TieredIndexError, match="already compacted"):
+        compact_file(T2 / "compacted.bin", tmp_path / "again")
+    assert not (tmp_path / "again").exists()

@@ -30,11 +30,13 @@ class ChainWalk(Generic[T]):
     previous-item pointer. last is the highest valid item number (the broker follows pointers up to its
     header's indexCount). With detect_cycles=False no visited set is kept and the walk stops after max_steps
     links instead (the broker's own loop has no cycle check; rmqtool bounds it by the item count).
+    With stop_at_self=False a pointer to the item itself is followed like any other link (the tiered query
+    has no such check and revisits the item until its budget runs out).
     """
 
     def __init__(self, head: int, read_item: Callable[[int], Optional[T]], prev_of: Callable[[T], int], *,
                  last: int, limit: Optional[int] = None, detect_cycles: bool = True,
-                 max_steps: Optional[int] = None):
+                 max_steps: Optional[int] = None, stop_at_self: bool = True):
         self.head = head
         self.read_item = read_item
         self.prev_of = prev_of
@@ -42,6 +44,7 @@ class ChainWalk(Generic[T]):
         self.limit = limit
         self.detect_cycles = detect_cycles
         self.max_steps = max_steps if max_steps is not None else max(last, 1)
+        self.stop_at_self = stop_at_self
         self.stop = CALLER
         self.at: Optional[int] = None
         self.visited = 0
@@ -83,7 +86,7 @@ class ChainWalk(Generic[T]):
             if prev < 0 or prev > self.last:
                 self._ended(BEYOND, prev)
                 return
-            if prev == n:
+            if prev == n and self.stop_at_self:
                 self._ended(SELF, prev)
                 return
             steps += 1

@@ -62,7 +62,7 @@ from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, T
                             check_message)
 from engine.jobs.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
                             ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
-from engine.tiered.index.file import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
+from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
                            INDEX_ITEM_SIZE)
 from engine.broker.layout import StoreLayout
 from engine.tiered.index.service import load_tiered_metadata

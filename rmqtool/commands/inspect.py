@@ -64,8 +64,8 @@ def inspect_index(
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
     if tiered_dir is not None or (file is not None and _is_tiered(file)):
-        from engine.tiered.index.service import list_tiered_index_files
-        from rmqtool.commands import tiered_index as tiered_cli
+        from engine.tiered.index import inspect_files, list_tiered_index_files
+        from rmqtool.render_tiered import render_inspection
 
         if tiered_dir is not None:
             if file is not None:
@@ -75,8 +75,10 @@ def inspect_index(
                 raise InvalidArgumentError(f"no tiered index files (numeric names) in {tiered_dir}")
         else:
             paths = [file]
-        tiered_cli.inspect_files(paths, walk_slot=walk_slot, walk_key=walk_key, limit=limit, stats=stats,
-                                 do_verify=verify, json_out=json_out, hash_slots=hash_slots, max_index=max_index)
+        if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=walk_slot,
+                                           walk_key=walk_key, limit=limit, stats=stats, verify=verify), json_out):
+            render.note("verification found problems")
+            raise typer.Exit(VERIFY_FAILED)
         return
     if file is not None and store is None and broker_conf is None:
         cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
@@ -133,7 +135,7 @@ def _is_tiered(path: Path) -> bool:
     error message; a broker index file starts with a positive timestamp and never has it)."""
     import struct
 
-    from engine.tiered.index.file import BEGIN_MAGIC_CODE, END_MAGIC_CODE, detect_tiered
+    from engine.tiered.index import BEGIN_MAGIC_CODE, END_MAGIC_CODE, detect_tiered
 
     if detect_tiered(path):
         return True

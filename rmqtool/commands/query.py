@@ -101,15 +101,16 @@ def query_key(
         if given:
             raise InvalidArgumentError(f"{given[0]} only applies with --tiered-dir")
     else:
-        from rmqtool.commands import tiered_index as tiered_cli
+        from engine.tiered.index import TieredKeyQuery, query_tiered_key
+        from rmqtool.render_tiered import render_key_answer
 
-        tiered_cli.run_query(
+        answer = query_tiered_key(TieredKeyQuery(
             tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
-            raw=raw, explain=explain, json_out=json_out, store=store, broker_conf=broker_conf,
-            tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,
-            cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
-            tiered_max_index=tiered_max_index, hash_slots=hash_slots, max_index=max_index,
-            commitlog_file_size=commitlog_file_size)
+            raw=raw, store=store, broker_conf=broker_conf, tiered_metadata=tiered_metadata, topic_id=topic_id,
+            tiered_store_path=tiered_store_path, cluster_name=cluster_name, broker_name=broker_name,
+            tiered_hash_slots=tiered_hash_slots, tiered_max_index=tiered_max_index, hash_slots=hash_slots,
+            max_index=max_index, commitlog_file_size=commitlog_file_size))
+        render_key_answer(answer, topic, key, json_out, explain)
         return
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     with MessageStore(cfg) as st:

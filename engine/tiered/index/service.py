@@ -34,7 +34,8 @@ from typing import Optional
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
 from engine.broker.message import VALID, check_message
-from engine.tiered.index.file import IndexStoreFile, TieredQueryError
+from engine.tiered.index.file import IndexStoreFile
+from engine.tiered.index.format import TieredQueryError
 
 __all__ = [
     "TieredQueryResult",

@@ -1,0 +1,214 @@
+"""query-key --tiered-dir: a key query over a directory of tiered index files (format §9.7), with everything
+around it resolved the way an operator expects: the tiered geometry and paths from the options or broker.conf,
+the topic's id from the tiered metadata, and each answer checked against the message it points at (in the
+tiered flat commit log, or its copy in the local store) unless a raw answer is asked for.
+
+One entry point: :func:`query_tiered_key` takes a :class:`TieredKeyQuery` and returns a :class:`TieredKeyAnswer`
+that the CLI only renders.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from engine.broker.config import load_config, read_properties_file
+from engine.broker.layout import StoreLayout
+from engine.errors import InvalidArgumentError
+from engine.tiered.index.service import (FlatCommitLogVerifier, LocalStoreLocator, TieredQueryResult,
+                                         load_tiered_metadata, metadata_broker_names, metadata_topic_id,
+                                         query_tiered_dir)
+
+UNVERIFIED = "unverified"
+TIERED_COMMITLOG = "tiered-commitlog"
+LOCAL_STORE = "local-store"
+
+
+@dataclass
+class TieredKeyQuery:
+    """What to ask. Only tiered_dir, topic, key, max_num, begin and end are required."""
+
+    tiered_dir: Path
+    topic: str
+    key: str
+    max_num: int
+    begin: int
+    end: int
+    unique: bool = False                          # the key is a UNIQ_KEY (checked as such against the message)
+    raw: bool = False                             # the index answer only: no check against the messages
+    # where the surroundings come from
+    store: Optional[Path] = None                  # local store root (metadata under config/, local copies)
+    broker_conf: Optional[Path] = None            # broker.conf: store root, tiered keys, cluster/broker name
+    tiered_metadata: Optional[Path] = None        # config/tieredStoreMetadata.json (topic ids)
+    topic_id: Optional[int] = None                # instead of the metadata
+    tiered_store_path: Optional[Path] = None      # tieredStoreFilePath of a POSIX backend (flat commit log)
+    cluster_name: Optional[str] = None
+    broker_name: Optional[str] = None
+    # geometry: tiered files (default: broker.conf's tiered keys, else inferred per file) and the local store
+    tiered_hash_slots: Optional[int] = None
+    tiered_max_index: Optional[int] = None
+    hash_slots: Optional[int] = None              # local store; also the tiered geometry when no store is given
+    max_index: Optional[int] = None
+    commitlog_file_size: Optional[int] = None
+
+
+@dataclass
+class TieredKeyAnswer:
+    """The answer: kept items (each the item's fields, plus verifiedBy/message when checked), rejected items
+    (with a reason), how they were checked, and notes for the operator (partial answers, unchecked items)."""
+
+    items: list[dict] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)
+    mode: str = UNVERIFIED                        # UNVERIFIED, TIERED_COMMITLOG or LOCAL_STORE
+    notes: list[str] = field(default_factory=list)
+    index: TieredQueryResult = field(default_factory=TieredQueryResult)  # the service answer behind it
+
+
+@dataclass
+class _Sources:
+    """The query's surroundings after broker.conf filled what the options left open."""
+
+    root: Optional[Path]
+    have_store: bool
+    hash_slots: Optional[int]
+    max_index: Optional[int]
+    tiered_store_path: Optional[Path]
+    cluster_name: Optional[str]
+    broker_name: Optional[str]
+
+
+def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
+    """Query the tiered index files of ``q.tiered_dir`` for ``q.topic``/``q.key``; everything that can fail on bad
+    input (broker.conf, metadata, the flat commit log or the local store) is opened before the files are read."""
+    src = _resolve_sources(q)
+    topic_id, meta, topic_missing = _resolve_topic_id(q, src.root)
+    with contextlib.ExitStack() as stack:
+        verifier = locator = None
+        if not q.raw and src.tiered_store_path is not None:
+            hints = metadata_broker_names(meta, q.topic) if meta is not None else set()
+            verifier = FlatCommitLogVerifier(src.tiered_store_path, q.topic, cluster_name=src.cluster_name,
+                                             broker_name=src.broker_name, broker_hints=hints)
+        elif not q.raw and src.have_store:
+            locator = LocalStoreLocator(stack.enter_context(_open_local_store(q)), q.topic)
+        res = query_tiered_dir(q.tiered_dir, q.topic, q.key, q.max_num, q.begin, q.end, topic_id=topic_id,
+                               hash_slot_num=src.hash_slots, index_num=src.max_index)
+        ans = TieredKeyAnswer(index=res)
+        ans.notes = [f"query failed on {e}" for e in res.errors]
+        if topic_id is None and meta is None:
+            ans.notes.append("no tiered metadata (pass --tiered-metadata, --topic-id or --store): items are not "
+                             "filtered by topicId")
+        if topic_missing:
+            # MessageStoreFetcherImpl: no topic metadata -> an empty answer.
+            for it in res.items:
+                res.dropped.append({**it, "reason": f"topic {q.topic!r} is not in the tiered metadata"})
+            res.items = []
+            ans.notes.append(f"topic {q.topic!r} is not in the tiered metadata: the broker answers nothing")
+        ans.rejected = [{**item_json(d), "reason": d["reason"]} for d in res.dropped]
+        _check_items(q, res, verifier, locator, ans)
+    ans.notes += _closing_notes(q, ans)
+    return ans
+
+
+def _conf_value(props: dict, name: str, kind=str):
+    v = props.get(name)
+    if v is None or v == "":
+        return None
+    if kind is int:
+        try:
+            return int(v)
+        except ValueError:
+            raise InvalidArgumentError(f"broker.conf: {name}={v!r} is not a number") from None
+    return v
+
+
+def _resolve_sources(q: TieredKeyQuery) -> _Sources:
+    props = read_properties_file(q.broker_conf) if q.broker_conf is not None else {}
+    root = q.store if q.store is not None else (Path(props["storePathRootDir"]) if props.get("storePathRootDir")
+                                                else None)
+    have_store = q.store is not None or q.broker_conf is not None
+    # Tiered geometry: explicit tiered options, else broker.conf's tiered keys, else --hash-slots/--max-index
+    # when there is no local store they could belong to, else inferred from each file.
+    slots = q.tiered_hash_slots or _conf_value(props, "tieredStoreIndexFileMaxHashSlotNum", int)
+    items_num = q.tiered_max_index or _conf_value(props, "tieredStoreIndexFileMaxIndexNum", int)
+    if not have_store:
+        slots = slots or q.hash_slots
+        items_num = items_num or q.max_index
+    tsp = q.tiered_store_path or (Path(p) if (p := _conf_value(props, "tieredStoreFilePath")) else None)
+    return _Sources(root, have_store, slots, items_num, tsp, q.cluster_name or _conf_value(props, "brokerClusterName"),
+                    q.broker_name or _conf_value(props, "brokerName"))
+
+
+def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]) -> tuple[Optional[int], Optional[dict], bool]:
+    """(topicId, decoded metadata, topic missing from it): --topic-id, else the tiered metadata (the given file,
+    else the one under the store root when it exists)."""
+    if q.topic_id is not None:
+        return q.topic_id, None, False
+    meta_path = q.tiered_metadata
+    if meta_path is None and root is not None:
+        cand = StoreLayout(root).tiered_metadata
+        if cand.exists() or cand.with_name(cand.name + ".bak").exists():
+            meta_path = cand
+    if meta_path is None:
+        return None, None, False
+    meta = load_tiered_metadata(meta_path)
+    topic_id = metadata_topic_id(meta, q.topic)
+    return topic_id, meta, topic_id is None
+
+
+def _open_local_store(q: TieredKeyQuery):
+    from engine.broker.store import MessageStore  # imported only when a local store is asked for
+
+    cfg = load_config(q.broker_conf, storePathRootDir=str(q.store) if q.store is not None else None,
+                      maxHashSlotNum=q.hash_slots, maxIndexNum=q.max_index,
+                      mappedFileSizeCommitLog=q.commitlog_file_size)
+    return MessageStore(cfg)
+
+
+def _check_items(q: TieredKeyQuery, res: TieredQueryResult, verifier: Optional[FlatCommitLogVerifier],
+                 locator: Optional[LocalStoreLocator], ans: TieredKeyAnswer) -> None:
+    """Each item the index kept checked against its message: in the flat commit log (a mismatch rejects it) or
+    in the local store (an item not found there stays, marked unverified), else kept as it is."""
+    if verifier is not None:
+        ans.mode = TIERED_COMMITLOG
+        for it in res.items:
+            rec, why = verifier.verify(it, q.key, q.unique, q.begin, q.end)
+            if rec is not None and not why:
+                ans.items.append({**item_json(it), "verifiedBy": ans.mode, "message": rec.to_json()})
+            else:
+                ans.rejected.append({**item_json(it), "reason": why})
+    elif locator is not None:
+        ans.mode = LOCAL_STORE
+        for it in res.items:
+            rec, why = locator.locate(it, q.key, q.unique, q.begin, q.end)
+            if rec is not None:
+                ans.items.append({**item_json(it), "verifiedBy": ans.mode, "message": rec.to_json()})
+            else:
+                ans.items.append({**item_json(it), "verifiedBy": None, "unverifiedReason": why, "message": None})
+    else:
+        ans.items = [item_json(it) for it in res.items]
+
+
+def _closing_notes(q: TieredKeyQuery, ans: TieredKeyAnswer) -> list[str]:
+    notes = []
+    if ans.mode == UNVERIFIED and not q.raw and ans.items:
+        notes.append("index items only, not checked against the messages (hash collisions possible); pass "
+                     "--tiered-store-path (or --store) to verify")
+    if ans.mode == LOCAL_STORE:
+        n = sum(1 for k in ans.items if k["verifiedBy"] is None)
+        if n:
+            notes.append(f"{n} item(s) could not be located in the local store and are unverified")
+    if not ans.items:
+        res = ans.index
+        dropped = f", {len(ans.rejected)} rejected (see --explain)" if ans.rejected else ""
+        notes.append(f"no item found for key {q.key!r} in topic {q.topic!r} ({res.candidates} index candidate(s) in "
+                     f"{len(res.files_selected)} of {res.files_total} tiered file(s){dropped}; files are selected "
+                     f"by their begin timestamp within [begin, end])")
+    return notes
+
+
+def item_json(it: dict) -> dict:
+    """An answered item as shown: its index fields and where it came from (file, the time the query filtered on)."""
+    keys = ("queueId", "offset", "size", "hashCode", "topicId", "timeDiff", "itemIndex", "time", "file",
+            "fileTimestamp")
+    return {k: it[k] for k in keys if k in it}

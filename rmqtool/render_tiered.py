@@ -1,0 +1,205 @@
+"""Rendering of tiered index answers (format §9): what inspect-index shows for tiered files, the compact-index
+summary and the query-key --tiered-dir answer. Each function takes an engine result and prints it (rich tables,
+or one JSON object per line with --json); none computes anything the engine did not."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from engine.tiered.index import MAX_QUERY_COUNT, FileInspection, SlotWalk, TieredKeyAnswer
+from rmqtool import render
+
+STOP_TEXT = {
+    "empty": "empty slot",
+    "end": "end of chain",
+    "limit": "--limit reached",
+    "beyond_count": "next item number is beyond indexItemCount (the broker's query stops here too)",
+    "out_of_range": "next item lies outside the file",
+    "cycle": "cycle: an item was reached twice",
+    "bad_length": "slot length is not a multiple of 28 bytes (the broker's query returns nothing)",
+    "negative_slot": "the key's hash is Integer.MIN_VALUE and its slot is negative: the broker reads a header word "
+                     "or fails instead of a slot (format §9.5)",
+}
+
+
+# ------------------------------------------------------------------ inspect-index
+
+
+def render_inspection(reports: Iterable[FileInspection], json_out: bool) -> bool:
+    """Each file's walk, statistics and check as it comes; the headers when nothing else was asked for.
+    Returns True when a structural check found problems."""
+    failed = False
+    headers = []
+    detail = False
+    for r in reports:
+        headers.append(r.header)
+        if r.walk is not None:
+            detail = True
+            render_walk(r, r.walk, json_out)
+        if r.stats is not None:
+            detail = True
+            if json_out:
+                render.emit_json({"stats": {"file": r.name, **r.stats}})
+            else:
+                render_stats(r.stats, r.name)
+        if r.problems is not None:
+            detail = True
+            failed |= not render_verify(r, json_out)
+    if not detail:
+        if json_out:
+            for h in headers:
+                render.emit_json(h)
+        else:
+            render_headers(headers)
+    return failed
+
+
+def render_headers(rows: list[dict]) -> None:
+    if len(rows) == 1:
+        r = rows[0]
+        render.kv_table(f"tiered index file {r['file']}", [
+            ("magic", f"{r['magicName']} ({r['magicHex']})" if r["magic"] is not None else "(empty upload)"),
+            ("layout", r["layout"]),
+            ("status", r["status"]),
+            ("beginTimestamp", f"{r['beginTimestamp']} ({render.fmt_time(r['beginTimestamp'])})"),
+            ("endTimestamp", f"{r['endTimestamp']} ({render.fmt_time(r['endTimestamp'])})"),
+            ("hashSlotCount", r["hashSlotCount"]),
+            ("indexItemCount", r["indexItemCount"]),
+            ("slots (hashSlotNum)", r["hashSlotNum"]),
+            ("indexNum", r["indexNum"] if r["indexNum"] is not None else "-"),
+            ("file size", r["fileSize"]),
+        ])
+        return
+    render.table("tiered index files", ["file", "magic", "layout", "status", "beginTime", "endTime", "hashSlotCount",
+                                        "indexItemCount", "slots", "indexNum", "fileSize"],
+                 [[r["file"], r["magicName"], r["layout"], r["status"], render.fmt_time(r["beginTimestamp"]),
+                   render.fmt_time(r["endTimestamp"]), r["hashSlotCount"], r["indexItemCount"], r["hashSlotNum"],
+                   r["indexNum"] if r["indexNum"] is not None else "-", r["fileSize"]] for r in rows])
+
+
+def render_walk(r: FileInspection, w: SlotWalk, json_out: bool) -> None:
+    """Chain (unsealed) or slot range (compacted) of one slot; with a key, which items are that key's."""
+    compacted = r.layout == "compacted"
+    if json_out:
+        obj = {"file": r.name, "layout": r.layout, "slot": w.slot}
+        if w.hash_code is not None:
+            obj["key"], obj["hashCode"] = w.key, w.hash_code
+        if compacted and w.items_start is not None:
+            obj.update({"itemsStart": w.items_start, "itemsLength": w.items_length})
+        obj.update({"items": w.items, "stop": w.stop})
+        render.emit_json(obj)
+        return
+    title = f"{r.name} slot {w.slot}" + (f" ({w.key}: tiered hash {w.hash_code})" if w.key is not None else "")
+    if compacted and w.items_start is not None:
+        title += f", items at [{w.items_start}, {w.items_start + w.items_length})"
+    cols = ["position" if compacted else "item", "hashCode", "topicId", "queueId", "offset", "size", "timeDiff",
+            "time"] + ([] if compacted else ["itemIndex"]) + ["hash slot", ""]
+    render.table(title, cols, [_walk_row(it, w, compacted, r.begin_timestamp) for it in w.items])
+    text = "end of the slot's item range" if w.stop == "end" and compacted else STOP_TEXT.get(w.stop, w.stop)
+    render.out.print(f"stopped: {text}", markup=False)
+    if not compacted and len(w.items) > MAX_QUERY_COUNT:
+        render.out.print(f"note: the broker's query visits only the first {MAX_QUERY_COUNT} items of a chain",
+                         markup=False)
+
+
+def _walk_row(it: dict, w: SlotWalk, compacted: bool, begin: int) -> list:
+    mark = ""
+    if w.hash_code is not None:
+        mark = "match" if it["hashCode"] == w.hash_code else "other key"
+    elif it["slot"] != w.slot:
+        mark = "wrong slot"
+    row = [it["position"] if compacted else it["item"], it["hashCode"], it["topicId"], it["queueId"], it["offset"],
+           it["size"], it["timeDiff"], render.fmt_time(begin + it["timeDiff"] * 1000)]
+    if not compacted:
+        row.append(it["itemIndex"])
+    return row + [it["slot"], mark]
+
+
+def render_stats(s: dict, name: str) -> None:
+    render.kv_table(f"{name} statistics ({s['layout']})", [
+        ("items (indexItemCount)", s["indexItemCount"]),
+        ("items in chains" if s["layout"] == "unsealed" else "items in slot ranges", s["chainedItems"]),
+        ("used slots", f"{s['usedSlots']} of {s['hashSlotNum']} ({s['occupancy']:.2%})"),
+        ("mean chain length", f"{s['meanChainLength']:.3f}"),
+        ("max chain length", s["maxChainLength"]),
+        ("cyclic slots", s["cyclicSlots"]),
+        (f"slots over the query cap ({s['queryCap']})", s["slotsOverQueryCap"]),
+    ])
+    render.table("chain-length histogram", ["length", "slots"], [[k, v] for k, v in s["chainLengthHistogram"].items()])
+    render.table("longest chains", ["slot", "length"], [[a, b] for a, b in s["longestChains"]])
+
+
+def render_verify(r: FileInspection, json_out: bool) -> bool:
+    """The structural check of one file; True when consistent."""
+    problems = r.problems or []
+    if json_out:
+        render.emit_json({"verify": {"file": r.name, "layout": r.layout, "indexItemCount": r.index_item_count,
+                                     "ok": not problems, "problems": problems}})
+    else:
+        status = "OK" if not problems else f"{len(problems)} problem(s)"
+        render.out.print(f"{r.name}: {r.layout}, {r.index_item_count} items, structure {status}", markup=False)
+        for p in problems:
+            render.out.print(f"  {p}", markup=False)
+    return not problems
+
+
+# ------------------------------------------------------------------ compact-index
+
+
+def render_compaction(summary: dict, name: str, json_out: bool) -> None:
+    mapped = summary["form"] == "mapped"
+    if json_out:
+        render.emit_json(summary)
+    else:
+        render.kv_table(f"compacted {name}", [
+            ("written to", summary["out"] + (" (mapped form)" if mapped else "")),
+            ("items", f"{summary['itemsWritten']} of indexItemCount {summary['indexItemCount']}"),
+            ("slots", f"{summary['hashSlotNum']} ({summary['hashSlotCount']} used)"),
+            ("bytes", f"{summary['bytesBefore']} -> {summary['bytesAfter']}"),
+        ])
+    lost = summary["indexItemCount"] - summary["itemsWritten"]
+    if lost > 0:
+        render.note(f"{lost} counted item(s) are not reachable from any slot and were left out, as the broker's "
+                    "compaction does")
+    if summary["bytesAfter"] == 0:
+        render.note("no item is reachable: the broker uploads 0 bytes for this file")
+
+
+# ------------------------------------------------------------------ query-key --tiered-dir
+
+
+def render_key_answer(ans: TieredKeyAnswer, topic: str, key: str, json_out: bool, explain: bool) -> None:
+    """The kept items (and with --explain the rejected ones), then the engine's notes on stderr."""
+    if json_out:
+        for k in ans.items:
+            render.emit_json(k)
+        if explain:
+            for r in ans.rejected:
+                render.emit_json({"rejected": r})
+    else:
+        _render_items(ans.items, ans.rejected if explain else [], topic, key, ans.mode)
+    for n in ans.notes:
+        render.note(n)
+
+
+def _render_items(kept: list[dict], rejected: list[dict], topic: str, key: str, mode: str) -> None:
+    base = ["queueId", "offset", "size", "hashCode", "topicId", "time", "file"]
+    rows = []
+    if mode == "unverified":
+        for k in kept:
+            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], render.fmt_time(k["time"]),
+                         k["file"]])
+        render.table(f"{len(kept)} tiered index item(s) for {topic}#{key} (not verified)", base, rows)
+    else:
+        for k in kept:
+            m = k.get("message") or {}
+            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], render.fmt_time(k["time"]),
+                         k["file"], k["verifiedBy"] or f"no: {k.get('unverifiedReason', '')}",
+                         render.fmt_time(m.get("storeTimestamp")) if m else "", " ".join(m.get("keys", [])),
+                         m.get("uniqKey") or "", render.body_preview(m) if m else ""])
+        nv = sum(1 for k in kept if k.get("verifiedBy"))
+        render.table(f"{len(kept)} tiered index item(s) for {topic}#{key}, {nv} verified against the message "
+                     f"({mode})", base +
+                     ["verified", "storeTime", "keys", "uniqKey", "body"], rows)
+    if rejected:
+        render.table("rejected tiered index items", ["queueId", "offset", "size", "file", "reason"],
+                     [[r["queueId"], r["offset"], r["size"], r["file"], r["reason"]] for r in rejected])
