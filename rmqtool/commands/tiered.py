@@ -60,7 +60,12 @@ def _opened(*args, **kw):
     finally:
         st.close()
         for w in dict.fromkeys(st.warnings):
-            render.note(f"warning: {w}")
+            _note(f"warning: {w}")
+
+
+def _note(msg: str) -> None:
+    """A message on stderr, one line whatever the terminal width."""
+    render.err.print(msg, markup=False, highlight=False, soft_wrap=True)
 
 
 def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str], fmt=None) -> None:
@@ -139,10 +144,10 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
                            render.fmt_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
                            m.get("msgId"), render.body_preview(m)] for m in out["messages"]])
     if raw and res.left_out:
-        render.note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
+        _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
                     f"message(s) (it reads at most two segments), yet nextBeginOffset is {res.next_begin_offset}")
     if res.problem:
-        render.note(f"error: {res.problem}")
+        _note(f"error: {res.problem}")
         raise typer.Exit(3)
 
 
@@ -201,8 +206,8 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
             for p in rep.problems:
                 render.out.print(p.line(), markup=False, highlight=False)
             for n in rep.notes:
-                render.note(f"note: {n.line()}")
-            render.note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
+                _note(f"note: {n.line()}")
+            _note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
                         f"{rep.units} unit(s): " + ("whole" if rep.ok else f"{len(rep.problems)} problem(s)"))
     if not rep.ok:
         raise typer.Exit(3)
@@ -239,7 +244,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
         task = bar.add_task("tier out", total=None)
         res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
     for w in res.warnings:
-        render.note(f"warning: {w}")
+        _note(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:
@@ -248,10 +253,10 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
                      [[q["topic"], q["queueId"], q["fromOffset"], q["toOffset"], q["messages"], q["bytes"],
                        f"{q['newSegments']['COMMIT_LOG']}/{q['newSegments']['CONSUME_QUEUE']}",
                        q.get("skipped") or ("stalled" if "stalledAt" in q else "")] for q in res.queues])
-        render.note(f"{res.messages} message(s), {res.bytes} bytes in {res.seconds:.1f} s ({res.master})"
+        _note(f"{res.messages} message(s), {res.bytes} bytes in {res.seconds:.1f} s ({res.master})"
                     + ("; metadata written" if res.metadata_written else ""))
     for p in res.problems:
-        render.note(f"problem: {p}")
+        _note(f"problem: {p}")
     if res.problems:
         raise typer.Exit(3)
 
@@ -285,7 +290,7 @@ def clean(reserve_hours: Annotated[int, typer.Option("--reserve-hours", help="ti
                      ["topic", "queueId", "fileType", "baseOffset", "size", "endTimestamp", "file", "reason"],
                      [[r["topic"], r["queueId"], r["fileType"], r["baseOffset"], r["size"], _time(r["endTimestamp"]),
                        r["file"], r["reason"]] for r in d["delete"]])
-        render.note(f"{d['files']} file(s), {d['bytes']} bytes" + (" (dry run: nothing changed)" if dry_run else ""))
+        _note(f"{d['files']} file(s), {d['bytes']} bytes" + (" (dry run: nothing changed)" if dry_run else ""))
 
 
 @app.command("rebuild-metadata")
@@ -305,9 +310,9 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", help="Where to w
         raise InvalidArgumentError("pass --tiered-store-path DIR")
     res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
     for w in res.warnings:
-        render.note(f"warning: {w}")
+        _note(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:
-        render.note(f"wrote {res.out}: {res.topics} topic(s), {res.queues} queue(s), "
+        _note(f"wrote {res.out}: {res.topics} topic(s), {res.queues} queue(s), "
                     + ", ".join(f"{v} {k}" for k, v in res.segments.items()) + " segment(s)")

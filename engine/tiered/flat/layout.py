@@ -187,10 +187,11 @@ class TieredLayout:
             if not e.is_file(follow_symlinks=False):
                 out.problems.append(NameProblem(rel, "not a regular file"))
                 continue
-            base = file_name_to_offset(e.name)
-            if base is None:
-                out.problems.append(NameProblem(rel, segment_name_problem(e.name) or "bad name"))
+            why = segment_name_problem(e.name)
+            if why:   # the broker computes names from offsets: a file with another name is never read
+                out.problems.append(NameProblem(rel, why))
                 continue
+            base = file_name_to_offset(e.name)
             out.files.append(SegmentFile(base, Path(e.path), e.stat(follow_symlinks=False).st_size))
         out.files.sort(key=lambda f: f.base)
         return out

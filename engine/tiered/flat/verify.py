@@ -77,8 +77,8 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
         _orphans(store, t, q, rep)
         for f in (fq.commit_log, fq.consume_queue):
             _listing(store, f, rep)
-        recs_ok = _commit_log(store, fq, rep)
-        _consume_queue(store, fq, rep, recs_ok)
+        _commit_log(store, fq, rep)
+        _consume_queue(store, fq, rep)
     return rep
 
 
@@ -178,7 +178,7 @@ def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
                                     f"the records' {lo}..{hi}"))
 
 
-def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport, recs_ok: bool) -> None:
+def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
     """Every unit points at a record of its size and queue offset; no COMMIT_LOG bytes past the last unit."""
     index = StreamIndex([(s.base, s.path, min(s.size, s.file_len or 0)) for s in fq.commit_log.segments
                          if s.file_len])
@@ -218,7 +218,7 @@ def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport, recs_ok
                                  f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
                                  f"{fq.min_offset}; readers never reach them)"))
     cl_end = fq.commit_log.commit_offset
-    if recs_ok and last_end is not None and last_end < cl_end and fq.commit_log.segments:
+    if last_end is not None and last_end < cl_end and fq.commit_log.segments:
         seg = fq.commit_log.segments[-1]
         rep.problems.append(Finding(_rel(store, seg.path), last_end - seg.base if last_end >= seg.base else None,
                                     f"{cl_end - last_end} COMMIT_LOG bytes past the record of the last consume-queue "
