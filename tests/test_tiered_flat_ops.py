@@ -173,7 +173,7 @@ def test_bad_input_is_one_line_exit_2(f1copy, tmp_path):
                                  "--boundary", "middle"), 2, "lower or upper")
     assert_one_line_error(tiered("queues", "--broker-name", "broker-b"), 2, "brokers there: broker-a")
     (tier / "29feaecb_Cluster_B" / "broker-x").mkdir(parents=True)
-    assert_one_line_error(run(["tiered", "queues", "--tiered-store-path", tier]), 2, "DefaultCluster, Cluster_B")
+    assert_one_line_error(run(["tiered", "queues", "--tiered-store-path", tier]), 2, "Cluster_B, DefaultCluster")
     assert md5_prefix("Cluster_B") == "29feaecb"
     ok = run(["tiered", "queues", "--tiered-store-path", tier, "--cluster-name", "DefaultCluster", "--metadata", meta])
     assert ok.exit_code == 0

@@ -31,7 +31,7 @@ from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig
 from engine.tiered.flat.layout import (FILE_TYPE_NAMES, COMMIT_LOG, CONSUME_QUEUE, TieredLayout, file_path,
                                        resolve_names)
 from engine.tiered.flat.metadata import TieredMetadata, load_metadata, persist_texts, write_metadata
-from engine.tiered.flat.queue_dispatch import QueueTask
+from engine.tiered.flat.queue_dispatch import QueueTask, first_message
 from engine.tiered.flat.segments import LONG_MAX
 
 SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
@@ -149,9 +149,22 @@ def dispatch(req: DispatchRequest, progress: Callable[[str, int, int], None] | N
         if local.abort.exists():
             res.warnings.append(f"{local.abort} exists: the broker did not shut down cleanly; records past its last "
                                 "flush may be torn (run rmqtool recover first)")
-        tasks = _tasks(req, local, layout, md, res)
+        queues = _local_queues(req, local, layout, res)
+        created = _creation_changes(req, local, layout, md, queues, clock, res)
+        if created:
+            # New queues are recorded before any of their files is written, and the job goes on from the file
+            # as written (as a restarted broker would): a rerun after a kill starts from the very same state.
+            if req.dry_run:
+                for ch in created:
+                    ch(md)
+            else:
+                write_metadata(meta_path, *persist_texts(loaded, md, created))
+                res.metadata_written = True
+                loaded = load_metadata(meta_path)
+                md = loaded.metadata
+        tasks = _tasks(req, local, layout, md, queues)
         summaries, res.master = run_queue_tasks(req.master, tasks, progress)
-        changes = _changes(summaries, md, layout, clock, res)
+        changes = _append_changes(summaries, layout, clock)
         res.queues = [_queue_row(s) for s in summaries]
         res.messages = sum(s["to_offset"] - s["from_offset"] for s in summaries)
         res.bytes = sum(s["bytes"] for s in summaries)
@@ -179,8 +192,9 @@ def _metadata_to_write(loaded, layout: TieredLayout) -> TieredMetadata:
     return TieredMetadata()
 
 
-def _tasks(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: TieredMetadata,
-           res: DispatchResult) -> list[QueueTask]:
+def _local_queues(req: DispatchRequest, local: StoreLayout, layout: TieredLayout,
+                  res: DispatchResult) -> list[tuple[str, int]]:
+    """The local queues to tier out: --topic, then MessageStoreTopicFilter."""
     listing = local.list_queues()
     for p in listing.problems:
         res.warnings.append(f"local {p.path}: {p.reason} (skipped)")
@@ -190,7 +204,7 @@ def _tasks(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: T
         for t in sorted(wanted - have):
             res.warnings.append(f"topic {t!r} has no local consume queue")
     skipped: dict[str, str] = {}
-    tasks = []
+    out = []
     for topic, qid in listing.queues:
         if wanted is not None and topic not in wanted:
             continue
@@ -198,48 +212,74 @@ def _tasks(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: T
         if why:
             skipped.setdefault(topic, why)
             continue
-        path = file_path(layout.broker, topic, qid)
-        cl = md.segment_entries(path, COMMIT_LOG)
-        cq = md.segment_entries(path, CONSUME_QUEUE)
-        cl_start = (cl[-1].base_offset, cl[-1].size, cl[-1].begin_timestamp, cl[-1].end_timestamp) if cl \
-            else (0, 0, LONG_MAX, LONG_MAX)
-        cq_start = (cq[-1].base_offset, cq[-1].size, cq[-1].begin_timestamp, cq[-1].end_timestamp) if cq else None
-        tasks.append(QueueTask(len(tasks), topic, qid, str(layout.root), layout.cluster, layout.broker,
-                               str(local.root), [str(d) for d in local.commitlog_dirs],
-                               req.local.mappedFileSizeCommitLog if req.local.commitLogSizeGiven else None,
-                               req.local.cq_file_size, req.tiered.tieredStoreCommitLogMaxSize,
-                               req.tiered.tieredStoreConsumeQueueMaxSize, cl_start, cq_start, req.dry_run))
+        out.append((topic, qid))
     for topic, why in sorted(skipped.items()):
         res.warnings.append(f"topic {topic!r} is not tiered: {why} (MessageStoreTopicFilter)")
-    return tasks
+    return out
 
 
-def _changes(summaries: list[dict], md: TieredMetadata, layout: TieredLayout, clock, res: DispatchResult) -> list:
-    """The metadata changes, in the order the broker makes them (each one a persist)."""
+def _task(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: TieredMetadata, index: int,
+          topic: str, qid: int) -> QueueTask:
+    path = file_path(layout.broker, topic, qid)
+    cl = md.segment_entries(path, COMMIT_LOG)
+    cq = md.segment_entries(path, CONSUME_QUEUE)
+    cl_start = (cl[-1].base_offset, cl[-1].size, cl[-1].begin_timestamp, cl[-1].end_timestamp) if cl \
+        else (0, 0, LONG_MAX, LONG_MAX)
+    cq_start = (cq[-1].base_offset, cq[-1].size, cq[-1].begin_timestamp, cq[-1].end_timestamp) if cq else None
+    return QueueTask(index, topic, qid, str(layout.root), layout.cluster, layout.broker, str(local.root),
+                     [str(d) for d in local.commitlog_dirs],
+                     req.local.mappedFileSizeCommitLog if req.local.commitLogSizeGiven else None,
+                     req.local.cq_file_size, req.tiered.tieredStoreCommitLogMaxSize,
+                     req.tiered.tieredStoreConsumeQueueMaxSize, cl_start, cq_start, req.dry_run)
+
+
+def _tasks(req, local, layout, md, queues) -> list[QueueTask]:
+    return [_task(req, local, layout, md, i, t, q) for i, (t, q) in enumerate(queues)]
+
+
+def _creation_changes(req, local, layout, md: TieredMetadata, queues, clock, res: DispatchResult) -> list:
+    """What the broker records when a queue's first message is dispatched (FlatMessageFile's constructor: COMMIT_LOG
+    segment 0, the topic, the queue) and at the queue's first round (the CONSUME_QUEUE start segment), for every
+    queue with messages to tier that the metadata does not have yet, in the commit-log order of their first
+    messages (so topic ids follow it)."""
+    new = []
+    for topic, qid in queues:
+        path = file_path(layout.broker, topic, qid)
+        if md.queue(topic, qid) is not None and md.topic(topic) is not None \
+                and md.segment_entries(path, CONSUME_QUEUE):
+            continue
+        first = first_message(_task(req, local, layout, md, 0, topic, qid))
+        if first is not None:
+            new.append((first[1], topic, qid, first[0], path))
+    new.sort()
     changes: list = []
-    path_of = {(s["topic"], s["queue_id"]): file_path(layout.broker, s["topic"], s["queue_id"]) for s in summaries}
+    topics: list[str] = []
+    for _, topic, qid, start, path in new:
+        if md.queue(topic, qid) is None or md.topic(topic) is None:
+            if not md.segment_entries(path, COMMIT_LOG):
+                changes.append(lambda m, p=path: m.flush_segment(p, COMMIT_LOG, 0, 0, LONG_MAX, LONG_MAX, clock()))
+            if md.topic(topic) is None and topic not in topics:
+                topics.append(topic)
+                changes.append(lambda m, t=topic: m.add_topic(t, -1, clock()))
+            changes.append(lambda m, t=topic, q=qid: m.add_queue(layout.broker, t, q, clock()))
+    for _, topic, qid, start, path in new:
+        if not md.segment_entries(path, CONSUME_QUEUE):
+            changes.append(lambda m, p=path, b=start * CQ_UNIT_SIZE:
+                           m.flush_segment(p, CONSUME_QUEUE, b, 0, LONG_MAX, LONG_MAX, clock()))
+    res.new_topics = [{"topic": t, "topicId": md.topic_serial + 1 + i} for i, t in enumerate(topics)]
+    return changes
+
+
+def _append_changes(summaries: list[dict], layout: TieredLayout, clock) -> list:
+    """Per queue, every roll (the full segment committed, the new one made empty) and the final commit of COMMIT_LOG
+    then CONSUME_QUEUE: the changes the broker persists while it appends."""
+    changes: list = []
 
     def flush(path, ft, seg):
         return lambda m: m.flush_segment(path, ft, seg[0], seg[1], seg[2], seg[3], clock())
 
-    created = [s for s in summaries if s["first_phy"] is not None
-               and (md.queue(s["topic"], s["queue_id"]) is None or md.topic(s["topic"]) is None)]
-    created.sort(key=lambda s: (s["first_phy"], s["topic"], s["queue_id"]))
-    new_topics: list[str] = []
-    for s in created:
-        path = path_of[(s["topic"], s["queue_id"])]
-        if not md.segment_entries(path, COMMIT_LOG):
-            changes.append(flush(path, COMMIT_LOG, (0, 0, LONG_MAX, LONG_MAX)))
-        if md.topic(s["topic"]) is None and s["topic"] not in new_topics:
-            new_topics.append(s["topic"])
-            changes.append(lambda m, t=s["topic"]: m.add_topic(t, -1, clock()))
-        changes.append(lambda m, t=s["topic"], q=s["queue_id"]: m.add_queue(layout.broker, t, q, clock()))
-    for s in sorted(summaries, key=lambda s: (s["first_phy"] is None, s["first_phy"] or 0)):
-        path = path_of[(s["topic"], s["queue_id"])]
-        if s["first_phy"] is not None and not md.segment_entries(path, CONSUME_QUEUE):
-            changes.append(flush(path, CONSUME_QUEUE, (s["from_offset"] * CQ_UNIT_SIZE, 0, LONG_MAX, LONG_MAX)))
     for s in sorted(summaries, key=lambda s: (s["topic"], s["queue_id"])):
-        path = path_of[(s["topic"], s["queue_id"])]
+        path = file_path(layout.broker, s["topic"], s["queue_id"])
         appended = s["to_offset"] > s["from_offset"]
         for ft, segs in ((COMMIT_LOG, s["cl_segments"]), (CONSUME_QUEUE, s["cq_segments"])):
             if not appended and len(segs) < 2:
@@ -248,8 +288,6 @@ def _changes(summaries: list[dict], md: TieredMetadata, layout: TieredLayout, cl
                 changes.append(flush(path, ft, prev))
                 changes.append(flush(path, ft, (new[0], 0, LONG_MAX, LONG_MAX)))
             changes.append(flush(path, ft, segs[-1]))
-    base = md.topic_serial
-    res.new_topics = [{"topic": t, "topicId": base + 1 + i} for i, t in enumerate(new_topics)]
     return changes
 
 

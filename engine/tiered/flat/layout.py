@@ -248,7 +248,7 @@ def resolve_names(root: Path, cluster: str | None, broker: str | None, for_writi
         elif not clusters:
             require_tiered_root(root)
         else:
-            names = ", ".join(c for c, _ in clusters)
+            names = ", ".join(sorted(c for c, _ in clusters))
             raise InvalidArgumentError(f"{root} holds several clusters ({names}): pass --cluster-name")
     validate_component("cluster", cluster)
     if not for_writing and not _is_dir(root / cluster_dir_name(cluster)):

@@ -288,6 +288,22 @@ class SegmentConflict(Exception):
 
 # ============================================================================ one queue
 
+def first_message(task: QueueTask) -> tuple[int, int] | None:
+    """(local min offset, commit-log offset of its message) when the local queue has a message, else None."""
+    try:
+        local = LocalQueue(task)
+    except (OSError, ValueError, StoreError):
+        return None
+    try:
+        if local.min_offset >= local.max_offset:
+            return None
+        return local.min_offset, int(local.units(local.min_offset, local.min_offset + 1)["offset"][0])
+    except (OSError, ValueError, StoreError):
+        return None
+    finally:
+        local.close()
+
+
 def dispatch_queue(task: QueueTask) -> QueueResult:
     """Plan and (unless dry_run) write one queue's appends; never raises for a queue-level problem."""
     res = QueueResult(task.index, task.topic, task.queue_id)
