@@ -1,5 +1,5 @@
 """Iteration order of java.util.concurrent.ConcurrentHashMap (Java 17), which decides the byte order of the
-tiered store's metadata file (flat-store §6, pitfall 9).
+tiered store's metadata file (flat-store §6; flat-store pitfall 9).
 
 A map iterates its table from bucket 0 upwards; inside a bucket a plain bin is a linked list (insertion order,
 appended at the tail) and a treeified bin (a TreeBin, at least 9 colliding keys in a table of 64 or more
@@ -126,7 +126,7 @@ class _TreeBin:
                 return None
             p = nxt
 
-    def remove(self, p: _TreeNode) -> bool:
+    def remove(self, p: _TreeNode) -> bool:  # long: one step of Java's removeTreeNode per block, kept in its order
         """removeTreeNode: True when the bin is now too small and must become a plain list again."""
         self.order.remove(p)
         if not self.order:
@@ -244,7 +244,16 @@ def _rotate_right(root, p):
     return root
 
 
-def _balance_insertion(root, x):  # red-black insertion fix-up, as TreeBin.balanceInsertion
+def _child(n, side: str):
+    return None if n is None else getattr(n, side)
+
+
+def _red(n) -> bool:
+    return n is not None and n.red
+
+
+def _balance_insertion(root, x):
+    """Red-black insertion fix-up, as TreeBin.balanceInsertion (its two mirrored halves folded into one)."""
     x.red = True
     while True:
         xp = x.parent
@@ -254,47 +263,28 @@ def _balance_insertion(root, x):  # red-black insertion fix-up, as TreeBin.balan
         xpp = xp.parent
         if not xp.red or xpp is None:
             return root
-        xppl = xpp.left
-        if xp is xppl:
-            xppr = xpp.right
-            if xppr is not None and xppr.red:
-                xppr.red = xp.red = False
+        near, far = ("left", "right") if xp is xpp.left else ("right", "left")
+        rot_up, rot_down = (_rotate_right, _rotate_left) if near == "left" else (_rotate_left, _rotate_right)
+        uncle = getattr(xpp, far)
+        if _red(uncle):
+            uncle.red = xp.red = False
+            xpp.red = True
+            x = xpp
+            continue
+        if x is getattr(xp, far):
+            x = xp
+            root = rot_down(root, x)
+            xp = x.parent
+            xpp = _child(xp, "parent")
+        if xp is not None:
+            xp.red = False
+            if xpp is not None:
                 xpp.red = True
-                x = xpp
-            else:
-                if x is xp.right:
-                    x = xp
-                    root = _rotate_left(root, x)
-                    xp = x.parent
-                    xpp = None if xp is None else xp.parent
-                if xp is not None:
-                    xp.red = False
-                    if xpp is not None:
-                        xpp.red = True
-                        root = _rotate_right(root, xpp)
-        else:
-            if xppl is not None and xppl.red:
-                xppl.red = xp.red = False
-                xpp.red = True
-                x = xpp
-            else:
-                if x is xp.left:
-                    x = xp
-                    root = _rotate_right(root, x)
-                    xp = x.parent
-                    xpp = None if xp is None else xp.parent
-                if xp is not None:
-                    xp.red = False
-                    if xpp is not None:
-                        xpp.red = True
-                        root = _rotate_left(root, xpp)
+                root = rot_up(root, xpp)
 
 
-def _red(n) -> bool:
-    return n is not None and n.red
-
-
-def _balance_deletion(root, x):  # red-black deletion fix-up, as TreeBin.balanceDeletion
+def _balance_deletion(root, x):
+    """Red-black deletion fix-up, as TreeBin.balanceDeletion (its two mirrored halves folded into one)."""
     while True:
         if x is None or x is root:
             return root
@@ -305,64 +295,36 @@ def _balance_deletion(root, x):  # red-black deletion fix-up, as TreeBin.balance
         if x.red:
             x.red = False
             return root
-        if xp.left is x:
-            xpr = xp.right
-            if _red(xpr):
-                xpr.red = False
-                xp.red = True
-                root = _rotate_left(root, xp)
-                xp = x.parent
-                xpr = None if xp is None else xp.right
-            if xpr is None:
-                x = xp
-            elif not _red(xpr.left) and not _red(xpr.right):
-                xpr.red = True
-                x = xp
-            else:
-                if not _red(xpr.right):
-                    if xpr.left is not None:
-                        xpr.left.red = False
-                    xpr.red = True
-                    root = _rotate_right(root, xpr)
-                    xp = x.parent
-                    xpr = None if xp is None else xp.right
-                if xpr is not None:
-                    xpr.red = False if xp is None else xp.red
-                    if xpr.right is not None:
-                        xpr.right.red = False
-                if xp is not None:
-                    xp.red = False
-                    root = _rotate_left(root, xp)
-                x = root
+        near, far = ("left", "right") if xp.left is x else ("right", "left")
+        rot_near, rot_far = (_rotate_left, _rotate_right) if near == "left" else (_rotate_right, _rotate_left)
+        sib = getattr(xp, far)
+        if _red(sib):
+            sib.red = False
+            xp.red = True
+            root = rot_near(root, xp)
+            xp = x.parent
+            sib = _child(xp, far)
+        if sib is None:
+            x = xp
+        elif not _red(sib.left) and not _red(sib.right):
+            sib.red = True
+            x = xp
         else:
-            xpl = xp.left
-            if _red(xpl):
-                xpl.red = False
-                xp.red = True
-                root = _rotate_right(root, xp)
+            if not _red(getattr(sib, far)):
+                if getattr(sib, near) is not None:
+                    getattr(sib, near).red = False
+                sib.red = True
+                root = rot_far(root, sib)
                 xp = x.parent
-                xpl = None if xp is None else xp.left
-            if xpl is None:
-                x = xp
-            elif not _red(xpl.left) and not _red(xpl.right):
-                xpl.red = True
-                x = xp
-            else:
-                if not _red(xpl.left):
-                    if xpl.right is not None:
-                        xpl.right.red = False
-                    xpl.red = True
-                    root = _rotate_left(root, xpl)
-                    xp = x.parent
-                    xpl = None if xp is None else xp.left
-                if xpl is not None:
-                    xpl.red = False if xp is None else xp.red
-                    if xpl.left is not None:
-                        xpl.left.red = False
-                if xp is not None:
-                    xp.red = False
-                    root = _rotate_right(root, xp)
-                x = root
+                sib = _child(xp, far)
+            if sib is not None:
+                sib.red = False if xp is None else xp.red
+                if getattr(sib, far) is not None:
+                    getattr(sib, far).red = False
+            if xp is not None:
+                xp.red = False
+                root = rot_near(root, xp)
+            x = root
 
 
 class ConcurrentHashMap:

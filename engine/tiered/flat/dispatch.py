@@ -11,7 +11,7 @@
    with the `.bak` one change behind.
 
 The offline job rolls segments by size only: a broker's time rolls depend on its wall clock at each dispatch
-round (flat-store §5, pitfall 18), which a one-shot tier-out does not have.
+round (flat-store §5; flat-store pitfall 18), which a one-shot tier-out does not have.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ LMQ_PREFIX = "%LMQ%"
 
 
 def filtered_topic(topic: str, cluster: str, broker: str) -> str | None:
-    """Why MessageStoreTopicFilter keeps `topic` out of the tier (flat-store §2, pitfall 19), or None."""
+    """Why MessageStoreTopicFilter keeps `topic` out of the tier (flat-store §2; flat-store pitfall 19), or None."""
     if not topic or not topic.strip():
         return "blank topic"
     if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):

@@ -1,4 +1,4 @@
-"""Every path and file name under tieredStoreFilePath (flat-store §2, pitfalls 1, 2, 5).
+"""Every path and file name under tieredStoreFilePath (flat-store §2; flat-store pitfalls 1, 2, 5).
 
     <root>/<md5(cluster)[0:8]>_<cluster>/<broker>/<topic>/<queueId>/{COMMIT_LOG,CONSUME_QUEUE}/<md5(offset)[0:8]><offset:020>
 

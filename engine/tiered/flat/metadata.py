@@ -1,4 +1,4 @@
-"""DefaultMetadataStore: tieredStoreMetadata.json, its codec and its history (flat-store §6, pitfalls 9-11).
+"""DefaultMetadataStore: tieredStoreMetadata.json, its codec and its history (flat-store §6; flat-store pitfalls 9, 10, 11).
 
 The file is fastjson PrettyFormat text of a wrapper bean (properties in alphabetical order) holding five maps and
 `topicSerialNumber`. Its byte order is the iteration order of the broker's ConcurrentHashMaps, which depends on

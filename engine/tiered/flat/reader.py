@@ -43,7 +43,7 @@ def _long_at(buf: bytes, pos: int, what: str) -> int:
 
 
 def store_time(record: bytes) -> int:
-    """MessageFormatUtil.getStoreTimeStamp: the 8 bytes at 56 (pitfall 14)."""
+    """MessageFormatUtil.getStoreTimeStamp: the 8 bytes at 56 (flat-store pitfall 14)."""
     return _long_at(record, STORE_TIMESTAMP_POSITION, "store time")
 
 
@@ -102,7 +102,7 @@ class FlatQueue:
 
     @property
     def min_offset(self) -> int:
-        """getConsumeQueueMinOffset = max(CQ start / 20, QUEUEOFFSET of the first record) (pitfall 13)."""
+        """getConsumeQueueMinOffset = max(CQ start / 20, QUEUEOFFSET of the first record) (flat-store pitfall 13)."""
         return max(java_div(self.consume_queue.min_offset, CQ_UNIT_SIZE), self.first_message_offset)
 
     @property
@@ -187,7 +187,7 @@ class FlatQueue:
     def batch(self, queue_offset: int, batch_size: int) -> FetchResult:
         """getMessageFromTieredStoreAsync after the fetcher's checks: one CQ read and one COMMIT_LOG read, each of at
         most two segments, so records past the second COMMIT_LOG segment are left out while nextBeginOffset still
-        moves past every unit read (flat-store §7, pitfall 15)."""
+        moves past every unit read (flat-store §7; flat-store pitfall 15)."""
         res = self._status(queue_offset)
         if res.status != FOUND:
             return res
@@ -226,7 +226,7 @@ class FlatQueue:
 
     # ------------------------------------------------------------------ time
     def offset_by_time(self, timestamp: int, boundary: str = LOWER) -> int:
-        """FlatMessageFile.getQueueOffsetByTimeAsync (flat-store §8, pitfall 16); TieredReadError where it throws."""
+        """FlatMessageFile.getQueueOffsetByTimeAsync (flat-store §8; flat-store pitfall 16); TieredReadError where it throws."""
         cq_min = self.min_offset
         cq_max = self.max_offset - 1
         if cq_max == -1 or cq_max < cq_min:

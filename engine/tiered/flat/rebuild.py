@@ -2,7 +2,7 @@
 
 From the files: every queue directory, every segment's base offset (its name), size (its length) and begin/end
 timestamps (the min/max byte-56 store time of the records it holds or points at: what the broker recorded when
-it appended them, pitfall 14). From `--from` (an older metadata file or the `.bak`) where it has them: topic ids,
+it appended them, flat-store pitfall 14). From `--from` (an older metadata file or the `.bak`) where it has them: topic ids,
 reserve times, wall-clock times, and the times of segments whose records are gone. The maps are filled the way a
 broker that started without a metadata file fills them (queue by queue: COMMIT_LOG segment 0, topic, queue,
 CONSUME_QUEUE start; then the later segments in order), so the text has the broker's byte layout.

@@ -1,4 +1,4 @@
-"""Retention as FlatFileStore.scheduleDeleteExpireFile applies it (flat-store §9, pitfalls 12, 13).
+"""Retention as FlatFileStore.scheduleDeleteExpireFile applies it (flat-store §9; flat-store pitfalls 12, 13).
 
 Per loaded queue, cutoff = now - hours x 3,600,000 where hours is the topic's reserveTime when > 0, else
 tieredStoreFileReservedTime. CONSUME_QUEUE first, then COMMIT_LOG, each from its head: a segment goes when its

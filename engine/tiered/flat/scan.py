@@ -1,6 +1,6 @@
 """Reading what the segment files hold, segment by segment: the records of a COMMIT_LOG segment (through the one
 bulk decoder, engine.broker.records.decode_segment) and the units of a CONSUME_QUEUE segment, and the segment
-times the broker would have recorded for them (flat-store §3-§5, pitfall 14).
+times the broker would have recorded for them (flat-store §3-§5; flat-store pitfall 14).
 
 Memory: one segment's columns at a time (a 1 GiB COMMIT_LOG segment of 100-byte records is ~10M records,
 about 0.1 KiB of columns each).
@@ -19,7 +19,7 @@ from engine.broker.records import CORRUPT, ZERO, SegmentEnd, decode_segment
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 
 LONG_MAX = 2**63 - 1
-STORE_TIMESTAMP_POSITION = 56   # MessageFormatUtil: fixed, right only for an IPv4 born host (pitfall 14)
+STORE_TIMESTAMP_POSITION = 56   # MessageFormatUtil: fixed, right only for an IPv4 born host (flat-store pitfall 14)
 QUEUE_OFFSET_POSITION = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 

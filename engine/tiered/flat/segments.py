@@ -1,5 +1,5 @@
 """Segment files and the append-file view a restarted broker has of them (FlatAppendFile over PosixFileSegment,
-flat-store §5-§7, pitfalls 6, 7, 15, 17).
+flat-store §5-§7; flat-store pitfalls 6, 7, 15, 17).
 
 Reading: the segment list comes from the metadata entries sorted by base offset, each with its metadata size and
 times; only the last segment's size is taken from its file (recoverFileSize). A read (`read`) finds the last

@@ -153,7 +153,7 @@ class TieredStore:
 
     def _from_metadata(self, topic: str, queue_id: int, file_type: int) -> list[Segment]:
         """FlatAppendFile.recover + recoverFileSize: the metadata entries sorted by base offset, the last one's
-        size from its file (pitfall 17); a COMMIT_LOG without entries gets segment 0 (FlatCommitLogFile)."""
+        size from its file (flat-store pitfall 17); a COMMIT_LOG without entries gets segment 0 (FlatCommitLogFile)."""
         path = self.layout.file_path(topic, queue_id)
         segs = []
         for e in self.metadata.segment_entries(path, file_type):

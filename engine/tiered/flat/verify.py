@@ -164,7 +164,7 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> bool:
             v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
             if v6:
                 rep.notes.append(Finding(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
-                                         "store time at byte 56, which holds address bytes (pitfall 14)"))
+                                         "store time at byte 56, which holds address bytes (flat-store pitfall 14)"))
         _times(store, s, recs.ts56, rep)
     return ok
 
