@@ -12,7 +12,7 @@ they are kept, anything else stops the queue with a problem. COMMIT_LOG bytes ar
 consume-queue units that point at them.
 
 Memory: CHUNK_UNITS consume-queue units and their records at a time (CHUNK_UNITS x the mean record size, about
-16 MiB for 1 KiB records), plus one record when a record is larger.
+16 MiB for 1 KiB records), plus a READ_WINDOW (1 MiB) read buffer, or one record when a record is larger.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from engine.tiered.flat.scan import decode_records
 from engine.tiered.flat.segments import LONG_MAX, SegmentState, plan_appends
 
 CHUNK_UNITS = 16384
+READ_WINDOW = 1 << 20   # bytes of the local commit log read at once around a queue's records
 PHYSICAL_OFFSET_POSITION = 28
 BLANK_UNIT_SIZE = 0x7FFFFFFF
 
@@ -151,18 +152,30 @@ class LocalQueue:
         return np.concatenate(parts) if parts else np.empty(0, LOCAL_UNIT_DTYPE)
 
     def read_records(self, offsets: np.ndarray, sizes: np.ndarray) -> bytearray:
-        """The records back to back; runs of adjacent records are read with one pread."""
+        """The records back to back. Records of one queue lie close together among other queues' records: they are
+        read in windows of up to READ_WINDOW bytes (one pread each) and copied out."""
         out = bytearray(int(sizes.sum()))
         n = len(offsets)
         if not n:
             return out
         ends = offsets + sizes
-        breaks = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
-        starts = np.concatenate(([0], breaks))
-        stops = np.concatenate((breaks, [n]))
         dst = np.concatenate(([0], np.cumsum(sizes)))
-        for a, b in zip(starts.tolist(), stops.tolist()):
-            self._pread_into(out, int(dst[a]), int(offsets[a]), int(ends[b - 1] - offsets[a]))
+        mv = memoryview(out)
+        i = 0
+        while i < n:
+            # the longest run from i whose bytes fit one window (a record bigger than the window is read alone)
+            j = max(i + 1, int(np.searchsorted(ends, offsets[i] + READ_WINDOW, side="right")))
+            start, stop = int(offsets[i]), int(ends[j - 1])
+            if j - i == 1 or stop - start == int(dst[j] - dst[i]):
+                self._pread_into(out, int(dst[i]), start, stop - start)
+            else:
+                window = bytearray(stop - start)
+                self._pread_into(window, 0, start, stop - start)
+                wv = memoryview(window)
+                for k in range(i, j):
+                    src = int(offsets[k]) - start
+                    mv[int(dst[k]):int(dst[k + 1])] = wv[src:src + int(sizes[k])]
+            i = j
         return out
 
     def _pread_into(self, out: bytearray, at: int, phy: int, length: int) -> None:
