@@ -174,3 +174,11 @@ def test_dispatch_of_the_f1_records_gives_the_vector(tmp_path):
     again = run_dispatch(local, tmp_path / "tier")
     assert again.messages == 0 and not again.metadata_written
     assert tier_files(tmp_path / "tier") == tier_files(F1_TIER)
+
+
+def test_verify_says_the_vector_is_whole():
+    r = run(["tiered", "verify", *TIER])
+    assert r.exit_code == 0 and r.stdout == ""
+    assert "4 queue(s), 43 segment(s), 160 record(s), 160 unit(s): whole" in r.stderr
+    j = json.loads(run(["tiered", "verify", *TIER, "--json"]).stdout)
+    assert j["ok"] and j["problems"] == [] and j["notes"] == []

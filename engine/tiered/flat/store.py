@@ -65,6 +65,7 @@ class TieredStore:
         self.warnings: list[str] = list(loaded.warnings)
         self._open: list[FlatQueue] = []
         self._file_cache: dict[tuple[str, int], FileSegments] = {}
+        self._queues: dict[tuple[str, int], FlatQueue] = {}
 
     @property
     def metadata(self) -> TieredMetadata | None:
@@ -74,6 +75,7 @@ class TieredStore:
         for q in self._open:
             q.close()
         self._open.clear()
+        self._queues.clear()
 
     def __enter__(self):
         return self
@@ -126,7 +128,10 @@ class TieredStore:
             qids = sorted(q for t, q in ids if t == topic)
             raise InvalidArgumentError(f"queue {queue_id} of topic {topic!r} is not tiered (queues: "
                                        f"{', '.join(map(str, qids))})")
-        fq = self._build(topic, queue_id)
+        fq = self._queues.get((topic, queue_id))
+        if fq is not None:
+            return fq
+        fq = self._queues[(topic, queue_id)] = self._build(topic, queue_id)
         self._open.append(fq)
         for prob in self.name_problems(topic, queue_id):
             if prob not in self.warnings:
