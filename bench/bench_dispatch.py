@@ -240,7 +240,7 @@ def main() -> int:
 def render(info: dict, gen: float, rows: dict, digests: dict, a) -> str:
     mb = info["bytes"] / 1e6
     plain = statistics.median(r["seconds"] for r, _ in rows["plain read (decode_segment)"])
-    out = [f"## Tiered dispatch: `rmqtool tiered dispatch` against a plain read\n",
+    out = ["## Tiered dispatch: `rmqtool tiered dispatch` against a plain read\n",
            f"Produced by `python3 bench/bench_dispatch.py{' --quick' if a.quick else ''}` on "
            f"{time.strftime('%Y-%m-%d %H:%M')} ({platform.node()}, {os.cpu_count()} CPUs, load "
            f"{os.getloadavg()[0]:.2f} at the end; medians of {a.runs} runs, each in a fresh process).\n",

@@ -82,7 +82,7 @@ def fixed_cases() -> str:
     lines.append(f"case paths_copy S copy:{','.join(paths)}")
     lines.append("dump")
     _case(lines, "paths_cap1024", "S", "cap:1024", [("cia", p) for p in paths], dump_every=False)
-    lines.append(f"case paths_putall S cap:1024")
+    lines.append("case paths_putall S cap:1024")
     lines += [f"putall {','.join(paths)}", "dump"]
     same_hash = ["".join(w) for w in product(("Aa", "BB"), repeat=5)]  # 32 strings, one String.hashCode
     rnd.shuffle(same_hash)

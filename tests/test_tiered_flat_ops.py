@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from engine.tiered.flat.layout import CONSUME_QUEUE, md5_prefix, offset_to_file_name
+from engine.tiered.flat.layout import md5_prefix, offset_to_file_name
 from engine.tiered.flat.metadata import TieredMetadata
 from helpers import assert_one_line_error, run, snapshot
 from tiered_flat_helpers import F1_META, F1_TIER, copy_f1, edit_metadata

@@ -30,7 +30,7 @@ from engine.errors import StoreError
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, TieredLayout
 from engine.tiered.flat.scan import decode_records
-from engine.tiered.flat.segments import LONG_MAX, SegmentState, plan_appends
+from engine.tiered.flat.segments import SegmentState, plan_appends
 
 CHUNK_UNITS = 16384
 READ_WINDOW = 1 << 20   # bytes of the local commit log read at once around a queue's records

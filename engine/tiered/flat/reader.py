@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from engine.errors import InvalidArgumentError
 from engine.java.lang import java_div
 from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig
-from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, TieredLayout, resolve_names, require_tiered_root,
-                                       validate_tiered_topic)
-from engine.tiered.flat.metadata import LoadedMetadata, TieredMetadata, load_metadata
 from engine.tiered.flat.scan import QUEUE_OFFSET_POSITION, STORE_TIMESTAMP_POSITION
-from engine.tiered.flat.segments import LONG_MAX, FlatAppendFile, Segment, TieredReadError
+from engine.tiered.flat.segments import LONG_MAX, FlatAppendFile, TieredReadError
 
 COMMIT_LOG_CODA_SIZE = 16
 LOWER, UPPER = "LOWER", "UPPER"

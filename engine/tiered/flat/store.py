@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import InvalidArgumentError
-from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig
-from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, FILE_TYPE_NAMES, TieredLayout, require_tiered_root,
+from engine.tiered.flat.config import TieredConfig
+from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, TieredLayout, require_tiered_root,
                                        resolve_names, validate_tiered_topic)
 from engine.tiered.flat.metadata import LoadedMetadata, TieredMetadata, load_metadata
 from engine.tiered.flat.reader import FlatQueue
@@ -208,9 +208,3 @@ def open_tiered(root, metadata_path: Path | None, cluster: str | None, broker: s
     loaded = load_metadata(Path(metadata_path) if metadata_path is not None else None)
     return TieredStore(layout, config, loaded)
 
-
-def type_name(ft: int) -> str:
-    return FILE_TYPE_NAMES[ft]
-
-
-__all__ = ["TieredStore", "open_tiered", "segments_from_files", "FileSegments", "CQ_UNIT_SIZE", "type_name"]

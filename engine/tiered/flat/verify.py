@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.tiered.flat.config import CQ_UNIT_SIZE
-from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
+from engine.tiered.flat.layout import (CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
                                        md5_prefix)
 from engine.tiered.flat.reader import FlatQueue
 from engine.tiered.flat.scan import StreamIndex, read_units, scan_commitlog_file, segment_times
@@ -122,10 +122,9 @@ def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
                                         "not a whole number of 20-byte units (a torn unit)"))
 
 
-def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> bool:
+def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
     """Every record decodes where it lies, with PHYSICALOFFSET = its stream offset and QUEUEOFFSETs in sequence."""
     prev_qo = None
-    ok = True
     segs = fq.commit_log.segments
     for i, s in enumerate(segs):
         if not s.file_len:
@@ -139,12 +138,10 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> bool:
         recs = scan_commitlog_file(s.path, s.base, min(s.size, s.file_len))
         rep.records += len(recs)
         if recs.data_end != min(s.size, s.file_len):
-            ok = False
             rep.problems.append(Finding(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
                                         f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)"))
         bad = np.flatnonzero(recs.phy != s.base + recs.pos)
         if len(bad):
-            ok = False
             k = int(bad[0])
             rep.problems.append(Finding(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
                                         f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)"))
@@ -166,7 +163,6 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> bool:
                 rep.notes.append(Finding(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
                                          "store time at byte 56, which holds address bytes (flat-store pitfall 14)"))
         _times(store, s, recs.ts56, rep)
-    return ok
 
 
 def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
