@@ -311,3 +311,30 @@ def test_spark_dispatch_is_byte_identical_to_inline(spark, tmp_path):  # noqa: F
     assert tier_files(tmp_path / "tier") == tier_files(F1_TIER)
     got = (local / "config" / "tieredStoreMetadata.json").read_text()
     assert strip_wall_clock(got) == strip_wall_clock(F1_META.read_text())
+
+
+def test_dispatch_never_writes_past_a_file_shorter_than_its_metadata(tmp_path):
+    local = f1_local_store(tmp_path / "local", limit=40)
+    run_dispatch(local, tmp_path / "tier")
+    put = sorted(f1_messages(), key=lambda m: m["originalCommitLogOffset"])[40:80]
+    from engine.broker.config import load_config
+    from engine.broker.store import MessageStore
+    cfg = load_config(None, storePathRootDir=str(local), mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=400)
+    with MessageStore(cfg, writable=True) as st:
+        for m in put:
+            st.put(check_message(base64.b64decode(m["recordBase64"]), 0).record)
+    md = TieredMetadata.decode((local / "config" / "tieredStoreMetadata.json").read_bytes())
+    last = md.segment_entries("broker-a/TopicTest/0", 0)[-1]
+    qdir = tmp_path / "tier" / "212d6b50_DefaultCluster" / "broker-a" / "TopicTest" / "0"
+    os.truncate(qdir / "COMMIT_LOG" / offset_to_file_name(last.base_offset), last.size - 10)
+    before = snapshot(tmp_path / "tier")
+    for dry in (True, False):
+        res = run_dispatch(local, tmp_path / "tier", dry_run=dry)
+        bad = [p for p in res.problems if p.startswith("TopicTest/0:")]
+        assert bad and "metadata says more than the file holds" in bad[0]
+        assert [q for q in res.queues if (q["topic"], q["queueId"]) == ("TopicTest", 0)][0]["messages"] == 0
+    after = snapshot(tmp_path / "tier")
+    assert {k: v for k, v in after.items() if "TopicTest/0/" in k} == \
+        {k: v for k, v in before.items() if "TopicTest/0/" in k}
+    fresh = run_dispatch(local, tmp_path / "tier2", metadata=tmp_path / "m2.json")   # a new tier: no problem
+    assert fresh.problems == [] and fresh.messages == 80

@@ -208,6 +208,7 @@ class SegmentWriter:
         self._fds: dict[int, tuple[int, int]] = {}   # base -> (fd, length)
         self._dirty: set[int] = set()
         self._new_dirs = False
+        self._virtual: dict[int, int] = {}   # dry run: the lengths the files would have
 
     def path(self, base: int) -> Path:
         return self.layout.segment_path(self.topic, self.queue_id, self.file_type, base)
@@ -238,11 +239,19 @@ class SegmentWriter:
     def write(self, base: int, pos: int, data) -> None:
         if self.dry_run:
             have = self.existing_length(base)
+            planned = self._virtual.get(base, have)
+            if pos > planned:
+                raise SegmentConflict(f"{self.layout.rel(self.path(base))} is {planned} bytes but this dispatch would "
+                                      f"continue at {pos} (the metadata says more than the file holds)")
             if pos < have:
                 self._compare_file(base, pos, data, have)
+            self._virtual[base] = max(planned, pos + len(data))
             return
         fd, length = self._open(base)
         mv = memoryview(data)
+        if pos > length:   # writing there would leave a hole of zeros inside the segment
+            raise SegmentConflict(f"{self.layout.rel(self.path(base))} is {length} bytes but this dispatch continues "
+                                  f"at {pos} (the metadata says more than the file holds; run tiered verify)")
         if pos < length:   # bytes a previous run left where this one writes: they must be the same
             k = min(len(mv), length - pos)
             old = os.pread(fd, k, pos)
