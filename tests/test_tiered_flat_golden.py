@@ -12,7 +12,7 @@ from engine.tiered.flat.config import TieredConfig
 from engine.tiered.flat.metadata import TieredMetadata
 from engine.tiered.flat.rebuild import rebuild_metadata
 from engine.tiered.flat.segments import TieredReadError
-from engine.tiered.flat.store import open_tiered
+from engine.tiered.flat.store import open_flat_store
 from helpers import run
 from tiered_flat_helpers import (CLOCK, F1_BAK, F1_META, F1_TIER, f1_expected, f1_local_store, run_dispatch,
                                  strip_wall_clock, tier_files)
@@ -29,7 +29,7 @@ def test_vector_is_complete():
 
 @pytest.fixture(scope="module")
 def f1():
-    st = open_tiered(F1_TIER, F1_META, None, None, TieredConfig())
+    st = open_flat_store(F1_TIER, F1_META, None, None, TieredConfig())
     yield st
     st.close()
 

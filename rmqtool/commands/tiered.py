@@ -37,7 +37,7 @@ QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
 
 def _tier(tiered_store_path, metadata, store, broker_conf, cluster, broker, **overrides):
     from engine.tiered.flat.config import load_tiered_config
-    from engine.tiered.flat.store import open_tiered
+    from engine.tiered.flat.store import open_flat_store
 
     cfg = load_tiered_config(broker_conf, **overrides)
     root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
@@ -49,7 +49,7 @@ def _tier(tiered_store_path, metadata, store, broker_conf, cluster, broker, **ov
         if local is not None:
             from engine.broker.layout import StoreLayout
             metadata = StoreLayout(local).tiered_metadata
-    return open_tiered(root, metadata, cluster or cfg.brokerClusterName or None, broker or cfg.brokerName or None, cfg)
+    return open_flat_store(root, metadata, cluster or cfg.brokerClusterName or None, broker or cfg.brokerName or None, cfg)
 
 
 @contextlib.contextmanager

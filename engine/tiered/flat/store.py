@@ -198,7 +198,7 @@ class TieredStore:
         return out
 
 
-def open_tiered(root, metadata_path: Path | None, cluster: str | None, broker: str | None,
+def open_flat_store(root, metadata_path: Path | None, cluster: str | None, broker: str | None,
                 config: TieredConfig) -> TieredStore:
     """Resolve the root, cluster and broker (the only ones there when not given) and load the metadata."""
     root = Path(os.path.expanduser(os.fspath(root)))
