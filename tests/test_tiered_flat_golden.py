@@ -182,3 +182,15 @@ def test_verify_says_the_vector_is_whole():
     assert "4 queue(s), 43 segment(s), 160 record(s), 160 unit(s): whole" in r.stderr
     j = json.loads(run(["tiered", "verify", *TIER, "--json"]).stdout)
     assert j["ok"] and j["problems"] == [] and j["notes"] == []
+
+
+def test_raw_batch_read_says_what_it_left_out():
+    q = ["--topic", "TopicTest", "--queue-id", "0", "--queue-offset", "0", "--count", "4096"]
+    raw = run(["tiered", "get", *q, "--raw", *TIER, "--json"])
+    assert raw.exit_code == 0
+    got = json.loads(raw.stdout)
+    assert (got["nextBeginOffset"], len(got["messages"])) == (20, 14)
+    assert "covered 20 units and left out 6 message(s)" in raw.stderr
+    whole = json.loads(run(["tiered", "get", *q, *TIER, "--json"]).stdout)
+    assert [m["queueOffset"] for m in whole["messages"]] == list(range(40)) and whole["nextBeginOffset"] == 40
+    assert whole["messages"][20]["storeSize"] > 0 and "left out" not in run(["tiered", "get", *q, *TIER]).stderr
