@@ -9,7 +9,7 @@ _rmqtool() {
         --broker-conf|-c|--body-file|--from-jsonl) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     case "$cmd" in
-        "") COMPREPLY=($(compgen -W "clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex --version -V --debug --install-completion --show-completion --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "clean compact-index demo dump-commitlog get inspect-index put query-key recover spark-reindex tiered --version -V --debug --install-completion --show-completion --help" -- "$cur")) ;;
         clean) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         compact-index) COMPREPLY=($(compgen -W "--out -o --force --mapped --json --hash-slots --max-index --help" -- "$cur")) ;;
         demo) COMPREPLY=($(compgen -W "--messages -n --master --help" -- "$cur")) ;;
@@ -20,6 +20,7 @@ _rmqtool() {
         query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --tiered-dir --tiered-metadata --topic-id --tiered-store-path --cluster-name --broker-name --tiered-hash-slots --tiered-max-index --help" -- "$cur")) ;;
         recover) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
+        tiered) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _rmqtool rmqtool

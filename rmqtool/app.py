@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from rmqtool import __version__, cli
-from rmqtool.commands import clean, demo, dump, inspect, put, query, recover, reindex, tiered_index
+from rmqtool.commands import clean, demo, dump, inspect, put, query, recover, reindex, tiered, tiered_index
 
 app = typer.Typer(
     name="rmqtool",
@@ -46,6 +46,7 @@ app.command("recover")(recover.recover)
 app.command("clean")(clean.clean)
 app.command("spark-reindex")(reindex.spark_reindex_cmd)
 app.command("demo")(demo.demo)
+app.add_typer(tiered.app, name="tiered")
 
 
 def main() -> None:

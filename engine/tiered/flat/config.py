@@ -1,0 +1,73 @@
+"""The tiered store plugin's configuration keys that shape or read the flat files (flat-store §1), with RocketMQ's
+defaults; broker.conf fills them by name, as MessageStorePluginContext does."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+from engine.broker.config import read_properties_file
+from engine.errors import InvalidArgumentError
+
+GIB = 1024 * 1024 * 1024
+MIB = 1024 * 1024
+CQ_UNIT_SIZE = 20
+LONG_MAX = 2**63 - 1
+
+
+@dataclass
+class TieredConfig:
+    """The subset of tieredstore's MessageStoreConfig rmqtool uses; names are the broker.conf keys."""
+
+    tieredStoreFilePath: str = ""
+    storePathRootDir: str = ""
+    brokerClusterName: str = ""          # RocketMQ's default is DefaultCluster, applied when resolving the tier
+    brokerName: str = ""                 # RocketMQ's default is the host name: never guessed here
+    tieredStoreCommitLogMaxSize: int = GIB
+    tieredStoreConsumeQueueMaxSize: int = 100 * MIB
+    tieredStoreFileReservedTime: int = 72
+    commitLogRollingInterval: int = 24
+    commitLogRollingMinimumSize: int = 16 * MIB
+    tieredStoreGroupCommitCount: int = 4096
+    tieredStoreGroupCommitSize: int = 4 * MIB
+    readAheadMessageCountThreshold: int = 4096
+    readAheadMessageSizeThreshold: int = 16 * MIB
+    messageIndexEnable: bool = True
+
+    def validate(self) -> None:
+        if not 0 < self.tieredStoreCommitLogMaxSize <= LONG_MAX:
+            raise InvalidArgumentError(f"tieredStoreCommitLogMaxSize {self.tieredStoreCommitLogMaxSize} must be positive")
+        if not CQ_UNIT_SIZE <= self.tieredStoreConsumeQueueMaxSize <= LONG_MAX:
+            raise InvalidArgumentError(f"tieredStoreConsumeQueueMaxSize {self.tieredStoreConsumeQueueMaxSize} must be at "
+                                       f"least {CQ_UNIT_SIZE} (one consume-queue unit)")
+        if not 0 < self.readAheadMessageCountThreshold <= 2**31 - 1:
+            raise InvalidArgumentError("readAheadMessageCountThreshold must be a positive int")
+        if not 0 < self.readAheadMessageSizeThreshold <= 2**31 - 1:
+            raise InvalidArgumentError("readAheadMessageSizeThreshold must be a positive int")
+        if not -(2**31) <= self.tieredStoreFileReservedTime <= 2**31 - 1:
+            raise InvalidArgumentError("tieredStoreFileReservedTime is not a Java int")
+
+
+def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides) -> TieredConfig:
+    """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
+    cfg = TieredConfig()
+    if broker_conf is not None:
+        props = read_properties_file(broker_conf)
+        for f in fields(TieredConfig):
+            if f.name not in props:
+                continue
+            raw = props[f.name]
+            try:
+                if f.type in ("int", int):
+                    val = int(raw)
+                elif f.type in ("bool", bool):
+                    val = raw.strip().lower() == "true"
+                else:
+                    val = raw
+            except ValueError:
+                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
+            setattr(cfg, f.name, val)
+    for k, v in overrides.items():
+        if v is not None:
+            setattr(cfg, k, v)
+    cfg.validate()
+    return cfg

@@ -1,0 +1,210 @@
+"""Opening a tiered flat store for reading: the root, the cluster and broker, the metadata (main, else `.bak`, else
+the files alone, each fallback said out loud), and the queues the broker would load (flat-store §2, §6).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import InvalidArgumentError
+from engine.tiered.flat.config import TieredConfig
+from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, TieredLayout, require_tiered_root,
+                                       resolve_names, validate_tiered_topic)
+from engine.tiered.flat.metadata import LoadedMetadata, TieredMetadata, load_metadata
+from engine.tiered.flat.reader import FlatQueue
+from engine.tiered.flat.scan import LONG_MAX, StreamIndex, read_units, scan_commitlog_file, segment_times
+from engine.tiered.flat.segments import FlatAppendFile, Segment
+
+
+def file_length(p: Path) -> int | None:
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return st.st_size if not os.path.islink(p) else None
+
+
+@dataclass
+class FileSegments:
+    """A queue's segments rebuilt from its files alone (names, lengths, and the times the records give)."""
+    commit_log: list[Segment] = field(default_factory=list)
+    consume_queue: list[Segment] = field(default_factory=list)
+    cq_unknown_times: list[int] = field(default_factory=list)   # CQ bases whose records are all gone
+
+
+def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> FileSegments:
+    """What the broker would have recorded for each segment file: size = length, begin/end = min/max byte-56
+    store time of the records it holds (COMMIT_LOG) or points at (CONSUME_QUEUE), Long.MAX_VALUE when empty."""
+    out = FileSegments()
+    cl_files = layout.list_segments(topic, queue_id, COMMIT_LOG).files
+    for f in cl_files:
+        recs = scan_commitlog_file(f.path, f.base, f.length)
+        lo, hi = segment_times(recs.ts56)
+        out.commit_log.append(Segment(COMMIT_LOG, f.base, f.length, lo, hi, f.path, f.length))
+    index = StreamIndex([(f.base, f.path, f.length) for f in cl_files])
+    for f in layout.list_segments(topic, queue_id, CONSUME_QUEUE).files:
+        units = read_units(f.path, f.length)
+        found, ts, _ = index.lookup(units["offset"].astype(np.int64), units["size"].astype(np.int64))
+        lo, hi = segment_times(ts[found])
+        if len(units) and not found.any():
+            out.cq_unknown_times.append(f.base)
+        out.consume_queue.append(Segment(CONSUME_QUEUE, f.base, f.length, lo, hi, f.path, f.length))
+    return out
+
+
+class TieredStore:
+    """One broker's flat files and metadata, opened read-only."""
+
+    def __init__(self, layout: TieredLayout, config: TieredConfig, loaded: LoadedMetadata):
+        self.layout = layout
+        self.config = config
+        self.loaded = loaded
+        self.warnings: list[str] = list(loaded.warnings)
+        self._open: list[FlatQueue] = []
+        self._file_cache: dict[tuple[str, int], FileSegments] = {}
+        self._queues: dict[tuple[str, int], FlatQueue] = {}
+
+    @property
+    def metadata(self) -> TieredMetadata | None:
+        return self.loaded.metadata
+
+    def close(self) -> None:
+        for q in self._open:
+            q.close()
+        self._open.clear()
+        self._queues.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ queues
+    def queue_ids(self, topic: str | None = None) -> list[tuple[str, int]]:
+        """The queues the broker loads (topic metadata x queue metadata of this broker), sorted; without
+        metadata, the queue directories."""
+        md = self.metadata
+        if md is None:
+            ids, problems = self.layout.list_queues()
+            for p in problems:
+                self.warnings.append(f"{p.path}: {p.reason} (skipped)")
+        else:
+            ids = []
+            for t, q in md.loaded_queues():
+                qm = md.queue(t, q)
+                if qm.broker_name in (None, self.layout.broker):
+                    ids.append((t, q))
+            ids.sort()
+        if topic is not None:
+            ids = [x for x in ids if x[0] == topic]
+        return ids
+
+    def unloaded_paths(self) -> list[str]:
+        """Metadata segment tables or queue directories the broker does not load (no topic/queue metadata)."""
+        md = self.metadata
+        if md is None:
+            return []
+        loaded = {self.layout.file_path(t, q) for t, q in self.queue_ids()}
+        prefix = self.layout.broker + "/"
+        paths = {p for p in md.paths() if p.startswith(prefix)}
+        dirs, _ = self.layout.list_queues()
+        paths |= {self.layout.file_path(t, q) for t, q in dirs}
+        return sorted(paths - loaded)
+
+    def queue(self, topic: str, queue_id: int) -> FlatQueue:
+        """One queue; an unknown topic or queue is a one-line error."""
+        validate_tiered_topic(topic)
+        ids = self.queue_ids()
+        if (topic, queue_id) not in ids:
+            topics = sorted({t for t, _ in ids})
+            if topic not in topics:
+                shown = ", ".join(topics[:10]) + (" ..." if len(topics) > 10 else "")
+                raise InvalidArgumentError(f"topic {topic!r} is not tiered for broker {self.layout.broker!r} "
+                                           f"(tiered topics: {shown or 'none'})")
+            qids = sorted(q for t, q in ids if t == topic)
+            raise InvalidArgumentError(f"queue {queue_id} of topic {topic!r} is not tiered (queues: "
+                                       f"{', '.join(map(str, qids))})")
+        fq = self._queues.get((topic, queue_id))
+        if fq is not None:
+            return fq
+        fq = self._queues[(topic, queue_id)] = self._build(topic, queue_id)
+        self._open.append(fq)
+        for prob in self.name_problems(topic, queue_id):
+            if prob not in self.warnings:
+                self.warnings.append(f"{prob} (skipped)")
+        return fq
+
+    def _build(self, topic: str, queue_id: int) -> FlatQueue:
+        md = self.metadata
+        if md is None:
+            fs = self.file_segments(topic, queue_id)
+            return FlatQueue(topic, queue_id, FlatAppendFile(COMMIT_LOG, list(fs.commit_log)),
+                             FlatAppendFile(CONSUME_QUEUE, list(fs.consume_queue)), self.config)
+        cl = self._from_metadata(topic, queue_id, COMMIT_LOG)
+        cq = self._from_metadata(topic, queue_id, CONSUME_QUEUE)
+        tm = md.topic(topic)
+        return FlatQueue(topic, queue_id, FlatAppendFile(COMMIT_LOG, cl), FlatAppendFile(CONSUME_QUEUE, cq),
+                         self.config, tm.topic_id if tm else None, tm.reserve_time if tm else -1)
+
+    def file_segments(self, topic: str, queue_id: int) -> FileSegments:
+        key = (topic, queue_id)
+        if key not in self._file_cache:
+            self._file_cache[key] = segments_from_files(self.layout, topic, queue_id)
+        return self._file_cache[key]
+
+    def _from_metadata(self, topic: str, queue_id: int, file_type: int) -> list[Segment]:
+        """FlatAppendFile.recover + recoverFileSize: the metadata entries sorted by base offset, the last one's
+        size from its file (flat-store pitfall 17); a COMMIT_LOG without entries gets segment 0 (FlatCommitLogFile)."""
+        path = self.layout.file_path(topic, queue_id)
+        segs = []
+        for e in self.metadata.segment_entries(path, file_type):
+            p = self.layout.segment_path(topic, queue_id, file_type, e.base_offset)
+            segs.append(Segment(file_type, e.base_offset, e.size, e.begin_timestamp, e.end_timestamp, p,
+                                file_length(p), e.size))
+        if segs:
+            last = segs[-1]
+            last.size = last.file_len or 0
+        elif file_type == COMMIT_LOG:
+            p = self.layout.segment_path(topic, queue_id, COMMIT_LOG, 0)
+            n = file_length(p)
+            segs.append(Segment(COMMIT_LOG, 0, n or 0, LONG_MAX, LONG_MAX, p, n, None))
+        return segs
+
+    def orphan_files(self, topic: str, queue_id: int) -> list[tuple[int, Path, int, int]]:
+        """(file type, path, base, length) of segment files the metadata does not list (the broker ignores them)."""
+        out = []
+        md = self.metadata
+        if md is None:
+            return out
+        path = self.layout.file_path(topic, queue_id)
+        for ft in (COMMIT_LOG, CONSUME_QUEUE):
+            known = {e.base_offset for e in md.segment_entries(path, ft)}
+            if ft == COMMIT_LOG and not known:
+                known = {0}
+            for f in self.layout.list_segments(topic, queue_id, ft).files:
+                if f.base not in known:
+                    out.append((ft, f.path, f.base, f.length))
+        return out
+
+    def name_problems(self, topic: str, queue_id: int) -> list[str]:
+        out = []
+        for ft in (COMMIT_LOG, CONSUME_QUEUE):
+            for p in self.layout.list_segments(topic, queue_id, ft).problems:
+                out.append(f"{p.path}: {p.reason}")
+        return out
+
+
+def open_flat_store(root, metadata_path: Path | None, cluster: str | None, broker: str | None,
+                config: TieredConfig) -> TieredStore:
+    """Resolve the root, cluster and broker (the only ones there when not given) and load the metadata."""
+    root = Path(os.path.expanduser(os.fspath(root)))
+    require_tiered_root(root)
+    cluster, broker = resolve_names(root, cluster, broker)
+    layout = TieredLayout(root, cluster, broker)
+    loaded = load_metadata(Path(metadata_path) if metadata_path is not None else None)
+    return TieredStore(layout, config, loaded)
+

@@ -1,0 +1,221 @@
+"""Check everything a reader of the flat store relies on (flat-store §2-§9), segment by segment.
+
+Problems (the tier is not whole): names (MD5 prefixes, the cluster directory), metadata that does not parse,
+segments missing, unlisted, overlapping or with gaps, sizes and times that differ from the metadata, records that
+do not decode or whose PHYSICALOFFSET is not their stream offset or whose QUEUEOFFSET breaks the sequence, torn
+tails, consume-queue units that do not point at a record of their size and queue offset, COMMIT_LOG bytes past
+the last unit. Notes (what the broker does that an operator should know): a queue that ends with an empty
+COMMIT_LOG segment (an oversize record stalls a queue that way), records whose broker-visible time (byte 56)
+differs from their store time (an IPv6 born host), units left pointing at records retention deleted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.tiered.flat.config import CQ_UNIT_SIZE
+from engine.tiered.flat.layout import (CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
+                                       md5_prefix)
+from engine.tiered.flat.reader import FlatQueue
+from engine.tiered.flat.scan import StreamIndex, read_units, scan_commitlog_file, segment_times
+from engine.tiered.flat.segments import LONG_MAX
+from engine.tiered.flat.store import TieredStore
+
+
+@dataclass
+class Finding:
+    file: str
+    offset: int | None
+    message: str
+
+    def line(self) -> str:
+        return f"{self.file}: offset {self.offset}: {self.message}" if self.offset is not None \
+            else f"{self.file}: {self.message}"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "offset": self.offset, "message": self.message}
+
+
+@dataclass
+class VerifyReport:
+    queues: int = 0
+    segments: int = 0
+    records: int = 0
+    units: int = 0
+    problems: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "queues": self.queues, "segments": self.segments, "records": self.records,
+                "units": self.units, "problems": [p.as_dict() for p in self.problems],
+                "notes": [n.as_dict() for n in self.notes]}
+
+
+def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
+    rep = VerifyReport()
+    lay = store.layout
+    for cluster, dirname in list_clusters(lay.root):
+        if dirname != cluster_dir_name(cluster):
+            rep.problems.append(Finding(dirname, None, f"cluster directory prefix should be {md5_prefix(cluster)} "
+                                        f"(MD5 of {cluster!r}); the broker never reads this directory"))
+    if store.metadata is None or store.loaded.source != store.loaded.path:
+        for w in store.loaded.warnings:
+            rep.problems.append(Finding(str(store.loaded.path or "metadata"), None, w))
+    for path in store.unloaded_paths():
+        if topic is None or path.split("/")[1] == topic:
+            rep.problems.append(Finding(path, None, "flat files or metadata entries of a queue the broker does not "
+                                        "load (no topic or queue metadata)"))
+    for t, q in store.queue_ids(topic):
+        fq = store.queue(t, q)
+        rep.queues += 1
+        _names(store, t, q, rep)
+        _orphans(store, t, q, rep)
+        for f in (fq.commit_log, fq.consume_queue):
+            _listing(store, f, rep)
+        _commit_log(store, fq, rep)
+        _consume_queue(store, fq, rep)
+    return rep
+
+
+def _rel(store: TieredStore, p) -> str:
+    return store.layout.rel(p)
+
+
+def _names(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
+    for line in store.name_problems(t, q):
+        f, _, why = line.partition(": ")
+        rep.problems.append(Finding(f, None, why))
+
+
+def _orphans(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
+    for ft, p, base, length in store.orphan_files(t, q):
+        rep.problems.append(Finding(_rel(store, p), None, f"{length}-byte {FILE_TYPE_NAMES[ft]} segment file that "
+                                    "the metadata does not list: the broker ignores it (an interrupted dispatch or "
+                                    "clean; rerun it)"))
+
+
+def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
+    """Files present, contiguous, and of the sizes the metadata records."""
+    segs = f.segments
+    rep.segments += len(segs)
+    for i, s in enumerate(segs):
+        rel = _rel(store, s.path)
+        last = i == len(segs) - 1
+        if s.file_len is None:
+            rep.problems.append(Finding(rel, None, "listed in the metadata but missing (the broker would create it "
+                                        "empty)" if s.meta_size is not None else "missing"))
+        elif s.meta_size is not None and s.file_len != s.meta_size:
+            what = "the broker takes the file length for the last segment" if last else "reads use the metadata size"
+            rep.problems.append(Finding(rel, s.meta_size, f"file is {s.file_len} bytes but the metadata says "
+                                        f"{s.meta_size} ({what})"))
+        if i and segs[i - 1].end != s.base:
+            prev = segs[i - 1]
+            kind = "gap" if prev.end < s.base else "overlap"
+            rep.problems.append(Finding(rel, s.base, f"{kind}: the previous segment ends at {prev.end}"))
+        if f.file_type == CONSUME_QUEUE and (s.base % CQ_UNIT_SIZE or (s.file_len or 0) % CQ_UNIT_SIZE):
+            rep.problems.append(Finding(rel, (s.file_len or 0) // CQ_UNIT_SIZE * CQ_UNIT_SIZE,
+                                        "not a whole number of 20-byte units (a torn unit)"))
+
+
+def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
+    """Every record decodes where it lies, with PHYSICALOFFSET = its stream offset and QUEUEOFFSETs in sequence."""
+    prev_qo = None
+    segs = fq.commit_log.segments
+    for i, s in enumerate(segs):
+        if not s.file_len:
+            if s.size == 0 and i == len(segs) - 1 and i > 0:
+                rep.notes.append(Finding(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
+                                         "a time roll left it, or a record larger than tieredStoreCommitLogMaxSize "
+                                         "stalls the queue here (flat-store §5)"))
+            _times(store, s, np.empty(0, np.int64), rep)
+            continue
+        rel = _rel(store, s.path)
+        recs = scan_commitlog_file(s.path, s.base, min(s.size, s.file_len))
+        rep.records += len(recs)
+        if recs.data_end != min(s.size, s.file_len):
+            rep.problems.append(Finding(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
+                                        f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)"))
+        bad = np.flatnonzero(recs.phy != s.base + recs.pos)
+        if len(bad):
+            k = int(bad[0])
+            rep.problems.append(Finding(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
+                                        f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)"))
+        bad = np.flatnonzero(recs.queue_id != fq.queue_id)
+        if len(bad):
+            rep.problems.append(Finding(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
+                                        f"in queue {fq.queue_id} ({len(bad)} record(s) like this)"))
+        if len(recs):
+            seq = recs.queue_offset
+            expect = np.concatenate(([seq[0] if prev_qo is None else prev_qo + 1], seq[:-1] + 1))
+            bad = np.flatnonzero(seq != expect)
+            if len(bad):
+                k = int(bad[0])
+                rep.problems.append(Finding(rel, int(recs.pos[k]), f"QUEUEOFFSET {int(seq[k])} breaks the sequence "
+                                            f"(expected {int(expect[k])})"))
+            prev_qo = int(seq[-1])
+            v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
+            if v6:
+                rep.notes.append(Finding(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
+                                         "store time at byte 56, which holds address bytes (flat-store pitfall 14)"))
+        _times(store, s, recs.ts56, rep)
+
+
+def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
+    if s.meta_size is None:
+        return
+    lo, hi = segment_times(ts)
+    if (s.min_ts, s.max_ts) != (lo, hi):
+        rep.problems.append(Finding(_rel(store, s.path), None, f"metadata times {s.min_ts}..{s.max_ts} differ from "
+                                    f"the records' {lo}..{hi}"))
+
+
+def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
+    """Every unit points at a record of its size and queue offset; no COMMIT_LOG bytes past the last unit."""
+    index = StreamIndex([(s.base, s.path, min(s.size, s.file_len or 0)) for s in fq.commit_log.segments
+                         if s.file_len])
+    cl_min = fq.commit_log.min_offset
+    last_end = None
+    gone = 0
+    for s in fq.consume_queue.segments:
+        if not s.file_len:
+            continue
+        rel = _rel(store, s.path)
+        units = read_units(s.path, min(s.size, s.file_len))
+        rep.units += len(units)
+        offs = units["offset"].astype(np.int64)
+        sizes = units["size"].astype(np.int64)
+        found, ts, qo = index.lookup(offs, sizes)
+        qs = s.base // CQ_UNIT_SIZE + np.arange(len(units))
+        deleted = ~found & (offs < cl_min)
+        gone += int(np.count_nonzero(deleted))
+        bad = np.flatnonzero((~found & ~deleted) | (found & (qo != qs)))
+        if len(bad):
+            k = int(bad[0])
+            what = (f"points at COMMIT_LOG {int(offs[k])} (size {int(sizes[k])}) where no such record starts"
+                    if not found[k] else f"points at a record whose QUEUEOFFSET is {int(qo[k])}, not {int(qs[k])}")
+            rep.problems.append(Finding(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
+                                        f"({len(bad)} unit(s) like this)"))
+        if found.any() and s.meta_size is not None:
+            lo, hi = segment_times(ts[found])
+            if not deleted.any() and (s.min_ts, s.max_ts) != (lo, hi):
+                rep.problems.append(Finding(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
+                                            f"records' {lo}..{hi}"))
+        elif not len(units) and s.meta_size is not None and (s.min_ts, s.max_ts) != (LONG_MAX, LONG_MAX):
+            rep.problems.append(Finding(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE"))
+        if len(units):
+            last_end = int(offs[-1] + sizes[-1])
+    if gone:
+        rep.notes.append(Finding(f"{store.layout.file_path(fq.topic, fq.queue_id)}/CONSUME_QUEUE", None,
+                                 f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
+                                 f"{fq.min_offset}; readers never reach them)"))
+    cl_end = fq.commit_log.commit_offset
+    if last_end is not None and last_end < cl_end and fq.commit_log.segments:
+        seg = fq.commit_log.segments[-1]
+        rep.problems.append(Finding(_rel(store, seg.path), last_end - seg.base if last_end >= seg.base else None,
+                                    f"{cl_end - last_end} COMMIT_LOG bytes past the record of the last consume-queue "
+                                    "unit (an interrupted dispatch; the broker would append after them)"))

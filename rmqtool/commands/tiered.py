@@ -1,0 +1,317 @@
+"""rmqtool tiered ...: the RocketMQ 5 tiered flat store (PosixFileSegment + DefaultMetadataStore), offline.
+
+Each command parses its options, calls one engine function (engine.tiered.flat) and renders the answer. Typer
+command functions take one parameter per option.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine.errors import InvalidArgumentError
+from rmqtool import render
+from rmqtool.cli import handles_errors
+from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt
+
+app = typer.Typer(name="tiered", no_args_is_help=True, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
+                  "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
+
+TIER_PANEL = "Tiered store"
+TieredPathOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-store-path", "-t", help="Root of the flat files (tieredStoreFilePath; default: broker.conf).",
+    rich_help_panel=TIER_PANEL, file_okay=False)]
+MetadataOpt = Annotated[Optional[Path], typer.Option(
+    "--metadata", help="tieredStoreMetadata.json (default: <store>/config/tieredStoreMetadata.json with --store).",
+    rich_help_panel=TIER_PANEL, dir_okay=False)]
+ClusterOpt = Annotated[Optional[str], typer.Option(
+    "--cluster-name", help="brokerClusterName (default: the only cluster under the root).", rich_help_panel=TIER_PANEL)]
+BrokerOpt = Annotated[Optional[str], typer.Option(
+    "--broker-name", help="brokerName (default: the only broker of the cluster).", rich_help_panel=TIER_PANEL)]
+TopicOpt = Annotated[str, typer.Option("--topic", help="Topic.")]
+TopicFilterOpt = Annotated[Optional[str], typer.Option("--topic", help="Only this topic.")]
+QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
+
+
+def _tier(tiered_store_path, metadata, store, broker_conf, cluster, broker, **overrides):
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.flat.store import open_flat_store
+
+    cfg = load_tiered_config(broker_conf, **overrides)
+    root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
+    if root is None:
+        raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR (or --broker-conf with "
+                                   "tieredStoreFilePath)")
+    if metadata is None:
+        local = store or (Path(cfg.storePathRootDir) if cfg.storePathRootDir else None)
+        if local is not None:
+            from engine.broker.layout import StoreLayout
+            metadata = StoreLayout(local).tiered_metadata
+    return open_flat_store(root, metadata, cluster or cfg.brokerClusterName or None, broker or cfg.brokerName or None, cfg)
+
+
+@contextlib.contextmanager
+def _opened(*args, **kw):
+    st = _tier(*args, **kw)
+    try:
+        yield st
+    finally:
+        st.close()
+        for w in dict.fromkeys(st.warnings):
+            _note(f"warning: {w}")
+
+
+def _note(msg: str) -> None:
+    """A message on stderr, one line whatever the terminal width."""
+    render.err.print(msg, markup=False, highlight=False, soft_wrap=True)
+
+
+def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str], fmt=None) -> None:
+    if json_out:
+        for r in rows:
+            render.emit_json(r)
+        return
+    fmt = fmt or (lambda r, c: r.get(c))
+    render.table(title, columns, [[fmt(r, c) for c in columns] for r in rows])
+
+
+def _time(v) -> str:
+    return "" if v is None else ("empty" if v == 2**63 - 1 else render.fmt_time(v))
+
+
+@app.command("queues")
+@handles_errors
+def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+    """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
+    from engine.tiered.flat.answers import queue_rows
+
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = list(queue_rows(st, topic))
+
+        def fmt(r, c):
+            if c in ("segments", "bytes"):
+                return " / ".join(str(v) for v in r[c].values())
+            return _time(r[c]) if c.endswith("Timestamp") else r.get(c)
+        _emit_rows(json_out, f"tiered queues of {st.layout.broker}", rows,
+                   ["topic", "queueId", "topicId", "consumeQueueMinOffset", "consumeQueueMaxOffset",
+                    "commitLogMinOffset", "commitLogMaxOffset", "minStoreTimestamp", "maxStoreTimestamp",
+                    "segments", "bytes"], fmt)
+
+
+@app.command("segments")
+@handles_errors
+def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
+             metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
+             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+    """One line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it differs."""
+    from engine.tiered.flat.answers import segment_rows
+
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = segment_rows(st, topic, queue_id)
+        _emit_rows(json_out, f"segments of {topic}/{queue_id}", rows,
+                   ["fileType", "baseOffset", "size", "beginTimestamp", "endTimestamp", "fileName", "fileBytes",
+                    "metadata"], lambda r, c: _time(r[c]) if c.endswith("Timestamp") else r.get(c))
+
+
+@app.command("get")
+@handles_errors
+def get(topic: TopicOpt, queue_id: QueueIdOpt,
+        queue_offset: Annotated[int, typer.Option("--queue-offset", "-o", help="Queue offset of the first message.")],
+        count: Annotated[int, typer.Option("--count", "-n", help="How many messages (default 1).")] = 1,
+        raw: Annotated[bool, typer.Option("--raw", help="Answer exactly as the broker's batch read, including its "
+                                          "two-segment cut (flat-store §7).")] = False,
+        tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+        broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+        json_out: JsonOpt = False) -> None:
+    """Messages by queue offset, with the fetcher's status. Exits 3 when a read stopped on a damaged record."""
+    from engine.tiered.flat.answers import fetch_json, get_messages
+
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        res = get_messages(st, topic, queue_id, queue_offset, count, raw)
+        out = fetch_json(res)
+        if json_out:
+            render.emit_json(out)
+        else:
+            render.kv_table(f"{topic}/{queue_id} from {queue_offset}", [(k, out[k]) for k in
+                            ("status", "nextBeginOffset", "minOffset", "maxOffset")] + [("messages", len(res.messages))])
+            render.table(None, ["queueOffset", "commitLogOffset", "storeSize", "storeTime", "keys", "tags", "msgId",
+                                "body"],
+                         [[m.get("queueOffset"), m.get("commitLogOffset"), m.get("storeSize"),
+                           render.fmt_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
+                           m.get("msgId"), render.body_preview(m)] for m in out["messages"]])
+    if raw and res.left_out:
+        _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
+                    f"message(s) (it reads at most two segments), yet nextBeginOffset is {res.next_begin_offset}")
+    if res.problem:
+        _note(f"error: {res.problem}")
+        raise typer.Exit(3)
+
+
+@app.command("offset-by-time")
+@handles_errors
+def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
+                   timestamp: Annotated[list[str], typer.Option("--timestamp", help="Epoch ms or ISO-8601 (repeat "
+                                                                "the option for several).")],
+                   boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
+                   tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+                   broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+                   json_out: JsonOpt = False) -> None:
+    """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
+    from engine.tiered.flat.answers import offsets_by_time
+
+    stamps = [render.parse_time(t, 0, "--timestamp") for t in timestamp]
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = offsets_by_time(st, topic, queue_id, stamps, boundary)
+        _emit_rows(json_out, f"offset by time, {topic}/{queue_id}", rows, ["timestamp", "boundary", "result", "error"])
+    if any("error" in r for r in rows):
+        raise typer.Exit(3)
+
+
+@app.command("dump-cq")
+@handles_errors
+def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
+            metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
+            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+    """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
+    from engine.tiered.flat.answers import cq_rows
+
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = cq_rows(st, topic, queue_id)
+        if json_out:
+            for r in rows:
+                render.emit_json(r)
+        else:
+            _emit_rows(False, f"consume queue of {topic}/{queue_id}", list(rows),
+                       ["queueOffset", "commitLogOffset", "size", "tagsCode", "storeTimestamp"])
+
+
+@app.command("verify")
+@handles_errors
+def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+    """Check names, segments, metadata, records and units. Exits 3 with one line per problem (file: offset)."""
+    from engine.tiered.flat.verify import verify as run_verify
+
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rep = run_verify(st, topic)
+        st.warnings.clear()   # verify reports them as problems
+        if json_out:
+            render.emit_json(rep.as_dict())
+        else:
+            for p in rep.problems:
+                render.out.print(p.line(), markup=False, highlight=False)
+            for n in rep.notes:
+                _note(f"note: {n.line()}")
+            _note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
+                        f"{rep.units} unit(s): " + ("whole" if rep.ok else f"{len(rep.problems)} problem(s)"))
+    if not rep.ok:
+        raise typer.Exit(3)
+
+
+@app.command("dispatch")
+@handles_errors
+def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, broker_conf: BrokerConfOpt = None,
+             metadata: MetadataOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+             topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Only these topics (repeat).")] = None,
+             commitlog_max_size: Annotated[Optional[int], typer.Option(
+                 "--commitlog-max-size", help="tieredStoreCommitLogMaxSize (default 1 GiB).")] = None,
+             consume_queue_max_size: Annotated[Optional[int], typer.Option(
+                 "--consume-queue-max-size", help="tieredStoreConsumeQueueMaxSize (default 100 MiB).")] = None,
+             master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.")] = "local[*]",
+             dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
+             json_out: JsonOpt = False) -> None:
+    """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
+    from engine.broker.config import load_config
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.flat.dispatch import DispatchRequest, dispatch as run_dispatch
+
+    local = load_config(broker_conf, storePathRootDir=str(store) if store is not None else None)
+    if store is None and broker_conf is None:
+        raise InvalidArgumentError("no local store given: pass --store DIR (or --broker-conf)")
+    cfg = load_tiered_config(broker_conf, tieredStoreCommitLogMaxSize=commitlog_max_size,
+                             tieredStoreConsumeQueueMaxSize=consume_queue_max_size)
+    root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
+    if root is None:
+        raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR")
+    req = DispatchRequest(local, root, cfg, metadata, cluster_name, broker_name, topic or None, master, dry_run)
+    with render.progress(None, "dispatch") as bar:
+        task = bar.add_task("tier out", total=None)
+        res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
+    for w in res.warnings:
+        _note(f"warning: {w}")
+    if json_out:
+        render.emit_json(res.as_dict())
+    else:
+        render.table(f"{'plan' if dry_run else 'tiered out'}: {res.cluster}/{res.broker} -> {res.tiered_store_path}",
+                     ["topic", "queueId", "fromOffset", "toOffset", "messages", "bytes", "new CL/CQ segments", "note"],
+                     [[q["topic"], q["queueId"], q["fromOffset"], q["toOffset"], q["messages"], q["bytes"],
+                       f"{q['newSegments']['COMMIT_LOG']}/{q['newSegments']['CONSUME_QUEUE']}",
+                       q.get("skipped") or ("stalled" if "stalledAt" in q else "")] for q in res.queues])
+        _note(f"{res.messages} message(s), {res.bytes} bytes in {res.seconds:.1f} s ({res.master})"
+                    + ("; metadata written" if res.metadata_written else ""))
+    for p in res.problems:
+        _note(f"problem: {p}")
+    if res.problems:
+        raise typer.Exit(3)
+
+
+@app.command("clean")
+@handles_errors
+def clean(reserve_hours: Annotated[int, typer.Option("--reserve-hours", help="tieredStoreFileReservedTime: hours "
+                                                     "to keep, for topics without their own reserveTime.")],
+          now: Annotated[Optional[str], typer.Option("--now", help="Epoch ms or ISO-8601 (default: now).")] = None,
+          dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+          tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+          broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+          topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+    """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
+    import time
+
+    from engine.tiered.flat.retention import apply_clean, plan_clean
+
+    now_ms = render.parse_time(now, int(time.time() * 1000), "--now")
+    if not -(2**31) <= reserve_hours <= 2**31 - 1:
+        raise InvalidArgumentError(f"--reserve-hours {reserve_hours} is not a Java int")
+    with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
+        if not dry_run:
+            apply_clean(st, plan)
+        d = plan.as_dict(st.layout.rel)
+    if json_out:
+        render.emit_json(d)
+    else:
+        render.table(("would delete" if dry_run else "deleted") + f" (now {now_ms})",
+                     ["topic", "queueId", "fileType", "baseOffset", "size", "endTimestamp", "file", "reason"],
+                     [[r["topic"], r["queueId"], r["fileType"], r["baseOffset"], r["size"], _time(r["endTimestamp"]),
+                       r["file"], r["reason"]] for r in d["delete"]])
+        _note(f"{d['files']} file(s), {d['bytes']} bytes" + (" (dry run: nothing changed)" if dry_run else ""))
+
+
+@app.command("rebuild-metadata")
+@handles_errors
+def rebuild_metadata(out: Annotated[Path, typer.Option("--out", help="Where to write the rebuilt metadata (must not "
+                                                       "exist).", dir_okay=False)],
+                     tiered_store_path: TieredPathOpt = None, broker_name: BrokerOpt = None,
+                     cluster_name: ClusterOpt = None,
+                     from_file: Annotated[Optional[Path], typer.Option(
+                         "--from", help="An older tieredStoreMetadata.json or its .bak: topic ids, wall-clock times, "
+                         "and times of segments whose records are gone.", dir_okay=False)] = None,
+                     json_out: JsonOpt = False) -> None:
+    """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
+    from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
+
+    if tiered_store_path is None:
+        raise InvalidArgumentError("pass --tiered-store-path DIR")
+    res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
+    for w in res.warnings:
+        _note(f"warning: {w}")
+    if json_out:
+        render.emit_json(res.as_dict())
+    else:
+        _note(f"wrote {res.out}: {res.topics} topic(s), {res.queues} queue(s), "
+                    + ", ".join(f"{v} {k}" for k, v in res.segments.items()) + " segment(s)")
