@@ -250,3 +250,17 @@ def test_parse_delay_levels_is_the_brokers():
     for bad in ("", " 1s", "1s 5", "1x", "s"):
         with pytest.raises(Exception):
             parse_delay_levels(bad)
+
+
+def test_consumers_damaged_queue_and_bad_topic_names(store):
+    root, _ = store
+    (root / "consumequeue" / "TopicA" / "2" / f"{0:020d}").write_bytes(b"\1" * 150)
+    (root / "config" / "consumerOffset.json").write_text(offset_file({"TopicA@g1": {0: 5}, "../../etc@g1": {0: 1}}))
+    r = run(["consumers", "-s", root, "--json"])
+    assert r.exit_code == 3, r.output
+    got, _ = progress(r)
+    assert got["g1"][("TopicA", 2)]["brokerOffset"] is None
+    assert "cannot be read" in got["g1"][("TopicA", 2)]["note"]
+    assert got["g1"][("TopicA", 0)]["diff"] == 0
+    assert "not a valid topic name" in got["g1"][("../../etc", 0)]["note"]
+    assert "1 consume queue(s) could not be read: g1 TopicA/2" in r.stderr

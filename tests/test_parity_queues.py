@@ -13,7 +13,7 @@ from engine.broker.layout import topic_problem
 from engine.broker.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
 from engine.ops.queues import queue_min_offset
-from helpers import GOLDEN, SMALL, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 
 T0 = 1_700_000_000_000
 TAGS = ["TagA", "TagB", "TagC"]
@@ -138,16 +138,24 @@ def test_print_msg_unknown_topic_and_bad_names(store):
     assert_one_line_error(run(["print-msg", "-s", root, "-t", "../x", "--begin", T0, "--end", "now"]), 2)
 
 
-def test_print_msg_reports_unreadable_units_and_exits_3(store):
-    root, acks = store
-    victim = next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == 4)
-    seg = root / "commitlog" / f"{victim['commitLogOffset'] // 4096 * 4096:020d}"
+def damage_record(root, ack):
+    seg = root / "commitlog" / f"{ack['commitLogOffset'] // 4096 * 4096:020d}"
     data = bytearray(seg.read_bytes())
-    data[victim["commitLogOffset"] % 4096 + 4: victim["commitLogOffset"] % 4096 + 8] = b"\0\0\0\1"   # magic code
+    data[ack["commitLogOffset"] % 4096 + 4: ack["commitLogOffset"] % 4096 + 8] = b"\0\0\0\1"   # the magic code
     seg.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("victims", [[4], [9], [0], [8, 9]])
+def test_print_msg_reports_unreadable_units_and_exits_3(store, victims):
+    """A unit whose message cannot be read is reported, wherever it is (first, middle, last of the queue)."""
+    root, acks = store
+    for v in victims:
+        damage_record(root, next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == v))
     r = run(["print-msg", "-s", root, "-t", "TopicA", "-q", "2", "--begin", T0, "--end", "now", "--json"])
     assert r.exit_code == 3
-    assert len(jlines(r)) == 9 and "TopicA/2 queue offset 4: unreadable" in r.stderr
+    assert [g["queueOffset"] for g in jlines(r)] == [q for q in range(10) if q not in victims]
+    for v in victims:
+        assert f"TopicA/2 queue offset {v}: unreadable" in r.stderr
 
 
 def test_print_msg_table_streams_and_is_read_only(store):
@@ -347,3 +355,17 @@ def test_golden_queues_and_print_msg(golden_store):
     r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "0", "--json"])
     assert [u["message"]["keys"] for u in jlines(r)] == [m["keyList"] for m in msgs if
                                                          (m["topic"], m["queueId"]) == ("TopicA", 0)]
+
+
+def test_a_damaged_queue_does_not_hide_the_others(store):
+    root, acks = store
+    (root / "consumequeue" / "TopicA" / "1" / f"{0:020d}").write_bytes(b"\1" * 150)   # not a multiple of 20
+    r = run(["queues", "-s", root, "--json"])
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    broken = next(q for q in doc["queues"] if q["queueId"] == 1)
+    assert broken["maxOffset"] is None and "not a multiple of 20" in broken["problems"][0]
+    assert [q["maxOffset"] for q in doc["queues"] if q["queueId"] != 1] == [10, 10]
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--json"])
+    assert r.exit_code == 3 and len(jlines(r)) == 20 and "TopicA/1: cannot be read" in r.stderr
+    assert_one_line_error(run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "1"]), 2, "not a multiple of 20")

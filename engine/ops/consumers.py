@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from engine.broker import configfiles
 from engine.broker.config import read_properties_file
 from engine.broker.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
-from engine.errors import InvalidArgumentError
+from engine.broker.layout import topic_problem
+from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset
 
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -32,10 +33,10 @@ _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 class QueueProgress:
     topic: str
     queueId: int
-    brokerOffset: int
+    brokerOffset: int | None         # None: the consume queue cannot be read (see note)
     consumerOffset: int
-    diff: int
-    minOffset: int
+    diff: int | None
+    minOffset: int | None
     committed: bool
     lastTimestamp: int | None
     note: str | None = None
@@ -51,7 +52,11 @@ class GroupProgress:
 
     @property
     def diff_total(self) -> int:
-        return sum(q.diff for q in self.queues)
+        return sum(q.diff for q in self.queues if q.diff is not None)
+
+    @property
+    def unreadable(self) -> list[QueueProgress]:
+        return [q for q in self.queues if q.brokerOffset is None]
 
     def as_dict(self) -> dict:
         return {"group": self.group, "diffTotal": self.diff_total, "queues": [q.as_dict() for q in self.queues]}
@@ -103,7 +108,8 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
         for topic in sorted(by_group[g]):
             ids = _queue_ids(topic, by_group[g][topic], topics.value, on_disk, rep.notes)
             for qid in ids:
-                gp.queues.append(_progress(store, topic, qid, by_group[g][topic].get(qid), cl_min))
+                gp.queues.append(_progress(store, topic, qid, by_group[g][topic].get(qid), cl_min,
+                                           qid in on_disk.get(topic, ())))
         rep.groups.append(gp)
     return rep
 
@@ -123,27 +129,28 @@ def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: l
     return sorted(set(committed) | on_disk.get(topic, set()))
 
 
-def _progress(store, topic: str, qid: int, committed: int | None, cl_min: int) -> QueueProgress:
-    if not (store.layout.consumequeue_dir / topic / str(qid)).is_dir():
-        max_q = min_q = 0
-        view = None
-    else:
-        view = QueueView(store, topic, qid, cl_min)
-        max_q, min_q = view.max_offset, view.min_offset
+def _progress(store, topic: str, qid: int, committed: int | None, cl_min: int, on_disk: bool) -> QueueProgress:
     consumer = committed if committed is not None and committed >= 0 else 0
-    p = QueueProgress(topic, qid, max_q, consumer, max_q - consumer, min_q, committed is not None, None)
+    p = QueueProgress(topic, qid, 0, consumer, -consumer, 0, committed is not None, None)
+    if not on_disk:
+        why = topic_problem(topic)
+        p.note = f"not a valid topic name: {why}" if why else "no consume queue on disk"
+        return p
     try:
-        if view is not None and min_q <= consumer - 1 < max_q:
-            p.lastTimestamp = view.store_time(consumer - 1)
-    finally:
-        if view is not None:
-            view.close()
-    if view is None:
-        p.note = "no consume queue on disk"
-    elif consumer > max_q:
+        with QueueView(store, topic, qid, cl_min) as view:
+            p.brokerOffset, p.minOffset = view.max_offset, view.min_offset
+            p.diff = view.max_offset - consumer
+            if view.min_offset <= consumer - 1 < view.max_offset:
+                p.lastTimestamp = view.store_time(consumer - 1)
+    except StoreError as e:
+        p.brokerOffset = p.minOffset = p.diff = None
+        p.note = f"the consume queue cannot be read: {e}"
+        return p
+    if consumer > p.brokerOffset:
         p.note = "the committed offset is past the queue's max offset"
-    elif consumer < min_q:
-        p.note = f"the committed offset is below the queue's min offset {min_q}: those messages were deleted unread"
+    elif consumer < p.minOffset:
+        p.note = (f"the committed offset is below the queue's min offset {p.minOffset}: those messages were "
+                  "deleted unread")
     return p
 
 
@@ -231,7 +238,12 @@ def _level(store, level: int, delay: int | None, spec: str, stored: int | None, 
     if not has_queue:
         lv.notes.append("no consume queue on disk")
         return lv
-    with QueueView(store, SCHEDULE_TOPIC, level - 1, cl_min) as v:
+    try:
+        view = QueueView(store, SCHEDULE_TOPIC, level - 1, cl_min)
+    except StoreError as e:
+        lv.problems.append(f"the consume queue cannot be read: {e}")
+        return lv
+    with view as v:
         lv.minOffset, lv.maxOffset = v.min_offset, v.max_offset
         start = 0 if stored is None else stored
         lv.effectiveOffset = min(max(start, v.min_offset), v.max_offset)

@@ -15,7 +15,7 @@ from engine.broker.config import CQ_STORE_UNIT_SIZE
 from engine.broker.consumequeue import ConsumeQueue
 from engine.broker.layout import NameProblem
 from engine.broker.message import VALID, MessageRecord
-from engine.errors import InvalidArgumentError
+from engine.errors import InvalidArgumentError, StoreError
 
 #: The size of a blank pre-fill unit (format §4.1): it points at no record.
 BLANK_UNIT_SIZE = 0x7FFFFFFF
@@ -204,8 +204,14 @@ class QueueView:
         return self._bisect(lambda t: t >= ts)
 
     def upper_bound(self, ts: int) -> int:
-        """One past BoundaryType.UPPER: the first queue offset whose message was stored after ts."""
-        return self._bisect(lambda t: t > ts)
+        """One past BoundaryType.UPPER: the first queue offset whose message was stored after ts. Unreadable
+        units right after the range are kept in it (their time is unknown), so that a walk reports them."""
+        q = self._bisect(lambda t: t > ts)
+        run = 0
+        while q < self.max_offset and run < MAX_UNREADABLE_RUN and self.store_time(q) is None:
+            q += 1
+            run += 1
+        return q
 
     def _bisect(self, pred: Callable[[int], bool]) -> int:
         """The first q in [min, max) whose store time satisfies pred. Store times grow with the queue offset (the
@@ -239,12 +245,12 @@ class QueueView:
 class QueueStatus:
     topic: str
     queueId: int
-    minOffset: int
-    maxOffset: int
-    messages: int
+    minOffset: int | None            # None: the queue's files cannot be read (see problems)
+    maxOffset: int | None
+    messages: int | None
     firstStoreTimestamp: int | None
     lastStoreTimestamp: int | None
-    bytes: int
+    bytes: int | None
     problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -301,20 +307,27 @@ def queue_status(store, topic: str | None = None, progress: Callable[[int, int],
     queues, skipped = select_queues(store, topic)
     rep = QueuesReport(commitlog_min_offset(store), skipped=skipped)
     for i, (t, q) in enumerate(queues):
-        with QueueView(store, t, q, rep.commitLogMinOffset) as v:
-            st = QueueStatus(t, q, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0)
-            if v.max_offset > v.min_offset:
-                for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
-                    c = v.check(at)
-                    if c.status == OK:
-                        setattr(st, attr, c.record.store_timestamp)
-                    else:
-                        st.problems.append(f"queue offset {at}: {c.status.lower()}: {c.reason}")
-                st.bytes = v.units_bytes(v.min_offset, v.max_offset)
-            rep.queues.append(st)
+        try:
+            rep.queues.append(_status(store, t, q, rep.commitLogMinOffset))
+        except StoreError as e:   # one damaged queue does not hide the others
+            rep.queues.append(QueueStatus(t, q, None, None, None, None, None, None, [f"cannot be read: {e}"]))
         if progress:
             progress(i + 1, len(queues))
     return rep
+
+
+def _status(store, topic: str, queue_id: int, cl_min: int) -> QueueStatus:
+    with QueueView(store, topic, queue_id, cl_min) as v:
+        st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0)
+        if v.max_offset > v.min_offset:
+            for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
+                c = v.check(at)
+                if c.status == OK:
+                    setattr(st, attr, c.record.store_timestamp)
+                else:
+                    st.problems.append(f"queue offset {at}: {c.status.lower()}: {c.reason}")
+            st.bytes = v.units_bytes(v.min_offset, v.max_offset)
+    return st
 
 
 # ------------------------------------------------------------------------------------------- dump-cq

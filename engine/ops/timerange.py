@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from engine.broker.message import MessageRecord
-from engine.errors import InvalidArgumentError
+from engine.errors import InvalidArgumentError, StoreError
 from engine.java.lang import java_string_hash
 from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset, select_queues
 
@@ -132,9 +132,12 @@ def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | Non
     cl_min = commitlog_min_offset(store)
     ranges, problems = [], []
     for t, q in queues:
-        with QueueView(store, t, q, cl_min) as v:
-            first = v.lower_bound(begin)
-            stop = v.upper_bound(end)
-            ranges.append(QueueRange(t, q, v.min_offset, v.max_offset, first, max(first, stop)))
-            problems += v.problems
+        try:
+            with QueueView(store, t, q, cl_min) as v:
+                first = v.lower_bound(begin)
+                stop = v.upper_bound(end)
+                ranges.append(QueueRange(t, q, v.min_offset, v.max_offset, first, max(first, stop)))
+                problems += v.problems
+        except StoreError as e:   # one damaged queue does not hide the others' messages
+            problems.append(f"{t}/{q}: cannot be read: {e}")
     return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems)

@@ -76,6 +76,7 @@ def consumers(
         tables.note(n)
     if json_out:
         render.emit_json(rep.as_dict())
+        _exit_if_unreadable(rep)
         return
     rows = [dict(q.as_dict(), group=g.group, lastTime=times.format_time(q.lastTimestamp))
             for g in rep.groups for q in g.queues]
@@ -86,6 +87,14 @@ def consumers(
                 tables.note(f"{r['group']} {r['topic']}/{r['queueId']}: {r['note']}")
     for g in rep.groups:
         print(f"{g.group}: diff total {g.diff_total} over {len(g.queues)} queue(s)")
+    _exit_if_unreadable(rep)
+
+
+def _exit_if_unreadable(rep) -> None:
+    bad = [f"{g.group} {q.topic}/{q.queueId}" for g in rep.groups for q in g.unreadable]
+    if bad:
+        tables.note(f"{len(bad)} consume queue(s) could not be read: {', '.join(bad[:10])}")
+        raise typer.Exit(3)
 
 
 @handles_errors
