@@ -51,8 +51,8 @@ def parse_time(text: str, option: str = "--begin", *, end: bool = False, now: in
     if _DATE_ONLY.fullmatch(t):
         try:
             d = date.fromisoformat(t)
-        except ValueError:
-            raise InvalidArgumentError(f"{option} {t!r} is not a date: {_why_date(t)}") from None
+        except ValueError as e:
+            raise InvalidArgumentError(f"{option} {t!r} is not a date: {e}") from None
         if end:
             # The last millisecond of that local day (the next local midnight minus 1 ms, so DST days are right).
             return _ms(datetime.combine(d + timedelta(days=1), datetime.min.time()).astimezone(), option, t) - 1
@@ -154,10 +154,3 @@ def _compact_hint(digits: str) -> str:
     iso = dt.date().isoformat() if len(digits) == 8 else dt.isoformat(sep="T", timespec="milliseconds")
     return f"; did you mean {iso}?"
 
-
-def _why_date(t: str) -> str:
-    try:
-        date.fromisoformat(t)
-    except ValueError as e:
-        return str(e)
-    return "invalid"

@@ -41,13 +41,16 @@ def queue_min_offset(cq: ConsumeQueue, cl_min: int) -> int:
     """getMinOffsetInQueue, as the broker settles it once it has loaded the queue and its consume-queue clean-up
     has run with the commit log's min offset `cl_min` (deleteExpiredFile then correctMinOffset, format §8.3).
 
-    The one rule for "the first queue offset a consumer can read" (engine/tiered/flat's LocalQueue computes the
-    same). Steps: no unit, or the last unit points below `cl_min`: min = max. Else drop the files (but the last)
-    whose last unit points below `cl_min`, oldest first, stopping at the first that stays; the min is the first
-    unit of the first remaining file that points at or above `cl_min`, found by binary search on 20-byte units
-    as the broker does (a linear pass if the units are out of order). Blank pre-fill units (pitfall 16) point at
-    no record and never count: the broker sets minLogicOffset past them when it writes them; only its start-up
-    pass with a commit log starting at 0 leaves it at 0, which its source marks as a known defect (a TODO in
+    The one rule for "the first queue offset a consumer can read" (LocalQueue in
+    engine/tiered/flat/queue_dispatch.py computes the same value on its own for healthy queues;
+    tests/test_parity_queues.py checks that they agree).
+
+    Steps: no unit, or the last unit points below `cl_min`: min = max. Else drop the files (but the last) whose
+    last unit points below `cl_min`, oldest first, stopping at the first that stays; the min is the first unit
+    of the first remaining file that points at or above `cl_min`, found by binary search on 20-byte units as the
+    broker does (a linear pass if the units are out of order). Blank pre-fill units (pitfall 16) point at no
+    record and never count: the broker sets minLogicOffset past them when it writes them; only its start-up pass
+    with a commit log starting at 0 leaves it at 0, which its source marks as a known defect (a TODO in
     ConsumeQueue.initializeWithOffset). Likewise a queue whose files hold no unit at all is empty: min = max.
     """
     max_q = cq.max_offset_in_queue
