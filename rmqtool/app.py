@@ -8,6 +8,7 @@ import typer
 
 from rmqtool import __version__, cli
 from rmqtool.commands import clean, demo, dump, inspect, put, query, recover, reindex, tiered, tiered_index
+from rmqtool.commands import consumers, print_msg, queues
 
 app = typer.Typer(
     name="rmqtool",
@@ -46,6 +47,11 @@ app.command("recover")(recover.recover)
 app.command("clean")(clean.clean)
 app.command("spark-reindex")(reindex.spark_reindex_cmd)
 app.command("demo")(demo.demo)
+app.command("print-msg", epilog=print_msg.EXAMPLES)(print_msg.print_msg)
+app.command("queues", epilog=queues.QUEUES_EXAMPLES)(queues.queues)
+app.command("dump-cq", epilog=queues.DUMP_CQ_EXAMPLES)(queues.dump_cq)
+app.command("consumers", epilog=consumers.CONSUMERS_EXAMPLES)(consumers.consumers)
+app.command("delays", epilog=consumers.DELAYS_EXAMPLES)(consumers.delays)
 app.add_typer(tiered.app, name="tiered")
 
 

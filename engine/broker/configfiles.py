@@ -1,0 +1,243 @@
+"""The broker's config/*.json files, read as its ConfigManager loads them (format §1.2).
+
+The files are fastjson text (unquoted numeric map keys: engine.java.fastjson). ConfigManager.load reads
+`<name>`; when it is missing, empty or does not decode, it reads `<name>.bak` instead (the copy persist() keeps of
+the previous save). The broker also deletes the bad main file; rmqtool only reads (files are opened read-only),
+and says on stderr which file it read and why.
+
+Shapes (fastjson beans, fields in any order, unknown fields ignored as fastjson does):
+  consumerOffset.json      {"offsetTable": {"<topic>@<group>": {<queueId>: <next queue offset>, ...}, ...}}
+  delayOffset.json         {"offsetTable": {<delayLevel>: <next offset in SCHEDULE_TOPIC_XXXX/(level-1)>, ...}}
+  topics.json              {"topicConfigTable": {"<topic>": {"readQueueNums": 4, "writeQueueNums": 4, ...}}}
+  subscriptionGroup.json   {"subscriptionGroupTable": {"<group>": {"groupName": ..., "consumeEnable": ...}}}
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engine.broker.layout import StoreLayout, is_regular_file
+from engine.errors import StoreError
+from engine.java import fastjson
+
+CONSUMER_OFFSET = "consumerOffset.json"
+DELAY_OFFSET = "delayOffset.json"
+TOPICS = "topics.json"
+SUBSCRIPTION_GROUP = "subscriptionGroup.json"
+BAK_SUFFIX = ".bak"
+#: ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
+TOPIC_GROUP_SEPARATOR = "@"
+#: TopicConfig.defaultReadQueueNums / defaultWriteQueueNums: what a topic entry without the field gets.
+DEFAULT_QUEUE_NUMS = 16
+#: A config file larger than this is refused rather than parsed (memory bound: the whole text is held).
+MAX_CONFIG_BYTES = 256 * 1024 * 1024
+
+
+class ConfigFileError(StoreError):
+    """A config file (and its .bak) cannot be read as the broker would read it."""
+
+
+class ShapeError(ValueError):
+    """fastjson text that does not map onto the broker's bean (fastjson would throw)."""
+
+
+@dataclass
+class ConfigFile:
+    """One config file as loaded: the decoded table, the file it came from, and what went wrong on the way."""
+    name: str
+    value: object = None
+    source: str | None = None          # "config/<name>" or "config/<name>.bak"; None when neither was read
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.source is not None
+
+
+@dataclass
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = DEFAULT_QUEUE_NUMS
+    writeQueueNums: int = DEFAULT_QUEUE_NUMS
+    perm: int = 6
+    order: bool = False
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def load_config_file(layout: StoreLayout, name: str, decode: Callable[[object], object], required: bool = True,
+                     empty=None) -> ConfigFile:
+    """ConfigManager.load for config/<name>: the main file, else <name>.bak.
+
+    Neither file present: the broker starts with an empty table; so do we (`empty`), with a note. A damaged
+    main file without a usable .bak, or a damaged .bak: ConfigFileError when `required`, else a note and no value.
+    """
+    main = layout.config_file(name)
+    rel = f"config/{name}"
+    res = ConfigFile(name)
+    why_main = _read(main, decode, res)
+    if why_main is None:
+        res.source = rel
+        return res
+    bak = layout.config_file(name + BAK_SUFFIX)
+    why_bak = _read(bak, decode, res)
+    if why_bak is None:
+        res.source = rel + BAK_SUFFIX
+        res.notes.append(f"{rel} {why_main}: read {name}{BAK_SUFFIX} instead, as the broker does "
+                         "(it holds the save before the last one)")
+        return res
+    absent = ("is missing", "is empty")
+    if why_main in absent and why_bak in absent:
+        res.value = empty
+        res.notes.append(f"{rel} {why_main} and {name}{BAK_SUFFIX} {why_bak}: the broker would start with an "
+                         "empty table")
+        return res
+    if why_bak in absent:
+        msg = (f"{rel} {why_main} and {name}{BAK_SUFFIX} {why_bak}: the broker would start with an empty "
+               "table (and delete the damaged file)")
+    else:
+        msg = f"{rel} {why_main}, and {name}{BAK_SUFFIX} {why_bak}: the broker would not start"
+    if required:
+        raise ConfigFileError(msg)
+    res.notes.append(msg)
+    return res
+
+
+def _read(path, decode, res: ConfigFile) -> str | None:
+    """Decode one file into res.value; None when it worked, else why not ("is missing", "is damaged: ...")."""
+    if not os.path.lexists(path):
+        return "is missing"
+    if not is_regular_file(path):
+        return "is not a regular file (a symlink or a directory; not followed)"
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_CONFIG_BYTES:
+            return f"is {size} bytes, over rmqtool's limit of {MAX_CONFIG_BYTES} for a config file"
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        return f"cannot be read ({e.strerror})"
+    if not raw.strip():
+        return "is empty"
+    try:
+        res.value = decode(fastjson.loads(raw))
+    except fastjson.FastjsonError as e:
+        return f"is damaged ({e})"
+    except ShapeError as e:
+        return f"is not in the broker's shape ({e})"
+    return None
+
+
+# ------------------------------------------------------------------------------------------- decoders
+
+
+def _table(root, field_name: str) -> dict:
+    """root[field_name] as a map; a missing field or a JSON null is an empty table (fastjson leaves it null)."""
+    if root is None:
+        return {}
+    if not isinstance(root, dict):
+        raise ShapeError(f"the root is a {_kind(root)}, not an object")
+    table = root.get(field_name)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise ShapeError(f'"{field_name}" is a {_kind(table)}, not an object')
+    return table
+
+
+def _int_key(k, where: str) -> int:
+    """A map key fastjson turns into an Integer: a bare number, or a string of digits."""
+    if isinstance(k, int) and not isinstance(k, bool):
+        return k
+    if isinstance(k, str) and k.strip().lstrip("-").isdigit():
+        return int(k)
+    raise ShapeError(f"{where}: key {k!r} is not a number")
+
+
+def _long(v, where: str) -> int:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    raise ShapeError(f"{where}: {v!r} is not a number")
+
+
+def decode_consumer_offsets(root) -> dict[str, dict[int, int]]:
+    """ConsumerOffsetManager: {"topic@group": {queueId: offset}} in file order."""
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in _table(root, "offsetTable").items():
+        if not isinstance(key, str):
+            raise ShapeError(f"offsetTable key {key!r} is not a string")
+        if queues is None:
+            out[key] = {}
+            continue
+        if not isinstance(queues, dict):
+            raise ShapeError(f'offsetTable["{key}"] is a {_kind(queues)}, not an object')
+        out[key] = {_int_key(q, key): _long(v, f"{key} queue {q}") for q, v in queues.items()}
+    return out
+
+
+def decode_delay_offsets(root) -> dict[int, int]:
+    """ScheduleMessageService (DelayOffsetSerializeWrapper): {delayLevel: offset}."""
+    return {_int_key(k, "offsetTable"): _long(v, f"delay level {k}")
+            for k, v in _table(root, "offsetTable").items()}
+
+
+def decode_topics(root) -> dict[str, TopicConfig]:
+    """TopicConfigManager (TopicConfigSerializeWrapper): the topics and their queue counts."""
+    out: dict[str, TopicConfig] = {}
+    for name, tc in _table(root, "topicConfigTable").items():
+        if not isinstance(tc, dict):
+            raise ShapeError(f'topicConfigTable["{name}"] is a {_kind(tc)}, not an object')
+        cfg = TopicConfig(str(tc.get("topicName") or name))
+        for f in ("readQueueNums", "writeQueueNums", "perm"):
+            if tc.get(f) is not None:
+                setattr(cfg, f, _long(tc[f], f"topic {name} {f}"))
+        cfg.order = bool(tc.get("order", False))
+        out[str(name)] = cfg
+    return out
+
+
+def decode_subscription_groups(root) -> dict[str, dict]:
+    """SubscriptionGroupManager: {group: its SubscriptionGroupConfig fields}."""
+    out: dict[str, dict] = {}
+    for name, cfg in _table(root, "subscriptionGroupTable").items():
+        if not isinstance(cfg, dict):
+            raise ShapeError(f'subscriptionGroupTable["{name}"] is a {_kind(cfg)}, not an object')
+        out[str(name)] = cfg
+    return out
+
+
+def split_topic_group(key: str) -> tuple[str, str] | None:
+    """`topic@group` as the broker splits it (Java String.split drops trailing empty parts; exactly two parts
+    count, other keys are skipped by whichTopicByConsumer)."""
+    parts = key.split(TOPIC_GROUP_SEPARATOR)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+def _kind(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(v), "null" if v is None else type(v).__name__)
+
+
+# ------------------------------------------------------------------------------------------- the four files
+
+
+def consumer_offsets(layout: StoreLayout, required: bool = True) -> ConfigFile:
+    return load_config_file(layout, CONSUMER_OFFSET, decode_consumer_offsets, required, empty={})
+
+
+def delay_offsets(layout: StoreLayout, required: bool = True) -> ConfigFile:
+    return load_config_file(layout, DELAY_OFFSET, decode_delay_offsets, required, empty={})
+
+
+def topic_configs(layout: StoreLayout, required: bool = False) -> ConfigFile:
+    return load_config_file(layout, TOPICS, decode_topics, required, empty={})
+
+
+def subscription_groups(layout: StoreLayout, required: bool = False) -> ConfigFile:
+    return load_config_file(layout, SUBSCRIPTION_GROUP, decode_subscription_groups, required, empty={})

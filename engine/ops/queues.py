@@ -1,0 +1,380 @@
+"""Consume queues as an operator asks about them (mqadmin topicStatus, queryCq): the broker's min and max queue
+offsets, store times, bytes, and each unit checked against the commit log (format §4, §8.3).
+
+Read-only: queues are opened one at a time (ConsumeQueue, read-only maps) and closed after use, so a store with
+thousands of queues never holds more than one queue's files open. Memory: one consume-queue file's view at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from engine.broker.config import CQ_STORE_UNIT_SIZE
+from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.layout import NameProblem
+from engine.broker.message import VALID, MessageRecord
+from engine.errors import InvalidArgumentError, StoreError
+
+#: The size of a blank pre-fill unit (format §4.1): it points at no record.
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+#: ConsumeQueueExt addresses are tagsCodes at or below this (format §4.6).
+MAX_EXT_ADDR = -2147483649
+#: A time search steps over at most this many consecutive unreadable units before it gives up on them.
+MAX_UNREADABLE_RUN = 256
+#: The key of a blank pre-fill unit: below every commit-log offset, even the -1 of a log without segments.
+NO_RECORD = -(2**63)
+
+OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH = "OK", "BLANK", "EXPIRED", "OUTSIDE", "UNREADABLE", "MISMATCH"
+#: Unit statuses that point outside the commit log.
+POINTS_OUTSIDE = (EXPIRED, OUTSIDE)
+
+
+def commitlog_min_offset(store) -> int:
+    """CommitLog.getMinOffset: the first segment's start offset, -1 without segments."""
+    cl = store.commitlog
+    return cl.min_offset if cl.segments else -1
+
+
+def queue_min_offset(cq: ConsumeQueue, cl_min: int) -> int:
+    """getMinOffsetInQueue, as the broker settles it once it has loaded the queue and its consume-queue clean-up
+    has run with the commit log's min offset `cl_min` (deleteExpiredFile then correctMinOffset, format §8.3).
+
+    The one rule for "the first queue offset a consumer can read" (LocalQueue in
+    engine/tiered/flat/queue_dispatch.py computes the same value on its own for healthy queues;
+    tests/test_parity_queues.py checks that they agree).
+
+    Steps: no unit, or the last unit points below `cl_min`: min = max. Else drop the files (but the last) whose
+    last unit points below `cl_min`, oldest first, stopping at the first that stays; the min is the first unit
+    of the first remaining file that points at or above `cl_min`, found by binary search on 20-byte units as the
+    broker does (a linear pass if the units are out of order). Blank pre-fill units (pitfall 16) point at no
+    record and never count: the broker sets minLogicOffset past them when it writes them; only its start-up pass
+    with a commit log starting at 0 leaves it at 0, which its source marks as a known defect (a TODO in
+    ConsumeQueue.initializeWithOffset). Likewise a queue whose files hold no unit at all is empty: min = max.
+    """
+    max_q = cq.max_offset_in_queue
+    segs = [s for s in cq.queue.segments if s.start // CQ_STORE_UNIT_SIZE < max_q]
+    if not segs:
+        return max_q
+    last = cq.unit(max_q - 1)
+    if last is None or _key(last) < cl_min:
+        return max_q
+    per_file = cq.file_size // CQ_STORE_UNIT_SIZE
+    first = segs[-1]
+    for seg in segs[:-1]:
+        u = cq.unit(seg.start // CQ_STORE_UNIT_SIZE + per_file - 1)
+        if u is None or _key(u) >= cl_min:
+            first = seg
+            break
+    lo = first.start // CQ_STORE_UNIT_SIZE
+    hi = min(lo + per_file, max_q)
+    a, b = lo, hi
+    while a < b:
+        mid = (a + b) // 2
+        u = cq.unit(mid)
+        if u is not None and _key(u) >= cl_min:
+            b = mid
+        else:
+            a = mid + 1
+    if a < hi and _key(cq.unit(a)) >= cl_min and (a == lo or _key(cq.unit(a - 1)) < cl_min):
+        return a
+    # Units out of commit-log order (damage): the first one at or above cl_min, file by file.
+    for seg in segs[segs.index(first):]:
+        units = cq.file_units(seg)[: max_q - seg.start // CQ_STORE_UNIT_SIZE]
+        keys = np.where(units["size"] == BLANK_UNIT_SIZE, NO_RECORD, units["offset"].astype(np.int64))
+        hit = np.flatnonzero(keys >= cl_min)
+        if len(hit):
+            return seg.start // CQ_STORE_UNIT_SIZE + int(hit[0])
+    return max_q
+
+
+def _key(unit) -> int:
+    """The commit-log offset a unit points at; NO_RECORD for a blank pre-fill unit (it points at nothing)."""
+    return NO_RECORD if unit[1] == BLANK_UNIT_SIZE else unit[0]
+
+
+# ------------------------------------------------------------------------------------------- one queue
+
+
+@dataclass
+class UnitCheck:
+    """One consume-queue unit and what it points at."""
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH
+    record: MessageRecord | None = None
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        d = {"queueOffset": self.queue_offset, "commitLogOffset": self.commit_log_offset, "size": self.size,
+             "tagsCode": self.tags_code, "status": self.status, "reason": self.reason or None, "message": None}
+        r = self.record
+        if r is not None:
+            d["message"] = {"topic": r.topic, "queueId": r.queue_id, "queueOffset": r.queue_offset,
+                            "commitLogOffset": r.physical_offset, "storeSize": r.total_size,
+                            "storeTimestamp": r.store_timestamp, "keys": r.keys, "tags": r.tags,
+                            "uniqKey": r.uniq_key, "msgId": r.msg_id}
+        return d
+
+
+class QueueView:
+    """One consume queue of an open MessageStore, read as the broker reads it. Close it after use."""
+
+    def __init__(self, store, topic: str, queue_id: int, cl_min: int | None = None):
+        self.store, self.topic, self.queue_id = store, topic, queue_id
+        self.cq = ConsumeQueue(store.root, topic, queue_id, store.config.cq_file_size)
+        self.cl_min = commitlog_min_offset(store) if cl_min is None else cl_min
+        self.max_offset = self.cq.max_offset_in_queue
+        self.min_offset = queue_min_offset(self.cq, self.cl_min)
+        self.problems: list[str] = []
+
+    def close(self) -> None:
+        self.cq.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.queue_id}"
+
+    def unit(self, q: int):
+        return self.cq.unit(q) if 0 <= q < self.max_offset else None
+
+    def check(self, q: int, check_crc: bool = False) -> UnitCheck:
+        """The unit at queue offset q and the record it points at, with the reason when it cannot be used."""
+        u = self.unit(q)
+        if u is None:
+            return UnitCheck(q, -1, 0, 0, OUTSIDE, reason=f"queue offset {q} is outside the queue [0, {self.max_offset})")
+        off, size, tags = u
+        c = UnitCheck(q, off, size, tags, OK)
+        if size == BLANK_UNIT_SIZE and off == 0:
+            c.status, c.reason = BLANK, "blank pre-fill unit (the queue starts later; pitfall 16)"
+            return c
+        cl = self.store.commitlog
+        end = cl.max_file_offset()
+        if off < 0 or size <= 0:
+            c.status, c.reason = OUTSIDE, f"not a valid unit (offset {off}, size {size})"
+            return c
+        if off < self.cl_min:
+            c.status = EXPIRED
+            c.reason = f"points below the commit log's min offset {self.cl_min}: the record was deleted"
+            return c
+        if off + size > end:
+            c.status, c.reason = OUTSIDE, f"points past the end of the commit-log files ({end})"
+            return c
+        r = cl.check_at(off, check_crc=check_crc)
+        if r.status != VALID:
+            c.status, c.reason = UNREADABLE, f"no valid message at commit-log offset {off}: {r.reason or r.status}"
+            return c
+        rec = c.record = r.record
+        why = []
+        if rec.topic != self.topic or rec.queue_id != self.queue_id:
+            why.append(f"the record belongs to {rec.topic}/{rec.queue_id}")
+        if rec.total_size != size:
+            why.append(f"the record is {rec.total_size} bytes, the unit says {size}")
+        if why:
+            c.status, c.reason = MISMATCH, "; ".join(why)
+        elif rec.queue_offset != q:
+            c.reason = f"the record's QUEUEOFFSET is {rec.queue_offset} (pitfall 17)"
+        return c
+
+    def store_time(self, q: int) -> int | None:
+        """The store timestamp of the message at queue offset q (CommitLog.pickupStoreTimestamp), or None."""
+        c = self.check(q)
+        return c.record.store_timestamp if c.status == OK else None
+
+    def units_bytes(self, lo: int, hi: int) -> int:
+        """The sum of the unit sizes of queue offsets [lo, hi): the bytes those messages take in the commit log."""
+        total = 0
+        for seg in self.cq.queue.segments:
+            first = seg.start // CQ_STORE_UNIT_SIZE
+            a, b = max(lo, first), min(hi, first + self.cq.file_size // CQ_STORE_UNIT_SIZE)
+            if a < b:
+                sizes = self.cq.file_units(seg)["size"][a - first:b - first]
+                total += int(sizes[sizes != BLANK_UNIT_SIZE].astype(np.int64).sum())
+        return total
+
+    # -- time search (ConsumeQueue.getOffsetInQueueByTime)
+    def lower_bound(self, ts: int) -> int:
+        """BoundaryType.LOWER: the first queue offset whose message was stored at or after ts (max when none)."""
+        return self._bisect(lambda t: t >= ts)
+
+    def upper_bound(self, ts: int) -> int:
+        """One past BoundaryType.UPPER: the first queue offset whose message was stored after ts. Unreadable
+        units right after the range are kept in it (their time is unknown), so that a walk reports them."""
+        q = self._bisect(lambda t: t > ts)
+        run = 0
+        while q < self.max_offset and run < MAX_UNREADABLE_RUN and self.store_time(q) is None:
+            q += 1
+            run += 1
+        return q
+
+    def _bisect(self, pred: Callable[[int], bool]) -> int:
+        """The first q in [min, max) whose store time satisfies pred. Store times grow with the queue offset (the
+        broker's search assumes it too); an unreadable unit takes the time of the next readable one."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            q, t = self._readable_from(mid, hi)
+            if t is None or pred(t):
+                hi = mid
+            else:
+                lo = q + 1
+        return lo
+
+    def _readable_from(self, q: int, hi: int) -> tuple[int, int | None]:
+        stop = min(hi, q + MAX_UNREADABLE_RUN)
+        for p in range(q, stop):
+            t = self.store_time(p)
+            if t is not None:
+                return p, t
+        if stop < hi:
+            self.problems.append(f"{self.name}: {MAX_UNREADABLE_RUN} units from queue offset {q} point at unreadable "
+                                 "messages; the time search took them as later than the range")
+        return q, None
+
+
+# ------------------------------------------------------------------------------------------- queue status
+
+
+@dataclass
+class QueueStatus:
+    topic: str
+    queueId: int
+    minOffset: int | None            # None: the queue's files cannot be read (see problems)
+    maxOffset: int | None
+    messages: int | None
+    firstStoreTimestamp: int | None
+    lastStoreTimestamp: int | None
+    bytes: int | None
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class QueuesReport:
+    commitLogMinOffset: int
+    queues: list[QueueStatus] = field(default_factory=list)
+    skipped: list[NameProblem] = field(default_factory=list)
+
+    @property
+    def problem_count(self) -> int:
+        return sum(len(q.problems) for q in self.queues)
+
+    def as_dict(self) -> dict:
+        return {"commitLogMinOffset": self.commitLogMinOffset, "queues": [q.as_dict() for q in self.queues],
+                "skipped": [p.as_dict() for p in self.skipped]}
+
+
+def select_queues(store, topic: str | None = None, queue_id: int | None = None) -> tuple[list, list[NameProblem]]:
+    """The (topic, queueId) pairs of consumequeue/ (optionally one topic / one queue), and the entries skipped.
+    An unknown topic or queue is an InvalidArgumentError naming what exists."""
+    listing = store.layout.list_queues()
+    queues = sorted(listing.queues)
+    if topic is not None:
+        queues = [(t, q) for t, q in queues if t == topic]
+        if not queues:
+            raise InvalidArgumentError(f"topic {topic!r} has no consume queue in {store.root} "
+                                       f"({_some_topics(listing.queues)})")
+    if queue_id is not None:
+        ids = [q for _, q in queues]
+        if queue_id not in ids:
+            raise InvalidArgumentError(f"topic {topic!r} has no queue {queue_id} (its queues: "
+                                       f"{', '.join(map(str, ids))})")
+        queues = [(topic, queue_id)]
+    return queues, [p for p in listing.problems if topic is None or p.path.split("/")[1:2] == [topic]]
+
+
+def _some_topics(queues) -> str:
+    topics = sorted({t for t, _ in queues})
+    if not topics:
+        return "it has no consume queues at all"
+    shown = ", ".join(topics[:8]) + (", ..." if len(topics) > 8 else "")
+    return f"topics: {shown}"
+
+
+def queue_status(store, topic: str | None = None, progress: Callable[[int, int], None] | None = None) -> QueuesReport:
+    """topicStatus for every queue (or one topic's): min/max queue offset, first/last store time, bytes.
+
+    Reads two records and every unit between min and max (20 bytes per message) of each queue.
+    """
+    queues, skipped = select_queues(store, topic)
+    rep = QueuesReport(commitlog_min_offset(store), skipped=skipped)
+    for i, (t, q) in enumerate(queues):
+        try:
+            rep.queues.append(_status(store, t, q, rep.commitLogMinOffset))
+        except StoreError as e:   # one damaged queue does not hide the others
+            rep.queues.append(QueueStatus(t, q, None, None, None, None, None, None, [f"cannot be read: {e}"]))
+        if progress:
+            progress(i + 1, len(queues))
+    return rep
+
+
+def _status(store, topic: str, queue_id: int, cl_min: int) -> QueueStatus:
+    with QueueView(store, topic, queue_id, cl_min) as v:
+        st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0)
+        if v.max_offset > v.min_offset:
+            for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
+                c = v.check(at)
+                if c.status == OK:
+                    setattr(st, attr, c.record.store_timestamp)
+                else:
+                    st.problems.append(f"queue offset {at}: {c.status.lower()}: {c.reason}")
+            st.bytes = v.units_bytes(v.min_offset, v.max_offset)
+    return st
+
+
+# ------------------------------------------------------------------------------------------- dump-cq
+
+
+@dataclass
+class CqDump:
+    """dump_cq's answer: the queue's bounds, then the units one by one (iterate `units`)."""
+    topic: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    firstUnit: int                   # the first unit the files hold (below minOffset: expired or pre-fill)
+    start: int
+    count: int
+    units: Iterator[UnitCheck]
+
+    def header(self) -> dict:
+        return {"topic": self.topic, "queueId": self.queueId, "minOffset": self.minOffset,
+                "maxOffset": self.maxOffset, "firstUnitInFiles": self.firstUnit, "start": self.start,
+                "count": self.count}
+
+
+def dump_cq(store, topic: str, queue_id: int, queue_offset: int | None = None, count: int = 10,
+            check_crc: bool = True) -> CqDump:
+    """queryCq: `count` units from `queue_offset` (default: the queue's min offset), each with the message it
+    points at or why it cannot be read. The caller iterates .units (streamed) and closes nothing."""
+    select_queues(store, topic, queue_id)
+    view = QueueView(store, topic, queue_id)
+    segs = view.cq.queue.segments
+    first_unit = min(segs[0].start // CQ_STORE_UNIT_SIZE, view.max_offset) if segs else 0
+    start = view.min_offset if queue_offset is None else queue_offset
+    if start < first_unit or start > view.max_offset:
+        view.close()
+        raise InvalidArgumentError(f"--queue-offset {start} is outside {topic}/{queue_id}: its files hold queue "
+                                   f"offsets [{first_unit}, {view.max_offset}) (the broker's min offset is "
+                                   f"{view.min_offset})")
+    n = min(count, view.max_offset - start)
+
+    def units() -> Iterator[UnitCheck]:
+        try:
+            for q in range(start, start + n):
+                yield view.check(q, check_crc=check_crc)
+        finally:
+            view.close()
+
+    return CqDump(topic, queue_id, view.min_offset, view.max_offset, first_unit, start, n, units())

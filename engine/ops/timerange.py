@@ -1,0 +1,143 @@
+"""Messages of a topic by store time (mqadmin printMsg / printMsgByQueue), found through the consume queues.
+
+Per queue, two binary searches on store time (ConsumeQueue.getOffsetInQueueByTime, LOWER for the begin and
+UPPER for the end) give the queue offsets whose messages were stored in [begin, end]; only those units are read,
+never the whole commit log. A subExpression filters by tag as a broker and its client do: the unit's tagsCode
+against the hash codes of the tags first (DefaultMessageFilter.isMatchedByConsumeQueue), then the message's
+TAGS against the tag names (PullAPIWrapper.processPullResult). Messages are yielded one at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from engine.broker.message import MessageRecord
+from engine.errors import InvalidArgumentError, StoreError
+from engine.java.lang import java_string_hash
+from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset, select_queues
+
+SUB_ALL = "*"
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    """FilterAPI.buildSubscriptionData: `*` (or empty) takes every message; else tags split on `||`, trimmed."""
+    expression: str
+    tags: frozenset | None          # None: every message
+    codes: frozenset = frozenset()
+
+    @classmethod
+    def parse(cls, expression: str | None) -> "TagFilter":
+        expr = (expression or "").strip()
+        if not expr or expr == SUB_ALL:
+            return cls(SUB_ALL, None)
+        tags = [t.strip() for t in expr.split("||")]
+        tags = [t for t in tags if t]
+        if not tags:
+            raise InvalidArgumentError(f"--tags {expression!r} names no tag: give TagA, 'TagA || TagB' or '*'")
+        return cls(expr, frozenset(tags), frozenset(java_string_hash(t) for t in tags))
+
+    def match_unit(self, tags_code: int) -> bool:
+        """The broker's test on the consume-queue unit: tagsCode.intValue() in the hash codes. An ext address
+        (format §4.6) hides the real tagsCode: the message's TAGS decide instead."""
+        if self.tags is None or tags_code <= MAX_EXT_ADDR:
+            return True
+        return ((tags_code + 2**31) % 2**32) - 2**31 in self.codes
+
+    def match_message(self, tags: str | None) -> bool:
+        """The client's test: the message's TAGS is one of the tag names (a hash collision stops here)."""
+        return self.tags is None or (tags is not None and tags in self.tags)
+
+
+@dataclass
+class QueueRange:
+    """The queue offsets [first, end) of one queue whose messages fall in the time range."""
+    topic: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    first: int
+    end: int
+
+    @property
+    def candidates(self) -> int:
+        return self.end - self.first
+
+
+@dataclass
+class Found:
+    """A message printMsg shows, with its position in the consume queue."""
+    queue_id: int
+    queue_offset: int
+    record: MessageRecord
+    note: str = ""               # e.g. the record's QUEUEOFFSET differs from its position (pitfall 17)
+
+
+@dataclass
+class TimeRangeScan:
+    """The plan (one QueueRange per queue) and, when iterated, the matching messages in queue order."""
+    store: object
+    topic: str
+    begin: int
+    end: int
+    tag_filter: TagFilter
+    ranges: list[QueueRange]
+    check_crc: bool = True
+    problems: list[str] = field(default_factory=list)
+    filtered: int = 0            # units read and left out (tag or store time)
+    visited: int = 0             # units looked at so far
+
+    @property
+    def remaining(self) -> int:
+        """Units of the ranges not looked at yet (after a caller stopped early)."""
+        return self.candidates - self.visited
+
+    @property
+    def candidates(self) -> int:
+        """Units in the ranges: an upper bound of the messages found (exact without a tag filter)."""
+        return sum(r.candidates for r in self.ranges)
+
+    def __iter__(self) -> Iterator[Found]:
+        cl_min = commitlog_min_offset(self.store)
+        for r in self.ranges:
+            with QueueView(self.store, r.topic, r.queueId, cl_min) as v:
+                yield from self._queue(v, r)
+
+    def _queue(self, v: QueueView, r: QueueRange) -> Iterator[Found]:
+        for q in range(r.first, r.end):
+            self.visited += 1
+            u = v.unit(q)
+            if u is not None and not self.tag_filter.match_unit(u[2]):
+                self.filtered += 1
+                continue
+            c = v.check(q, check_crc=self.check_crc)
+            if c.status != OK:
+                self.problems.append(f"{v.name} queue offset {q}: {c.status.lower()}: {c.reason}")
+                continue
+            rec = c.record
+            if not self.begin <= rec.store_timestamp <= self.end or not self.tag_filter.match_message(rec.tags):
+                self.filtered += 1
+                continue
+            yield Found(r.queueId, q, rec, c.reason)
+
+
+def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | None = None,
+                    tags: str | None = None, check_crc: bool = True) -> TimeRangeScan:
+    """printMsg: plan the queue-offset range of every queue of `topic` (or of one queue) for store times in
+    [begin, end] (both inclusive), two binary searches per queue; iterate the result for the messages."""
+    if begin > end:
+        raise InvalidArgumentError(f"the time range is empty: begin {begin} is after end {end}")
+    tag_filter = TagFilter.parse(tags)
+    queues, _ = select_queues(store, topic, queue_id)
+    cl_min = commitlog_min_offset(store)
+    ranges, problems = [], []
+    for t, q in queues:
+        try:
+            with QueueView(store, t, q, cl_min) as v:
+                first = v.lower_bound(begin)
+                stop = v.upper_bound(end)
+                ranges.append(QueueRange(t, q, v.min_offset, v.max_offset, first, max(first, stop)))
+                problems += v.problems
+        except StoreError as e:   # one damaged queue does not hide the others' messages
+            problems.append(f"{t}/{q}: cannot be read: {e}")
+    return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems)

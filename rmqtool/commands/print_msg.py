@@ -1,0 +1,120 @@
+"""rmqtool print-msg: the messages of a topic stored in a time range (mqadmin printMsg / printMsgByQueue)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from engine.broker.store import MessageStore
+from engine.errors import InvalidArgumentError
+from engine.ops.timerange import scan_time_range
+from rmqtool import render, tables, times
+from rmqtool.cli import handles_errors
+from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+
+MAX_LIMIT = 1_000_000_000
+SHOWN_PROBLEMS = 20
+
+EXAMPLES = """Examples:
+
+  rmqtool print-msg -s ~/store --topic TopicTest --begin now-1h --end now
+
+  rmqtool print-msg -s ~/store -t TopicTest -q 2 --begin 2024-01-31 --end 2024-01-31 --tags 'TagA || TagB'
+
+  rmqtool print-msg -s ~/store -t TopicTest --begin 1706659200000 --end now --max 100 --json | jq .msgId
+"""
+
+COLUMNS = [
+    tables.Column("queueId", "queueId"),
+    tables.Column("queueOffset", "queueOffset"),
+    tables.Column("storeTime", "storeTime", tables.FIXED),
+    tables.Column("tags", "tags", tables.TEXT, min_width=6),
+    tables.Column("keys", "keys", tables.TEXT, drop=2, min_width=8),
+    tables.Column("body", "body", tables.TEXT, drop=1, min_width=12),
+    tables.Column("commitLogOffset", "commitLogOffset", drop=3),
+    tables.Column("msgId", "msgId", tables.FIXED, drop=4),
+]
+
+
+@handles_errors
+def print_msg(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose messages to print.")],
+    begin: Annotated[str, typer.Option("--begin", "-b", help=times.BEGIN_HELP)],
+    end: Annotated[str, typer.Option("--end", "-e", help=times.END_HELP)],
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Only this queue (mqadmin "
+                                                    "printMsgByQueue); default: every queue of the topic.")] = None,
+    tags: Annotated[Optional[str], typer.Option("--tags", help="subExpression: a tag, tags joined by '||' "
+                                                "('TagA || TagB'), or '*' for every message (default).")] = None,
+    max_num: Annotated[Optional[int], typer.Option("--max", "-n", help="At most this many messages (default: all "
+                                                   "of them); a cut is reported on stderr.")] = None,
+    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs of the messages "
+                                               "printed.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Messages of a topic whose store time lies in [--begin, --end], found through the consume queues.
+
+    Two binary searches on store time per queue (as the broker's getOffsetInQueueByTime), then only the units in
+    between are read, queue by queue in queue-offset order, printed as they are found. --json prints one object
+    per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names). Exits 3 when a unit in the
+    range points at a message that cannot be read.
+    """
+    if max_num is not None and not 0 < max_num <= MAX_LIMIT:
+        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
+    b, e = times.parse_range(begin, end)
+    cfg = build_config(store, broker_conf)
+    with MessageStore(cfg) as st:
+        scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc)
+        shown, cut = _emit(scan, max_num, json_out, _hints(st, scan))
+        if cut:
+            if scan.tag_filter.tags is None:
+                tables.cut_note(shown, "--max", "messages", total=scan.candidates)
+            else:
+                tables.cut_note(shown, "--max", "messages", at_least=scan.candidates)
+        elif not shown:
+            tables.note(f"no message of {topic} stored in [{times.format_time(b)}, {times.format_time(e)}]"
+                        + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
+    _report(scan.problems)
+
+
+def _emit(scan, max_num: int | None, json_out: bool, hints: dict) -> tuple[int, bool]:
+    """Print the messages as they are found; (how many, whether --max cut off a further one)."""
+    shown = 0
+    table = None if json_out else tables.Stream(COLUMNS, hints)
+    for found in scan:
+        if max_num is not None and shown >= max_num:
+            return shown, True
+        shown += 1
+        if json_out:
+            render.emit_json(found.record.to_json())
+        else:
+            table.row(_row(found))
+        if found.note:
+            tables.note(f"queue {found.queue_id} offset {found.queue_offset}: {found.note}")
+    return shown, False
+
+
+def _row(found) -> dict:
+    r = found.record
+    j = r.to_json()
+    return {"queueId": found.queue_id, "queueOffset": found.queue_offset,
+            "storeTime": times.format_time(r.store_timestamp), "tags": r.tags, "keys": " ".join(r.keys),
+            "body": render.body_preview(j, 60), "commitLogOffset": r.physical_offset, "msgId": r.msg_id}
+
+
+def _hints(st, scan) -> dict:
+    biggest = max((r.maxOffset for r in scan.ranges), default=0)
+    ids = max((r.queueId for r in scan.ranges), default=0)
+    return {"queueId": len(str(ids)), "queueOffset": len(str(biggest)), "storeTime": 23, "tags": 12, "keys": 24,
+            "body": 40, "commitLogOffset": len(str(st.commitlog.max_file_offset())), "msgId": 32}
+
+
+def _report(problems: list[str]) -> None:
+    if not problems:
+        return
+    for p in problems[:SHOWN_PROBLEMS]:
+        tables.note(p)
+    more = len(problems) - SHOWN_PROBLEMS
+    tables.note(f"{len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""))
+    raise typer.Exit(3)

@@ -1,0 +1,152 @@
+"""rmqtool queues and dump-cq: consume-queue status (mqadmin topicStatus) and units (mqadmin queryCq)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from engine.broker.store import MessageStore
+from engine.errors import InvalidArgumentError
+from engine.ops.queues import OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq, queue_status
+from rmqtool import render, tables, times
+from rmqtool.cli import handles_errors
+from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+
+COUNT_LIMIT = 1_000_000_000
+
+QUEUES_EXAMPLES = """Examples:
+
+  rmqtool queues -s ~/store
+
+  rmqtool queues -s ~/store --topic TopicTest
+
+  rmqtool queues -s ~/store --json | jq '.queues[] | select(.messages > 0)'
+"""
+
+DUMP_CQ_EXAMPLES = """Examples:
+
+  rmqtool dump-cq -s ~/store --topic TopicTest --queue-id 0
+
+  rmqtool dump-cq -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50
+
+  rmqtool dump-cq -s ~/store -t TopicTest -q 0 --count 1000 --json | jq 'select(.status != "OK")'
+"""
+
+QUEUE_COLUMNS = [
+    tables.Column("topic", "topic", tables.TEXT, min_width=14),
+    tables.Column("queueId", "queueId"),
+    tables.Column("minOffset", "minOffset"),
+    tables.Column("maxOffset", "maxOffset"),
+    tables.Column("messages", "messages", drop=4),
+    tables.Column("bytes", "bytes", drop=3),
+    tables.Column("firstStoreTime", "firstStoreTime", tables.FIXED, drop=5),
+    tables.Column("lastStoreTime", "lastStoreTime", tables.FIXED, drop=2),
+]
+
+UNIT_COLUMNS = [
+    tables.Column("queueOffset", "queueOffset"),
+    tables.Column("commitLogOffset", "commitLogOffset"),
+    tables.Column("size", "size"),
+    tables.Column("tagsCode", "tagsCode", drop=5),
+    tables.Column("status", "status", tables.FIXED),
+    tables.Column("storeTime", "storeTime", tables.FIXED, drop=1),
+    tables.Column("tags", "tags", tables.TEXT, drop=3, min_width=6),
+    tables.Column("keys", "keys", tables.TEXT, drop=4, min_width=8),
+    tables.Column("note", "note", tables.TEXT, drop=2, min_width=12),
+]
+
+
+@handles_errors
+def queues(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic's queues.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every consume queue (or one topic's): min and max queue offset, messages, bytes, first and last store time.
+
+    The min offset is the broker's (getMinOffsetInQueue): units whose records were deleted with the commit
+    log's old segments do not count (correctMinOffset). Reads every unit between min and max (20 bytes per
+    message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
+    """
+    cfg = build_config(store, broker_conf)
+    with MessageStore(cfg) as st:
+        with render.progress(None, "queues") as bar:
+            task = bar.add_task("queues", total=None)
+            rep = queue_status(st, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    for p in rep.skipped:
+        tables.note(f"{p.path}: {p.reason}; skipped")
+    if json_out:
+        render.emit_json(rep.as_dict())
+    else:
+        rows = [dict(q.as_dict(), firstStoreTime=times.format_time(q.firstStoreTimestamp),
+                     lastStoreTime=times.format_time(q.lastStoreTimestamp)) for q in rep.queues]
+        tables.table(rows, QUEUE_COLUMNS, empty="(no consume queues)")
+    problems = [f"{q.topic}/{q.queueId} {p}" for q in rep.queues for p in q.problems]
+    for p in problems:
+        tables.note(p)
+    if problems:
+        raise typer.Exit(3)
+
+
+@handles_errors
+def dump_cq(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the queue.")],
+    queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")],
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="First unit to show (default: "
+                                                        "the queue's min offset; lower units still in the files "
+                                                        "can be asked for).")] = None,
+    count: Annotated[int, typer.Option("--count", "-c", help="How many units (default 10, as mqadmin queryCq).")] = 10,
+    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Consume-queue units with the message each points at (mqadmin queryCq).
+
+    Each unit shows its commit-log offset, size and tagsCode, and the message there (store time, tags, keys),
+    or why it cannot be read: EXPIRED (below the commit log's min offset: deleted), OUTSIDE (past the commit
+    log, or not a valid unit), UNREADABLE (no valid record there), MISMATCH (a record of another queue or size),
+    BLANK (a pre-fill unit). Exits 3 when a unit shown points outside the commit log or cannot be read.
+    """
+    if not 0 < count <= COUNT_LIMIT:
+        raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
+    if queue_offset is not None and queue_offset < 0:
+        raise InvalidArgumentError(f"--queue-offset {queue_offset} is negative")
+    cfg = build_config(store, broker_conf)
+    bad: dict[str, int] = {}
+    with MessageStore(cfg) as st:
+        d = engine_dump_cq(st, topic, queue_id, queue_offset, count, check_crc=not no_check_crc)
+        tables.note(f"{topic}/{queue_id}: min offset {d.minOffset}, max offset {d.maxOffset}; the files hold units "
+                    f"from {d.firstUnit}")
+        out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
+        for c in d.units:
+            if c.status not in (OK, "BLANK"):
+                bad[c.status] = bad.get(c.status, 0) + 1
+            if json_out:
+                render.emit_json(c.as_dict())
+            else:
+                out.row(_unit_row(c))
+                if c.reason and not out.shows("note"):
+                    tables.note(f"queue offset {c.queue_offset}: {c.status}: {c.reason}")
+        if out is not None:
+            out.finish(empty="(no unit at or after this queue offset)")
+    if bad:
+        outside = sum(n for s, n in bad.items() if s in POINTS_OUTSIDE)
+        detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
+        tables.note(f"{sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
+        raise typer.Exit(3)
+
+
+def _unit_row(c) -> dict:
+    r = c.record
+    return {"queueOffset": c.queue_offset, "commitLogOffset": c.commit_log_offset, "size": c.size,
+            "tagsCode": c.tags_code, "status": c.status,
+            "storeTime": times.format_time(r.store_timestamp) if r else "",
+            "tags": r.tags if r else "", "keys": " ".join(r.keys) if r else "",
+            "note": c.reason}
+
+
+def _hints(st, d) -> dict:
+    return {"queueOffset": len(str(d.maxOffset)), "commitLogOffset": len(str(st.commitlog.max_file_offset())),
+            "size": 6, "tagsCode": 11, "status": 10, "storeTime": 23, "tags": 10, "keys": 16, "note": 30}

@@ -1,0 +1,238 @@
+"""Tables that read at 80 columns (issue 14 item 8): one renderer for every command.
+
+The rules: a number (and any other NUM or FIXED cell: times, ids) is never folded across lines; only TEXT
+cells wrap. When the columns cannot fit the terminal, the columns with a drop rank are left out, highest rank
+first, with a note on stderr; when even that is too wide, every record is printed as a vertical block (field,
+value), nothing left out. The terminal width is COLUMNS when set, else the terminal's, else (output piped) WIDE,
+so piped tables keep one row per line. --json output never comes through here, so it never depends on the width.
+
+Rows may be streamed (Stream.row writes and flushes each one): widths are then planned from the header and the
+caller's hints, and a value wider than its hint widens its own line rather than fold.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+
+NUM, FIXED, TEXT = "num", "fixed", "text"
+GAP = "  "
+WIDE = 220
+NARROWEST = 20
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    kind: str = NUM        # NUM: right-aligned; FIXED: left-aligned; neither ever folds. TEXT: wraps.
+    drop: int = 0          # 0: always shown; otherwise dropped when too wide, the highest rank first
+    min_width: int = 10    # TEXT: the narrowest it may wrap to
+
+
+def terminal_width() -> int:
+    """COLUMNS when set (tests and scripts pin it), else the terminal's width, else WIDE for piped output."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return max(NARROWEST, int(env))
+    if sys.stdout.isatty():
+        return max(NARROWEST, shutil.get_terminal_size((80, 24)).columns)
+    return WIDE
+
+
+def note(message: str) -> None:
+    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.flush()
+
+
+def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
+    """Say on stderr that --max (or another limit) cut a result, with the total when it is known."""
+    if total is not None:
+        note(f"showing the first {shown} of {total} {what} ({limit_flag} {shown})")
+    elif at_least is not None:
+        note(f"showing the first {shown} {what} ({limit_flag} {shown}); up to {at_least} in all "
+             "(the exact total is not known without reading them all)")
+    else:
+        note(f"showing the first {shown} {what} ({limit_flag} {shown}); more may follow")
+
+
+def cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return str(value).replace("\n", "\\n").replace("\r", "\\r").replace("\t", " ")
+
+
+class Stream:
+    """A table printed row by row. `hints` gives the expected widest value of a column (by key)."""
+
+    def __init__(self, columns: list[Column], hints: dict[str, int] | None = None, title: str | None = None,
+                 width: int | None = None, out=None):
+        self.out = out or sys.stdout
+        self.width = width or terminal_width()
+        self.columns = list(columns)
+        self.title = title
+        natural = {c.key: max(cell_len(c.header), (hints or {}).get(c.key, 0)) for c in columns}
+        self.shown, self.widths, self.dropped = _plan(self.columns, natural, self.width)
+        self.vertical = self.shown is None
+        self._started = False
+        self.count = 0
+
+    def _start(self) -> None:
+        self._started = True
+        if self.dropped:
+            note(f"{', '.join(c.header for c in self.dropped)} left out to fit {self.width} columns "
+                 "(a wider terminal, COLUMNS=..., or --json shows every field)")
+        elif self.vertical:
+            note(f"the table is too wide for {self.width} columns: one block per record "
+                 "(a wider terminal, COLUMNS=..., or --json gives one row per record)")
+        if self.title:
+            self._write(self.title)
+        if not self.vertical:
+            self._write(GAP.join(_pad(c.header, self.widths[c.key], c.kind) for c in self.shown).rstrip())
+            self._write(GAP.join("-" * self.widths[c.key] for c in self.shown))
+
+    def shows(self, key: str) -> bool:
+        """Whether the column `key` is printed (callers repeat a dropped column's important values on stderr)."""
+        return self.vertical or any(c.key == key for c in self.shown)
+
+    def row(self, values: dict) -> None:
+        if not self._started:
+            self._start()
+        self.count += 1
+        if self.vertical:
+            self._vertical(values)
+        else:
+            self._row(values)
+        self.out.flush()
+
+    def rows(self, rows) -> None:
+        for r in rows:
+            self.row(r)
+
+    def finish(self, empty: str | None = None) -> None:
+        """Print the header even when there were no rows (with `empty` below it)."""
+        if not self._started:
+            self._start()
+        if not self.count and empty:
+            self._write(empty)
+        self.out.flush()
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+
+    def _row(self, values: dict) -> None:
+        cells = {c.key: cell(values.get(c.key)) for c in self.shown}
+        parts = {c.key: (_wrap(cells[c.key], self.widths[c.key]) if c.kind == TEXT else [cells[c.key]])
+                 for c in self.shown}
+        height = max(len(p) for p in parts.values())
+        for i in range(height):
+            line = GAP.join(_pad(parts[c.key][i] if i < len(parts[c.key]) else "", self.widths[c.key], c.kind)
+                            for c in self.shown)
+            self._write(line.rstrip())
+
+    def _vertical(self, values: dict) -> None:
+        """One block per record: `field  value`; a value that does not fit beside its name goes below it,
+        indented (a number or time whole, text wrapped)."""
+        name_w = max(cell_len(c.header) for c in self.columns)
+        beside = self.width - name_w - len(GAP)
+        head = f"-[ {self.count} ]"
+        self._write(head + "-" * max(0, min(self.width, 40) - len(head)))
+        for c in self.columns:
+            text = cell(values.get(c.key))
+            if cell_len(text) <= beside or (c.kind == TEXT and beside >= NARROWEST // 2):
+                lines = _wrap(text, beside) if c.kind == TEXT else [text]
+                for i, part in enumerate(lines):
+                    self._write(((c.header if i == 0 else "").ljust(name_w) + GAP + part).rstrip())
+                continue
+            self._write(c.header)
+            for part in (_wrap(text, self.width - len(GAP)) if c.kind == TEXT else [text]):
+                self._write(GAP + part)
+
+
+def table(rows: list[dict], columns: list[Column], title: str | None = None, width: int | None = None,
+          empty: str | None = None, out=None) -> Stream:
+    """A whole table at once: widths come from the rows themselves. Returns the Stream (see Stream.shows)."""
+    hints = {c.key: max((cell_len(cell(r.get(c.key))) for r in rows), default=0) for c in columns}
+    s = Stream(columns, hints, title=title, width=width, out=out)
+    s.rows(rows)
+    s.finish(empty)
+    return s
+
+
+# ------------------------------------------------------------------------------------------- layout
+
+
+def _plan(columns: list[Column], natural: dict[str, int], width: int):
+    """(shown columns, widths, dropped columns), or (None, {}, []) for the vertical layout."""
+    shown = list(columns)
+    dropped: list[Column] = []
+    while True:
+        widths = _fit(shown, natural, width)
+        if widths is not None:
+            return shown, widths, dropped
+        droppable = [c for c in shown if c.drop]
+        if not droppable:
+            return None, {}, []
+        victim = max(droppable, key=lambda c: c.drop)
+        shown.remove(victim)
+        dropped.append(victim)
+
+
+def _fit(columns: list[Column], natural: dict[str, int], width: int) -> dict[str, int] | None:
+    """Widths that fit `width`: fixed columns at their natural width, text columns shrunk towards min_width."""
+    widths = {c.key: natural[c.key] for c in columns}
+    room = width - len(GAP) * (len(columns) - 1) - sum(widths[c.key] for c in columns if c.kind != TEXT)
+    text = sorted((c for c in columns if c.kind == TEXT), key=lambda c: natural[c.key])
+    mins = [min(natural[c.key], c.min_width) for c in text]
+    if room < sum(mins):
+        return None
+    for i, c in enumerate(text):
+        share = min(room // (len(text) - i), room - sum(mins[i + 1:]))
+        widths[c.key] = max(mins[i], min(natural[c.key], share))
+        room -= widths[c.key]
+    return widths
+
+
+def _pad(text: str, width: int, kind: str) -> str:
+    fill = " " * max(0, width - cell_len(text))
+    return fill + text if kind == NUM else text + fill
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Greedy word wrap by terminal cells; a word longer than the width is cut (TEXT cells only)."""
+    if cell_len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        candidate = f"{line} {word}" if line else word
+        if cell_len(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+        line = ""
+        while cell_len(word) > width:
+            cut = _cut(word, width)
+            lines.append(word[:cut])
+            word = word[cut:]
+        line = word
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def _cut(word: str, width: int) -> int:
+    used = 0
+    for i, ch in enumerate(word):
+        used += cell_len(ch)
+        if used > width:
+            return max(1, i)
+    return len(word)

@@ -1,0 +1,371 @@
+"""Operator parity (issue 14 items 2 and 3): print-msg, queues and dump-cq through the CLI, on stores written by
+`put` and on the golden commit log, and the broker's min-offset rule (format §8.3) in the engine."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from engine.broker.config import load_config
+from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.layout import topic_problem
+from engine.broker.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
+from engine.broker.store import MessageStore
+from engine.ops.queues import queue_min_offset
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+
+T0 = 1_700_000_000_000
+TAGS = ["TagA", "TagB", "TagC"]
+
+
+def sample(n=30, queues=3, topic="TopicA"):
+    return [{"topic": topic, "queueId": i % queues, "storeTimestamp": T0 + i * 1000, "tags": TAGS[(i // 3) % 3],
+             "keys": f"k{i}", "body": f"hello {i}"} for i in range(n)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "store"
+    acks = put_jsonl(root, sample())
+    return root, acks
+
+
+def jlines(r):
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------------------------------- print-msg
+
+
+def test_print_msg_time_range_all_queues_in_queue_order(store):
+    root, acks = store
+    r = run(["print-msg", "-s", root, "--topic", "TopicA", "--begin", T0 + 5000, "--end", T0 + 12000, "--json"])
+    assert r.exit_code == 0, r.output
+    got = jlines(r)
+    want = sorted((a for a in acks if T0 + 5000 <= a["storeTimestamp"] <= T0 + 12000),
+                  key=lambda a: (a["queueId"], a["queueOffset"]))
+    assert [(g["queueId"], g["queueOffset"], g["commitLogOffset"]) for g in got] == \
+        [(a["queueId"], a["queueOffset"], a["commitLogOffset"]) for a in want]
+    # the shape of `get --json`, field for field
+    one = run(["get", "-s", root, "--offset", got[0]["commitLogOffset"], "--json"])
+    assert json.loads(one.stdout) == got[0]
+
+
+def test_print_msg_bounds_are_inclusive_and_one_queue(store):
+    root, acks = store
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "-q", "1", "--begin", T0 + 4000, "--end", T0 + 10000, "--json"])
+    assert r.exit_code == 0, r.output
+    assert [g["storeTimestamp"] for g in jlines(r)] == [T0 + 4000, T0 + 7000, T0 + 10000]
+    assert {g["queueId"] for g in jlines(r)} == {1}
+
+
+def test_print_msg_reads_only_the_units_in_range(store, monkeypatch):
+    """The range comes from binary searches: the units looked at are those in range plus O(log n) probes."""
+    from engine.ops import queues as q
+    root, _ = store
+    calls = []
+    orig = q.QueueView.check
+    monkeypatch.setattr(q.QueueView, "check", lambda self, at, check_crc=False: calls.append(at) or orig(self, at,
+                                                                                                      check_crc))
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "-q", "0", "--begin", T0 + 27000, "--end", T0 + 27000, "--json"])
+    assert r.exit_code == 0 and [g["keys"] for g in jlines(r)] == [["k27"]]
+    assert len(calls) <= 2 * 5 + 2, calls   # 10 units: two searches of <= 4 probes, then the one unit
+
+
+def test_print_msg_tags_subexpression(store):
+    root, acks = store
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", " TagB ||TagC ",
+             "--json"])
+    assert r.exit_code == 0, r.output
+    want = {a["commitLogOffset"] for i, a in enumerate(acks) if TAGS[(i // 3) % 3] in ("TagB", "TagC")}
+    assert {g["commitLogOffset"] for g in jlines(r)} == want and len(want) == 18
+    star = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", "*", "--json"])
+    assert len(jlines(star)) == 30
+    none = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", "TagZ"])
+    assert none.exit_code == 0 and none.stdout == "" and "no message of TopicA" in none.stderr
+    assert_one_line_error(run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now",
+                               "--tags", " || "]), 2, "names no tag")
+
+
+def test_print_msg_tag_hash_collision_is_filtered_by_the_message_tags(tmp_path):
+    """'Aa' and 'BB' have the same Java hashCode: the unit test passes both, the client's TAGS test keeps one."""
+    root = tmp_path / "s"
+    put_jsonl(root, [{"topic": "T", "tags": t, "storeTimestamp": T0 + i, "body": t} for i, t in
+                     enumerate(["Aa", "BB", "Aa"])])
+    r = run(["print-msg", "-s", root, "-t", "T", "--begin", T0, "--end", T0 + 10, "--tags", "BB", "--json"])
+    assert [g["body"] for g in jlines(r)] == ["BB"]
+
+
+def test_print_msg_max_says_it_cut(store):
+    root, _ = store
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--max", "4", "--json"])
+    assert r.exit_code == 0 and len(jlines(r)) == 4
+    assert "showing the first 4 of 30 messages (--max 4)" in r.stderr
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--max", "30", "--json"])
+    assert len(jlines(r)) == 30 and "showing" not in r.stderr
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", "TagA", "--max", "2"])
+    assert "showing the first 2 messages (--max 2); up to 30" in r.stderr
+
+
+def test_print_msg_times_end_of_day_and_relative(store):
+    root, _ = store
+    from datetime import datetime
+    day = datetime.fromtimestamp(T0 / 1000).date().isoformat()
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", day, "--end", day, "--json"])
+    assert len(jlines(r)) == 30   # a date alone as --end means the end of that day
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", "now-1h", "--end", "now", "--json"])
+    assert r.exit_code == 0 and jlines(r) == []
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["--begin", "1700000000", "--end", "now"], 2, "did you mean 1700000000000?"),
+    (["--begin", "yesterday", "--end", "now"], 2, "is not a time"),
+    (["--begin", "now", "--end", "now-1h"], 2, "is after --end"),
+    (["--begin", "now-1x", "--end", "now"], 2, "relative times look like"),
+    (["--begin", T0, "--end", "now", "-q", "9"], 2, "has no queue 9"),
+    (["--begin", T0, "--end", "now", "--max", "0"], 2, "--max 0 is out of range"),
+])
+def test_print_msg_bad_input_one_line(store, args, code, text):
+    root, _ = store
+    assert_one_line_error(run(["print-msg", "-s", root, "-t", "TopicA", *args]), code, text)
+
+
+def test_print_msg_unknown_topic_and_bad_names(store):
+    root, _ = store
+    assert_one_line_error(run(["print-msg", "-s", root, "-t", "Nope", "--begin", T0, "--end", "now"]), 2,
+                          "no consume queue")
+    assert_one_line_error(run(["print-msg", "-s", root, "-t", "../x", "--begin", T0, "--end", "now"]), 2)
+
+
+def damage_record(root, ack):
+    seg = root / "commitlog" / f"{ack['commitLogOffset'] // 4096 * 4096:020d}"
+    data = bytearray(seg.read_bytes())
+    data[ack["commitLogOffset"] % 4096 + 4: ack["commitLogOffset"] % 4096 + 8] = b"\0\0\0\1"   # the magic code
+    seg.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("victims", [[4], [9], [0], [8, 9]])
+def test_print_msg_reports_unreadable_units_and_exits_3(store, victims):
+    """A unit whose message cannot be read is reported, wherever it is (first, middle, last of the queue)."""
+    root, acks = store
+    for v in victims:
+        damage_record(root, next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == v))
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "-q", "2", "--begin", T0, "--end", "now", "--json"])
+    assert r.exit_code == 3
+    assert [g["queueOffset"] for g in jlines(r)] == [q for q in range(10) if q not in victims]
+    for v in victims:
+        assert f"TopicA/2 queue offset {v}: unreadable" in r.stderr
+
+
+def test_print_msg_table_streams_and_is_read_only(store):
+    root, _ = store
+    before = snapshot(root)
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", T0 + 2000])
+    assert r.exit_code == 0, r.output
+    assert "queueOffset" in r.stdout and "hello 2" in r.stdout
+    assert snapshot(root) == before
+
+
+# ------------------------------------------------------------------------------------------- queues
+
+
+def test_queues_min_max_times_bytes(store):
+    root, acks = store
+    r = run(["queues", "-s", root, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["commitLogMinOffset"] == 0
+    for q in doc["queues"]:
+        mine = [a for a in acks if a["queueId"] == q["queueId"]]
+        assert (q["minOffset"], q["maxOffset"], q["messages"]) == (0, len(mine), len(mine))
+        assert q["firstStoreTimestamp"] == mine[0]["storeTimestamp"]
+        assert q["lastStoreTimestamp"] == mine[-1]["storeTimestamp"]
+        assert q["bytes"] == sum(a["storeSize"] for a in mine)
+    t = run(["queues", "-s", root, "--topic", "TopicA"])
+    assert t.exit_code == 0 and "maxOffset" in t.stdout
+    assert_one_line_error(run(["queues", "-s", root, "--topic", "Nope"]), 2, "no consume queue")
+
+
+def test_queues_numeric_queue_order_and_skipped_dirs(tmp_path):
+    root = tmp_path / "s"
+    put_jsonl(root, [{"topic": "T", "queueId": q, "body": "x"} for q in (10, 2)])
+    (root / "consumequeue" / "T" / "tmp").mkdir()
+    r = run(["queues", "-s", root, "--json"])
+    assert [q["queueId"] for q in json.loads(r.stdout)["queues"]] == [2, 10]
+    assert "consumequeue/T/tmp: not a queue id" in r.stderr
+
+
+def expire_first_segment(root, acks):
+    """What the broker's commit-log clean-up leaves: the first segment gone, the consume queues not yet cut."""
+    (root / "commitlog" / f"{0:020d}").unlink()
+    return 4096
+
+
+def test_queues_min_offset_is_the_brokers_after_expiry(store):
+    root, acks = store
+    cl_min = expire_first_segment(root, acks)
+    r = run(["queues", "-s", root, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["commitLogMinOffset"] == cl_min
+    for q in doc["queues"]:
+        mine = [a for a in acks if a["queueId"] == q["queueId"]]
+        first_live = next(a for a in mine if a["commitLogOffset"] >= cl_min)
+        assert q["minOffset"] == first_live["queueOffset"] > 0
+        assert q["firstStoreTimestamp"] == first_live["storeTimestamp"]
+        assert q["bytes"] == sum(a["storeSize"] for a in mine if a["queueOffset"] >= q["minOffset"])
+    # print-msg never shows what was deleted
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--json"])
+    assert r.exit_code == 0 and min(g["commitLogOffset"] for g in jlines(r)) >= cl_min
+
+
+def test_min_offset_rule_files_blank_prefill_and_empty(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    cq = ConsumeQueue(root, "T", 0, 200, writable=True)   # 10 units per file
+    for i in range(25):
+        cq.put(1000 + 100 * i, 100, 0, i)
+    # file 0 points at [1000, 2000), file 1 at [2000, 3000), file 2 at [3000, 3500)
+    for cl_min, want in ((0, 0), (1000, 0), (1050, 1), (2000, 10), (2950, 20), (3400, 24), (3500, 25),
+                         (10**9, 25)):
+        assert queue_min_offset(cq, cl_min) == want, cl_min
+    cq.close()
+    late = ConsumeQueue(root, "T", 1, 200, writable=True)
+    late.put(5000, 100, 0, 13)          # a queue that starts at 13: units 10..12 are blank pre-fill
+    late.put(5100, 100, 0, 14)
+    assert queue_min_offset(late, 0) == 13 and queue_min_offset(late, -1) == 13
+    assert queue_min_offset(late, 5100) == 14
+    late.close()
+    empty = ConsumeQueue(root, "T", 2, 200)
+    assert queue_min_offset(empty, 0) == 0 == empty.max_offset_in_queue
+
+
+def test_min_offset_agrees_with_the_flat_stores_local_queue(store):
+    from engine.tiered.flat.queue_dispatch import LocalQueue, QueueTask
+    root, acks = store
+    expire_first_segment(root, acks)
+    cfg = load_config(None, storePathRootDir=str(root))
+    for qid in range(3):
+        task = QueueTask(0, "TopicA", qid, str(root / "tier"), "c", "b", str(root), [str(root / "commitlog")], None,
+                         200, 4096, 0, 0, (0, 0, 0, 0), None)
+        lq = LocalQueue(task)
+        cq = ConsumeQueue(root, "TopicA", qid, cfg.cq_file_size)
+        try:
+            assert queue_min_offset(cq, 4096) == lq.min_offset
+        finally:
+            lq.close()
+            cq.close()
+
+
+# ------------------------------------------------------------------------------------------- dump-cq
+
+
+def test_dump_cq_units_and_messages(store):
+    root, acks = store
+    r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "1", "--queue-offset", "2", "--count", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    units = jlines(r)
+    mine = [a for a in acks if a["queueId"] == 1][2:5]
+    assert [u["queueOffset"] for u in units] == [2, 3, 4]
+    assert [u["commitLogOffset"] for u in units] == [a["commitLogOffset"] for a in mine]
+    assert [u["size"] for u in units] == [a["storeSize"] for a in mine]
+    assert all(u["status"] == "OK" and u["message"]["topic"] == "TopicA" for u in units)
+    assert [u["message"]["storeTimestamp"] for u in units] == [a["storeTimestamp"] for a in mine]
+    from engine.java.lang import java_string_hash
+    assert units[0]["tagsCode"] == java_string_hash(units[0]["message"]["tags"])
+    t = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "1"])
+    assert t.exit_code == 0 and t.stdout.count("OK") == 10
+
+
+def test_dump_cq_reports_units_outside_the_commit_log(store):
+    root, acks = store
+    cl_min = expire_first_segment(root, acks)
+    r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "0", "--json"])
+    assert r.exit_code == 0 and jlines(r)[0]["commitLogOffset"] >= cl_min   # default start: the broker's min
+    r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "0", "--count", "30", "--json"])
+    assert r.exit_code == 3
+    units = jlines(r)
+    expired = [u for u in units if u["status"] == "EXPIRED"]
+    assert expired and all(u["commitLogOffset"] < cl_min and u["message"] is None for u in expired)
+    assert "point outside the commit log" in r.stderr
+    # a unit pointing past the end of the commit-log files
+    cqf = root / "consumequeue" / "TopicA" / "2" / f"{0:020d}"
+    data = bytearray(cqf.read_bytes())
+    data[40:48] = (10**9).to_bytes(8, "big")
+    cqf.write_bytes(bytes(data))
+    r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "2", "-i", "0", "--json"])
+    assert r.exit_code == 3
+    assert jlines(r)[2]["status"] == "OUTSIDE" and "past the end" in jlines(r)[2]["reason"]
+
+
+def test_dump_cq_bad_input(store):
+    root, _ = store
+    base = ["dump-cq", "-s", root, "-t", "TopicA"]
+    assert_one_line_error(run([*base, "-q", "7"]), 2, "has no queue 7")
+    assert_one_line_error(run([*base, "-q", "0", "--queue-offset", "99"]), 2, "outside TopicA/0")
+    assert_one_line_error(run([*base, "-q", "0", "--count", "0"]), 2, "out of range")
+    assert_one_line_error(run([*base, "-q", "0", "--queue-offset", "-1"]), 2, "negative")
+    assert_one_line_error(run(["dump-cq", "-s", root / "nope", "-t", "T", "-q", "0"]), 2)
+
+
+# ------------------------------------------------------------------------------------------- golden
+
+
+@pytest.fixture
+def golden_store(tmp_path):
+    """The golden commit log (written by RocketMQ's encoder) with consume queues dispatched by the engine."""
+    root = tmp_path / "g"
+    (root / "commitlog").mkdir(parents=True)
+    for name in ("00000000000000000000", "00000000000000004096"):
+        shutil.copy(GOLDEN / "commitlog" / name, root / "commitlog" / name)
+    cfg = load_config(None, storePathRootDir=str(root), mappedFileSizeConsumeQueue=200)
+    with MessageStore(cfg) as st:
+        cqs = {}
+        for e in st.walk():
+            rec = e.record
+            if e.kind != VALID or rec.tx_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                continue
+            if topic_problem(rec.topic):
+                continue   # the 150-character topic: TopicValidator refuses it as a directory name
+            key = (rec.topic, rec.queue_id)
+            cqs.setdefault(key, ConsumeQueue(root, *key, 200, writable=True))
+            cqs[key].put(e.offset, e.size, rec.tags_code(), rec.queue_offset)
+        for cq in cqs.values():
+            cq.close()
+    return root, [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]
+
+
+def test_golden_queues_and_print_msg(golden_store):
+    root, expected = golden_store
+    msgs = [m for m in expected if m["type"] == "MESSAGE" and m["sysFlag"] & 0xC != 4 and not topic_problem(m["topic"])]
+    doc = json.loads(run(["queues", "-s", root, "--json"]).stdout)
+    got = {(q["topic"], q["queueId"]): q for q in doc["queues"]}
+    for (topic, qid), q in got.items():
+        mine = [m for m in msgs if (m["topic"], m["queueId"]) == (topic, qid)]
+        assert q["maxOffset"] == len(mine) and q["bytes"] == sum(m["totalSize"] for m in mine)
+        assert q["lastStoreTimestamp"] == mine[-1]["storeTimestamp"]
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", 1700000000005, "--end", 1700000000100, "--json"])
+    assert [(g["queueId"], g["queueOffset"], g["msgId"]) for g in jlines(r)] == [
+        (m["queueId"], m["queueOffset"], m["offsetMsgId"]) for m in sorted(
+            (m for m in msgs if m["topic"] == "TopicA" and 1700000000005 <= m["storeTimestamp"] <= 1700000000100),
+            key=lambda m: (m["queueId"], m["queueOffset"]))]
+    r = run(["print-msg", "-s", root, "-t", "TopicB", "--begin", T0, "--end", "now", "--tags", "标签", "--json"])
+    assert [g["tags"] for g in jlines(r)] == ["标签"]
+    r = run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "0", "--json"])
+    assert [u["message"]["keys"] for u in jlines(r)] == [m["keyList"] for m in msgs if
+                                                         (m["topic"], m["queueId"]) == ("TopicA", 0)]
+
+
+def test_a_damaged_queue_does_not_hide_the_others(store):
+    root, acks = store
+    (root / "consumequeue" / "TopicA" / "1" / f"{0:020d}").write_bytes(b"\1" * 150)   # not a multiple of 20
+    r = run(["queues", "-s", root, "--json"])
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    broken = next(q for q in doc["queues"] if q["queueId"] == 1)
+    assert broken["maxOffset"] is None and "not a multiple of 20" in broken["problems"][0]
+    assert [q["maxOffset"] for q in doc["queues"] if q["queueId"] != 1] == [10, 10]
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--json"])
+    assert r.exit_code == 3 and len(jlines(r)) == 20 and "TopicA/1: cannot be read" in r.stderr
+    assert_one_line_error(run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "1"]), 2, "not a multiple of 20")
