@@ -10,7 +10,8 @@ import pytest
 
 from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
-from engine.broker.index import (ITEM_DTYPE, IndexFile, _prev_and_heads, build_index_file, build_index_file_from_hashes)
+from engine.broker.indexbuild import ITEM_DTYPE, _prev_and_heads, build_index_file, build_index_file_from_hashes
+from engine.broker.indexfile import IndexFile
 from engine.java.lang import INT_MAX, hash_code_units, java_string_hash, java_string_hashes
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
