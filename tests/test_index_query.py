@@ -296,3 +296,31 @@ def test_stats_memory_does_not_grow_with_the_items(tmp_path, monkeypatch):
     with IndexFile.open(tmp_path / "f", 64, n + 1) as f:
         s = indexstats.index_file_stats(f)
     assert s["items"] == n and max(seen) == 1000 and sum(seen) == n
+
+
+# ---------------------------------------------------------------------------- the benchmark's Java reference
+
+
+def test_the_java_reference_answers_as_select_phy_offsets(tmp_path):
+    """bench/java/IndexLookup.java is what bench_index.py measures against: it must answer every lookup as the
+    broker (and select_phy_offsets, checked against the golden vectors) does, collisions and windows included."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(["javac", "-d", str(tmp_path), str(root / "bench" / "java" / "IndexLookup.java")], check=True)
+    f = IndexFile.create(tmp_path / "f", 7, 200, 100, T0 - 3000)
+    keys = ["T#Aa", "T#BB", "polygenelubricants"] + [f"T#k{i}" for i in range(20)]
+    rng = random.Random(3)
+    for i in range(190):
+        f.put_key(rng.choice(keys), 1000 + 7 * i, T0 + 450 * i)
+    f.flush()
+    (tmp_path / "keys.txt").write_text("".join(k + "\n" for k in keys + ["T#absent"]))
+    for begin, end, max_num in ((0, LONG_MAX, 64), (T0 + 10_000, T0 + 40_000, 64), (0, LONG_MAX, 3)):
+        r = subprocess.run(["java", "-cp", str(tmp_path), "IndexLookup", str(tmp_path / "f"), "7", "200",
+                            str(tmp_path / "keys.txt"), "list", str(begin), str(end), str(max_num)],
+                           capture_output=True, text=True, check=True)
+        java = [json.loads(line) for line in r.stdout.splitlines()]
+        ours = [f.select_phy_offsets(k, max_num, begin, end) for k in keys + ["T#absent"]]
+        assert java == ours and any(len(x) > 1 for x in ours)
+    f.close()

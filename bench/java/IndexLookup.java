@@ -5,7 +5,9 @@
 // oldest comparing hashes and decoded times, collecting offsets into a List<Long>.
 //
 // Usage: java IndexLookup <index file> <hashSlotNum> <indexNum> <keys file (one "topic#key" per line)> <rounds>
-// Output (one line of JSON): medianNs over the timed pass, results (offsets found), lookups.
+//   Output (one line of JSON): medianNs over the last timed pass, results (offsets found), lookups.
+// or:    java IndexLookup <index file> <hashSlotNum> <indexNum> <keys file> list <begin> <end> <maxNum>
+//   Output: per key, the offsets found, as [a, b, ...].
 import java.io.IOException;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
@@ -86,8 +88,21 @@ public final class IndexLookup {
         int slots = Integer.parseInt(args[1]);
         int items = Integer.parseInt(args[2]);
         List<String> lines = Files.readAllLines(Paths.get(args[3]));
-        int rounds = Integer.parseInt(args[4]);
         IndexLookup index = new IndexLookup(file, slots, items);
+        if (args[4].equals("list")) {  // one line per key: the offsets found (the bench's test checks them)
+            long begin = Long.parseLong(args[5]);
+            long end = Long.parseLong(args[6]);
+            int maxNum = Integer.parseInt(args[7]);
+            StringBuilder text = new StringBuilder();
+            for (String key : lines) {
+                List<Long> out = new ArrayList<>();
+                index.select(out, key, maxNum, begin, end);
+                text.append(out).append('\n');
+            }
+            System.out.print(text);
+            return;
+        }
+        int rounds = Integer.parseInt(args[4]);
         char[][] keys = new char[lines.size()][];
         for (int i = 0; i < keys.length; i++) {
             keys[i] = lines.get(i).toCharArray();
