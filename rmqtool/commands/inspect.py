@@ -25,6 +25,7 @@ def _render_headers(rows: list[dict]) -> None:
                    f"{r['fill']:.1%}"] + ([r["damage"] or ""] if damage else []) for r in rows])
 
 
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def inspect_index(
     file: Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",

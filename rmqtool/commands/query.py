@@ -28,6 +28,7 @@ def message_rows(recs) -> tuple[list[str], list[list]]:
     return cols, rows
 
 
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def query_key(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the messages.")],
