@@ -1,9 +1,10 @@
 """Slot statistics of one index file, streamed: `inspect-index --stats` on a 20M-item file (400 MB of items)
 reads it in bounded chunks, so memory does not grow with the file.
 
-Memory: one chunk of items (CHUNK_ITEMS x 20 bytes, plus its hashes and slots: about 60 MiB) and the per-slot
-counts of one slot range (SLOT_RANGE slots: an int32 array and one int64 bincount, 96 MiB); files with more slots
-than SLOT_RANGE are counted range by range, one pass over the items each. Reads are pread calls bounded by the
+Memory: one chunk of items (CHUNK_ITEMS x 20 bytes, plus its hashes and slots: about 40 MiB) and the per-slot
+counts of one slot range (SLOT_RANGE slots: the counts and one chunk's bincount, int64: 128 MiB); files with more
+slots than SLOT_RANGE (the default geometry has 5,000,000) are counted range by range, one pass over the items
+each. Reads are pread calls bounded by the
 file's real size (no mapping, so no SIGBUS if the file shrinks under us).
 """
 from __future__ import annotations
@@ -68,10 +69,10 @@ def index_file_stats(f: IndexFile, top: int = 10, progress: Optional[Progress] =
     hist = np.zeros(1, dtype=np.int64)
     longest: list[tuple[int, int]] = []  # (-length, slot), best first
     for i, (a, b) in enumerate(ranges):
-        counts = np.zeros(b - a, dtype=np.int32)
+        counts = np.zeros(b - a, dtype=np.int64)
         for slots in _item_slots(f, n_items, progress, i * n_items, total):
             inside = slots if len(ranges) == 1 else slots[(slots >= a) & (slots < b)] - a
-            counts += np.bincount(inside, minlength=b - a).astype(np.int32)
+            counts += np.bincount(inside, minlength=b - a)
         hist = _add(hist, np.bincount(counts))
         longest = sorted(longest + _top_slots(counts, a, top))[:top]
         del counts
