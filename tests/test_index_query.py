@@ -324,3 +324,23 @@ def test_the_java_reference_answers_as_select_phy_offsets(tmp_path):
         ours = [f.select_phy_offsets(k, max_num, begin, end) for k in keys + ["T#absent"]]
         assert java == ours and any(len(x) > 1 for x in ours)
     f.close()
+
+
+def test_a_writer_appending_meanwhile_is_not_damage(tmp_path):
+    """A reader's header is a snapshot; a broker appending to the newest file makes slot heads point past it.
+    The lookup reads the header again instead of calling that damage."""
+    w = IndexService(tmp_path / "index", 8, 64, writable=True)
+    for i in range(5):
+        w.build_index(type("R", (), {"physical_offset": 100 * i, "store_timestamp": T0 + i,
+                                     "index_keys": lambda self, i=i: [f"T#k{i % 2}"]})())
+    w.flush_all()
+    r = IndexService(tmp_path / "index", 8, 64)
+    f = w.files[-1]
+    for i in range(5, 8):  # the writer goes on: items, slots and header, through its own mapping
+        f.put_key("T#k1", 100 * i, T0 + i)
+    damaged = []
+    assert r.query_offsets("T#k1", 64, 0, LONG_MAX, damaged) == [700, 600, 500, 300, 100] and damaged == []
+    f.put_key("T#k0", 800, T0 + 8)
+    assert r.query_offsets("T#k0", 64, 0, LONG_MAX, damaged) == [800, 400, 200, 0] and damaged == []
+    r.close()
+    w.close()

@@ -10,6 +10,7 @@ import mmap
 import os
 import shutil
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -200,8 +201,9 @@ class IndexFile:
             what = "no items (zero-filled?)" if items == 0 else f"{items} of {self.index_num - 1} items"
             return f"holds {what} but is not the newest index file (the broker rolls only full files)"
         if h.indexCount < self.index_num and any(self.item(h.indexCount)):
-            return (f"item {h.indexCount} past the header's indexCount is written (a header not written back, "
-                    f"or a writer in flight)")
+            if self.refresh_header(wait=True):
+                return self.header_damage(newest, previous)  # a writer appended meanwhile: look again
+            return f"item {h.indexCount} past the header's indexCount is written (the header was not written back)"
         if not items and previous is not None:
             seed_ts = max(previous.endTimestamp, 0)
             seed_phy = max(previous.endPhyOffset, 0)
@@ -209,6 +211,22 @@ class IndexFile:
                                                                                           seed_phy):
                 return "holds no items and its header does not carry the previous file's end (zero-filled?)"
         return None
+
+    def refresh_header(self, wait: bool = False) -> bool:
+        """Re-read the header of a read-only file, which a live broker may be appending to (it writes an item,
+        then its slot, then the header); True when it changed. wait: give such a writer a millisecond first."""
+        if self.writable or self._mm is None:
+            return False
+        if wait:
+            time.sleep(0.001)
+        fields = HEADER.unpack_from(self._view, 0)
+        if fields[5] == self.on_disk_index_count and fields[3] == self.header.endPhyOffset:
+            return False
+        self.header = IndexHeader(*fields)
+        self.on_disk_index_count = fields[5]
+        if self.header.indexCount <= 0:
+            self.header.indexCount = 1  # IndexHeader.load
+        return True
 
     def slot_value(self, slot: int) -> int:
         return _SLOT_AT(self._view, INDEX_HEADER_SIZE + SLOT_SIZE * slot)[0]

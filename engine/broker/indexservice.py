@@ -174,7 +174,11 @@ class IndexService:
         kh = index_hash(java_string_hash(key_string))
         for f in reversed(self.files):
             if f.is_time_matched(begin, end):
+                start = len(out)
                 why = f.select_hash(kh, max_num, begin, end, out)
+                if why is not None and f.refresh_header(wait=True):
+                    del out[start:]  # a pointer past our header's count: a writer appended meanwhile
+                    why = f.select_hash(kh, max_num, begin, end, out)
                 if why is not None and damaged is not None:
                     damaged.append(DamagedIndexFile(f.path, f"slot {kh % f.hash_slot_num}: {why}"))
             if f.header.beginTimestamp < begin:

@@ -117,6 +117,14 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
 
 def _search_file(store, f, kh: int, want: tuple, max_num: int, res: QueryResult, seen: set) -> None:
     """Verify the file's candidates for the key until max_num messages are found; note a broken chain."""
+    candidates = _verify_chain(store, f, kh, want, max_num, res, seen)
+    if candidates.damage is not None and len(res.messages) < max_num and f.refresh_header(wait=True):
+        candidates = _verify_chain(store, f, kh, want, max_num, res, seen)  # a writer appended meanwhile
+    if candidates.damage is not None:
+        res.damaged.append(DamagedIndexFile(f.path, f"slot {kh % f.hash_slot_num}: {candidates.damage}"))
+
+
+def _verify_chain(store, f, kh: int, want: tuple, max_num: int, res: QueryResult, seen: set) -> "_ChainCandidates":
     topic, key, unique, begin, end = want
     candidates = _ChainCandidates(f, kh, begin - 1000)
     for off in candidates:
@@ -131,8 +139,7 @@ def _search_file(store, f, kh: int, want: tuple, max_num: int, res: QueryResult,
                 break
         else:
             res.rejected.append({"phyOffset": off, "reason": why})
-    if candidates.damage is not None:
-        res.damaged.append(DamagedIndexFile(f.path, f"slot {kh % f.hash_slot_num}: {candidates.damage}"))
+    return candidates
 
 
 class _ChainCandidates:
