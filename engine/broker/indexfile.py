@@ -94,11 +94,12 @@ class IndexFile:
     @classmethod
     def create(cls, path, hash_slot_num: int, index_num: int, end_phy_offset: int = 0,
                end_timestamp: int = 0) -> "IndexFile":
-        """new IndexFile(...): a zero-filled full-size file; the seed values go into the header at once."""
+        """new IndexFile(...): a zero-filled full-size file; the seed values go into the header at once.
+        An existing file of that name is never overwritten (FileExistsError)."""
         check_index_geometry(hash_slot_num, index_num)
         path = Path(path)
         size = index_file_size(hash_slot_num, index_num)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             allocate(fd, size, path)
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
@@ -135,6 +136,8 @@ class IndexFile:
                 raise GeometryError(
                     f"index file {path} is {actual} bytes, but {hash_slot_num} slots x {index_num} items "
                     f"gives {expected} bytes{suggest_geometry(actual)}")
+            if writable and HEADER.unpack(os.pread(fd, HEADER.size, 0))[5] < index_num:
+                allocate(fd, actual, path)  # a broker's file may be sparse: no holes where puts will write
             mm = mmap.mmap(fd, actual, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
             if random_access and hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_RANDOM)

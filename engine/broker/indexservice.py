@@ -92,6 +92,8 @@ class IndexService:
             last = self.files[-1].path.name
             if (len(name), name) <= (len(last), last):
                 name = str(int(last) + 1)  # two files in one millisecond: keep names unique and ordered
+        while (self.dir / name).exists():
+            name = str(int(name) + 1)  # never over a file already there (a damaged one, say)
         return self.dir / name
 
     def last_file_for_write(self) -> IndexFile:
