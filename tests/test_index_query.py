@@ -344,3 +344,19 @@ def test_a_writer_appending_meanwhile_is_not_damage(tmp_path):
     assert r.query_offsets("T#k0", 64, 0, LONG_MAX, damaged) == [800, 400, 200, 0] and damaged == []
     r.close()
     w.close()
+
+
+def test_a_new_index_file_never_replaces_what_is_there(tmp_path):
+    f = IndexFile.create(tmp_path / "f", 4, 8)
+    f.put_key("T#a", 1, T0)
+    f.close()
+    before = (tmp_path / "f").read_bytes()
+    with pytest.raises(FileExistsError):
+        IndexFile.create(tmp_path / "f", 4, 8)
+    assert (tmp_path / "f").read_bytes() == before
+    from engine.broker.layout import index_file_name
+
+    (tmp_path / "index" / index_file_name(T0)).mkdir(parents=True)  # something already bears the clock's name
+    svc = IndexService(tmp_path / "index", 4, 8, writable=True, clock=lambda: T0)
+    assert svc.last_file_for_write().path.name == str(int(index_file_name(T0)) + 1)
+    svc.close()
