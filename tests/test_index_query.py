@@ -360,3 +360,20 @@ def test_a_new_index_file_never_replaces_what_is_there(tmp_path):
     svc = IndexService(tmp_path / "index", 4, 8, writable=True, clock=lambda: T0)
     assert svc.last_file_for_write().path.name == str(int(index_file_name(T0)) + 1)
     svc.close()
+
+
+def test_the_ascii_hash_path_equals_the_utf16_loop():
+    """java_string_hash's ASCII path (two base-31 numerals) against String.hashCode's loop, every length."""
+    def loop(s):
+        h = 0
+        data = s.encode("utf-16-be", "surrogatepass")
+        for i in range(0, len(data), 2):
+            h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+        return h - 2**32 if h >= 2**31 else h
+
+    rng = random.Random(9)
+    for n in list(range(0, 70)) + [255, 256, 2047, 2048, 2049, 5000]:
+        for alphabet in (128, 32, 0x110000):
+            s = "".join(chr(rng.randrange(alphabet)) for _ in range(n))
+            assert java_string_hash(s) == loop(s), (n, alphabet)
+    assert java_string_hash("polygenelubricants") == -2**31 and java_string_hash("\x7f" * 3000) == loop("\x7f" * 3000)
