@@ -254,7 +254,8 @@ def stats_oracle(f: IndexFile, top: int) -> dict:
     items = sum(counts.values())
     return {"file": f.path.name, "hashSlotNum": f.hash_slot_num, "indexNum": f.index_num, "items": items,
             "occupiedSlots": occupied, "slotOccupancy": occupied / f.hash_slot_num, "fill": items / (f.index_num - 1),
-            "meanChainLength": items / len(counts) if counts else 0.0, "maxChainLength": max(counts.values(), default=0),
+            "meanChainLength": items / len(counts) if counts else 0.0,
+            "maxChainLength": max(counts.values(), default=0),
             "chainLengthHistogram": dict(sorted(hist.items())),
             "longestChains": [{"slot": s, "length": c} for s, c in sorted(counts.items(), key=lambda x: (-x[1], x[0]))
                               ][:top]}

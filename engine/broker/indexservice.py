@@ -56,15 +56,17 @@ class IndexService:
         previous = None
         for i, p in enumerate(paths):
             try:
-                f = IndexFile.open(p, self.hash_slot_num, self.index_num, writable=self.writable,
-                                   random_access=not self.writable)
+                f = IndexFile.open(p, self.hash_slot_num, self.index_num, random_access=not self.writable)
+                why = f.header_damage(newest=i == len(paths) - 1, previous=previous)
+                previous = f.header
+                if why is None and self.writable:  # checked read-only first: a damaged file is never opened for writing
+                    f.close()
+                    f = IndexFile.open(p, self.hash_slot_num, self.index_num, writable=True)
             except (GeometryError, InvalidArgumentError, OSError) as e:
                 if isinstance(e, GeometryError):
                     wrong_size.append(e)
                 self.damaged.append(DamagedIndexFile(p, open_failure(p, e)))
                 continue
-            why = f.header_damage(newest=i == len(paths) - 1, previous=previous)
-            previous = f.header
             if why is not None:
                 f.close()
                 self.damaged.append(DamagedIndexFile(p, why))
