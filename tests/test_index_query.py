@@ -195,6 +195,8 @@ def test_a_broken_chain_is_used_up_to_the_break_and_named(rolled):
     others = set().union(*(held[p.name] for p in files if p != mid))
     assert others & {a["commitLogOffset"] for a in acks} <= got  # every healthy file answered whole
     assert got <= {a["commitLogOffset"] for a in acks}  # and nothing wrong was returned
+    w = run(["inspect-index", mid, *READ_GEOM, "--walk-key", "T#common", "--json"])
+    assert w.exit_code == 0 and "newer item" in json.loads(w.stdout)["stop"]
 
 
 def test_no_file_of_the_geometry_is_an_error_not_a_partial_answer(rolled):

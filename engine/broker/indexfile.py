@@ -410,6 +410,8 @@ class IndexFile:
             if not items:
                 return items, f"slot points at item {walk.at}, outside 1..{h.indexCount - 1} (the broker ignores it)"
             reason = f"item {n} points at item {walk.at}, outside 1..{h.indexCount - 1}"
+        if walk.forward_links:
+            reason += f"; the chain has {walk.forward_links} link(s) to a newer item (damage)"
         return items, reason
 
     # ---------------------------------------------------------------- bulk
