@@ -471,9 +471,11 @@ NOTES = """Notes:
   tests/test_index_query.py checks that it answers exactly as select_phy_offsets on collisions, time windows and
   maxNum, and select_phy_offsets is checked against RocketMQ's golden vectors.
 * Python's lookup (IndexFile.select_hash) inlines the chain walk for healthy chains (every link to an older item);
-  any other chain goes through ChainWalk with the broker's rules and is reported as damage. The remaining gap to
-  the JVM is interpretation (the key's hashCode alone is about a third of the Python time) and the cache misses
-  of the chain, which the JIT-compiled loop overlaps with the next lookup's work.
+  any other chain goes through ChainWalk with the broker's rules and is reported as damage. The key's hashCode
+  is two base-31 numerals parsed in C (engine.java.lang). The remaining gap to the JVM is interpretation and the
+  chain's cache misses, which the JIT-compiled loop overlaps with the next lookup's work.
+* query-key's wall time is the interpreter's start-up and imports: the engine's part of the verified query over
+  the ten files (open ten files, read ten headers, walk ten chains, decode ten messages) takes a few ms.
 * Cold-cache figures evict only this benchmark's own files (posix_fadvise DONTNEED), never the machine's cache.
   Index files are mapped with MADV_RANDOM for lookups, so a page fault reads that page and not a 128 KiB window.
 * inspect-index --stats reads the file with bounded preads (1 Mi items, 20 MiB, at a time) and counts items per
