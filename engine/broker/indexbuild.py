@@ -59,14 +59,6 @@ def _slot_chains(slots: np.ndarray):
     return prev, head_slots, head_items, len(head_items)
 
 
-def _prev_and_heads(slots: np.ndarray, hash_slot_num: int):
-    """For items 1..N with the given slots: each item's predecessor in its slot (0 = none) and slot heads."""
-    prev, head_slots, head_items, used = _slot_chains(np.asarray(slots, dtype=np.int64))
-    heads = np.zeros(hash_slot_num, dtype=np.int32)
-    heads[head_slots] = head_items
-    return prev, heads, used
-
-
 def _time_diffs_against(ts: np.ndarray, begin: int) -> np.ndarray:
     """timeDiff of items against one begin timestamp (§5.6), int64: Java long difference (the subtraction wraps
     in int64), truncating division, a negative quotient clamped to 0 (so max(delta, 0) // 1000 is the same)."""
