@@ -295,7 +295,7 @@ def ensure_store(store: Path, segments: int, seg_size: int) -> tuple[int, float]
 def c_builder(n: int, slots: int, items: int, path: str, form: str) -> dict:
     import numpy as np
 
-    from engine.broker.index import build_index_file, build_index_file_from_hashes
+    from engine.broker.indexbuild import build_index_file, build_index_file_from_hashes
     from engine.java.lang import java_string_hashes
 
     keys = LazyKeys(n) if form == "unicode" else LazyStrKeys(n)
@@ -357,7 +357,7 @@ def c_scan(paths: list[str]) -> dict:
 
 
 def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
-    from engine.broker.index import IndexFile
+    from engine.broker.indexfile import IndexFile
 
     keys = [f"{PREFIX}{i}" for i in range(n)]
     if os.path.exists(path):
@@ -373,7 +373,7 @@ def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
 
 
 def c_select(path: str, slots: int, items: int, n_keys: int, samples: int, cold: str) -> dict:
-    from engine.broker.index import IndexFile
+    from engine.broker.indexfile import IndexFile
 
     rnd = random.Random(3)
     keys = [f"{PREFIX}{rnd.randrange(n_keys)}" for _ in range(samples)]

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from engine.broker.commitlog import CommitLog  # noqa: E402
 from engine.broker.config import load_config  # noqa: E402
 from engine.broker.consumequeue import list_queues  # noqa: E402
-from engine.broker.index import list_index_files  # noqa: E402
+from engine.broker.layout import list_index_files  # noqa: E402
 from engine.broker.message import VALID  # noqa: E402
 from engine.broker.store import MessageStore  # noqa: E402
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from helpers import GOLDEN
-from engine.broker.index import IndexFile, build_index_file
+from engine.broker.indexbuild import build_index_file
+from engine.broker.indexfile import IndexFile
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
 

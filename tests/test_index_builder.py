@@ -10,7 +10,8 @@ import pytest
 
 from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
-from engine.broker.index import (ITEM_DTYPE, IndexFile, _prev_and_heads, build_index_file, build_index_file_from_hashes)
+from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains, build_index_file, build_index_file_from_hashes
+from engine.broker.indexfile import IndexFile
 from engine.java.lang import INT_MAX, hash_code_units, java_string_hash, java_string_hashes
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
@@ -202,11 +203,13 @@ def test_java_long_wrap_in_time_diff(tmp_path):
         assert f.item(2)[2] == INT_MAX  # -(2^63) - 1 wraps to 2^63 - 1: huge and positive
 
 
-def test_prev_and_heads_against_a_loop():
+def test_slot_chains_against_a_loop():
     rnd = np.random.default_rng(5)
     for slots_n, n in [(1, 10), (3, 1000), (1000, 5000), (70000, 3000)]:
         slots = rnd.integers(0, slots_n, n)
-        prev, heads, used = _prev_and_heads(slots, slots_n)
+        prev, head_slots, head_items, used = _slot_chains(slots)
+        heads = np.zeros(slots_n, dtype=np.int32)
+        heads[head_slots] = head_items
         last = {}
         want_prev = []
         for i, s in enumerate(slots, 1):

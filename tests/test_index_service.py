@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.broker.index import IndexFile, IndexService, time_diff_seconds
+from engine.broker.indexfile import IndexFile, time_diff_seconds
+from engine.broker.indexservice import IndexService
 from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 from engine.broker.checkpoint import Checkpoint
-from engine.broker.index import IndexFile, IndexService
+from engine.broker.indexfile import IndexFile
+from engine.broker.indexservice import IndexService
 from engine.broker.layout import list_index_files
 from engine.broker.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
                             MessageRecord, blank_record, check_message, encode_record, serialize_properties)

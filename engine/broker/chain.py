@@ -5,6 +5,11 @@ Queries, verify, inspect and the tiered code all walk chains through ChainWalk, 
 "when does a walk stop": at a zero pointer, at a pointer outside 1..last, at a pointer to the item itself, at an
 item already visited (or after max_steps when cycles are not tracked), after `limit` items, or where the caller
 breaks out. It always terminates, whatever the bytes say.
+
+Items are appended in order and a slot's head is its newest item, so in a healthy file every link points to an
+OLDER item (prev < n). `forward_links` counts the links that do not: a walk that followed one crossed damage,
+even when it then ended normally. (The broker's key lookup walks healthy chains with an inlined copy of these
+rules for speed, and hands any chain with such a link back to this class: IndexFile.select_hash.)
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ CYCLE = "cycle"            # an item was reached twice
 LIMIT = "limit"            # `limit` items were returned
 OUTSIDE_FILE = "outside_file"  # read_item found no item there (the pointer leads past the file's end)
 CALLER = "caller"          # the caller stopped iterating
+
+#: the stops that end a walk on a healthy chain (any other stop, or a forward link, means damage)
+HEALTHY_STOPS = (EMPTY, END, LIMIT, CALLER)
 
 
 class ChainWalk(Generic[T]):
@@ -48,6 +56,7 @@ class ChainWalk(Generic[T]):
         self.stop = CALLER
         self.at: Optional[int] = None
         self.visited = 0
+        self.forward_links = 0     # links to an item that is not older (prev > n): damage, whatever the stop
 
     def _ended(self, reason: str, at: Optional[int]) -> None:
         self.stop, self.at = reason, at
@@ -89,6 +98,8 @@ class ChainWalk(Generic[T]):
             if prev == n and self.stop_at_self:
                 self._ended(SELF, prev)
                 return
+            if prev > n:
+                self.forward_links += 1
             steps += 1
             if not self.detect_cycles and steps >= self.max_steps:
                 self._ended(CYCLE, prev)

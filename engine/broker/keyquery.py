@@ -2,14 +2,23 @@
 
 query_raw answers as the broker does (its maxMsgsNumBatch clamp and decoded-time filter, hashes only);
 query walks wider and keeps only the messages whose topic, key and store time really match.
+
+Both answer from the healthy index files and list the others in `damaged` (a file that could not be opened as
+an index file, one whose header cannot be the broker's, one whose chain for the key is broken): the answer is
+then partial, and the CLI says so and exits 3. query_store is the entry point the CLI calls.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
+from engine.broker.indexfile import chain_damage
+from engine.broker.indexservice import DamagedIndexFile
 from engine.broker.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
 from engine.java.lang import LONG_MAX, index_hash, java_string_hash
+
+MAX_LIMIT = 10_000_000  # --max: far beyond any real answer, small enough to refuse a typo
 
 
 @dataclass
@@ -18,17 +27,61 @@ class QueryResult:
     candidates: int = 0              # index entries whose hash matched
     rejected: list[dict] = field(default_factory=list)  # candidates dropped, with the reason
     files_searched: int = 0
+    damaged: list[DamagedIndexFile] = field(default_factory=list)  # files not used, or not used whole
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.damaged)
 
 
-def query_raw(store, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
+@dataclass
+class RawAnswer:
+    """The broker's QueryOffsetResult, plus the files it could not be computed from."""
+    phy_offsets: list[int]
+    max_num: int
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
+    damaged: list[DamagedIndexFile] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.damaged)
+
+    def as_dict(self) -> dict:
+        return {"phyOffsets": self.phy_offsets, "maxNum": self.max_num,
+                "indexLastUpdateTimestamp": self.index_last_update_timestamp,
+                "indexLastUpdatePhyoffset": self.index_last_update_phy_offset,
+                "damagedFiles": [d.as_dict() for d in self.damaged]}
+
+
+def check_query_args(max_num: int, begin: int, end: int) -> None:
+    if not 0 < max_num <= MAX_LIMIT:
+        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
+    if begin > end:
+        raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
+
+
+def query_store(config, topic: str, key: str, *, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
+                unique: bool = False, raw: bool = False) -> QueryResult | RawAnswer:
+    """Open the store read-only, answer one key query (raw: the broker's own answer), close it."""
+    from engine.broker.store import MessageStore
+
+    check_query_args(max_num, begin, end)
+    with MessageStore(config) as st:
+        if raw:
+            return query_raw(st, topic, key, max_num, begin, end)
+        return query(st, topic, key, max_num, begin, end, unique)
+
+
+def query_raw(store, topic: str, key: str, max_num: int, begin: int, end: int) -> RawAnswer:
     """What the broker returns: queryOffset with its clamp and decoded-time filter, unverified."""
     clamped = min(max_num, store.config.maxMsgsNumBatch)
     idx = store.index
-    offsets = idx.query_offsets(f"{topic}#{key}", clamped, begin, end)
+    damaged = list(idx.damaged)
+    offsets = idx.query_offsets(f"{topic}#{key}", clamped, begin, end, damaged)
     newest = idx.files[-1].header if idx.files else None
-    return {"phyOffsets": offsets, "maxNum": clamped,
-            "indexLastUpdateTimestamp": newest.endTimestamp if newest else 0,
-            "indexLastUpdatePhyoffset": newest.endPhyOffset if newest else 0}
+    return RawAnswer(offsets, clamped, newest.endTimestamp if newest else 0, newest.endPhyOffset if newest else 0,
+                     damaged)
 
 
 def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
@@ -42,14 +95,12 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
         raise InvalidArgumentError(f"--max must be positive, got {max_num}")
     if begin > end:
         raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
-    res = QueryResult()
     idx = store.index
-    if not idx.files:
+    res = QueryResult(damaged=list(idx.damaged))
+    if not idx.files and not idx.damaged:
         res.rejected.append({"phyOffset": None, "reason": f"the store has no index files in {store.index_dir}"})
-    key_string = f"{topic}#{key}"
-    kh = index_hash(java_string_hash(key_string))
+    kh = index_hash(java_string_hash(f"{topic}#{key}"))
     seen: set[int] = set()
-    walk_begin = begin - 1000
     for f in reversed(idx.files):
         if len(res.messages) >= max_num:
             break
@@ -57,36 +108,67 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
         # Header times are the real store times of the file's first and last items.
         if f.item_count and h.endTimestamp >= begin and h.beginTimestamp <= end:
             res.files_searched += 1
-            for off, t in _chain_candidates(f, kh, walk_begin):
-                res.candidates += 1
-                if off in seen:
-                    continue  # the same message indexed twice (pitfall 23)
-                seen.add(off)
-                ok, why, rec = _verify_candidate(store, off, topic, key, unique, begin, end)
-                if ok:
-                    res.messages.append(rec)
-                    if len(res.messages) >= max_num:
-                        break
-                else:
-                    res.rejected.append({"phyOffset": off, "reason": why})
+            _search_file(store, f, kh, (topic, key, unique, begin, end), max_num, res, seen)
         if f.item_count and h.beginTimestamp < begin:
             break  # older files hold only older messages
     res.messages.sort(key=lambda r: r.physical_offset)
     return res
 
 
-def _chain_candidates(f, kh: int, walk_begin: int):
-    """(offset, decoded time) of chain items with hash kh, newest first, stopping once decoded times
-    are surely older than the window. Bounded: a corrupt chain cannot loop."""
-    hdr = f.header
-    for _n, (ih, off, d, _prev) in f.chain(kh % f.hash_slot_num):
-        if d < 0:
-            return
-        t = hdr.beginTimestamp + d * 1000
-        if ih == kh:
-            yield off, t
-        if t < walk_begin:
-            return
+def _search_file(store, f, kh: int, want: tuple, max_num: int, res: QueryResult, seen: set) -> None:
+    """Verify the file's candidates for the key until max_num messages are found; note a broken chain."""
+    candidates = _verify_chain(store, f, kh, want, max_num, res, seen)
+    if candidates.damage is not None and len(res.messages) < max_num and f.refresh_header(wait=True):
+        candidates = _verify_chain(store, f, kh, want, max_num, res, seen)  # a writer appended meanwhile
+    if candidates.damage is not None:
+        res.damaged.append(DamagedIndexFile(f.path, f"slot {kh % f.hash_slot_num}: {candidates.damage}"))
+
+
+def _verify_chain(store, f, kh: int, want: tuple, max_num: int, res: QueryResult, seen: set) -> "_ChainCandidates":
+    topic, key, unique, begin, end = want
+    candidates = _ChainCandidates(f, kh, begin - 1000)
+    for off in candidates:
+        res.candidates += 1
+        if off in seen:
+            continue  # the same message indexed twice (pitfall 23)
+        seen.add(off)
+        ok, why, rec = _verify_candidate(store, off, topic, key, unique, begin, end)
+        if ok:
+            res.messages.append(rec)
+            if len(res.messages) >= max_num:
+                break
+        else:
+            res.rejected.append({"phyOffset": off, "reason": why})
+    return candidates
+
+
+class _ChainCandidates:
+    """Offsets of the chain items with hash kh, newest first, until decoded times are surely older than the
+    window (walk_begin). Bounded whatever the bytes say (ChainWalk); `damage` says what broke the chain: an item
+    of another slot, a negative timeDiff, a link to a newer item, a pointer out of range, a loop."""
+
+    def __init__(self, f, kh: int, walk_begin: int):
+        self.f, self.kh, self.walk_begin = f, kh, walk_begin
+        self.damage: Optional[str] = None
+
+    def __iter__(self):
+        f, kh = self.f, self.kh
+        slot = kh % f.hash_slot_num
+        begin_ts = f.header.beginTimestamp
+        walk = f.chain(slot)
+        for n, (ih, off, d, _prev) in walk:
+            if d < 0:
+                self.damage = f"item {n} has a negative timeDiff {d}"
+                return
+            if ih < 0 or ih % f.hash_slot_num != slot:
+                self.damage = f"item {n} (hash {ih}) does not belong to this slot's chain"
+                return
+            t = begin_ts + d * 1000
+            if ih == kh:
+                yield off
+            if t < self.walk_begin:
+                return
+        self.damage = chain_damage(walk)
 
 
 def _verify_candidate(store, off: int, topic: str, key: str, unique: bool, begin: int, end: int):
@@ -106,5 +188,3 @@ def _verify_candidate(store, off: int, topic: str, key: str, unique: bool, begin
     if not begin <= rec.store_timestamp <= end:
         return False, "store time outside the window", None
     return True, "", rec
-
-

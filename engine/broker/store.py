@@ -13,7 +13,7 @@ from engine.broker.config import BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
 from engine.broker import keyquery
-from engine.broker.index import IndexService
+from engine.broker.indexservice import IndexService
 from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
 from engine.broker.lock import StoreLock, mark_clean, mark_in_use
@@ -283,7 +283,7 @@ class MessageStore:
             n += 1
 
     # ------------------------------------------------------------ query by key (engine.broker.keyquery)
-    def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
+    def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> "keyquery.RawAnswer":
         return keyquery.query_raw(self, topic, key, max_num, begin, end)
 
     def query(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,

@@ -35,8 +35,19 @@ def java_rem(a: int, b: int) -> int:
     return a - b * java_div(a, b)
 
 
+# An ASCII unit c (< 128 < 31*31) is 31*q + r with q, r < 31, so sum(c_i * 31**(n-1-i)) is the base-31 numeral of
+# the q digits (shifted one place) plus that of the r digits: bytes.translate writes both, int() reads them in C.
+_B31 = b"0123456789abcdefghijklmnopqrstu"
+_Q31 = bytes(_B31[c // 31] for c in range(128)) + bytes(128)
+_R31 = bytes(_B31[c % 31] for c in range(128)) + bytes(128)
+
+
 def java_string_hash(s: str) -> int:
     """Java String.hashCode(): over UTF-16 code units, 32-bit wrap (format §0.3, pitfall 2)."""
+    b = s.encode("utf-8", "surrogatepass")
+    if len(b) == len(s) and 0 < len(b) <= 2048:  # ASCII: one UTF-16 unit per byte (a key lookup's hot path)
+        h = (int(b.translate(_Q31) + b"0", 31) + int(b.translate(_R31), 31)) & 0xFFFFFFFF
+        return h - 2**32 if h >= 2**31 else h
     data = s.encode("utf-16-be", "surrogatepass")
     h = 0
     for i in range(0, len(data), 2):

@@ -39,7 +39,7 @@ from engine.broker.checkpoint import Checkpoint
 from engine.broker.config import BrokerConfig, check_index_geometry
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
-from engine.broker.index import build_index_file_from_hashes
+from engine.broker.indexbuild import build_index_file_from_hashes
 from engine.broker.layout import INDEX_NAME, StoreLayout, index_file_name, list_index_files
 from engine.java.lang import java_string_hash, to_i32
 from engine.broker.lock import StoreLock

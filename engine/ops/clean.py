@@ -20,7 +20,7 @@ from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue import UNIT, UNIT_DTYPE
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
-from engine.broker.index import HEADER
+from engine.broker.indexfile import HEADER
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, list_index_files
 from engine.broker.lock import StoreLock
 

@@ -35,7 +35,8 @@ from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig, index_file_si
 from engine.broker.consumequeue import UNIT_DTYPE, ConsumeQueue, list_queues
 from engine.errors import GeometryError, InvalidArgumentError, NotAStoreError
 from engine.fsutil import fsync_dir
-from engine.broker.index import IndexFile, build_index_file_from_hashes, suggest_geometry
+from engine.broker.indexbuild import build_index_file_from_hashes
+from engine.broker.indexfile import IndexFile, suggest_geometry
 from engine.broker.layout import LOCK_FILE, StoreLayout, index_file_name, list_index_files
 from engine.ops.verify import verify_index_file
 from engine.java.lang import index_hash, java_string_hash

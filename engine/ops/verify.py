@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.broker.commitlog import CommitLog
-from engine.broker.index import IndexFile
+from engine.broker.indexfile import IndexFile
 from engine.java.lang import index_hash, java_string_hash
 from engine.broker.message import VALID
 

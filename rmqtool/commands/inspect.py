@@ -8,11 +8,7 @@ import typer
 
 from engine.broker.config import load_config
 from engine.errors import InvalidArgumentError
-from engine.broker.index import IndexFile
-from engine.broker.layout import list_index_files
-from engine.ops.verify import index_stats, verify_index_file
-from engine.java.lang import index_hash, java_string_hash
-from engine.broker.store import MessageStore
+from engine.ops.inspect_index import InspectRequest, inspect_index_files
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config
@@ -20,22 +16,16 @@ from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonO
 VERIFY_FAILED = 3
 
 
-def header_row(f: IndexFile) -> dict:
-    d = {"file": f.path.name}
-    d.update(f.header.as_dict())
-    d["indexCount"] = f.on_disk_index_count
-    d["fill"] = round(f.item_count / (f.index_num - 1), 6)
-    return d
-
-
 def _render_headers(rows: list[dict]) -> None:
+    damage = any(r["damage"] for r in rows)
     render.table("index files", ["file", "beginTime", "endTime", "beginPhyOffset", "endPhyOffset", "hashSlotCount",
-                                 "indexCount", "fill"],
+                                 "indexCount", "fill"] + (["damage"] if damage else []),
                  [[r["file"], render.fmt_time(r["beginTimestamp"]), render.fmt_time(r["endTimestamp"]),
                    r["beginPhyOffset"], r["endPhyOffset"], r["hashSlotCount"], r["indexCount"],
-                   f"{r['fill']:.1%}"] for r in rows])
+                   f"{r['fill']:.1%}"] + ([r["damage"] or ""] if damage else []) for r in rows])
 
 
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def inspect_index(
     file: Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
@@ -80,54 +70,48 @@ def inspect_index(
             render.note("verification found problems")
             raise typer.Exit(VERIFY_FAILED)
         return
-    if file is not None and store is None and broker_conf is None:
-        cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
-        if verify:
-            raise InvalidArgumentError("--verify reads the commit log: pass --store (or --broker-conf) too")
-        paths = [file]
-        st = None
-    else:
+    with_store = not (file is not None and store is None and broker_conf is None)
+    if with_store:
         cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-        st = MessageStore(cfg)
-        paths = [file] if file is not None else list_index_files(st.index_dir)
-        if not paths:
-            st.close()
-            raise InvalidArgumentError(f"no index files in {st.index_dir}")
-    failed = False
-    try:
-        headers = []
-        for p in paths:
-            if not p.exists():
-                raise InvalidArgumentError(f"index file {p} does not exist")
-            with IndexFile.open(p, cfg.maxHashSlotNum, cfg.maxIndexNum) as f:
-                headers.append(header_row(f))
-                if walk_slot is not None or walk_key is not None:
-                    _walk(f, walk_slot, walk_key, limit, json_out)
-                if stats:
-                    s = index_stats(f)
-                    if json_out:
-                        render.emit_json({"stats": s})
-                    else:
-                        _render_stats(s)
-                if verify:
-                    rep = verify_index_file(f, st.commitlog)
-                    failed |= not rep.ok
-                    if json_out:
-                        render.emit_json({"verify": rep.as_dict()})
-                    else:
-                        _render_verify(rep)
-        if not (walk_slot is not None or walk_key is not None or stats or verify):
-            if json_out:
-                for h in headers:
-                    render.emit_json(h)
-            else:
-                _render_headers(headers)
-    finally:
-        if st is not None:
-            st.close()
-    if failed:
-        render.note("verification found problems")
+    else:
+        cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
+    req = InspectRequest(walk_slot, walk_key, limit, stats, verify)
+    headers, damaged, failed = [], [], False
+    with render.progress(None, "slot statistics") as bar:
+        task = bar.add_task("slot statistics", total=None, visible=stats)
+        for rep in inspect_index_files(cfg, file, with_store, req, progress=lambda _phase, done, total: bar.update(
+                task, completed=done, total=total)):
+            damaged += [rep] if rep.damage is not None else []
+            headers += [rep.header] if rep.header is not None else []
+            _render_report(rep, json_out)
+            failed |= rep.verify is not None and not rep.verify.ok
+    if not (walk_slot is not None or walk_key is not None or stats or verify):
+        if json_out:
+            for h in headers:
+                render.emit_json(h)
+        else:
+            _render_headers(headers)
+    # one line on stderr (a script reads one line per failure)
+    problems = ["verification found problems"] if failed else []
+    problems += [f"index file {rep.path.name} is damaged: {rep.damage}" for rep in damaged]
+    if problems:
+        render.err.print("; ".join(problems), markup=False, soft_wrap=True)
         raise typer.Exit(VERIFY_FAILED)
+
+
+def _render_report(rep, json_out: bool) -> None:
+    if rep.walk is not None:
+        _walk(rep.walk, json_out)
+    if rep.stats is not None:
+        if json_out:
+            render.emit_json({"stats": rep.stats})
+        else:
+            _render_stats(rep.stats)
+    if rep.verify is not None:
+        if json_out:
+            render.emit_json({"verify": rep.verify.as_dict()})
+        else:
+            _render_verify(rep.verify)
 
 
 def _is_tiered(path: Path) -> bool:
@@ -147,24 +131,19 @@ def _is_tiered(path: Path) -> bool:
     return len(head) == 4 and struct.unpack(">i", head)[0] in (BEGIN_MAGIC_CODE, END_MAGIC_CODE)
 
 
-def _walk(f: IndexFile, slot: Optional[int], key: Optional[str], limit: int, json_out: bool) -> None:
-    if key is not None:
-        kh = index_hash(java_string_hash(key))
-        slot = kh % f.hash_slot_num
-    items, reason = f.walk_chain(slot, limit)
+def _walk(w: dict, json_out: bool) -> None:
     if json_out:
-        render.emit_json({"file": f.path.name, "slot": slot, "items": items, "stop": reason})
+        render.emit_json({"file": w["file"], "slot": w["slot"], "items": w["items"], "stop": w["stop"]})
         return
-    title = f"{f.path.name} slot {slot}" + (f" ({key}: hash {index_hash(java_string_hash(key))})" if key else "")
+    key, kh = w["key"], w["keyHash"]
+    title = f"{w['file']} slot {w['slot']}" + (f" ({key}: hash {kh})" if key else "")
     rows = []
-    for it in items:
-        mark = ""
-        if key is not None:
-            mark = "match" if it["keyHash"] == index_hash(java_string_hash(key)) else "other key"
+    for it in w["items"]:
+        mark = "" if key is None else ("match" if it["keyHash"] == kh else "other key")
         rows.append([it["item"], it["keyHash"], it["phyOffset"], render.fmt_time(it["timestamp"]), it["timeDiff"],
                      it["prevIndex"], mark])
     render.table(title, ["item", "keyHash", "phyOffset", "time", "timeDiff", "prevIndex", ""], rows)
-    render.out.print(f"stopped: {reason}", markup=False)
+    render.out.print(f"stopped: {w['stop']}", markup=False)
 
 
 def _render_stats(s: dict) -> None:

@@ -6,15 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.broker import keyquery
 from engine.errors import InvalidArgumentError
 from engine.java.lang import LONG_MAX
-from engine.broker.store import MessageStore
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
-MAX_LIMIT = 10_000_000
+PARTIAL = 3  # exit code: an answer from the healthy index files only
 TIERED_PANEL = "Tiered storage (RocketMQ 5 tiered index, --tiered-dir)"
 
 
@@ -28,6 +28,7 @@ def message_rows(recs) -> tuple[list[str], list[list]]:
     return cols, rows
 
 
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def query_key(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the messages.")],
@@ -86,12 +87,9 @@ def query_key(
     tiered index files instead; those items are checked against the messages only with --tiered-store-path
     (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
     shown unverified)."""
-    if not 0 < max_num <= MAX_LIMIT:
-        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
     b = render.parse_time(begin, 0, "--begin")
     e = render.parse_time(end, LONG_MAX, "--end")
-    if b > e:
-        raise InvalidArgumentError(f"--begin ({begin}) is after --end ({end})")
+    keyquery.check_query_args(max_num, b, e)
     tiered_only = {"--tiered-metadata": tiered_metadata, "--topic-id": topic_id,
                    "--tiered-store-path": tiered_store_path, "--cluster-name": cluster_name,
                    "--broker-name": broker_name, "--tiered-hash-slots": tiered_hash_slots,
@@ -113,32 +111,44 @@ def query_key(
         render_key_answer(answer, topic, key, json_out, explain)
         return
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    with MessageStore(cfg) as st:
-        if raw:
-            res = st.query_raw(topic, key, max_num, b, e)
-            if json_out:
-                render.emit_json(res)
-            else:
-                render.kv_table(f"broker answer for {topic}#{key}", [
-                    ("phyOffsets (index order)", " ".join(map(str, res["phyOffsets"])) or "-"),
-                    ("maxNum after clamp", res["maxNum"]),
-                    ("indexLastUpdateTimestamp", render.fmt_time(res["indexLastUpdateTimestamp"])),
-                    ("indexLastUpdatePhyoffset", res["indexLastUpdatePhyoffset"]),
-                ])
-            return
-        res = st.query(topic, key, max_num, b, e, unique=unique_key)
-        if json_out:
-            for r in res.messages:
-                render.emit_json(r.to_json())
-            if explain:
-                for rej in res.rejected:
-                    render.emit_json({"rejected": rej})
-        else:
-            cols, rows = message_rows(res.messages)
-            render.table(f"{len(res.messages)} message(s) for {topic}#{key}", cols, rows)
-            if explain and res.rejected:
-                render.table("rejected index candidates", ["phyOffset", "reason"],
-                             [[r["phyOffset"], r["reason"]] for r in res.rejected])
-        if not res.messages:
-            render.note(f"no message found for key {key!r} in topic {topic!r} "
-                        f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")
+    res = keyquery.query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
+    if raw:
+        _render_raw(res, f"{topic}#{key}", json_out)
+    else:
+        _render_messages(res, topic, key, explain, json_out)
+    if res.partial:
+        # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
+        none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
+        render.err.print(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
+                         + " (`rmqtool recover` rebuilds the index)", markup=False, soft_wrap=True)
+        raise typer.Exit(PARTIAL)
+
+
+def _render_raw(res, key_string: str, json_out: bool) -> None:
+    if json_out:
+        render.emit_json(res.as_dict())
+        return
+    render.kv_table(f"broker answer for {key_string}", [
+        ("phyOffsets (index order)", " ".join(map(str, res.phy_offsets)) or "-"),
+        ("maxNum after clamp", res.max_num),
+        ("indexLastUpdateTimestamp", render.fmt_time(res.index_last_update_timestamp)),
+        ("indexLastUpdatePhyoffset", res.index_last_update_phy_offset),
+    ])
+
+
+def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool) -> None:
+    if json_out:
+        for r in res.messages:
+            render.emit_json(r.to_json())
+        if explain:
+            for rej in res.rejected:
+                render.emit_json({"rejected": rej})
+    else:
+        cols, rows = message_rows(res.messages)
+        render.table(f"{len(res.messages)} message(s) for {topic}#{key}", cols, rows)
+        if explain and res.rejected:
+            render.table("rejected index candidates", ["phyOffset", "reason"],
+                         [[r["phyOffset"], r["reason"]] for r in res.rejected])
+    if not res.messages and not res.partial:
+        render.note(f"no message found for key {key!r} in topic {topic!r} "
+                    f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")

@@ -1,0 +1,112 @@
+"""`inspect-index` on broker index files: headers, one slot's chain, streamed slot statistics, verification
+against the commit log (engine.ops.verify), one file at a time so output streams and memory stays bounded.
+
+A file that cannot be opened with the geometry, or whose header cannot be the broker's, is reported (damage)
+and the others are still inspected; when no file fits the geometry, the geometry is wrong: an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+from engine.broker.config import BrokerConfig, index_file_size
+from engine.broker.indexfile import IndexFile, open_failure
+from engine.broker.indexstats import Progress, index_file_stats
+from engine.broker.layout import list_index_files
+from engine.errors import GeometryError, InvalidArgumentError
+from engine.java.lang import index_hash, java_string_hash
+
+
+@dataclass
+class InspectRequest:
+    walk_slot: Optional[int] = None
+    walk_key: Optional[str] = None   # a "topic#key" string
+    limit: int = 10_000
+    stats: bool = False
+    verify: bool = False
+
+
+@dataclass
+class IndexFileReport:
+    path: Path
+    header: Optional[dict] = None    # None when the file could not be opened
+    damage: Optional[str] = None
+    walk: Optional[dict] = None
+    stats: Optional[dict] = None
+    verify: Optional[object] = None  # engine.ops.verify.VerifyReport
+
+
+def header_row(f: IndexFile, damage: Optional[str]) -> dict:
+    d = {"file": f.path.name}
+    d.update(f.header.as_dict())
+    d["indexCount"] = f.on_disk_index_count
+    d["fill"] = round(f.item_count / (f.index_num - 1), 6)
+    d["damage"] = damage
+    return d
+
+
+def walk_slot(f: IndexFile, slot: Optional[int], key: Optional[str], limit: int) -> dict:
+    kh = index_hash(java_string_hash(key)) if key is not None else None
+    if kh is not None:
+        slot = kh % f.hash_slot_num
+    items, reason = f.walk_chain(slot, limit)
+    return {"file": f.path.name, "slot": slot, "items": items, "stop": reason, "key": key, "keyHash": kh}
+
+
+def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: bool, req: InspectRequest,
+                  progress: Optional[Progress] = None) -> Iterator[IndexFileReport]:
+    """Reports for FILE, or for every index file of the store (with_store). --verify needs the store."""
+    from engine.broker.store import MessageStore
+
+    if req.walk_slot is not None and req.walk_key is not None:
+        raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
+    if req.verify and not with_store:
+        raise InvalidArgumentError("--verify reads the commit log: pass --store (or --broker-conf) too")
+    st = MessageStore(cfg) if with_store else None
+    try:
+        paths = [file] if file is not None else list_index_files(st.index_dir)
+        if not paths:
+            raise InvalidArgumentError(f"no index files in {st.index_dir}")
+        if file is None:
+            _check_geometry(paths, cfg)
+        previous = None
+        for i, p in enumerate(paths):
+            try:
+                f = IndexFile.open(p, cfg.maxHashSlotNum, cfg.maxIndexNum)
+            except (GeometryError, OSError) as e:
+                if file is not None:
+                    raise
+                yield IndexFileReport(p, damage=open_failure(p, e))
+                continue
+            with f:
+                yield _report(f, f.header_damage(i == len(paths) - 1, previous), req, st, progress)
+                previous = f.header
+    finally:
+        if st is not None:
+            st.close()
+
+
+def _check_geometry(paths: list[Path], cfg: BrokerConfig) -> None:
+    """When no index file of the store has the geometry's size, the geometry is wrong, not the files."""
+    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
+    for p in paths:
+        try:
+            if p.stat().st_size == size:
+                return
+        except OSError:
+            pass
+    IndexFile.open(paths[0], cfg.maxHashSlotNum, cfg.maxIndexNum).close()  # raises its GeometryError
+
+
+def _report(f: IndexFile, damage: Optional[str], req: InspectRequest, st, progress) -> IndexFileReport:
+    from engine.ops.verify import verify_index_file
+
+    rep = IndexFileReport(f.path, header_row(f, damage), damage)
+    if req.walk_slot is not None or req.walk_key is not None:
+        rep.walk = walk_slot(f, req.walk_slot, req.walk_key, req.limit)
+    if req.stats:
+        rep.stats = index_file_stats(f, progress=progress)
+    if req.verify:
+        rep.verify = verify_index_file(f, st.commitlog)
+    return rep
