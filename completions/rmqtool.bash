@@ -14,7 +14,7 @@ _rmqtool() {
         compact-index) COMPREPLY=($(compgen -W "--out -o --force --mapped --json --hash-slots --max-index --help" -- "$cur")) ;;
         demo) COMPREPLY=($(compgen -W "--messages -n --master --help" -- "$cur")) ;;
         dump-commitlog) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --from --count -n --no-check-crc --json --commitlog-file-size --help" -- "$cur")) ;;
-        get) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --offset -o --msg-id -m --json --commitlog-file-size --help" -- "$cur")) ;;
+        get) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --json --commitlog-file-size --help" -- "$cur")) ;;
         inspect-index) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --walk-slot --walk-key --limit --stats --verify --json --hash-slots --max-index --commitlog-file-size --tiered-dir --help" -- "$cur")) ;;
         put) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --tiered-dir --tiered-metadata --topic-id --tiered-store-path --cluster-name --broker-name --tiered-hash-slots --tiered-max-index --help" -- "$cur")) ;;

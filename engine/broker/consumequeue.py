@@ -1,7 +1,10 @@
-"""ConsumeQueue: 20-byte units per topic/queue (format §4)."""
+"""ConsumeQueue: 20-byte units per topic/queue (format §4).
+
+Files are read through SegmentQueue (reads bounded by the real size, no fault on unallocated pages); a file is
+allocated on disk before a unit is written into it, and every write is checked.
+"""
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import numpy as np
 from engine.broker.config import CQ_STORE_UNIT_SIZE
 from engine.broker.layout import StoreLayout
 from engine.errors import GeometryError
+from engine.fsutil import DiskFullError
 from engine.broker.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
@@ -28,9 +32,7 @@ class ConsumeQueue:
         self.dir = StoreLayout(root).cq_dir(topic, queue_id)
         # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
         # readable); a new queue takes the configured one.
-        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue")
-        if self.queue.file_size is None:
-            self.queue.file_size = file_size
+        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue", default_size=file_size)
         self.file_size = self.queue.file_size
         if self.file_size % CQ_STORE_UNIT_SIZE:
             raise GeometryError(f"consume queue {self.dir} has {self.file_size}-byte files, not a multiple of 20")
@@ -44,11 +46,17 @@ class ConsumeQueue:
     def close(self) -> None:
         self.queue.close()
 
+    @property
+    def problems(self):
+        """What is out of place among this queue's files (engine.broker.segments.SegmentProblem)."""
+        return self.queue.problems
+
     # ------------------------------------------------------------ reading
     def file_units(self, seg) -> np.ndarray:
+        """The units of one file (a copy: the mapping can be closed while the array lives on)."""
         buf = self.queue.buffer(seg)
         n = len(buf) // CQ_STORE_UNIT_SIZE
-        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n)
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
 
     def _recover(self) -> None:
         """Find the end of data as the broker's recover does (§4.4): the first invalid unit."""
@@ -102,10 +110,53 @@ class ConsumeQueue:
         return np.concatenate(parts) if parts else np.empty(0, dtype=UNIT_DTYPE)
 
     # ------------------------------------------------------------ writing
+    def _end(self) -> int:
+        """Logical byte position of the end of data (where the next unit goes)."""
+        segs = self.queue.segments
+        return segs[self._end_seg_index].start + self._write_pos if segs else 0
+
+    def reserve(self, n: int) -> tuple[int, Exception | None]:
+        """Make sure the files for the next n units exist and are allocated on disk. Returns how many units
+        have room (n, or fewer with the DiskFullError that stopped the allocation)."""
+        self.queue.require_writable()
+        F = self.file_size
+        start = self._end()
+        stop = start + n * CQ_STORE_UNIT_SIZE
+        p = start - start % F
+        ready = start
+        try:
+            while p < stop:
+                seg = self.queue.find(p)
+                if seg is None:
+                    seg = self.queue.create(p)
+                self.queue.prepare_for_write(seg)
+                ready = p + F
+                p += F
+        except DiskFullError as e:
+            return max(0, (ready - start) // CQ_STORE_UNIT_SIZE), e
+        return n, None
+
+    def append_units(self, data: bytes, max_physic_offset: int) -> None:
+        """Write packed units (UNIT_DTYPE rows) at the end of the queue, into files reserve() made ready."""
+        pos = self._end()
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            seg = self.queue.find(pos)
+            at = pos - seg.start
+            k = min(len(view) - done, seg.size - at)
+            self.queue.write(seg, at, view[done:done + k])
+            done += k
+            pos += k
+            self._end_seg_index, self._write_pos = self.queue.index_of(seg), at + k
+        if done:
+            self.max_physic_offset = max_physic_offset
+
     def put(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """putMessagePositionInfo (§4.3). Returns False when the unit is ignored as a duplicate."""
         if phy_offset + size <= self.max_physic_offset:
             return False
+        self.queue.require_writable()
         F = self.file_size
         expected = cq_offset * CQ_STORE_UNIT_SIZE
         segs = self.queue.segments
@@ -113,12 +164,12 @@ class ConsumeQueue:
             seg = self.queue.create(expected - expected % F)
             self._end_seg_index, self._write_pos = 0, 0
             if cq_offset != 0 and expected % F:
-                self._write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
+                self.queue.write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
                 self._write_pos = expected % F
                 self.min_logic_offset = expected
         else:
             seg = segs[self._end_seg_index]
-            self.queue.ensure_full_length(seg)
+            self.queue.prepare_for_write(seg)
             if self._write_pos >= F:
                 if self._end_seg_index + 1 < len(segs):
                     seg = segs[self._end_seg_index + 1]
@@ -131,17 +182,13 @@ class ConsumeQueue:
             if expected < current:
                 return False
             # expected > current: the broker logs "[BUG] logic queue order maybe wrong" and appends anyway.
-        self._write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
+        self.queue.write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
         self._write_pos += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
         return True
-
-    def _write(self, seg, pos: int, data: bytes) -> None:
-        os.pwrite(self.queue.fd(seg), data, pos)
 
     def sync(self) -> None:
         segs = self.queue.segments
         if segs:
             for seg in segs[max(0, self._end_seg_index - 1): self._end_seg_index + 1]:
-                if seg.start in self.queue._maps:
-                    os.fsync(self.queue.fd(seg))
+                self.queue.flush(seg)

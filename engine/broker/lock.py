@@ -5,7 +5,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from engine.fsutil import fsync_dir
+from engine.fsutil import fsync_dir, sync, write_fully
 
 from engine.broker.layout import StoreLayout
 from engine.errors import StoreLockedError
@@ -26,7 +26,10 @@ class StoreLock:
                 f"store {self.path.parent} is locked by another process (a running broker or another rmqtool); "
                 "stop it first") from None
         if os.fstat(fd).st_size < 4:
-            os.pwrite(fd, b"lock", 0)  # what the broker writes at start
+            try:
+                os.pwrite(fd, b"lock", 0)  # what the broker writes at start (cosmetic: the fcntl lock is what counts)
+            except OSError:
+                pass
         self.fd = fd
         return self
 
@@ -62,11 +65,17 @@ class StoreLock:
 
 
 def mark_in_use(layout: StoreLayout) -> None:
-    """Write the abort marker (the writer's PID, as 5.x brokers do) durably before the first change (format §7.1)."""
-    with open(layout.abort, "w") as f:
-        f.write(str(os.getpid()))
-        f.flush()
-        os.fsync(f.fileno())
+    """Write the abort marker (the writer's PID, as 5.x brokers do) durably before the first change (format §7.1).
+    A full disk is a WriteFailedError naming the marker, raised before anything else is changed."""
+    fd = os.open(layout.abort, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_fully(fd, str(os.getpid()).encode("ascii"), 0, layout.abort, undo=False)
+        sync(fd, layout.abort, data_only=False)
+    except BaseException:
+        os.close(fd)
+        layout.abort.unlink(missing_ok=True)  # nothing was changed yet: no marker either
+        raise
+    os.close(fd)
     fsync_dir(layout.root)
 
 

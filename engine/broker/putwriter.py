@@ -1,0 +1,293 @@
+"""The batch write path of MessageStore (format §7): encode, make room, write, index, flush, acknowledge.
+
+Order of a batch, chosen so that a full disk stops it cleanly between two messages:
+  1. encode every message (a message that cannot be stored cuts the batch just before it);
+  2. make room: consume-queue files and index space for the batch are allocated (or measured) first; the
+     batch is cut before the first message that has no room;
+  3. commit log, one piece per segment: the next segment is created and allocated before the BLANK filler
+     that rolls to it, so a full disk leaves the log ending at a record boundary;
+  4. consume-queue units, one write per queue; 5. index (IndexService.build_index_batch when it exists);
+  6. with sync_flush, one flush of the commit log for the whole batch (group commit), then the result.
+Only what reached step 6 is acknowledged. A write that fails half-way (not for lack of room) marks the
+store dirty: the abort marker stays and the next writer must recover.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from engine.broker.config import index_file_size
+from engine.broker.consumequeue import UNIT_DTYPE
+from engine.broker.keys import broker_index_keys
+from engine.broker.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
+from engine.broker.putbatch import (M_BODY_LEN, M_QUEUE_ID, M_STORE_HOST, M_STORE_PORT, M_STORE_TS, M_TOPIC, M_UNIQ,
+                                    QUEUE_OFFSET_POS, MessageBatch)
+from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
+from engine.java.lang import hash_code_units, java_string_hash, java_string_hashes
+
+#: Room kept free beyond a new index file before one is started (checkpoint rewrites, index headers).
+INDEX_SLACK = 64 << 10
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def allocate_file(path) -> None:
+    """Allocate a whole existing file on disk (index files are written through a mapping)."""
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        allocate(fd, 0, os.fstat(fd).st_size, path)
+    finally:
+        os.close(fd)
+
+
+def store_full(store, e: WriteFailedError) -> WriteFailedError:
+    """The error a put reports: the store, the file, and the room left."""
+    free = free_bytes(store.root)
+    cls = DiskFullError if isinstance(e, DiskFullError) else WriteFailedError
+    out = cls(e.path, f"{e.reason}; store {store.root} has {format_bytes(free)} free", None)
+    out.args = (f"store {store.root} has {format_bytes(free)} free: cannot write {e.path}: {e.reason}",)
+    return out
+
+
+def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
+    n, error, sizes = _fits(store, batch)
+    if n == 0:
+        return _result(batch, None, None, 0, error)
+    store._begin_put()
+    cl = store.commitlog
+    topics, qids, tss, in_cq, tags, uniqs, keys, rollback = list(zip(*batch.meta[:n]))[:8]
+    groups = _queue_groups(topics, qids, in_cq)
+    qoffs = np.zeros(n, dtype=np.int64)
+    for (topic, qid), idx in groups.items():
+        base = store.consume_queue(topic, qid).max_offset_in_queue
+        qoffs[idx] = np.arange(base, base + len(idx), dtype=np.int64)
+    n, error = _make_room(store, groups, n, error)
+    hashes = counts = None
+    if store.config.messageIndexEnable and n:
+        counts, hashes = index_hashes(topics[:n], uniqs[:n], keys[:n], rollback[:n])
+        room, err = index_room(store, counts)
+        if room < n:
+            n, error = room, store_full(store, err)
+    if n == 0:
+        return _result(batch, None, None, 0, error)
+    sizes = sizes[:n]
+    phys, pieces = cl.layout(sizes)
+    try:
+        n, error = _write_commitlog(store, batch.records, phys, qoffs, pieces, n, error)
+        _write_queues(store, groups, phys, sizes, tags, tss, n)
+        if hashes is not None and n:
+            _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback, n)
+        if n and sync_flush:
+            cl.sync()
+            store.checkpoint.physicMsgTimestamp = tss[n - 1]
+    except WriteFailedError as e:
+        store._dirty = True
+        raise store_full(store, e) from None
+    except BaseException:
+        store._dirty = True
+        raise
+    if n:
+        store._last_record_start = int(phys[n - 1])
+        store._last_store_ts = max(store._last_store_ts, tss[n - 1])
+    return _result(batch, phys, qoffs, n, error)
+
+
+def _fits(store, batch) -> tuple[int, Exception | None, np.ndarray]:
+    """How many leading messages of the batch this store can take at all (body and record size limits)."""
+    n = len(batch)
+    cl = store.commitlog
+    limit = cl.file_size - END_FILE_MIN_BLANK_LENGTH
+    max_body = store.config.maxMessageSize
+    sizes = np.fromiter(map(len, batch.records), dtype=np.int64, count=n)
+    bad = sizes > limit
+    if batch.max_body > max_body:
+        bad |= np.fromiter((m[M_BODY_LEN] for m in batch.meta), dtype=np.int64, count=n) > max_body
+    if not bad.any():
+        return n, None, sizes
+    i = int(np.argmax(bad))
+    blen, size = batch.meta[i][M_BODY_LEN], int(sizes[i])
+    e = MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {max_body}" if blen > max_body
+                           else f"message record is {size} bytes; it cannot fit a {cl.file_size}-byte commit-log "
+                                "segment")
+    e.batch_index = i
+    return i, e, sizes
+
+
+def _queue_groups(topics, qids, in_cq) -> dict[tuple[str, int], np.ndarray]:
+    """The batch positions of the messages of each consume queue, in order (messages without a unit left out)."""
+    pairs = list(zip(topics, qids))
+    kinds = dict.fromkeys(pairs)
+    if len(kinds) == 1 and all(in_cq):
+        return {pairs[0]: np.arange(len(pairs), dtype=np.int64)}
+    ids = {k: j for j, k in enumerate(kinds)}
+    qid_of = np.fromiter(map(ids.__getitem__, pairs), dtype=np.int64, count=len(pairs))
+    qid_of[~np.fromiter(in_cq, dtype=bool, count=len(pairs))] = -1
+    order = np.argsort(qid_of, kind="stable")
+    sorted_ids = qid_of[order]
+    cuts = np.flatnonzero(np.diff(sorted_ids)) + 1
+    out = {}
+    for part in np.split(order, cuts):
+        j = int(qid_of[part[0]])
+        if j >= 0:
+            out[pairs[part[0]]] = part
+    return out
+
+
+def _make_room(store, groups: dict, n: int, error):
+    """Allocate the consume-queue files for messages 0..n-1; cut n where the room ends."""
+    for (topic, qid), idx in groups.items():
+        want = int(np.count_nonzero(idx < n))
+        if not want:
+            continue
+        cap, err = store.consume_queue(topic, qid).reserve(want)
+        if cap < want:
+            n, error = int(idx[cap]), store_full(store, err)
+    return n, error
+
+
+def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
+    """Per message, the number of index keys (engine.broker.keys.broker_index_keys: UNIQ_KEY then each KEYS
+    token, none for a rollback), and the Java hashCodes of all their "topic#key" strings, in put order.
+
+    Vectorised: every message's "uniq keys" text is joined with \u0001 (which no key can hold) and cut into
+    tokens on " " and \u0001 over its UTF-16 units; hash("topic#" + key) is hash("topic#") * 31^len(key) +
+    hash(key) (mod 2^32), so the joined strings are never built.
+    """
+    n = len(topics)
+    if any(rollback) or None in uniqs or "" in uniqs:
+        return _index_hashes_slow(topics, uniqs, keys, rollback)
+    big = "\x01".join([u if k is None else f"{u} {k}" for u, k in zip(uniqs, keys)])
+    u16 = np.frombuffer(big.encode("utf-16-le", "surrogatepass"), dtype="<u2")
+    if len(u16) != len(big):  # characters outside the BMP: hash the joined strings one by one
+        return _index_hashes_slow(topics, uniqs, keys, rollback)
+    is_msg_sep = u16 == 1
+    sep = is_msg_sep | (u16 == 32)
+    word = ~sep
+    edge = np.diff(np.concatenate(([False], word, [False])).astype(np.int8))
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    lengths = ends - starts
+    msg = np.cumsum(is_msg_sep)[starts]
+    counts = np.bincount(msg, minlength=n).astype(np.int32)
+    hk = hash_code_units(u16[word], lengths).view(np.uint32)
+    names = list(dict.fromkeys(topics))
+    prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in names], dtype=np.uint32)
+    if len(names) == 1:
+        pre = prefix[0]
+    else:
+        where = {t: j for j, t in enumerate(names)}
+        pre = prefix[np.fromiter(map(where.__getitem__, topics), dtype=np.int64, count=n)[msg]]
+    pow31 = np.array([pow(31, L, 1 << 32) for L in range(int(lengths.max()) + 1)], dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        return counts, (pre * pow31[lengths] + hk).view(np.int32)
+
+
+def _index_hashes_slow(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
+    """index_hashes through the key strings themselves (rollbacks, empty or missing UNIQ_KEYs, non-BMP text)."""
+    counts = np.zeros(len(topics), dtype=np.int32)
+    flat: list[str] = []
+    for i, t in enumerate(topics):
+        ks = broker_index_keys(t, uniqs[i], keys[i], rollback[i])
+        counts[i] = len(ks)
+        flat += ks
+    return counts, (java_string_hashes(flat) if flat else np.empty(0, dtype=np.int32))
+
+
+def index_room(store, key_counts) -> tuple[int, Exception | None]:
+    """How many of these messages the index has room for: the last file's free items, plus as many new files as
+    the disk can hold (a new index file is mapped and written page by page: it must fit before it is started)."""
+    cfg = store.config
+    files = store.index.files
+    left = cfg.maxIndexNum - files[-1].header.indexCount if files and not files[-1].is_write_full() else 0
+    total = int(np.sum(key_counts))
+    if total <= left:
+        return len(key_counts), None
+    per_file = cfg.maxIndexNum - 1
+    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
+    need = -(-(total - left) // per_file)
+    free = free_bytes(store.index_dir)
+    if free is None or free >= need * size + INDEX_SLACK:
+        return len(key_counts), None
+    allowed = left + max(0, (free - INDEX_SLACK) // size) * per_file
+    over = np.flatnonzero(np.cumsum(key_counts) > allowed)
+    if not len(over):
+        return len(key_counts), None
+    return int(over[0]), DiskFullError(store.index_dir, f"a new index file needs {format_bytes(size)}", free)
+
+
+def _write_commitlog(store, records, phys, qoffs, pieces, n: int, error):
+    cl = store.commitlog
+    for piece in pieces:
+        if piece.first >= n:
+            break
+        piece.end = min(piece.end, n)
+        if piece.new_segment:
+            try:
+                cl.prepare_piece(piece)
+            except DiskFullError as e:  # nothing of this piece is written: the log ends at a record boundary
+                return piece.first, store_full(store, e)
+        cl.write_piece(piece, fill_offsets(records, piece.first, piece.end, phys, qoffs))
+    return n, error
+
+
+_OFFSET_BYTES = np.arange(QUEUE_OFFSET_POS, QUEUE_OFFSET_POS + 16, dtype=np.int64)
+
+
+def fill_offsets(records: list[bytes], a: int, b: int, phys: np.ndarray, qoffs: np.ndarray) -> bytearray:
+    """Records a..b-1 back to back, with their QUEUEOFFSET and PHYSICALOFFSET filled in (they are contiguous)."""
+    chunk = bytearray(b"".join(records[a:b]))
+    k = b - a
+    vals = np.empty((k, 2), dtype=">i8")
+    vals[:, 0] = qoffs[a:b]
+    vals[:, 1] = phys[a:b]
+    rel = phys[a:b] - phys[a]
+    np.frombuffer(chunk, dtype=np.uint8)[rel[:, None] + _OFFSET_BYTES] = vals.view(np.uint8).reshape(k, 16)
+    return chunk
+
+
+def _write_queues(store, groups: dict, phys, sizes, tags, tss, n: int) -> None:
+    last_ts = None
+    tags = np.asarray(tags, dtype=np.int64)
+    for (topic, qid), idx in groups.items():
+        idx = idx[idx < n]
+        if not len(idx):
+            continue
+        units = np.empty(len(idx), dtype=UNIT_DTYPE)
+        units["offset"] = phys[idx]
+        units["size"] = sizes[idx]
+        units["tags_code"] = tags[idx]
+        last = int(idx[-1])
+        store.consume_queue(topic, qid).append_units(units.tobytes(), int(phys[last] + sizes[last]))
+        last_ts = tss[last] if last_ts is None else max(last_ts, tss[last])
+    if last_ts is not None:
+        store.checkpoint.logicsMsgTimestamp = last_ts
+
+
+def _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback, n: int) -> None:
+    index = store.index
+    batch_fn = getattr(index, "build_index_batch", None)
+    if batch_fn is not None:
+        cut = int(counts[:n].sum())
+        batch_fn(phys[:n], np.asarray(tss[:n], dtype=np.int64), counts[:n], hashes[:cut])
+    else:
+        from engine.broker.store import _IndexRecord
+
+        for i in range(n):
+            ks = broker_index_keys(topics[i], uniqs[i], keys[i], rollback[i])
+            index.build_index(_IndexRecord(int(phys[i]), tss[i], ks))
+    store._secure_index_files()
+
+
+def _result(batch, phys, qoffs, n: int, error):
+    from engine.broker.store import BatchResult
+
+    if n == 0:
+        return BatchResult([], [], [], [], [], [], [], [], [], error)
+    cols = list(zip(*batch.meta[:n]))
+    return BatchResult(list(cols[M_TOPIC]), list(cols[M_QUEUE_ID]), phys[:n].tolist(), qoffs[:n].tolist(),
+                       [len(r) for r in batch.records[:n]], list(cols[M_STORE_TS]), list(cols[M_UNIQ]),
+                       list(cols[M_STORE_HOST]), list(cols[M_STORE_PORT]), error)
