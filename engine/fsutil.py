@@ -104,6 +104,8 @@ def allocate(fd: int, offset: int, length: int, path) -> None:
     """
     if length <= 0:
         return
+    if os.fstat(fd).st_size >= offset + length and not holes(fd, offset, offset + length):
+        return  # allocated already (what a broker's warmed-up or a fully written file is)
     try:
         os.posix_fallocate(fd, offset, length)
         return

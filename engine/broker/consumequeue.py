@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.broker.config import CQ_STORE_UNIT_SIZE
-from engine.broker.layout import StoreLayout
-from engine.errors import GeometryError
+from engine.broker.layout import StoreLayout, symlink_on_path
+from engine.errors import GeometryError, NotAStoreError
 from engine.fsutil import DiskFullError
 from engine.broker.segments import SegmentQueue
 
@@ -29,7 +29,12 @@ def list_queues(root: Path) -> list[tuple[str, int]]:
 class ConsumeQueue:
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
         self.topic, self.queue_id = topic, queue_id
-        self.dir = StoreLayout(root).cq_dir(topic, queue_id)
+        layout = StoreLayout(root)
+        self.dir = layout.cq_dir(topic, queue_id)
+        link = symlink_on_path(layout.root, self.dir)
+        if link is not None:
+            raise NotAStoreError(f"consume queue directory {link} is a symlink; rmqtool never follows links out of "
+                                 "the store")
         # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
         # readable); a new queue takes the configured one.
         self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue", default_size=file_size)

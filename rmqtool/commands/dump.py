@@ -130,15 +130,16 @@ def get(
         raise InvalidArgumentError("give --offset, --msg-id or --from-file")
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with MessageStore(cfg) as st:
-        _warn_problems(st)
         if len(asked) == 1 and from_file is None:
             kind, text = asked[0]
             rec = st.get(_resolve(st, kind, text)) if kind == "offset" else st.get_by_msg_id(text)
+            _warn_problems(st)  # after the answer: a failed lookup stays one error line
             if json_out:
                 render.emit_json(rec.to_json())
             else:
                 _show_message(rec)
             return
+        _warn_problems(st)
         with render.gc_paused():
             bad = _get_many(st, asked, json_out)
     if bad:

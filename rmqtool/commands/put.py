@@ -224,7 +224,7 @@ def put(
     else:
         if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
             raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
-        name, single = from_jsonl, False
+        name, single = ("<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))), False
         batches = _jsonl_batches(from_jsonl)
     acks = Acks(json_out, quiet or (single and not json_out))
     if not json_out and not single and not quiet:

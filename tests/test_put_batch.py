@@ -1,0 +1,222 @@
+"""The batch write path and the fast read views are byte-identical to the one-record codec.
+
+MessageBatch encodes as it adds (encode_record's bytes, offsets filled at put), index_hashes gives the
+hashCodes of broker_index_keys, json_line gives json.dumps(to_json()), quick_valid_size agrees with
+check_message: each is checked against the reference on many generated records.
+"""
+from __future__ import annotations
+
+import json
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from helpers import GOLDEN
+from engine.broker.commitlog import CommitLog, quick_valid_size
+from engine.broker.config import load_config
+from engine.broker.keys import broker_index_keys
+from engine.broker.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
+                                   split_keys)
+from engine.broker.putbatch import MessageBatch
+from engine.broker.putwriter import index_hashes
+from engine.broker.recordjson import fmt_time, json_line, parse_props, split_keys_fast
+from engine.broker.store import MessageStore, message_from_json
+from engine.java.lang import java_string_hash
+from rmqtool import render
+
+# Names that share Java hash buckets ("Aa"/"BB" collide), so HashMap order depends on insertion order and resizes.
+NAMES = ["Aa", "BB", "AaAa", "BBBB", "AaBB", "BBAa", "KEYS", "TAGS", "UNIQ_KEY", "DELAY", "WAIT", "p", "q{}", "ж",
+         "x" * 40, "TRAN_MSG", "REAL_TOPIC", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"]
+TOPICS = ["T", "TopicTest", "%RETRY%grp", "%DLQ%g-1", "SCHEDULE_TOPIC_XXXX", "rmq_sys_TRACE", "t" * 127,
+          "%RETRY%" + "g" * 200]
+
+
+def random_message(rnd: random.Random, i: int) -> dict:
+    m = {"topic": rnd.choice(TOPICS), "storeTimestamp": 1_700_000_000_000 + i, "uniqKey": f"U{i:030d}"}
+    if rnd.random() < 0.8:
+        m["body"] = "".join(rnd.choice("ab ж€😀\n\"\\") for _ in range(rnd.randrange(0, 60)))
+    if rnd.random() < 0.2:
+        m["body"], m["bodyEncoding"] = "AAEC/w==", "base64"
+    if rnd.random() < 0.7:
+        m["keys"] = rnd.choice([["k1", "k2"], "a  b ", " lead", "x", ["😀", "ж"], "p q r s"])
+    if rnd.random() < 0.6:
+        m["tags"] = rnd.choice(["TagA", "", "ж", "t" * 30])
+    if rnd.random() < 0.5:
+        m["properties"] = {n: rnd.choice(["v", "{}", "1", "ж😀"]) for n in rnd.sample(NAMES, rnd.randrange(0, 20))}
+        m["properties"].pop("UNIQ_KEY", None)
+    if rnd.random() < 0.3:
+        m["queueId"] = rnd.randrange(0, 2**31)
+    if rnd.random() < 0.3:
+        m.update(flag=rnd.randrange(-2**31, 2**31), sysFlag=rnd.choice([0, 4, 8, 12, 1, 0x30]),
+                 reconsumeTimes=rnd.randrange(0, 16), preparedTransactionOffset=rnd.randrange(0, 2**63),
+                 bornTimestamp=rnd.randrange(1, 2**63), bornHost=rnd.choice(["10.0.0.1:1", "[::1]:5", "1.2.3.4"]),
+                 storeHost=rnd.choice(["10.0.0.2:10911", "[2001:db8::1]:10911"]))
+    return m
+
+
+def reference_bytes(m: dict, phy: int, qoff: int) -> bytes:
+    rec = message_from_json(m)
+    rec.physical_offset, rec.queue_offset = phy, qoff
+    rec.born_timestamp = rec.born_timestamp or rec.store_timestamp
+    return encode_record(rec)
+
+
+def test_batch_records_equal_encode_record_byte_for_byte():
+    rnd = random.Random(7)
+    msgs = [random_message(rnd, i) for i in range(600)]
+    batch = MessageBatch()
+    for m in msgs:
+        batch.add_json(m)
+    for m, data in zip(msgs, batch.records):
+        assert data == reference_bytes(m, 0, 0), m
+
+
+def test_put_batch_stores_encode_record_bytes_at_their_offsets(tmp_path):
+    rnd = random.Random(11)
+    msgs = [random_message(rnd, i) for i in range(300)]
+    cfg = load_config(None, storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=1 << 16,
+                      maxHashSlotNum=64, maxIndexNum=256, mappedFileSizeConsumeQueue=400)
+    with MessageStore(cfg, writable=True, create=True) as st:
+        for a in range(0, len(msgs), 70):  # several batches, several segment rolls
+            b = MessageBatch()
+            for m in msgs[a:a + 70]:
+                b.add_json(m)
+            res = st.put_batch(b)
+            assert res.error is None and len(res) == len(b)
+            for j, m in enumerate(msgs[a:a + 70]):
+                got = st.commitlog.check_at(res.phy[j]).record
+                assert encode_record(got) == reference_bytes(m, res.phy[j], res.queue_offset[j])
+                assert got.tags_code() == message_from_json(m).tags_code()
+    with MessageStore(cfg) as st:
+        entries = list(st.walk())
+        assert [e.kind for e in entries if e.kind not in ("VALID", "BLANK")] == []
+        assert sum(e.kind == "VALID" for e in entries) == len(msgs)
+
+
+def test_put_record_api_fills_the_record_like_before(tmp_path):
+    cfg = load_config(None, storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=4096,
+                      maxHashSlotNum=16, maxIndexNum=64)
+    rec = MessageRecord(topic="T", body=b"x", properties={"KEYS": "a b", "NONE": None})
+    with MessageStore(cfg, writable=True, create=True) as st:
+        r = st.put(rec, sync_flush=True)
+        assert rec.physical_offset == r.commitLogOffset == 0 and rec.uniq_key == r.uniqKey
+        stored = st.get(0)
+    assert "NONE" not in stored.properties and stored.keys == ["a", "b"]
+    expect = MessageRecord(topic="T", body=b"x", properties={"KEYS": "a b", "NONE": None, "UNIQ_KEY": r.uniqKey},
+                           store_timestamp=r.storeTimestamp, born_timestamp=r.storeTimestamp)
+    assert encode_record(stored) == encode_record(expect)
+
+
+def test_index_hashes_equal_broker_index_keys():
+    rnd = random.Random(3)
+    words = ["k", "", "ж", "😀x", "a b", "Aa", "BB", "long" * 9]
+    topics, uniqs, keys, rollback = [], [], [], []
+    for i in range(2000):
+        topics.append(rnd.choice(TOPICS[:4]))
+        uniqs.append(rnd.choice([f"U{i}", f"U{i}", ""]) if i % 500 else None)
+        keys.append(rnd.choice([None, " ".join(rnd.choice(words) for _ in range(rnd.randrange(0, 4)))]))
+        rollback.append(i % 97 == 0)
+    for part in (slice(0, 2000), slice(1, 499), slice(501, 999)):  # mixed, and the vectorised shape only
+        t, u, k, r = topics[part], uniqs[part], keys[part], rollback[part]
+        if part.start == 501:
+            r = [False] * len(t)
+            k = [None if x is None else x.replace("😀", "") for x in k]
+        counts, hashes = index_hashes(t, u, k, r)
+        expect = [broker_index_keys(*row) for row in zip(t, u, k, r)]
+        assert counts.tolist() == [len(e) for e in expect]
+        assert hashes.tolist() == [java_string_hash(s) for e in expect for s in e]
+
+
+def test_quick_valid_size_agrees_with_check_message():
+    rnd = random.Random(5)
+    for i in range(3000):
+        m = random_message(rnd, i)
+        data = bytearray(reference_bytes(m, 0, 0)) + bytes(rnd.randrange(0, 20))
+        for _ in range(rnd.randrange(0, 3)):
+            data[rnd.randrange(len(data))] = rnd.randrange(256)
+        r = check_message(bytes(data), 0, len(data))
+        q = quick_valid_size(bytes(data), 0, len(data), True)
+        assert (q > 0) == (r.status == VALID) and (q < 0 or q == r.size), (r.status, r.reason)
+
+
+def test_json_line_equals_json_dumps_of_to_json(tmp_path):
+    rnd = random.Random(9)
+    blobs = [reference_bytes(random_message(rnd, i), 0, 0) for i in range(400)]
+    zipped = MessageRecord(topic="Z", body=__import__("zlib").compress(b"hello"), sys_flag=1)
+    crc = MessageRecord(topic="C", body=b"b", properties={"a": "b"})
+    blobs += [encode_record(zipped), encode_record(crc, append_prop_crc=True)]
+    seg = (GOLDEN / "commitlog" / ("0" * 20)).read_bytes()
+    for data in blobs:
+        rec = check_message(data).record
+        assert json_line(data, 0) == json.dumps(rec.to_json(), ensure_ascii=False)
+        assert json_line(data, 0, ', "x": 1') == json.dumps({**rec.to_json(), "x": 1}, ensure_ascii=False)
+    pos = 0
+    while True:
+        r = check_message(seg, pos)
+        if r.status != VALID:
+            break
+        assert json_line(seg, pos) == json.dumps(r.record.to_json(), ensure_ascii=False)
+        pos += r.size
+
+
+def test_fast_helpers_equal_their_references():
+    for text in ["a\x01b\x02c\x01d", "a\x01b\x01c\x02", "\x01x\x02k\x01\x02kk\x01v\x02", "", "x", "ab\x02\x02"]:
+        assert parse_props(text) == parse_properties(text)
+    for k in [None, "", " ", "a  b ", " a", "a", "a b  ", "  "]:
+        assert split_keys_fast(k) == split_keys(k)
+    rnd = random.Random(1)
+    for ms in [1, 999, 1_700_000_000_001, 1_700_000_000_999, 0, -5] + [rnd.randrange(1, 2**42) for _ in range(500)]:
+        assert fmt_time(ms) == render.fmt_time(ms)
+
+
+@pytest.mark.parametrize("bad", [{"topic": "T", "queueId": 2**31}, {"topic": "T", "queueId": -1},
+                                 {"topic": "T", "flag": 2**31}, {"topic": "T", "sysFlag": -2**31 - 1},
+                                 {"topic": "T", "storeTimestamp": 2**63}, {"topic": "T", "bornTimestamp": -2**63 - 1},
+                                 {"topic": "T", "preparedTransactionOffset": 2**64},
+                                 {"topic": "T", "reconsumeTimes": "3"}, {"topic": "a/b"}, {"topic": "x\u0000"},
+                                 {"topic": "../../escape"}, {"topic": "t" * 128}, {"topic": "T", "keys": ["a\u0001"]},
+                                 {"topic": "T", "tags": "t\u0002"}, {"topic": "T", "uniqKey": "u\u0001"},
+                                 {"topic": "T", "properties": {"a\u0002": "v"}},
+                                 {"topic": "T", "properties": {"a": "v\u0001w"}},
+                                 {"topic": "T", "properties": {"a": 1}}, {"topic": "T", "body": "\ud800"},
+                                 {"topic": "T", "bornHost": "1.2.3.4:99999999999"}])
+def test_batch_refuses_what_a_broker_cannot_store(bad):
+    from engine.errors import InvalidArgumentError
+
+    b = MessageBatch()
+    with pytest.raises(InvalidArgumentError):
+        b.add_json(bad)
+    assert len(b) == 0 and b.meta == []
+
+
+def test_system_topics_are_accepted():
+    b = MessageBatch()
+    for t in ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_TRACE_DATA", "%RETRY%g", "%DLQ%g",
+              "%RETRY%" + "g" * 248]:
+        b.add_json({"topic": t, "body": "x"})
+    assert len(b) == 6
+    assert struct.unpack(">i", b.records[-1][4:8])[0] == -626843477  # a 255-char topic needs the v2 magic
+
+
+def test_layout_vectorised_equals_the_roll_loop(tmp_path):
+    cl = CommitLog([tmp_path / "commitlog"], 4096, writable=True)
+    cl.open_for_append(0)
+    rnd = random.Random(2)
+    sizes = [rnd.choice([91, 500, 1000, 1090, 4000, 4088]) for _ in range(60)]
+    phys, pieces = cl.layout(np.array(sizes, dtype=np.int64))
+    seg, pos, expect, blanks = 0, 0, [], []  # DefaultAppendMessageCallback: roll when size + 8 > space left
+    for s in sizes:
+        if s + 8 > 4096 - pos:
+            blanks.append((seg, pos, 4096 - pos))
+            seg, pos = seg + 4096, 0
+        expect.append(seg + pos)
+        pos += s
+    assert phys.tolist() == expect
+    assert [p.blank for p in pieces[1:]] == blanks and pieces[0].blank is None
+    assert [p.first for p in pieces] == [0] + [i for i in range(1, 60) if expect[i] % 4096 == 0 and
+                                               expect[i] != expect[i - 1] + sizes[i - 1]]
+    small, one = cl.layout(np.array([10, 20]))
+    assert small.tolist() == [0, 10] and len(one) == 1
+    cl.close()
