@@ -63,7 +63,19 @@ def test_swapped_segments_never_give_the_wrong_message(store):
     assert {e["segment"] for e in misplaced} == {a.name, b.name}
     good = [e["commitLogOffset"] for e in entries if e["type"] == "MESSAGE"]
     assert good == [x["commitLogOffset"] for x in acks if x["commitLogOffset"] // SEG not in (1, 2)]
-    assert_one_line_error(run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x"]), code=None)
+    assert snapshot(store) == before  # the readers changed nothing
+    # Appending at the end does not make it worse (the last segment is checked before a writer uses it).
+    r = run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["commitLogOffset"] > acks[-1]["commitLogOffset"]
+
+
+def test_a_misplaced_last_segment_is_refused_by_writers(store):
+    last = sorted((store / "commitlog").iterdir())[-1]
+    first = store / "commitlog" / ("0" * 20)
+    last.write_bytes(first.read_bytes())  # the last file now holds records that say they are at 0..
+    before = snapshot(store)
+    r = run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x"])
+    assert_one_line_error(r, code=2, contains="misplaced")
     assert snapshot(store) == before
 
 

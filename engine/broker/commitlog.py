@@ -311,14 +311,13 @@ class CommitLog:
             self._write_seg, self._write_pos = None, 0
             return
         seg = self.segments[-1]
+        r = check_message(self.queue.buffer(seg), 0, check_crc=False, read_body=False)
+        if r.status == VALID and r.record.physical_offset != seg.start:
+            raise GeometryError(f"refusing to write: {misplaced_reason(seg.start, r.record.physical_offset, seg)}")
         if end == seg.end or end < seg.start:
             self._write_seg, self._write_pos = seg, seg.size
             return
         self._write_seg, self._write_pos = seg, end - seg.start
-        if end > seg.start:
-            r = check_message(self.queue.buffer(seg), 0, check_crc=False, read_body=False)
-            if r.status == VALID and r.record.physical_offset != seg.start:
-                raise GeometryError(f"refusing to write: {misplaced_reason(seg.start, r.record.physical_offset, seg)}")
         self.queue.prepare_for_write(seg)
 
     @property
