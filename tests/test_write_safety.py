@@ -339,3 +339,25 @@ def test_not_utf8_is_reported_with_its_line(tmp_path):
     f.write_bytes(json.dumps(msgs(1)[0]).encode() + b"\n" + b'{"topic": "\xff"}\n')
     r = run(["put", "--store", tmp_path / "s", *SMALL, "--from-jsonl", f])
     assert_one_line_error(r, code=2, contains=":2: not UTF-8")
+
+
+@pytest.mark.parametrize("fail_at", range(1, 12))
+def test_a_full_disk_at_any_allocation_leaves_a_clean_readable_store(tmp_path, monkeypatch, fail_at):
+    """Whichever allocation fails first (a segment, a consume-queue file, at a roll or not), the batch stops
+    between two messages: no BLANK-less segment, no unit without its record, every acknowledged message found."""
+    store = tmp_path / "s"
+    first = put_jsonl(store, msgs(3))
+    fail_fallocate_after(monkeypatch, fail_at)
+    many = [{**m, "queueId": i % 5} for i, m in enumerate(msgs(80, start=3))]
+    with MessageStore(small_cfg(store), writable=True) as st:
+        res = st.put_batch(batch_of(many))
+        acks = [r.as_dict() for r in res.results()]
+    monkeypatch.undo()
+    assert res.error is not None and len(acks) < 80
+    assert not (store / "abort").exists()
+    assert set(dump_kinds(store)) <= {"MESSAGE", "BLANK"} and dump_kinds(store).count("MESSAGE") == 3 + len(acks)
+    readable(store, first + acks)
+    from engine.broker.consumequeue import ConsumeQueue
+
+    units = sum(ConsumeQueue(store, "T", q, 200).max_offset_in_queue for q in range(5))
+    assert units == 3 + len(acks)

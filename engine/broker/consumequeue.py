@@ -13,7 +13,6 @@ import numpy as np
 from engine.broker.config import CQ_STORE_UNIT_SIZE
 from engine.broker.layout import StoreLayout, symlink_on_path
 from engine.errors import GeometryError, NotAStoreError
-from engine.fsutil import DiskFullError
 from engine.broker.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
@@ -120,26 +119,27 @@ class ConsumeQueue:
         segs = self.queue.segments
         return segs[self._end_seg_index].start + self._write_pos if segs else 0
 
-    def reserve(self, n: int) -> tuple[int, Exception | None]:
-        """Make sure the files for the next n units exist and are allocated on disk. Returns how many units
-        have room (n, or fewer with the DiskFullError that stopped the allocation)."""
+    def files_needed(self, n: int) -> list[tuple[int, int]]:
+        """(unit number within the next n, file start) for each file the next n units go into that is not yet
+        allocated for writing: the writer allocates them (allocate_file) before any unit is written."""
         self.queue.require_writable()
         F = self.file_size
         start = self._end()
-        stop = start + n * CQ_STORE_UNIT_SIZE
+        out = []
         p = start - start % F
-        ready = start
-        try:
-            while p < stop:
-                seg = self.queue.find(p)
-                if seg is None:
-                    seg = self.queue.create(p)
-                self.queue.prepare_for_write(seg)
-                ready = p + F
-                p += F
-        except DiskFullError as e:
-            return max(0, (ready - start) // CQ_STORE_UNIT_SIZE), e
-        return n, None
+        while p < start + n * CQ_STORE_UNIT_SIZE:
+            seg = self.queue.find(p)
+            if seg is None or not self.queue.is_allocated(seg):
+                out.append((max(0, (p - start) // CQ_STORE_UNIT_SIZE), p))
+            p += F
+        return out
+
+    def allocate_file(self, start: int) -> None:
+        """Create (or complete) the file at `start`, allocated on disk; DiskFullError leaves the queue as it was."""
+        seg = self.queue.find(start)
+        if seg is None:
+            seg = self.queue.create(start)
+        self.queue.prepare_for_write(seg)
 
     def append_units(self, data: bytes, max_physic_offset: int) -> None:
         """Write packed units (UNIT_DTYPE rows) at the end of the queue, into files reserve() made ready."""

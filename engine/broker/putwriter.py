@@ -13,6 +13,8 @@ store dirty: the abort marker stays and the next writer must recover.
 """
 from __future__ import annotations
 
+import mmap
+import os
 import time
 
 import numpy as np
@@ -36,8 +38,6 @@ def now_ms() -> int:
 
 def allocate_file(path) -> None:
     """Allocate a whole existing file on disk (index files are written through a mapping)."""
-    import os
-
     fd = os.open(path, os.O_RDWR)
     try:
         allocate(fd, 0, os.fstat(fd).st_size, path)
@@ -66,17 +66,14 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     for (topic, qid), idx in groups.items():
         base = store.consume_queue(topic, qid).max_offset_in_queue
         qoffs[idx] = np.arange(base, base + len(idx), dtype=np.int64)
-    n, error = _make_room(store, groups, n, error)
-    hashes = counts = None
-    if store.config.messageIndexEnable and n:
-        counts, hashes = index_hashes(topics[:n], uniqs[:n], keys[:n], rollback[:n])
-        room, err = index_room(store, counts)
-        if room < n:
-            n, error = room, store_full(store, err)
-    if n == 0:
-        return _result(batch, None, None, 0, error)
     sizes = sizes[:n]
     phys, pieces = cl.layout(sizes)
+    hashes = counts = None
+    if store.config.messageIndexEnable:
+        counts, hashes = index_hashes(topics, uniqs, keys, rollback)
+    n, error = make_room(store, pieces, groups, counts, n, error)
+    if n == 0:
+        return _result(batch, None, None, 0, error)
     try:
         n, error = _write_commitlog(store, batch.records, phys, qoffs, pieces, n, error)
         _write_queues(store, groups, phys, sizes, tags, tss, n)
@@ -138,16 +135,87 @@ def _queue_groups(topics, qids, in_cq) -> dict[tuple[str, int], np.ndarray]:
     return out
 
 
-def _make_room(store, groups: dict, n: int, error):
-    """Allocate the consume-queue files for messages 0..n-1; cut n where the room ends."""
+def make_room(store, pieces, groups: dict, counts, n: int, error):
+    """Allocate every file the first n messages need, in message order: the commit-log segments they roll into,
+    the consume-queue files their units go into, and room for the index files they start (index files are
+    created and written through a mapping by the index service: their room is measured and kept free for them).
+    Returns (n, error): n is cut at the first message whose room could not be had, with the DiskFullError."""
+    cl = store.commitlog
+    # At one message, the commit-log segment comes last: a stop at that message then leaves no new segment
+    # without the BLANK filler that would roll to it.
+    events = [(p.first, 2, "commitlog", p) for p in pieces if p.new_segment]
     for (topic, qid), idx in groups.items():
+        cq = store.consume_queue(topic, qid)
         want = int(np.count_nonzero(idx < n))
-        if not want:
-            continue
-        cap, err = store.consume_queue(topic, qid).reserve(want)
-        if cap < want:
-            n, error = int(idx[cap]), store_full(store, err)
+        events += [(int(idx[j]), 0, "cq", (cq, start)) for j, start in cq.files_needed(want)]
+    if counts is not None:
+        events += [(i, 1, "index", nbytes) for i, nbytes in index_rolls(store, counts[:n])]
+    events.sort(key=lambda e: (e[0], e[1]))
+    kept = 0  # bytes kept free for index files started earlier in the batch
+    for i, _, kind, what in events:
+        if i >= n:
+            break
+        try:
+            if kind == "index":
+                kept += _keep_index_room(store, what, kept)
+                continue
+            if kept:
+                need = cl.file_size if kind == "commitlog" else what[0].file_size
+                free = free_bytes(store.root)
+                if free is not None and free - kept < need:
+                    raise DiskFullError(store.root, f"a new {kind} file needs {format_bytes(need)} beside the "
+                                                    f"{format_bytes(kept)} kept for index files", free)
+            if kind == "commitlog":
+                cl.prepare_piece(what)
+            else:
+                what[0].allocate_file(what[1])
+        except DiskFullError as e:
+            return i, store_full(store, e)
     return n, error
+
+
+def _keep_index_room(store, need: int, kept: int) -> int:
+    """Check there is room for one more index file beside what is kept already; returns the bytes to keep for it
+    (its size in whole blocks, plus the slack for checkpoint rewrites with the first one)."""
+    free = free_bytes(store.index_dir)
+    if need < 0:
+        raise DiskFullError(store.index_dir, "the index file being written cannot be allocated", free)
+    block = max(mmap.PAGESIZE, _block_size(store.index_dir))
+    keep = -(-need // block) * block + (0 if kept else INDEX_SLACK)
+    if free is not None and free - kept < keep:
+        raise DiskFullError(store.index_dir, f"a new index file needs {format_bytes(need)}", free)
+    return keep
+
+
+def _block_size(path) -> int:
+    try:
+        return os.statvfs(path if os.path.exists(path) else os.path.dirname(path)).f_frsize
+    except OSError:
+        return 4096
+
+
+def index_rolls(store, counts) -> list[tuple[int, int]]:
+    """(message index, bytes) for each index file the index service will start while indexing these messages
+    (message i's keys do not all fit the files before it). The file being written is allocated first."""
+    cfg = store.config
+    files = store.index.files
+    try:
+        store._secure_index_files()
+    except DiskFullError:
+        has_keys = np.flatnonzero(np.asarray(counts) > 0)
+        return [(int(has_keys[0]), -1)] if len(has_keys) else []  # no key can go in: stop before the first
+    left = cfg.maxIndexNum - files[-1].header.indexCount if files and not files[-1].is_write_full() else 0
+    cum = np.cumsum(counts)
+    if not len(cum) or int(cum[-1]) <= left:
+        return []
+    per_file = cfg.maxIndexNum - 1
+    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
+    out = []
+    k = 0
+    while left + k * per_file < int(cum[-1]):
+        out.append((int(np.searchsorted(cum, left + k * per_file, side="right")), size))
+        k += 1
+    return out
 
 
 def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
@@ -195,28 +263,6 @@ def _index_hashes_slow(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.nd
         counts[i] = len(ks)
         flat += ks
     return counts, (java_string_hashes(flat) if flat else np.empty(0, dtype=np.int32))
-
-
-def index_room(store, key_counts) -> tuple[int, Exception | None]:
-    """How many of these messages the index has room for: the last file's free items, plus as many new files as
-    the disk can hold (a new index file is mapped and written page by page: it must fit before it is started)."""
-    cfg = store.config
-    files = store.index.files
-    left = cfg.maxIndexNum - files[-1].header.indexCount if files and not files[-1].is_write_full() else 0
-    total = int(np.sum(key_counts))
-    if total <= left:
-        return len(key_counts), None
-    per_file = cfg.maxIndexNum - 1
-    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
-    need = -(-(total - left) // per_file)
-    free = free_bytes(store.index_dir)
-    if free is None or free >= need * size + INDEX_SLACK:
-        return len(key_counts), None
-    allowed = left + max(0, (free - INDEX_SLACK) // size) * per_file
-    over = np.flatnonzero(np.cumsum(key_counts) > allowed)
-    if not len(over):
-        return len(key_counts), None
-    return int(over[0]), DiskFullError(store.index_dir, f"a new index file needs {format_bytes(size)}", free)
 
 
 def _write_commitlog(store, records, phys, qoffs, pieces, n: int, error):
@@ -279,7 +325,10 @@ def _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback
         for i in range(n):
             ks = broker_index_keys(topics[i], uniqs[i], keys[i], rollback[i])
             index.build_index(_IndexRecord(int(phys[i]), tss[i], ks))
-    store._secure_index_files()
+    try:
+        store._secure_index_files()  # a file started by this batch: allocated now, or by the next batch's check
+    except DiskFullError:
+        pass
 
 
 def _result(batch, phys, qoffs, n: int, error):

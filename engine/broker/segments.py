@@ -139,7 +139,8 @@ class SegmentQueue:
 
     def _load(self, default_size: int | None) -> None:
         found = self._scan()
-        if self.file_size is None:
+        configured = self.file_size is not None
+        if not configured:
             self.file_size = _pick_size(found) or default_size
         if not found:
             return
@@ -148,7 +149,7 @@ class SegmentQueue:
                                 "size: pass the configured size")
         F = self.file_size
         sizes = {f[2] for f in found if f[2]}
-        if sizes and F not in sizes:
+        if configured and sizes and F not in sizes:
             # Not one damaged file: the size asked for contradicts every file (a wrong option or broker.conf).
             listing = ", ".join(f"{f[1].name} is {f[2]} bytes" for f in found[:3])
             raise GeometryError(f"{self.what} files in {found[0][1].parent} do not have the file size {F} "
@@ -289,6 +290,10 @@ class SegmentQueue:
         fd = self._fds.get(seg.start)
         if fd is not None:
             sync_fd(fd, seg.path, data_only=False)
+
+    def is_allocated(self, seg: Segment) -> bool:
+        """Allocated for writing by this queue (created here, or completed by prepare_for_write)."""
+        return seg.start in self._allocated
 
     def is_mapped(self, seg: Segment) -> bool:
         return seg.start in self._maps

@@ -19,7 +19,8 @@ from engine.broker.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
                                    decode_offset_msg_id, offset_msg_id, parse_host)
 from engine.broker.putbatch import MessageBatch
-from engine.broker.putwriter import allocate_file, now_ms, put_batch
+from engine.broker.putwriter import allocate_file, now_ms, put_batch, store_full
+from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
 
@@ -186,7 +187,10 @@ class MessageStore:
         self._closed = True
         try:
             if self.writable and self._put_started and not self._dirty:
-                self._shutdown_flush()
+                try:
+                    self._shutdown_flush()
+                except WriteFailedError as e:
+                    raise store_full(self, e) from None
         finally:
             for cq in self._cqs.values():
                 cq.close()
@@ -212,10 +216,16 @@ class MessageStore:
             return
         cl = self.commitlog
         end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
-        cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
-        if self.config.messageIndexEnable:
-            self._secure_index_files()
-        mark_in_use(self.layout)
+        try:
+            cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
+            if self.config.messageIndexEnable:
+                self._secure_index_files()
+            if not self.layout.checkpoint.exists():
+                # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
+                self.checkpoint.save(self.layout.checkpoint)
+            mark_in_use(self.layout)
+        except WriteFailedError as e:
+            raise store_full(self, e) from None
         self._put_started = True
 
     def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
