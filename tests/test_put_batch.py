@@ -73,6 +73,44 @@ def test_batch_records_equal_encode_record_byte_for_byte():
         assert data == reference_bytes(m, 0, 0), m
 
 
+def plain_message(rnd: random.Random, i: int) -> dict:
+    m = {"topic": rnd.choice(TOPICS[:5])}
+    for name, values in (("body", ["", "x" * 50, "ж😀", None]), ("keys", [["a", "b"], [], [""], "k  l", "", None]),
+                         ("tags", ["TagA", "", None]), ("uniqKey", [f"U{i}", "", None]),
+                         ("queueId", [0, 7, 2**31 - 1, None]), ("storeTimestamp", [1_700_000_000_000 + i, None])):
+        if rnd.random() < 0.8:
+            m[name] = rnd.choice(values)
+    return m
+
+
+def test_extend_json_equals_add_json_one_by_one():
+    rnd = random.Random(4)
+    for trial in range(30):
+        objs = [plain_message(rnd, i) for i in range(rnd.randrange(1, 80))]
+        for o in objs:  # deterministic UNIQ_KEYs and store times, so both batches must be equal
+            o["uniqKey"], o["storeTimestamp"] = o.get("uniqKey") or f"G{id(o)}", o.get("storeTimestamp") or 5
+        if trial % 3 == 0:
+            objs.insert(rnd.randrange(len(objs)), random_message(rnd, 99))  # not plain: the per-message path
+        fast, slow = MessageBatch(3), MessageBatch(3)
+        fast.extend_json(objs)
+        for o in objs:
+            slow.add_json(o)
+        assert fast.parts == slow.parts
+        for col in ("topic", "queue_id", "store_ts", "in_cq", "tags_code", "uniq", "keys", "rollback", "store_host",
+                    "store_port", "body_len", "size"):
+            assert getattr(fast, col) == getattr(slow, col), col
+
+
+def test_generated_uniq_keys_are_distinct_and_in_the_producer_format():
+    b = MessageBatch()
+    b.extend_json([{"topic": "T"}] * 700)
+    for i in range(300):
+        b.add_json({"topic": "T"})
+    assert len(set(b.uniq)) == 1000 and all(len(u) == 32 and int(u, 16) >= 0 for u in b.uniq)
+    b._uniq_base, b._uniq_next, b._uniq_left = "X", 0xFFFE, 3
+    assert b._uniq_many(5)[:3] == ["XFFFE", "XFFFF", "X0000"]  # the counter wraps; then a new block is taken
+
+
 def test_put_batch_stores_encode_record_bytes_at_their_offsets(tmp_path):
     rnd = random.Random(11)
     msgs = [random_message(rnd, i) for i in range(300)]
@@ -109,22 +147,30 @@ def test_put_record_api_fills_the_record_like_before(tmp_path):
     assert encode_record(stored) == encode_record(expect)
 
 
-def test_index_hashes_equal_broker_index_keys():
+def test_index_hashes_equal_broker_index_keys(monkeypatch):
+    import engine.broker.putwriter as pw
+
     rnd = random.Random(3)
-    words = ["k", "", "ж", "😀x", "a b", "Aa", "BB", "long" * 9]
-    topics, uniqs, keys, rollback = [], [], [], []
-    for i in range(2000):
-        topics.append(rnd.choice(TOPICS[:4]))
-        uniqs.append(rnd.choice([f"U{i}", f"U{i}", ""]) if i % 500 else None)
-        keys.append(rnd.choice([None, " ".join(rnd.choice(words) for _ in range(rnd.randrange(0, 4)))]))
-        rollback.append(i % 97 == 0)
-    for part in (slice(0, 2000), slice(1, 499), slice(501, 999)):  # mixed, and the vectorised shape only
-        t, u, k, r = topics[part], uniqs[part], keys[part], rollback[part]
-        if part.start == 501:
-            r = [False] * len(t)
-            k = [None if x is None else x.replace("😀", "") for x in k]
+    words = ["k", "", "ж", "😀x", "a b", "Aa", "BB", "long" * 9, "x" * 300]
+
+    def case(n, rollbacks, odd_uniqs, non_bmp):
+        rows = []
+        for i in range(n):
+            u = rnd.choice([f"U{i}", "", None]) if odd_uniqs and i % 7 == 0 else f"U{i}{'ж' * (i % 3)}"
+            k = rnd.choice([None, " ".join(rnd.choice(words) for _ in range(rnd.randrange(0, 5)))])
+            if k and not non_bmp:
+                k = k.replace("😀", "")
+            rows.append((rnd.choice(TOPICS[:4]), u, k, rollbacks and i % 13 == 0))
+        return rows
+
+    for rows, fast in ((case(3000, False, False, False), True), (case(500, True, True, True), False),
+                       (case(1, False, False, False), True)):
+        t, u, k, r = map(list, zip(*rows))
+        if fast:  # the vectorised path must take these by itself
+            monkeypatch.setattr(pw, "_index_hashes_slow", None)
         counts, hashes = index_hashes(t, u, k, r)
-        expect = [broker_index_keys(*row) for row in zip(t, u, k, r)]
+        monkeypatch.undo()
+        expect = [broker_index_keys(*row) for row in rows]
         assert counts.tolist() == [len(e) for e in expect]
         assert hashes.tolist() == [java_string_hash(s) for e in expect for s in e]
 
@@ -188,7 +234,10 @@ def test_batch_refuses_what_a_broker_cannot_store(bad):
     b = MessageBatch()
     with pytest.raises(InvalidArgumentError):
         b.add_json(bad)
-    assert len(b) == 0 and b.meta == []
+    assert len(b) == 0 and b.parts == [] and b.size == []
+    with pytest.raises(InvalidArgumentError):
+        b.extend_json([{"topic": "T", "uniqKey": "u1"}, {"topic": "T", "uniqKey": "u2"}, bad, {"topic": "T"}])
+    assert b.uniq == ["u1", "u2"]  # the ones before the bad one are in
 
 
 def test_system_topics_are_accepted():
@@ -220,3 +269,23 @@ def test_layout_vectorised_equals_the_roll_loop(tmp_path):
     small, one = cl.layout(np.array([10, 20]))
     assert small.tolist() == [0, 10] and len(one) == 1
     cl.close()
+
+
+def test_acknowledgement_lines_equal_the_put_results(tmp_path):
+    from rmqtool.commands.put import Acks
+
+    cfg = load_config(None, storePathRootDir=str(tmp_path / "s"), mappedFileSizeCommitLog=1 << 16,
+                      maxHashSlotNum=64, maxIndexNum=256)
+    cases = [[{"topic": "T", "body": "x"}] * 5,                                    # generated UNIQ_KEYs
+             [{"topic": "T", "uniqKey": 'q"\\\tж'}, {"topic": "T"}],              # one needs escaping
+             [{"topic": "T", "storeHost": "10.0.0.9:1"}, {"topic": "T"}]]          # two store hosts
+    with MessageStore(cfg, writable=True, create=True) as st:
+        for objs in cases:
+            b = MessageBatch()
+            b.extend_json(objs)
+            res = st.put_batch(b)
+            results = res.results()
+            lines = Acks(True, False).lines(res).splitlines()
+            assert lines == [json.dumps(r.as_dict(), ensure_ascii=False) for r in results]
+            tsv = Acks(False, False).lines(res).splitlines()
+            assert tsv == [f"{r.commitLogOffset}\t{r.queueOffset}\t{r.msgId}\t{r.uniqKey}" for r in results]

@@ -29,9 +29,6 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 #: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (§2.1).
 QUEUE_OFFSET_POS = 20
 
-# Fields of a message's `meta` tuple (one tuple per message keeps a batch cheap to build).
-(M_TOPIC, M_QUEUE_ID, M_STORE_TS, M_IN_CQ, M_TAGS_CODE, M_UNIQ, M_KEYS, M_ROLLBACK, M_STORE_HOST, M_STORE_PORT,
- M_BODY_LEN) = range(11)
 
 _INT_FIELDS = {"flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times"}
 _LONG_FIELDS = {"preparedTransactionOffset": "prepared_transaction_offset", "bornTimestamp": "born_timestamp",
@@ -136,6 +133,16 @@ def _shape_info(has_keys: bool, has_tags: bool) -> tuple:
     return info
 
 
+_HEX4: list[str] = []
+
+
+def _hex4() -> list[str]:
+    """"0000" .. "FFFF": the counter part of every UNIQ_KEY, formatted once."""
+    if not _HEX4:
+        _HEX4.extend(f"{i:04X}" for i in range(1 << 16))
+    return _HEX4
+
+
 def _tags_hash(tags: str) -> int:
     if len(_TAGS) >= _CACHE_LIMIT:
         _TAGS.clear()
@@ -153,27 +160,72 @@ def _separator_error(props: dict) -> InvalidArgumentError:
     return InvalidArgumentError("a property value contains a property separator (\\u0001 or \\u0002)")
 
 
+#: The columns a MessageBatch keeps per message, besides its encoded parts.
+COLUMNS = ("topic", "queue_id", "store_ts", "in_cq", "tags_code", "uniq", "keys", "rollback", "store_host",
+           "store_port", "body_len", "size")
+PARTS = 5  # per message: fixed header, body, topic length + topic, properties length, properties
+
+
 class MessageBatch:
-    """Messages checked and encoded for putting, in order: `records` holds each message's stored bytes (offsets
-    still zero), `meta` what the consume queue, the index and the acknowledgement need. Build with add_json /
-    add_record / add; put with MessageStore.put_batch. Every add raises a one-line InvalidArgumentError (or
-    MessageEncodeError) for a message that cannot be stored, and adds nothing then."""
+    """Messages checked and encoded for putting, in order.
+
+    `parts` holds PARTS byte strings per message that, joined, are its stored record (PHYSICALOFFSET and
+    QUEUEOFFSET still zero); the COLUMNS lists hold what the consume queue, the index and the acknowledgement
+    need: topic, queue_id, store_ts, in_cq (gets a consume-queue unit), tags_code, uniq (UNIQ_KEY), keys (the
+    KEYS property), rollback, store_host, store_port, body_len, size (TOTALSIZE). Build with extend_json (many
+    JSON objects at once, the fast path) or add_json / add_record / add; put with MessageStore.put_batch. Every
+    add raises a one-line InvalidArgumentError (or MessageEncodeError) for a message that cannot be stored, and
+    adds nothing for it."""
 
     def __init__(self, default_queue_id: int = 0, max_body: int = DEFAULT_MAX_BODY):
         self.default_queue_id = validate_queue_id(default_queue_id)
         self.max_body = max_body
-        self.records: list[bytes] = []
-        self.meta: list[tuple] = []
+        self.parts: list[bytes] = []
+        for c in COLUMNS:
+            setattr(self, c, [])
         self._uniq_base = ""
         self._uniq_next = 0
         self._uniq_left = 0
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.size)
+
+    @property
+    def records(self) -> list[bytes]:
+        """Each message's stored bytes (offsets zero)."""
+        p = self.parts
+        return [b"".join(p[i:i + PARTS]) for i in range(0, len(p), PARTS)]
 
     def truncate(self, n: int) -> None:
-        del self.records[n:]
-        del self.meta[n:]
+        del self.parts[n * PARTS:]
+        for c in COLUMNS:
+            del getattr(self, c)[n:]
+
+    def _append(self, parts: tuple, topic, qid, store_ts, in_cq, tc, uniq, keys, rollback, sh, sp, blen,
+                size) -> None:  # noqa: PLR0913 - one argument per column
+        self.parts += parts
+        self.topic.append(topic)
+        self.queue_id.append(qid)
+        self.store_ts.append(store_ts)
+        self.in_cq.append(in_cq)
+        self.tags_code.append(tc)
+        self.uniq.append(uniq)
+        self.keys.append(keys)
+        self.rollback.append(rollback)
+        self.store_host.append(sh)
+        self.store_port.append(sp)
+        self.body_len.append(blen)
+        self.size.append(size)
+
+    def extend_json(self, objs: list) -> None:
+        """Many message objects (add_json for each, in order): plain messages are checked and encoded as a whole
+        list at once (engine.broker.jsonbatch); anything else, or any bad one, goes through add_json one by one,
+        so a bad object raises with the ones before it added."""
+        from engine.broker.jsonbatch import extend_plain
+
+        if objs and not extend_plain(self, objs):
+            for o in objs:
+                self.add_json(o)
 
     def add(self, topic: str, body: bytes = b"", properties: dict | None = None, queue_id: int | None = None,
             store_timestamp: int = 0) -> None:
@@ -288,17 +340,17 @@ class MessageBatch:
         if not store_ts:
             store_ts = int(time.time() * 1000)
         tpart, magic = tinfo
-        self.records.append(b"".join((
-            _HEAD44.pack(90 + len(tpart) + blen + plen, magic, (zlib.crc32(body_b) & 0x7FFFFFFF) if blen else 0, qid,
-                         0, 0, 0, 0, store_ts, LOCALHOST, 0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
-            body_b, tpart, plen.to_bytes(2, "big"), praw)))
+        size = 90 + len(tpart) + blen + plen
         if tags is None:
             tc = 0
         else:
             tc = _TAGS.get(tags)
             if tc is None:
                 tc = _tags_hash(tags)
-        self.meta.append((topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen))
+        self._append((_HEAD44.pack(size, magic, zlib.crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
+                                   0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
+                      body_b, tpart, plen.to_bytes(2, "big"), praw),
+                     topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen, size)
 
     def _add_general(self, obj: dict, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts) -> None:
         """add_json for every other shape: user properties, hosts, flags, transactions, timestamps."""
@@ -337,6 +389,23 @@ class MessageBatch:
         self._uniq_next = (c + 1) & 0xFFFF
         self._uniq_left -= 1
         return f"{self._uniq_base}{c:04X}"
+
+    def _uniq_many(self, m: int) -> list[str]:
+        """m successive _uniq() values."""
+        out: list[str] = []
+        while len(out) < m:
+            if not self._uniq_left:
+                out.append(self._uniq())
+                continue
+            k = min(self._uniq_left, m - len(out))
+            c = self._uniq_next
+            suffixes = _hex4()[c:c + k]
+            if len(suffixes) < k:  # the counter wraps at 0xFFFF
+                suffixes = suffixes + _hex4()[:k - len(suffixes)]
+            out += map(self._uniq_base.__add__, suffixes)
+            self._uniq_next = (c + k) & 0xFFFF
+            self._uniq_left -= k
+        return out
 
     def _encode(self, topic, tinfo, qid, body, props, flag, sys_flag, born_ts, store_ts, bh, bp, sh, sp, recon,
                 prep, text) -> None:  # noqa: PLR0913 - one argument per record field, for speed
@@ -380,10 +449,8 @@ class MessageBatch:
         size = st.size + blen + len(tpart) + 2 + plen
         if size > INT_MAX:
             raise MessageEncodeError(f"message record would be {size} bytes")
-        self.records.append(b"".join((
-            st.pack(size, magic, (zlib.crc32(body) & 0x7FFFFFFF) if blen else 0, qid, flag, 0, 0, sys_flag, born_ts,
-                    bh, bp, store_ts, sh, sp, recon, prep, blen),
-            body, tpart, plen.to_bytes(2, "big"), praw)))
+        head = st.pack(size, magic, zlib.crc32(body) & 0x7FFFFFFF, qid, flag, 0, 0, sys_flag, born_ts, bh, bp,
+                       store_ts, sh, sp, recon, prep, blen)
         tags = props.get(PROP_TAGS)
         if tags is None or not tags:
             tc = 0
@@ -394,8 +461,8 @@ class MessageBatch:
         if "DELAY" in props:
             tc = tags_code(topic, tags, props, store_ts)
         tx = sys_flag & 0xC
-        self.meta.append((topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC,
-                          sh, sp, blen))
+        self._append((head, body, tpart, plen.to_bytes(2, "big"), praw), topic, qid, store_ts, tx == 0 or tx == 8,
+                     tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen, size)
 
 
 def _check_none_props(props: dict) -> None:

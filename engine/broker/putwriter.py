@@ -23,10 +23,9 @@ from engine.broker.config import index_file_size
 from engine.broker.consumequeue import UNIT_DTYPE
 from engine.broker.keys import broker_index_keys
 from engine.broker.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
-from engine.broker.putbatch import (M_BODY_LEN, M_QUEUE_ID, M_STORE_HOST, M_STORE_PORT, M_STORE_TS, M_TOPIC, M_UNIQ,
-                                    QUEUE_OFFSET_POS, MessageBatch)
+from engine.broker.putbatch import PARTS, QUEUE_OFFSET_POS, MessageBatch
 from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
-from engine.java.lang import hash_code_units, java_string_hash, java_string_hashes
+from engine.java.lang import java_string_hash, java_string_hashes
 
 #: Room kept free beyond a new index file before one is started (checkpoint rewrites, index headers).
 INDEX_SLACK = 64 << 10
@@ -60,7 +59,9 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
         return _result(batch, None, None, 0, error)
     store._begin_put()
     cl = store.commitlog
-    topics, qids, tss, in_cq, tags, uniqs, keys, rollback = list(zip(*batch.meta[:n]))[:8]
+    b = batch
+    topics, qids, tss, in_cq, tags, uniqs, keys, rollback = (b.topic[:n], b.queue_id[:n], b.store_ts[:n], b.in_cq[:n],
+                                                             b.tags_code[:n], b.uniq[:n], b.keys[:n], b.rollback[:n])
     groups = _queue_groups(topics, qids, in_cq)
     qoffs = np.zeros(n, dtype=np.int64)
     for (topic, qid), idx in groups.items():
@@ -75,7 +76,7 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     if n == 0:
         return _result(batch, None, None, 0, error)
     try:
-        n, error = _write_commitlog(store, batch.records, phys, qoffs, pieces, n, error)
+        n, error = _write_commitlog(store, batch.parts, phys, qoffs, pieces, n, error)
         _write_queues(store, groups, phys, sizes, tags, tss, n)
         if hashes is not None and n:
             _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback, n)
@@ -100,14 +101,14 @@ def _fits(store, batch) -> tuple[int, Exception | None, np.ndarray]:
     cl = store.commitlog
     limit = cl.file_size - END_FILE_MIN_BLANK_LENGTH
     max_body = store.config.maxMessageSize
-    sizes = np.fromiter(map(len, batch.records), dtype=np.int64, count=n)
+    sizes = np.asarray(batch.size, dtype=np.int64)
     bad = sizes > limit
     if batch.max_body > max_body:
-        bad |= np.fromiter((m[M_BODY_LEN] for m in batch.meta), dtype=np.int64, count=n) > max_body
+        bad |= np.asarray(batch.body_len, dtype=np.int64) > max_body
     if not bad.any():
         return n, None, sizes
     i = int(np.argmax(bad))
-    blen, size = batch.meta[i][M_BODY_LEN], int(sizes[i])
+    blen, size = batch.body_len[i], int(sizes[i])
     e = MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {max_body}" if blen > max_body
                            else f"message record is {size} bytes; it cannot fit a {cl.file_size}-byte commit-log "
                                 "segment")
@@ -233,15 +234,9 @@ def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]
     u16 = np.frombuffer(big.encode("utf-16-le", "surrogatepass"), dtype="<u2")
     if len(u16) != len(big):  # characters outside the BMP: hash the joined strings one by one
         return _index_hashes_slow(topics, uniqs, keys, rollback)
-    is_msg_sep = u16 == 1
-    sep = is_msg_sep | (u16 == 32)
-    word = ~sep
-    edge = np.diff(np.concatenate(([False], word, [False])).astype(np.int8))
-    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
-    lengths = ends - starts
-    msg = np.cumsum(is_msg_sep)[starts]
+    starts, ends, msg = _tokens(u16)
     counts = np.bincount(msg, minlength=n).astype(np.int32)
-    hk = hash_code_units(u16[word], lengths).view(np.uint32)
+    hk = substring_hashes(u16, starts, ends)
     names = list(dict.fromkeys(topics))
     prefix = np.array([java_string_hash(t + "#") & 0xFFFFFFFF for t in names], dtype=np.uint32)
     if len(names) == 1:
@@ -249,9 +244,47 @@ def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]
     else:
         where = {t: j for j, t in enumerate(names)}
         pre = prefix[np.fromiter(map(where.__getitem__, topics), dtype=np.int64, count=n)[msg]]
-    pow31 = np.array([pow(31, L, 1 << 32) for L in range(int(lengths.max()) + 1)], dtype=np.uint32)
     with np.errstate(over="ignore"):
-        return counts, (pre * pow31[lengths] + hk).view(np.int32)
+        return counts, (pre * _powers(int((ends - starts).max()) + 1, 31)[ends - starts] + hk).view(np.int32)
+
+
+def _tokens(u16: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start, end and message number of each token: runs of units other than " " and \u0001 (the message
+    separator)."""
+    word = (u16 != 1) & (u16 != 32)
+    edge = np.diff(word.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    return starts, ends, np.cumsum(u16 == 1)[starts]
+
+
+_POW_CACHE: dict[int, np.ndarray] = {}
+
+
+def _powers(n: int, base: int) -> np.ndarray:
+    """base^0 .. base^(n-1) mod 2^32 (uint32, wrapping as Java int arithmetic does)."""
+    have = _POW_CACHE.get(base)
+    if have is None or len(have) < n:
+        size = max(n, 1 << 16, 2 * len(have) if have is not None else 0)
+        have = np.full(size, base, dtype=np.uint32)
+        have[0] = 1
+        with np.errstate(over="ignore"):
+            have = np.cumprod(have, dtype=np.uint32)
+        _POW_CACHE[base] = have
+    return have[:n]
+
+
+_INV31 = pow(31, -1, 1 << 32)
+
+
+def substring_hashes(units: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Java String.hashCode of units[a:b] for every (a, b), all at once: with P the prefix sums of
+    units[j] * 31^-j (31 is odd, so invertible mod 2^32), hash(units[a:b]) = 31^(b-1) * (P[b] - P[a])."""
+    n = len(units)
+    with np.errstate(over="ignore"):
+        w = units.astype(np.uint32) * _powers(n, _INV31)
+        p = np.zeros(n + 1, dtype=np.uint32)
+        np.cumsum(w, dtype=np.uint32, out=p[1:])
+        return (_powers(n, 31)[ends - 1] * (p[ends] - p[starts])).view(np.uint32)
 
 
 def _index_hashes_slow(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +298,7 @@ def _index_hashes_slow(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.nd
     return counts, (java_string_hashes(flat) if flat else np.empty(0, dtype=np.int32))
 
 
-def _write_commitlog(store, records, phys, qoffs, pieces, n: int, error):
+def _write_commitlog(store, parts, phys, qoffs, pieces, n: int, error):
     cl = store.commitlog
     for piece in pieces:
         if piece.first >= n:
@@ -276,16 +309,16 @@ def _write_commitlog(store, records, phys, qoffs, pieces, n: int, error):
                 cl.prepare_piece(piece)
             except DiskFullError as e:  # nothing of this piece is written: the log ends at a record boundary
                 return piece.first, store_full(store, e)
-        cl.write_piece(piece, fill_offsets(records, piece.first, piece.end, phys, qoffs))
+        cl.write_piece(piece, fill_offsets(parts, piece.first, piece.end, phys, qoffs))
     return n, error
 
 
 _OFFSET_BYTES = np.arange(QUEUE_OFFSET_POS, QUEUE_OFFSET_POS + 16, dtype=np.int64)
 
 
-def fill_offsets(records: list[bytes], a: int, b: int, phys: np.ndarray, qoffs: np.ndarray) -> bytearray:
+def fill_offsets(parts: list[bytes], a: int, b: int, phys: np.ndarray, qoffs: np.ndarray) -> bytearray:
     """Records a..b-1 back to back, with their QUEUEOFFSET and PHYSICALOFFSET filled in (they are contiguous)."""
-    chunk = bytearray(b"".join(records[a:b]))
+    chunk = bytearray(b"".join(parts[a * PARTS:b * PARTS]))
     k = b - a
     vals = np.empty((k, 2), dtype=">i8")
     vals[:, 0] = qoffs[a:b]
@@ -336,7 +369,6 @@ def _result(batch, phys, qoffs, n: int, error):
 
     if n == 0:
         return BatchResult([], [], [], [], [], [], [], [], [], error)
-    cols = list(zip(*batch.meta[:n]))
-    return BatchResult(list(cols[M_TOPIC]), list(cols[M_QUEUE_ID]), phys[:n].tolist(), qoffs[:n].tolist(),
-                       [len(r) for r in batch.records[:n]], list(cols[M_STORE_TS]), list(cols[M_UNIQ]),
-                       list(cols[M_STORE_HOST]), list(cols[M_STORE_PORT]), error)
+    b = batch
+    return BatchResult(b.topic[:n], b.queue_id[:n], phys[:n].tolist(), qoffs[:n].tolist(), b.size[:n],
+                       b.store_ts[:n], b.uniq[:n], b.store_host[:n], b.store_port[:n], error)

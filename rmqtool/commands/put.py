@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Iterator, List, Optional
@@ -13,6 +14,8 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config, expand_path)
 
+#: What json.dumps (ensure_ascii=False) would escape in a string.
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 #: JSON lines parsed and put per batch at most (one commit-log write, one flush with --sync-flush).
 BATCH_LINES = 4096
 READ_CHUNK = 1 << 20
@@ -132,6 +135,21 @@ class Acks:
         return p
 
     def lines(self, res) -> str:
+        """The acknowledgement lines of one batch result (one str.format per message when the batch has one
+        store host and UNIQ_KEYs that need no JSON escaping, the common case)."""
+        if not len(res):
+            return ""
+        hosts = set(zip(res.store_host, res.store_port))
+        if len(hosts) == 1 and (not self.json_out or (None not in res.uniq_key and
+                                                       not _NEEDS_ESCAPE.search("".join(res.uniq_key)))):
+            prefix = self._msg_id_prefix(*hosts.pop())
+            if self.json_out:  # topics are validated names: letters, digits and %|_- only
+                tmpl = ('{{"commitLogOffset": {0}, "queueOffset": {1}, "msgId": "' + prefix + '{0:016X}", '
+                        '"uniqKey": "{2}", "storeSize": {3}, "topic": "{4}", "queueId": {5}, "storeTimestamp": {6}}}\n')
+            else:
+                tmpl = "{0}\t{1}\t" + prefix + "{0:016X}\t{2}\n"
+            return "".join(map(tmpl.format, res.phy, res.queue_offset, res.uniq_key, res.size, res.topic,
+                               res.queue_id, res.store_ts))
         q = self._quote
         out = []
         for i in range(len(res)):
@@ -300,10 +318,8 @@ def _to_batch(objs: list, lines: list[int], queue_id: int, name: str):
     from engine.errors import InvalidArgumentError
 
     batch = MessageBatch(queue_id)
-    add = batch.add_json
-    for i, obj in enumerate(objs):
-        try:
-            add(obj)
-        except InvalidArgumentError as e:
-            return batch, InvalidArgumentError(f"{name}:{lines[i]}: {e}")
+    try:
+        batch.extend_json(objs)
+    except (InvalidArgumentError, ValueError) as e:  # the messages before the bad one are in the batch
+        return batch, InvalidArgumentError(f"{name}:{lines[len(batch)]}: {e}")
     return batch, None
