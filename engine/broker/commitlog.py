@@ -167,6 +167,17 @@ class CommitLog:
                                                                                    seg))
         return r
 
+    def valid_at(self, offset: int, check_crc: bool = True):
+        """(buffer, position) of the VALID record at `offset` (checked as check_at checks it, without decoding it
+        when it is well-formed), else the CheckResult that says why there is none."""
+        seg = self.queue.find(offset)
+        if seg is not None:
+            buf = self.queue.buffer(seg)
+            pos = offset - seg.start
+            if quick_valid_size(buf, pos, len(buf), check_crc) > 0 and _Q.unpack_from(buf, pos + 28)[0] == offset:
+                return buf, pos
+        return self.check_at(offset, check_crc)
+
     def read_message(self, offset: int, check_crc: bool = True) -> MessageRecord | None:
         r = self.check_at(offset, check_crc)
         return r.record if r.status == VALID else None

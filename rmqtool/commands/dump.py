@@ -36,17 +36,39 @@ class LineWriter:
             self._first = False
             self.flush()
 
+    def lines(self, texts: list[str]) -> None:
+        if self._first and texts:
+            self.line(texts[0])
+            texts = texts[1:]
+        self._buf += texts
+        if len(self._buf) >= FLUSH_LINES:
+            self.flush()
+
     def flush(self) -> None:
         if self._buf:
-            sys.stdout.write("\n".join(self._buf) + "\n")
+            text = "\n".join(self._buf) + "\n"
             self._buf.clear()
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
+                sys.stdout.flush()  # whatever the text layer holds goes first
+                raw.write(text.encode("utf-8", "surrogateescape"))
+            else:
+                sys.stdout.write(text)
         sys.stdout.flush()
+
+
+_ROW = "%20s  %-15s  %7s  %-29s  %-24s  %7s  %11s  %-32s  %s"
+_MESSAGE_ROW = _ROW.replace("%-15s", "MESSAGE        ", 1)
 
 
 def table_row(offset, kind: str, size="", time="", topic="", queue_id="", queue_offset="", note="", keys="") -> str:
     """One row of the streaming table: fixed widths, wider values push the row on (never cut)."""
-    return (f"{offset:>20}  {kind:<15}  {size!s:>7}  {time:<29}  {topic:<24}  {queue_id!s:>7}  "
-            f"{queue_offset!s:>11}  {note:<32}  {keys}").rstrip()
+    return (_ROW % (offset, kind, size, time, topic, queue_id, queue_offset, note, keys)).rstrip()
+
+
+def message_rows(cells: list[tuple]) -> list[str]:
+    """Table rows of many messages: cells are (offset, size, storeTime, topic, queueId, queueOffset, msgId, keys)."""
+    return list(map(str.rstrip, map(_MESSAGE_ROW.__mod__, cells)))
 
 
 def _warn_problems(st) -> None:
@@ -148,39 +170,42 @@ def get(
 
 
 def _get_many(st, asked, json_out: bool) -> int:
-    from engine.broker.commitlog import MISPLACED
-    from engine.broker.message import VALID
-    from engine.broker.recordjson import json_line, table_cells
-    from engine.errors import StoreError
+    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
+    from engine.broker.logrun import RecordRun, lookup_runs
+    from engine.broker.message import decode_offset_msg_id
+    from engine.broker.recordjson import run_json_lines, run_table_rows
 
     out = LineWriter()
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
-    cl = st.commitlog
     bad = 0
-    for kind, text in asked:
-        try:
-            off = _resolve(st, kind, text)
-        except StoreError as e:
-            bad += 1
-            render.note(f"error: {kind} {text}: {e}")
-            continue
-        r = cl.check_at(off, check_crc=True)
-        if r.status == VALID and kind == "msgId" and r.record.msg_id.upper() != text.upper():
-            r.status, r.reason = MISPLACED, f"the message there has id {r.record.msg_id}"
-        if r.status != VALID:
+    step = 4096
+    for a in range(0, len(asked), step):
+        chunk = asked[a:a + step]
+        offsets, hosts, errors = [], [], {}
+        for i, (kind, text) in enumerate(chunk):
+            if kind == "offset":
+                off = int(text)
+                hosts.append(None)
+            else:
+                try:
+                    host, port, off = decode_offset_msg_id(text)
+                except ValueError as e:
+                    errors[i], off = str(e), -1
+                hosts.append((host, port) if i not in errors else None)
+            if not 0 <= off < 2**63 and i not in errors:
+                errors[i] = f"offset {off} is out of range"
+            offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+        for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
+            if isinstance(item, RecordRun):
+                out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
+                continue
+            i, reason = item
             bad += 1
             out.flush()
-            render.note(f"error: {kind} {text}: no valid message at commit-log offset {off}: "
-                        f"{r.reason or r.status.lower()}")
-            continue
-        seg = cl.queue.find(off)
-        buf, pos = cl.queue.buffer(seg), off - seg.start
-        if json_out:
-            out.line(json_line(buf, pos))
-        else:
-            c = table_cells(buf, pos)
-            out.line(table_row(off, "MESSAGE", c[0], c[1], c[2], c[3], c[4], c[6], c[5]))
+            kind, text = chunk[i]
+            render.note(f"error: {kind} {text}: " + (errors[i] if i in errors else
+                        f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
     return bad
 
@@ -228,31 +253,29 @@ def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
     import json
 
-    from engine.broker.message import BLANK, VALID
-    from engine.broker.recordjson import json_line, table_cells
+    from engine.broker.logrun import RecordRun, scan_runs
+    from engine.broker.message import BLANK
+    from engine.broker.recordjson import run_json_lines, run_table_rows
 
     out = LineWriter()
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
     bad = n = 0
-    line = out.line
-    for e in st.commitlog.scan(start, check_crc=check_crc):
+    for e in scan_runs(st.commitlog, start, check_crc=check_crc):
         if count is not None and n >= count:
             break
-        n += 1
-        kind = e.kind
-        if kind == VALID:
-            if json_out:
-                line(json_line(e.buf, e.pos, ', "type": "MESSAGE"'))
-            else:
-                c = table_cells(e.buf, e.pos)
-                line(table_row(e.offset, "MESSAGE", c[0], c[1], c[2], c[3], c[4], c[6], c[5]))
+        if isinstance(e, RecordRun):
+            if count is not None and n + len(e) > count:
+                e = e.head(count - n)
+            n += len(e)
+            out.lines(run_json_lines(e, ', "type": "MESSAGE"') if json_out else message_rows(run_table_rows(e)))
             continue
-        bad += kind != BLANK
+        n += 1
+        bad += e.kind != BLANK
         if json_out:
-            line(json.dumps({"type": kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
-                             "reason": e.reason}, ensure_ascii=False))
+            out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
+                                 "reason": e.reason}, ensure_ascii=False))
         else:
-            line(table_row(e.offset, kind, e.size if e.size >= 0 else "", note=e.reason))
+            out.line(table_row(e.offset, e.kind, e.size if e.size >= 0 else "", note=e.reason))
     out.flush()
     return bad

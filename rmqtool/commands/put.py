@@ -144,12 +144,14 @@ class Acks:
                                                        not _NEEDS_ESCAPE.search("".join(res.uniq_key)))):
             prefix = self._msg_id_prefix(*hosts.pop())
             if self.json_out:  # topics are validated names: letters, digits and %|_- only
-                tmpl = ('{{"commitLogOffset": {0}, "queueOffset": {1}, "msgId": "' + prefix + '{0:016X}", '
-                        '"uniqKey": "{2}", "storeSize": {3}, "topic": "{4}", "queueId": {5}, "storeTimestamp": {6}}}\n')
+                tmpl = ('{"commitLogOffset": %d, "queueOffset": %d, "msgId": "' + prefix.replace("%", "%%") +
+                        '%016X", "uniqKey": "%s", "storeSize": %d, "topic": "%s", "queueId": %d, "storeTimestamp": %d}\n')
+                rows = zip(res.phy, res.queue_offset, res.phy, res.uniq_key, res.size, res.topic, res.queue_id,
+                           res.store_ts)
             else:
-                tmpl = "{0}\t{1}\t" + prefix + "{0:016X}\t{2}\n"
-            return "".join(map(tmpl.format, res.phy, res.queue_offset, res.uniq_key, res.size, res.topic,
-                               res.queue_id, res.store_ts))
+                tmpl = "%d\t%d\t" + prefix + "%016X\t%s\n"
+                rows = zip(res.phy, res.queue_offset, res.phy, res.uniq_key)
+            return "".join(map(tmpl.__mod__, rows))
         q = self._quote
         out = []
         for i in range(len(res)):
