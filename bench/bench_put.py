@@ -154,12 +154,13 @@ def main() -> int:
     return 0
 
 
-def write_results(text: str) -> None:
+def write_results(text: str, begin: str = MARK_BEGIN, end: str = MARK_END) -> None:
+    """Replace (or append) the block between the markers in bench/RESULTS.md."""
     path = REPO / "bench" / "RESULTS.md"
     old = path.read_text() if path.exists() else ""
-    block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
-    if MARK_BEGIN in old:
-        a, b = old.index(MARK_BEGIN), old.index(MARK_END) + len(MARK_END)
+    block = f"{begin}\n{text}\n{end}"
+    if begin in old:
+        a, b = old.index(begin), old.index(end) + len(end)
         new = old[:a] + block + old[b:]
     else:
         new = old.rstrip("\n") + "\n\n" + block + "\n"

@@ -147,15 +147,10 @@ def check_store(run_no: int, store: Path, geom: list, acks: list[dict], rng: ran
 
 
 def write_results(text: str) -> None:
-    path = REPO / "bench" / "RESULTS.md"
-    old = path.read_text() if path.exists() else ""
-    block = f"{MARK_BEGIN}\n{text}\n{MARK_END}"
-    if MARK_BEGIN in old:
-        a, b = old.index(MARK_BEGIN), old.index(MARK_END) + len(MARK_END)
-        new = old[:a] + block + old[b:]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(new)
+    sys.path.insert(0, str(REPO))
+    from bench.bench_put import write_results as write_block
+
+    write_block(text, MARK_BEGIN, MARK_END)
 
 
 def main() -> int:

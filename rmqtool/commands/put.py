@@ -202,7 +202,7 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
 
 
 @handles_errors
-def put(
+def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the message.")] = None,
@@ -230,7 +230,6 @@ def put(
 
     Creates the store if it does not exist. Like a producer, every message gets a UNIQ_KEY unless it has one.
     A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing after it.
-    (A typer command takes one parameter per option.)
     """
     from engine.broker.layout import validate_queue_id
     from engine.errors import InvalidArgumentError
