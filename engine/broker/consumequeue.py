@@ -63,13 +63,15 @@ class ConsumeQueue:
         return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
 
     def _recover(self) -> None:
-        """Find the end of data as the broker's recover does (§4.4): the first invalid unit."""
+        """Find the end of data as the broker's recover does (§4.4): the first invalid unit, looking from the third
+        last file on (so opening a queue reads at most three files, whatever its length)."""
         segs = self.queue.segments
         self._write_pos = 0
         if not segs:
             return
         self.min_logic_offset = segs[0].start
-        for i, seg in enumerate(segs):
+        for i in range(max(0, len(segs) - 3), len(segs)):
+            seg = segs[i]
             units = self.file_units(seg)
             valid = (units["offset"] >= 0) & (units["size"] > 0)
             bad = np.flatnonzero(~valid)
