@@ -68,18 +68,29 @@ def plain_read(store: Path, end: int) -> float:
     return time.perf_counter() - t
 
 
+# The command runs in a fresh interpreter that reports its own peak RSS (VmHWM: reset by exec, unlike the
+# ru_maxrss a child inherits from the forking parent) on its way out.
+_RUN = ("import atexit, sys\n"
+        "def hwm():\n"
+        "    d = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+        "    sys.stderr.write('VmHWM ' + d['VmHWM'].split()[0] + '\\n')\n"
+        "atexit.register(hwm)\n"
+        "from rmqtool.app import main\n"
+        "sys.argv = ['rmqtool'] + sys.argv[1:]\n"
+        "main()\n")
+
+
 def timed(args: list, stdin: Path | None = None) -> tuple[float, int]:
     """(seconds, peak RSS in KiB) of one rmqtool command with stdout to /dev/null."""
     with open(os.devnull, "wb") as out, open(stdin or os.devnull, "rb") as inp:
         t = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "rmqtool", *map(str, args)], stdout=out, stdin=inp,
-                             stderr=subprocess.PIPE, cwd=REPO)
-        _, status, usage = os.wait4(p.pid, 0)
+        p = subprocess.run([sys.executable, "-c", _RUN, *map(str, args)], stdout=out, stdin=inp,
+                           stderr=subprocess.PIPE, cwd=REPO)
         dt = time.perf_counter() - t
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{args[0]} failed: {p.stderr.read().decode()}")
-    p.stderr.close()
-    return dt, usage.ru_maxrss
+    if p.returncode != 0:
+        raise SystemExit(f"{args[0]} failed: {p.stderr.decode()}")
+    hwm = [line for line in p.stderr.decode().splitlines() if line.startswith("VmHWM ")]
+    return dt, int(hwm[-1].split()[1]) if hwm else 0
 
 
 def first_line(args: list) -> float:

@@ -62,60 +62,72 @@ def _ints(col: list, default: int, lo: int, hi: int) -> list | None:
 
 def extend_plain(batch: MessageBatch, objs: list) -> bool:
     """Add `objs` to the batch if they are all plain and all pass every check; else add nothing, return False."""
-    n = len(objs)
-    if set(map(type, objs)) != {dict} or not set().union(*objs) <= PLAIN_FIELDS:
+    cols = _checked_columns(batch, objs)
+    if cols is None:
         return False
-    topics = _column(objs, "topic")
-    try:
-        names = set(topics)
-    except TypeError:
-        return False
-    for t in names - _TOPICS.keys():
-        if type(t) is not str:
-            return False
-        try:
-            _topic_info(t)
-        except (InvalidArgumentError, ValueError):  # add_json will name it
-            return False
-    bodies = _column(objs, "body")
-    btypes = set(map(type, bodies))
-    if not btypes <= {_NONE, str}:
-        return False
-    if _NONE in btypes:
-        bodies = [b or "" for b in bodies]
-    try:
-        bodies = list(map(str.encode, bodies))
-    except UnicodeEncodeError:
-        return False
-    keys, tags, given = _texts(_column(objs, "keys"), True), _texts(_column(objs, "tags")), _texts(_column(objs, "uniqKey"))
-    qids = _ints(_column(objs, "queueId"), batch.default_queue_id, 0, INT_MAX)
-    stamps = _ints(_column(objs, "storeTimestamp"), 0, -(2**63), 2**63 - 1)
-    if keys is None or tags is None or given is None or qids is None or stamps is None:
-        return False
-    blens = list(map(len, bodies))
-    if max(blens) > batch.max_body:
-        return False
+    topics, bodies, keys, tags, given, qids, stamps = cols
     missing = given.count(None)
     fresh = iter(batch._uniq_many(missing)) if missing else None
     uniqs = [u or next(fresh) for u in given] if missing else given
     encoded = _properties(keys, tags, uniqs)
     if encoded is None:
         return False
-    praws, plens = encoded
+    _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, *encoded)
+    return True
+
+
+def _checked_columns(batch: MessageBatch, objs: list):
+    """(topics, bodies as bytes, keys, tags, given UNIQ_KEYs, queue ids, store times) of plain objects that pass
+    every check but the properties' (done on the encoded text), or None."""
+    if set(map(type, objs)) != {dict} or not set().union(*objs) <= PLAIN_FIELDS:
+        return None
+    topics = _column(objs, "topic")
+    try:
+        names = set(topics)
+    except TypeError:
+        return None
+    for t in names - _TOPICS.keys():
+        if type(t) is not str:
+            return None
+        try:
+            _topic_info(t)
+        except (InvalidArgumentError, ValueError):  # add_json will name it
+            return None
+    bodies = _column(objs, "body")
+    btypes = set(map(type, bodies))
+    if not btypes <= {_NONE, str}:
+        return None
+    if _NONE in btypes:
+        bodies = [b or "" for b in bodies]
+    try:
+        bodies = list(map(str.encode, bodies))
+    except UnicodeEncodeError:
+        return None
+    if max(map(len, bodies)) > batch.max_body:
+        return None
+    cols = (topics, bodies, _texts(_column(objs, "keys"), True), _texts(_column(objs, "tags")),
+            _texts(_column(objs, "uniqKey")), _ints(_column(objs, "queueId"), batch.default_queue_id, 0, INT_MAX),
+            _ints(_column(objs, "storeTimestamp"), 0, -(2**63), 2**63 - 1))
+    return None if any(c is None for c in cols) else cols
+
+
+def _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, praws, plens) -> None:  # noqa: PLR0913
+    """Pack the headers and append every part and column (one argument per column)."""
+    n = len(topics)
     now = int(time.time() * 1000)
     stamps = [s or now for s in stamps]
-    tinfo = {t: _TOPICS[t] for t in names}
+    tinfo = {t: _TOPICS[t] for t in set(topics)}
     tparts = [tinfo[t][0] for t in topics]
+    blens = list(map(len, bodies))
     sizes = [90 + len(tp) + b + p for tp, b, p in zip(tparts, blens, plens)]
-    zeros = repeat(0, n)
     heads = list(map(_HEAD44.pack, sizes, [tinfo[t][1] for t in topics],
-                     [c & 0x7FFFFFFF for c in map(zlib.crc32, bodies)], qids, zeros, repeat(0, n), repeat(0, n),
-                     repeat(0, n), stamps, repeat(LOCALHOST, n), repeat(0, n), stamps, repeat(LOCALHOST, n),
-                     repeat(DEFAULT_STORE_PORT, n), repeat(0, n), repeat(0, n), blens))
+                     [c & 0x7FFFFFFF for c in map(zlib.crc32, bodies)], qids, repeat(0, n), repeat(0, n),
+                     repeat(0, n), repeat(0, n), stamps, repeat(LOCALHOST, n), repeat(0, n), stamps,
+                     repeat(LOCALHOST, n), repeat(DEFAULT_STORE_PORT, n), repeat(0, n), repeat(0, n), blens))
     block: list = [None] * (5 * n)
     block[0::5], block[1::5], block[2::5], block[3::5], block[4::5] = heads, bodies, tparts, list(map(_H.pack, plens)), praws
     batch.parts += block
-    codes = {t: (_TAGS.get(t) if t in _TAGS else _tags_hash(t)) for t in set(tags) if t is not None}
+    codes = {t: (_TAGS[t] if t in _TAGS else _tags_hash(t)) for t in set(tags) if t is not None}
     codes[None] = 0
     batch.topic += topics
     batch.queue_id += qids
@@ -129,7 +141,6 @@ def extend_plain(batch: MessageBatch, objs: list) -> bool:
     batch.store_port += [DEFAULT_STORE_PORT] * n
     batch.body_len += blens
     batch.size += sizes
-    return True
 
 
 def _properties(keys: list, tags: list, uniqs: list) -> tuple[list, list] | None:

@@ -272,19 +272,7 @@ class MessageBatch:
         tinfo = _TOPICS.get(topic) if type(topic) is str else None
         if tinfo is None:
             tinfo = _topic_info(topic)
-        body = get("body")
-        if type(body) is str:
-            if get("bodyEncoding") == "base64":
-                body_b = _b64(body)
-            else:
-                try:
-                    body_b = body.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise InvalidArgumentError("body is not valid Unicode text (a lone surrogate)") from None
-        elif body is None:
-            body_b = b""
-        else:
-            raise InvalidArgumentError("body must be a string")
+        body_b = _json_body(get("body"), get("bodyEncoding"))
         keys = get("keys")
         if keys:
             if type(keys) is list:
@@ -311,17 +299,15 @@ class MessageBatch:
         elif type(store_ts) is not int or not LONG_MIN <= store_ts <= LONG_MAX:
             java_long("storeTimestamp", store_ts)
         if get("properties") or not _COMMON.issuperset(obj):
-            return self._add_general(obj, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts)
-        # The common shape (no other properties, default hosts and flags), encoded inline for speed: the bytes
-        # are those of _encode (tested), which is what encode_record writes.
+            self._add_general(obj, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts)
+        else:
+            self._add_plain(topic, tinfo, body_b, keys, tags, uniq, qid, store_ts)
+
+    def _add_plain(self, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts) -> None:
+        """The common shape (no other properties, default hosts and flags), encoded directly: the bytes are those
+        of _encode (tested), which is what encode_record writes."""
         if uniq is None:
-            if self._uniq_left:
-                c = self._uniq_next
-                self._uniq_next = (c + 1) & 0xFFFF
-                self._uniq_left -= 1
-                uniq = f"{self._uniq_base}{c:04X}"
-            else:
-                uniq = self._uniq()
+            uniq = self._uniq()
         shape = _SHAPES.get((keys is not None, tags is not None)) or _shape_info(keys is not None, tags is not None)
         text = shape[0](keys, tags, uniq)
         n_props = shape[1]
@@ -341,12 +327,7 @@ class MessageBatch:
             store_ts = int(time.time() * 1000)
         tpart, magic = tinfo
         size = 90 + len(tpart) + blen + plen
-        if tags is None:
-            tc = 0
-        else:
-            tc = _TAGS.get(tags)
-            if tc is None:
-                tc = _tags_hash(tags)
+        tc = 0 if tags is None else (_TAGS[tags] if tags in _TAGS else _tags_hash(tags))
         self._append((_HEAD44.pack(size, magic, zlib.crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
                                    0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
                       body_b, tpart, plen.to_bytes(2, "big"), praw),
@@ -470,6 +451,19 @@ def _check_none_props(props: dict) -> None:
         check_property_text("property name", k)
         if v is not None:
             check_property_text(f"property {k}", v)
+
+
+def _json_body(body, encoding) -> bytes:
+    if type(body) is str:
+        if encoding == "base64":
+            return _b64(body)
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError("body is not valid Unicode text (a lone surrogate)") from None
+    if body is None:
+        return b""
+    raise InvalidArgumentError("body must be a string")
 
 
 def _b64(text: str) -> bytes:
