@@ -163,7 +163,6 @@ class ConsumeQueue:
         """putMessagePositionInfo (§4.3). Returns False when the unit is ignored as a duplicate."""
         if phy_offset + size <= self.max_physic_offset:
             return False
-        self.queue.require_writable()
         F = self.file_size
         expected = cq_offset * CQ_STORE_UNIT_SIZE
         segs = self.queue.segments
