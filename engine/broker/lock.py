@@ -72,13 +72,15 @@ def mark_in_use(layout: StoreLayout) -> None:
     A full disk is a WriteFailedError naming the marker, raised before anything else is changed."""
     if layout.abort.is_symlink():
         raise NotAStoreError(f"{layout.abort} is a symlink; rmqtool never writes through links out of the store")
+    existed = layout.abort.exists()
     fd = os.open(layout.abort, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         write_fully(fd, str(os.getpid()).encode("ascii"), 0, layout.abort, undo=False)
         sync(fd, layout.abort, data_only=False)
     except BaseException:
         os.close(fd)
-        layout.abort.unlink(missing_ok=True)  # nothing was changed yet: no marker either
+        if not existed:
+            layout.abort.unlink(missing_ok=True)  # nothing was changed yet: no marker either
         raise
     os.close(fd)
     fsync_dir(layout.root)

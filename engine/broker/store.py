@@ -248,6 +248,8 @@ class MessageStore:
     def put_batch(self, batch: MessageBatch, sync_flush: bool = False) -> BatchResult:
         """Append a batch: commit log, consume queues, index, in that order, then (sync_flush) one flush of the
         commit log for the whole batch (group commit). See engine.broker.putwriter for the steps."""
+        if not self.writable:
+            raise InvalidArgumentError(f"store {self.root} is open read-only: open it with writable=True to put")
         return put_batch(self, batch, sync_flush)
 
     def _secure_index_files(self) -> None:
