@@ -361,3 +361,19 @@ def test_a_full_disk_at_any_allocation_leaves_a_clean_readable_store(tmp_path, m
 
     units = sum(ConsumeQueue(store, "T", q, 200).max_offset_in_queue for q in range(5))
     assert units == 3 + len(acks)
+
+
+def test_jsonl_batches_start_small_and_keep_line_numbers():
+    import io
+
+    from rmqtool.commands.put import read_jsonl
+
+    data = b"".join(json.dumps({"topic": "T", "i": i}).encode() + (b"\n\n" if i % 10 == 0 else b"\n")
+                    for i in range(1000))
+    got = list(read_jsonl(io.BytesIO(data), "x", batch_lines=256))
+    assert [len(objs) for objs, _, _ in got][:3] == [58, 116, 233]  # 64, 128, 256 lines (blank ones included)
+    assert max(len(lines) for _, lines, _ in got) <= 256
+    objs = [o for batch, _, _ in got for o in batch]
+    lines = [n for _, ls, _ in got for n in ls]
+    assert [o["i"] for o in objs] == list(range(1000)) and all(e is None for _, _, e in got)
+    assert lines[:3] == [1, 3, 4] and lines[-1] == 1000 + 100  # every tenth message is followed by a blank line

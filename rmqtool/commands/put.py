@@ -18,6 +18,7 @@ from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlo
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 #: JSON lines parsed and put per batch at most (one commit-log write, one flush with --sync-flush).
 BATCH_LINES = 4096
+FIRST_BATCH_LINES = 64
 READ_CHUNK = 1 << 20
 
 
@@ -25,7 +26,9 @@ def read_jsonl(stream, name: str, batch_lines: int = BATCH_LINES) -> Iterator[tu
     """(objects, their line numbers, the error that ends the input there) per batch of lines.
 
     Reads whatever is available (a pipe is not waited on to fill a batch), so a slow producer gets its
-    acknowledgements as it goes. A UTF-8 BOM at the start is skipped; blank lines are skipped.
+    acknowledgements as it goes; the first batches are small (64 lines, doubling up to batch_lines), so the
+    first acknowledgements come at once however large the input. A UTF-8 BOM at the start and blank lines are
+    skipped.
     """
     from json.decoder import JSONDecodeError
 
@@ -34,6 +37,7 @@ def read_jsonl(stream, name: str, batch_lines: int = BATCH_LINES) -> Iterator[tu
     rest = b""
     lineno = 0
     first = True
+    size = min(FIRST_BATCH_LINES, batch_lines)
     while True:
         chunk = read(READ_CHUNK)
         data = rest + chunk if rest else chunk
@@ -49,7 +53,8 @@ def read_jsonl(stream, name: str, batch_lines: int = BATCH_LINES) -> Iterator[tu
             if block.startswith(b"\xef\xbb\xbf"):
                 block = block[3:]
         while block:
-            take = _nth_newline(block, batch_lines)
+            take = _nth_newline(block, size)
+            size = min(size * 2, batch_lines)
             objs, lines, err = _parse_block(block[:take], lineno, name, scan, JSONDecodeError)
             lineno += block.count(b"\n", 0, take)
             block = block[take:]
