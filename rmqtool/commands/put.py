@@ -74,16 +74,38 @@ def _nth_newline(block: bytes, n: int) -> int:
     return pos
 
 
+def _parse_plain_lines(s: str, scan, decode_error) -> list | None:
+    """The common case, fast: every line is exactly one JSON value and nothing else (no blank line, no
+    whitespace around it). None when that is not so: the caller then goes line by line."""
+    objs: list = []
+    append = objs.append
+    i, n = 0, len(s)
+    try:
+        while i < n:
+            obj, end = scan(s, i)
+            if s[end] != "\n":
+                return None
+            append(obj)
+            i = end + 1
+    except (StopIteration, decode_error, IndexError):
+        return None
+    return objs if len(objs) == s.count("\n") else None  # fewer: a value ran over a line end
+
+
 def _parse_block(block: bytes, lineno: int, name: str, scan, decode_error) -> tuple[list, list[int], Exception | None]:
     """Parse whole lines: each must hold exactly one JSON value (checked line by line, never across lines)."""
     from engine.errors import InvalidArgumentError
 
-    objs: list = []
-    lines: list[int] = []
     try:
         s = block.decode("utf-8")
     except UnicodeDecodeError:
         s = None
+    if s is not None:
+        objs = _parse_plain_lines(s, scan, decode_error)
+        if objs is not None:
+            return objs, range(lineno + 1, lineno + 1 + len(objs)), None
+    objs: list = []
+    lines: list[int] = []
     if s is not None:
         i, n = 0, len(s)
         while i < n:
