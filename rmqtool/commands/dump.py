@@ -6,6 +6,7 @@ answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP
 """
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -91,20 +92,24 @@ def _show_message(rec) -> None:
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
 
-def _lookups(offsets, msg_ids, from_file) -> list[tuple[str, str]]:
-    """("offset" | "msgId", text) for every message asked for, in order."""
-    out = [("offset", str(o)) for o in offsets or []] + [("msgId", m) for m in msg_ids or []]
-    if from_file is not None:
-        if str(from_file) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            with open(expand_path(from_file), encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        for line in lines:
+def _lookups(offsets, msg_ids, from_file):
+    """("offset" | "msgId", text) for every message asked for, in order, streamed (a --from-file list is read as
+    it goes: memory does not grow with its length)."""
+    for o in offsets or []:
+        yield "offset", str(o)
+    for m in msg_ids or []:
+        yield "msgId", m
+    if from_file is None:
+        return
+    stream = sys.stdin if str(from_file) == "-" else open(expand_path(from_file), encoding="utf-8")
+    try:
+        for line in stream:
             t = line.strip()
             if t:
-                out.append(("offset" if t.lstrip("-").isdigit() else "msgId", t))
-    return out
+                yield ("offset" if t.lstrip("-").isdigit() else "msgId"), t
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
 
 
 def _resolve(st, kind: str, text: str) -> int:
@@ -147,13 +152,13 @@ def get(
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
 
-    asked = _lookups(offset, msg_id, from_file)
-    if not asked:
+    if not offset and not msg_id and from_file is None:
         raise InvalidArgumentError("give --offset, --msg-id or --from-file")
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+    asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
-        if len(asked) == 1 and from_file is None:
-            kind, text = asked[0]
+        if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
+            kind, text = next(asked)
             rec = st.get(_resolve(st, kind, text)) if kind == "offset" else st.get_by_msg_id(text)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             if json_out:
@@ -163,9 +168,9 @@ def get(
             return
         _warn_problems(st)
         with render.gc_paused():
-            bad = _get_many(st, asked, json_out)
+            bad, total = _get_many(st, asked, json_out)
     if bad:
-        render.note(f"{bad} of {len(asked)} message(s) could not be returned")
+        render.note(f"{bad} of {total} message(s) could not be returned")
         raise typer.Exit(3)
 
 
@@ -178,10 +183,12 @@ def _get_many(st, asked, json_out: bool) -> int:
     out = LineWriter()
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
-    bad = 0
-    step = 4096
-    for a in range(0, len(asked), step):
-        chunk = asked[a:a + step]
+    bad = total = 0
+    while True:
+        chunk = list(itertools.islice(asked, 4096))
+        if not chunk:
+            break
+        total += len(chunk)
         offsets, hosts, errors = [], [], {}
         for i, (kind, text) in enumerate(chunk):
             if kind == "offset":
@@ -207,7 +214,7 @@ def _get_many(st, asked, json_out: bool) -> int:
             render.note(f"error: {kind} {text}: " + (errors[i] if i in errors else
                         f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
-    return bad
+    return bad, total
 
 
 @handles_errors
