@@ -1,8 +1,129 @@
-"""Small durable-write helpers."""
+"""Durable, checked file I/O: every write is checked for a short or failed write, space is allocated for real
+before a file is relied on, and read-only mappings never fault on unallocated pages (no SIGBUS).
+
+Why mappings need care: on tmpfs (and other filesystems that allocate on fault) touching a hole of a mapped
+file allocates a page; when the filesystem is full that fault is a SIGBUS, even through a read-only mapping.
+`map_readonly` maps only the file's allocated extents and backs its holes with anonymous zero pages.
+"""
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 from pathlib import Path
+
+from engine.errors import StoreError
+
+#: errno values that mean "the device or quota is full".
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: A file split into more allocated extents than this is mapped whole (see map_readonly).
+MAX_MAPPED_EXTENTS = 4096
+
+
+class WriteFailedError(StoreError):
+    """A write, allocation or flush did not complete; nothing past `path` was written by that call."""
+
+    def __init__(self, path, reason: str, free: int | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.free = free
+        super().__init__(f"cannot write {self.path}: {reason}" + (f" ({format_bytes(free)} free)" if free is not None
+                                                                  else ""))
+
+
+class DiskFullError(WriteFailedError):
+    """The device (or the quota) is full."""
+
+
+def format_bytes(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def free_bytes(path) -> int | None:
+    """Bytes an unprivileged writer can still allocate on the filesystem of `path` (None if unknown)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _failure(path, e: OSError | None, what: str) -> WriteFailedError:
+    free = free_bytes(Path(path).parent)
+    if e is None:
+        return DiskFullError(path, f"{what}: short write", free)
+    if e.errno in NO_SPACE:
+        return DiskFullError(path, f"{what}: {e.strerror or 'no space left on device'}", free)
+    return WriteFailedError(path, f"{what}: {e.strerror or e}", free)
+
+
+def write_fully(fd: int, data, pos: int, path, undo: bool = True) -> None:
+    """pwrite all of `data` at `pos` or raise WriteFailedError (DiskFullError when the device is full).
+
+    os.pwrite may write less than asked (a full disk); the rest is retried, and the retry reports the error.
+    With `undo`, bytes this call managed to write before failing are overwritten with zeros (they are
+    allocated, so that needs no new space): a half record never looks like data.
+    """
+    view = memoryview(data)
+    done, n = 0, len(view)
+    while done < n:
+        try:
+            w = os.pwrite(fd, view[done:], pos + done)
+        except OSError as e:
+            err = e
+        else:
+            if w > 0:
+                done += w
+                continue
+            err = None
+        if undo and done:
+            _zero_out(fd, pos, done)
+        raise _failure(path, err, f"wrote {done} of {n} bytes at offset {pos}")
+
+
+def _zero_out(fd: int, pos: int, length: int) -> None:
+    try:
+        os.pwrite(fd, bytes(length), pos)
+    except OSError:
+        pass  # best effort: the caller reports the original failure and leaves the store marked unclean
+
+
+def allocate(fd: int, offset: int, length: int, path) -> None:
+    """Allocate [offset, offset + length) on disk for real (posix_fallocate), or raise DiskFullError.
+
+    Data already there is untouched. Filesystems without fallocate get the holes written with zeros.
+    """
+    if length <= 0:
+        return
+    if os.fstat(fd).st_size >= offset + length and not holes(fd, offset, offset + length):
+        return  # allocated already (what a broker's warmed-up or a fully written file is)
+    try:
+        os.posix_fallocate(fd, offset, length)
+        return
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise _failure(path, e, f"cannot allocate {length} bytes at offset {offset}") from None
+    for start, end in holes(fd, offset, offset + length):
+        step = 1 << 20
+        for p in range(start, end, step):
+            write_fully(fd, bytes(min(step, end - p)), p, path, undo=False)
+
+
+def sync(fd: int, path, data_only: bool = True) -> None:
+    """fdatasync (or fsync) with the failure reported as a WriteFailedError naming the file."""
+    try:
+        (os.fdatasync if data_only else os.fsync)(fd)
+    except OSError as e:
+        raise _failure(path, e, "flush failed") from None
 
 
 def fsync_dir(path: Path) -> None:
@@ -14,12 +135,119 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write-then-rename; a failed write removes its temporary file and raises WriteFailedError."""
+    path = Path(path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_fully(fd, data, 0, tmp, undo=False)
         if sync:
-            f.flush()
-            os.fsync(f.fileno())
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise _failure(tmp, e, "flush failed") from None
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def data_extents(fd: int, length: int) -> list[tuple[int, int]] | None:
+    """The allocated (data) ranges of the first `length` bytes (SEEK_DATA/SEEK_HOLE), or None when the
+    filesystem cannot tell."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    try:
+        while pos < length:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # no data after pos
+                    break
+                raise
+            if start >= length:
+                break
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), length)
+            out.append((start, end))
+            pos = end
+    except (OSError, AttributeError):
+        return None
+    return out
+
+
+def holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The unallocated ranges within [start, end)."""
+    ext = data_extents(fd, end)
+    if ext is None:
+        return [(start, end)]
+    out, pos = [], start
+    for a, b in ext:
+        if b <= pos:
+            continue
+        if a > pos:
+            out.append((pos, min(a, end)))
+        pos = max(pos, b)
+    if pos < end:
+        out.append((pos, end))
+    return [(a, b) for a, b in out if a < b]
+
+
+def map_readonly(fd: int, length: int):
+    """A read-only mapping of the first `length` bytes of `fd` (its real size at most) that never faults
+    on a hole: allocated extents are mapped from the file, holes read as anonymous zero pages."""
+    if length <= 0:
+        return b""
+    ext = data_extents(fd, length)
+    if ext is None or ext == [(0, length)] or len(ext) > MAX_MAPPED_EXTENTS or not _can_overlay():
+        return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+    m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+    try:
+        _overlay(m, fd, length, ext)
+    except OSError:
+        m.close()
+        return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+    return m
+
+
+_libc = None
+
+
+def _can_overlay() -> bool:
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            lib.mmap.restype = ctypes.c_void_p
+            lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_long]
+            _libc = lib
+        except (OSError, AttributeError):
+            _libc = False
+    return bool(_libc) and hasattr(mmap, "MAP_PRIVATE")
+
+
+def _overlay(m, fd: int, length: int, extents: list[tuple[int, int]]) -> None:
+    """Map each data extent of the file over the anonymous mapping m, at its own offset (MAP_FIXED)."""
+    import ctypes
+
+    import numpy as np
+
+    base = np.frombuffer(m, dtype=np.uint8).ctypes.data  # the address of m; the view is dropped at once
+    page = mmap.PAGESIZE
+    map_fixed, map_shared = 0x10, getattr(mmap, "MAP_SHARED", 1)
+    for a, b in extents:
+        lo = a - a % page
+        hi = min(-(-b // page) * page, -(-length // page) * page)
+        got = _libc.mmap(ctypes.c_void_p(base + lo), hi - lo, mmap.PROT_READ, map_shared | map_fixed, fd, lo)
+        if got != base + lo:
+            raise OSError(ctypes.get_errno(), "mmap of a file extent failed")

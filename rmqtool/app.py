@@ -59,5 +59,20 @@ def main() -> None:
     try:
         app(prog_name="rmqtool")
     except BrokenPipeError:
-        sys.stderr.close()
-        sys.exit(1)
+        _closed_pipe()
+
+
+def _closed_pipe() -> None:
+    """The reader of stdout went away (`| head -1`): end quietly with status 1 (as click does when it meets the closed pipe first).
+
+    stdout is pointed at /dev/null first, so the interpreter's final flush of what is still buffered cannot
+    fail again and print "Exception ignored ... BrokenPipeError" on stderr.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(1)

@@ -16,6 +16,19 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _expand(value):
+    """`~` expanded in every path option of every command (Path values, and lists of them)."""
+    from pathlib import Path
+
+    from rmqtool.options import expand_path
+
+    if isinstance(value, Path):
+        return expand_path(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Path) for v in value):
+        return type(value)(expand_path(v) for v in value)
+    return value
+
+
 def handles_errors(fn):
     """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
     `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead."""
@@ -25,10 +38,13 @@ def handles_errors(fn):
         from rmqtool import render
 
         render.reset_consoles()
+        kwargs = {k: _expand(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): rmqtool.app.main ends quietly
         except StoreError as e:
             if state["debug"]:
                 raise

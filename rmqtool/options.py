@@ -1,6 +1,7 @@
 """Option definitions shared by every command (defined once, as sqlite-utils and pip-tools do)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -36,6 +37,17 @@ EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
 
 
+def expand_path(p):
+    """`~` and `~user` expanded in a path option (the shell does not expand them after `--opt=` or in quotes)."""
+    if p is None:
+        return None
+    if isinstance(p, Path):
+        return Path(os.path.expanduser(p))
+    if isinstance(p, str):
+        return p if p == "-" else os.path.expanduser(p)
+    return p
+
+
 def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int] = None,
                  max_index: Optional[int] = None, commitlog_file_size: Optional[int] = None,
                  cq_file_size: Optional[int] = None) -> BrokerConfig:
@@ -44,6 +56,7 @@ def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots:
 
     if store is None and broker_conf is None:
         raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
+    store, broker_conf = expand_path(store), expand_path(broker_conf)
     return load_config(
         broker_conf,
         storePathRootDir=str(store) if store is not None else None,

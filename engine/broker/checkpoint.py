@@ -1,12 +1,14 @@
 """StoreCheckpoint (format §6): a 4 KiB file, five big-endian longs at its start."""
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import CorruptFileError
-from engine.fsutil import atomic_write
+from engine.fsutil import DiskFullError, atomic_write, write_fully
+from engine.fsutil import sync as fsync_file
 
 CHECKPOINT_SIZE = 4096
 _FIELDS = struct.Struct(">qqqqq")
@@ -55,5 +57,25 @@ class Checkpoint:
         return cls.from_bytes(data)
 
     def save(self, path: Path, sync: bool = True) -> None:
-        """Write-then-rename, so a crash leaves either the old or the new checkpoint."""
-        atomic_write(Path(path), self.to_bytes(), sync=sync)
+        """Write-then-rename, so a crash leaves either the old or the new checkpoint. On a full disk (no room
+        for the new file) the existing 4 KiB file is rewritten in place, as the broker rewrites its mapped
+        checkpoint: its 40 bytes sit in one allocated block, so that needs no space."""
+        try:
+            atomic_write(Path(path), self.to_bytes(), sync=sync)
+        except DiskFullError:
+            if not self._rewrite_in_place(Path(path)):
+                raise
+
+    def _rewrite_in_place(self, path: Path) -> bool:
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False
+        try:
+            if os.fstat(fd).st_size != CHECKPOINT_SIZE:
+                return False
+            write_fully(fd, self.to_bytes()[:_FIELDS.size], 0, path, undo=False)
+            fsync_file(fd, path, data_only=False)
+            return True
+        finally:
+            os.close(fd)

@@ -1,15 +1,18 @@
-"""ConsumeQueue: 20-byte units per topic/queue (format §4)."""
+"""ConsumeQueue: 20-byte units per topic/queue (format §4).
+
+Files are read through SegmentQueue (reads bounded by the real size, no fault on unallocated pages); a file is
+allocated on disk before a unit is written into it, and every write is checked.
+"""
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from engine.broker.config import CQ_STORE_UNIT_SIZE
-from engine.broker.layout import StoreLayout
-from engine.errors import GeometryError
+from engine.broker.layout import StoreLayout, symlink_on_path
+from engine.errors import GeometryError, NotAStoreError
 from engine.broker.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
@@ -25,12 +28,15 @@ def list_queues(root: Path) -> list[tuple[str, int]]:
 class ConsumeQueue:
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
         self.topic, self.queue_id = topic, queue_id
-        self.dir = StoreLayout(root).cq_dir(topic, queue_id)
+        layout = StoreLayout(root)
+        self.dir = layout.cq_dir(topic, queue_id)
+        link = symlink_on_path(layout.root, self.dir)
+        if link is not None:
+            raise NotAStoreError(f"consume queue directory {link} is a symlink; rmqtool never follows links out of "
+                                 "the store")
         # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
         # readable); a new queue takes the configured one.
-        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue")
-        if self.queue.file_size is None:
-            self.queue.file_size = file_size
+        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue", default_size=file_size)
         self.file_size = self.queue.file_size
         if self.file_size % CQ_STORE_UNIT_SIZE:
             raise GeometryError(f"consume queue {self.dir} has {self.file_size}-byte files, not a multiple of 20")
@@ -44,20 +50,28 @@ class ConsumeQueue:
     def close(self) -> None:
         self.queue.close()
 
+    @property
+    def problems(self):
+        """What is out of place among this queue's files (engine.broker.segments.SegmentProblem)."""
+        return self.queue.problems
+
     # ------------------------------------------------------------ reading
     def file_units(self, seg) -> np.ndarray:
+        """The units of one file (a copy: the mapping can be closed while the array lives on)."""
         buf = self.queue.buffer(seg)
         n = len(buf) // CQ_STORE_UNIT_SIZE
-        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n)
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
 
     def _recover(self) -> None:
-        """Find the end of data as the broker's recover does (§4.4): the first invalid unit."""
+        """Find the end of data as the broker's recover does (§4.4): the first invalid unit, looking from the third
+        last file on (so opening a queue reads at most three files, whatever its length)."""
         segs = self.queue.segments
         self._write_pos = 0
         if not segs:
             return
         self.min_logic_offset = segs[0].start
-        for i, seg in enumerate(segs):
+        for i in range(max(0, len(segs) - 3), len(segs)):
+            seg = segs[i]
             units = self.file_units(seg)
             valid = (units["offset"] >= 0) & (units["size"] > 0)
             bad = np.flatnonzero(~valid)
@@ -102,6 +116,49 @@ class ConsumeQueue:
         return np.concatenate(parts) if parts else np.empty(0, dtype=UNIT_DTYPE)
 
     # ------------------------------------------------------------ writing
+    def _end(self) -> int:
+        """Logical byte position of the end of data (where the next unit goes)."""
+        segs = self.queue.segments
+        return segs[self._end_seg_index].start + self._write_pos if segs else 0
+
+    def files_needed(self, n: int) -> list[tuple[int, int]]:
+        """(unit number within the next n, file start) for each file the next n units go into that is not yet
+        allocated for writing: the writer allocates them (allocate_file) before any unit is written."""
+        self.queue.require_writable()
+        F = self.file_size
+        start = self._end()
+        out = []
+        p = start - start % F
+        while p < start + n * CQ_STORE_UNIT_SIZE:
+            seg = self.queue.find(p)
+            if seg is None or not self.queue.is_allocated(seg):
+                out.append((max(0, (p - start) // CQ_STORE_UNIT_SIZE), p))
+            p += F
+        return out
+
+    def allocate_file(self, start: int) -> None:
+        """Create (or complete) the file at `start`, allocated on disk; DiskFullError leaves the queue as it was."""
+        seg = self.queue.find(start)
+        if seg is None:
+            seg = self.queue.create(start)
+        self.queue.prepare_for_write(seg)
+
+    def append_units(self, data: bytes, max_physic_offset: int) -> None:
+        """Write packed units (UNIT_DTYPE rows) at the end of the queue, into files reserve() made ready."""
+        pos = self._end()
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            seg = self.queue.find(pos)
+            at = pos - seg.start
+            k = min(len(view) - done, seg.size - at)
+            self.queue.write(seg, at, view[done:done + k])
+            done += k
+            pos += k
+            self._end_seg_index, self._write_pos = self.queue.index_of(seg), at + k
+        if done:
+            self.max_physic_offset = max_physic_offset
+
     def put(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """putMessagePositionInfo (§4.3). Returns False when the unit is ignored as a duplicate."""
         if phy_offset + size <= self.max_physic_offset:
@@ -113,12 +170,12 @@ class ConsumeQueue:
             seg = self.queue.create(expected - expected % F)
             self._end_seg_index, self._write_pos = 0, 0
             if cq_offset != 0 and expected % F:
-                self._write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
+                self.queue.write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
                 self._write_pos = expected % F
                 self.min_logic_offset = expected
         else:
             seg = segs[self._end_seg_index]
-            self.queue.ensure_full_length(seg)
+            self.queue.prepare_for_write(seg)
             if self._write_pos >= F:
                 if self._end_seg_index + 1 < len(segs):
                     seg = segs[self._end_seg_index + 1]
@@ -131,17 +188,13 @@ class ConsumeQueue:
             if expected < current:
                 return False
             # expected > current: the broker logs "[BUG] logic queue order maybe wrong" and appends anyway.
-        self._write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
+        self.queue.write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
         self._write_pos += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phy_offset + size
         return True
-
-    def _write(self, seg, pos: int, data: bytes) -> None:
-        os.pwrite(self.queue.fd(seg), data, pos)
 
     def sync(self) -> None:
         segs = self.queue.segments
         if segs:
             for seg in segs[max(0, self._end_seg_index - 1): self._end_seg_index + 1]:
-                if seg.start in self.queue._maps:
-                    os.fsync(self.queue.fd(seg))
+                self.queue.flush(seg)

@@ -252,6 +252,25 @@ class StoreLayout:
         return None
 
 
+def symlink_on_path(root, path) -> Path | None:
+    """The first symlink among the components of `path` below `root` (root itself may be a link), or None.
+
+    Names from a store's directories never become paths that leave the store: a queue directory reached through
+    a link is refused, as a broker-made store never has one.
+    """
+    root, path = Path(root), Path(path)
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return path
+    p = root
+    for part in rel.parts:
+        p = p / part
+        if p.is_symlink():
+            return p
+    return None
+
+
 def _real(p: Path) -> Path:
     """The absolute path with symlinks resolved as far as they exist (the rest kept as given)."""
     return Path(os.path.realpath(os.path.abspath(p)))

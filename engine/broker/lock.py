@@ -5,10 +5,10 @@ import fcntl
 import os
 from pathlib import Path
 
-from engine.fsutil import fsync_dir
+from engine.fsutil import fsync_dir, sync, write_fully
 
 from engine.broker.layout import StoreLayout
-from engine.errors import StoreLockedError
+from engine.errors import NotAStoreError, StoreLockedError
 
 
 class StoreLock:
@@ -17,7 +17,10 @@ class StoreLock:
         self.fd: int | None = None
 
     def acquire(self) -> "StoreLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a link: the lock file is the store's own
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as e:
+            raise StoreLockedError(f"cannot open the store lock {self.path}: {e.strerror}") from None
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -26,7 +29,10 @@ class StoreLock:
                 f"store {self.path.parent} is locked by another process (a running broker or another rmqtool); "
                 "stop it first") from None
         if os.fstat(fd).st_size < 4:
-            os.pwrite(fd, b"lock", 0)  # what the broker writes at start
+            try:
+                os.pwrite(fd, b"lock", 0)  # what the broker writes at start (cosmetic: the fcntl lock is what counts)
+            except OSError:
+                pass
         self.fd = fd
         return self
 
@@ -62,11 +68,21 @@ class StoreLock:
 
 
 def mark_in_use(layout: StoreLayout) -> None:
-    """Write the abort marker (the writer's PID, as 5.x brokers do) durably before the first change (format §7.1)."""
-    with open(layout.abort, "w") as f:
-        f.write(str(os.getpid()))
-        f.flush()
-        os.fsync(f.fileno())
+    """Write the abort marker (the writer's PID, as 5.x brokers do) durably before the first change (format §7.1).
+    A full disk is a WriteFailedError naming the marker, raised before anything else is changed."""
+    if layout.abort.is_symlink():
+        raise NotAStoreError(f"{layout.abort} is a symlink; rmqtool never writes through links out of the store")
+    existed = layout.abort.exists()
+    fd = os.open(layout.abort, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        write_fully(fd, str(os.getpid()).encode("ascii"), 0, layout.abort, undo=False)
+        sync(fd, layout.abort, data_only=False)
+    except BaseException:
+        os.close(fd)
+        if not existed:
+            layout.abort.unlink(missing_ok=True)  # nothing was changed yet: no marker either
+        raise
+    os.close(fd)
     fsync_dir(layout.root)
 
 

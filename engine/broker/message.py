@@ -203,6 +203,15 @@ class UniqKeyGenerator:
             delta = (int(time.time() * 1000) - self._month_start) & 0xFFFFFFFF
             return self._prefix + struct.pack(">IH", delta, self._counter).hex().upper()
 
+    def next_block(self, n: int) -> tuple[str, int]:
+        """Reserve n ids at once: (prefix with the current time, first counter); id j of the block is
+        f"{prefix}{(first + j) & 0xFFFF:04X}" (the batch write path formats them itself)."""
+        with self._lock:
+            first = (self._counter + 1) & 0xFFFF
+            self._counter = (self._counter + n) & 0xFFFF
+            delta = (int(time.time() * 1000) - self._month_start) & 0xFFFFFFFF
+            return self._prefix + f"{delta:08X}", first
+
 
 # ---------------------------------------------------------------- record
 

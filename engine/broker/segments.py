@@ -1,13 +1,51 @@
-"""Fixed-size segment files named by their 20-digit start offset (MappedFileQueue, format §3.3)."""
+"""Fixed-size segment files named by their 20-digit start offset (MappedFileQueue, format §3.3).
+
+Loading never refuses a directory because one file is out of place: every file that cannot be where its name
+says (a gap in the sequence, a wrong size, a name that is not a 20-digit multiple of the file size, a duplicate
+start, a symlink) is recorded in `problems`, and readers work around it; writers call `require_writable()`,
+which refuses, as the broker refuses to load such a queue.
+
+Reads are bounded by each file's real size and never fault on an unallocated page (engine.fsutil.map_readonly);
+a segment is allocated on disk for real (posix_fallocate) before anything is written into it.
+"""
 from __future__ import annotations
 
+import math
 import mmap
 import os
+import stat
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.broker.layout import SEGMENT_NAME, segment_name
-from engine.errors import GeometryError, NotAStoreError
+from engine.errors import GeometryError
+from engine.fsutil import allocate, fsync_dir, map_readonly, write_fully
+from engine.fsutil import sync as sync_fd
+
+# Problem kinds, in the words an operator would use.
+GAP = "gap"                  # files missing between two segments
+WRONG_SIZE = "wrong-size"    # a file whose length is not the segment size (other than an empty last file)
+MISALIGNED = "misaligned"    # a 20-digit name that is not a multiple of the segment size
+DUPLICATE = "duplicate"      # two files with the same start offset (multi-path commit log)
+MISNAMED = "misnamed"        # a file whose name is not a 20-digit offset
+SYMLINK = "symlink"          # a link in a segment directory (never followed)
+NOT_A_FILE = "not-a-file"    # a device, socket or fifo named like a segment
+
+
+@dataclass
+class SegmentProblem:
+    """One reason a segment directory is not what the broker would have left (readers warn, writers refuse)."""
+    kind: str
+    path: str            # the file concerned (for a gap: the first missing file name)
+    start: int | None    # its start offset when it has one
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "start": self.start, "detail": self.detail}
+
+    def __str__(self) -> str:
+        return self.detail
 
 
 @dataclass
@@ -21,59 +59,134 @@ class Segment:
     def end(self) -> int:
         return self.start + self.size
 
+    @property
+    def readable_len(self) -> int:
+        """Bytes that can be read: the file's real length, never more than F (bytes past F are not its own)."""
+        return min(self.file_len, self.size)
+
+
+def _pick_size(found: list[tuple[int, Path, int]]) -> int | None:
+    """The segment size the files agree on: the one size, else the size that fits every start offset, else
+    the most common size (largest on a tie). An empty last file says nothing (allowed since 5.1.3)."""
+    sizes = [f[2] for f in found if f[2]]
+    if not sizes:
+        return None
+    counts = Counter(sizes)
+    if len(counts) == 1:
+        return sizes[0]
+    starts = [f[0] for f in found]
+    g = 0
+    for s in starts:
+        g = math.gcd(g, s)
+    fitting = [s for s in counts if all(st % s == 0 for st in starts)]
+    if fitting:
+        return max(fitting, key=lambda s: (counts[s], s))
+    if g:  # no file has a size that fits the names: the names say more than the (damaged) sizes
+        return g
+    return max(counts, key=lambda s: (counts[s], s))
+
 
 class SegmentQueue:
     """Segments of one directory (or several, for a multi-path commit log), sorted by start offset.
 
-    Read-only by default: files are opened with O_RDONLY and mapped with ACCESS_READ.
+    `file_size` is the configured size (authoritative); without it the size is taken from the files, else
+    `default_size`. Read-only by default: files are opened with O_RDONLY.
     """
 
     def __init__(self, dirs: list[Path] | Path, file_size: int | None, writable: bool = False,
-                 what: str = "segment"):
+                 what: str = "segment", default_size: int | None = None):
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
         self.writable = writable
         self.what = what
-        self._maps: dict[int, tuple[mmap.mmap, int]] = {}
+        self._maps: dict[int, object] = {}
+        self._fds: dict[int, int] = {}
+        self._allocated: set[int] = set()
         self.segments: list[Segment] = []
         self.ignored: list[Path] = []
+        self.problems: list[SegmentProblem] = []
         self.file_size = file_size
-        self._load()
+        self._load(default_size)
 
     # -- loading
-    def _load(self) -> None:
+    def _scan(self) -> list[tuple[int, Path, int]]:
         found: list[tuple[int, Path, int]] = []
         for d in self.dirs:
             if not d.is_dir():
                 continue
-            for p in d.iterdir():
-                if not SEGMENT_NAME.match(p.name) or p.is_dir():
-                    if not p.is_dir():
-                        self.ignored.append(p)
+            for e in sorted(os.scandir(d), key=lambda e: e.name):
+                p = Path(e.path)
+                if e.is_symlink():
+                    self.ignored.append(p)
+                    self._problem(SYMLINK, p, None, f"{self.what} directory entry {p} is a symlink (not followed)")
                     continue
-                found.append((int(p.name), p, p.stat().st_size))
-        found.sort()
-        if found and self.file_size is None:
-            # Take F from the files present: all have it, except possibly an empty last file (§3.3).
-            sizes = {f[2] for i, f in enumerate(found) if f[2] or i < len(found) - 1}
-            if len(sizes) > 1:
-                listing = ", ".join(f"{f[1].name} is {f[2]} bytes" for f in found[:6])
-                raise GeometryError(f"{self.what} files in {found[0][1].parent} differ in size ({listing}); "
-                                    "a file is truncated or damaged, or pass the configured file size")
-            self.file_size = sizes.pop() if sizes else 0
-            if self.file_size <= 0:
-                raise GeometryError(f"{self.what} files in {found[0][1].parent} are all empty; cannot tell the file size")
+                if e.is_dir(follow_symlinks=False):
+                    continue
+                st = e.stat(follow_symlinks=False)
+                if not SEGMENT_NAME.match(e.name):
+                    self.ignored.append(p)
+                    self._problem(MISNAMED, p, None, f"{p} is not named by a 20-digit offset (ignored)")
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    self.ignored.append(p)
+                    self._problem(NOT_A_FILE, p, int(e.name), f"{p} is not a regular file (ignored)")
+                    continue
+                found.append((int(e.name), p, st.st_size))
+        found.sort(key=lambda f: (f[0], str(f[1])))
+        return found
+
+    def _problem(self, kind: str, path, start: int | None, detail: str) -> None:
+        self.problems.append(SegmentProblem(kind, str(path), start, detail))
+
+    def _load(self, default_size: int | None) -> None:
+        found = self._scan()
+        configured = self.file_size is not None
+        if not configured:
+            self.file_size = _pick_size(found) or default_size
+        if not found:
+            return
+        if not self.file_size:
+            raise GeometryError(f"{self.what} files in {found[0][1].parent} are all empty; cannot tell the file "
+                                "size: pass the configured size")
+        F = self.file_size
+        sizes = {f[2] for f in found if f[2]}
+        if configured and sizes and F not in sizes:
+            # Not one damaged file: the size asked for contradicts every file (a wrong option or broker.conf).
+            listing = ", ".join(f"{f[1].name} is {f[2]} bytes" for f in found[:3])
+            raise GeometryError(f"{self.what} files in {found[0][1].parent} do not have the file size {F} "
+                                f"({listing}); pass the right size (broker.conf mappedFileSize...)")
         for i, (start, p, length) in enumerate(found):
-            last = i == len(found) - 1
-            if length != self.file_size and not (last and length == 0):
-                raise GeometryError(
-                    f"{self.what} file {p} is {length} bytes but the file size is {self.file_size}; "
-                    "pass the right size (broker.conf mappedFileSize...) or repair the file")
-            if start % self.file_size != 0:
-                raise GeometryError(
-                    f"{self.what} file {p} starts at {start}, which is not a multiple of the file size {self.file_size}")
-            if i and start == found[i - 1][0]:
-                raise NotAStoreError(f"two {self.what} files start at offset {start}: {found[i - 1][1]} and {p}")
-            self.segments.append(Segment(p, start, self.file_size, length))
+            if start % F:
+                self.ignored.append(p)
+                self._problem(MISALIGNED, p, start, f"{self.what} file {p} starts at {start}, which is not a "
+                                                    f"multiple of the file size {F} (not read)")
+                continue
+            if self.segments and self.segments[-1].start == start:
+                self.ignored.append(p)
+                self._problem(DUPLICATE, p, start, f"two {self.what} files start at offset {start}: "
+                                                   f"{self.segments[-1].path} and {p} (the second is not read)")
+                continue
+            self.segments.append(Segment(p, start, F, length))
+        for i, seg in enumerate(self.segments):
+            last = i == len(self.segments) - 1
+            if seg.file_len != F and not (last and seg.file_len == 0):
+                how = "only the first F bytes are read" if seg.file_len > F else "reading what is there"
+                self._problem(WRONG_SIZE, seg.path, seg.start,
+                              f"{self.what} file {seg.path} is {seg.file_len} bytes but the file size is {F} ({how})")
+            if i and seg.start != self.segments[i - 1].end:
+                prev = self.segments[i - 1]
+                missing = (seg.start - prev.end) // F
+                self._problem(GAP, prev.path.with_name(segment_name(prev.end)), prev.end,
+                              f"{self.what} files missing between {prev.path.name} and {seg.path.name}: "
+                              f"{missing} file(s) from {segment_name(prev.end)} (bytes {prev.end}..{seg.start} "
+                              "are not in the store)")
+
+    def require_writable(self) -> None:
+        """Refuse to write into a queue whose files are out of place (the broker refuses to load it)."""
+        bad = [p for p in self.problems if p.kind not in (MISNAMED,)]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise GeometryError(f"refusing to write: {bad[0].detail}{more}; run `rmqtool recover` or repair the "
+                                "files first")
 
     # -- lookup
     @property
@@ -81,8 +194,8 @@ class SegmentQueue:
         return self.segments[0].start if self.segments else 0
 
     def find(self, offset: int) -> Segment | None:
-        """The segment holding global offset `offset` (§3.3 offset -> file)."""
-        if not self.segments or self.file_size is None:
+        """The segment holding global offset `offset` (§3.3 offset -> file); None in a gap or outside."""
+        if not self.segments or not self.file_size:
             return None
         if offset < self.segments[0].start or offset >= self.segments[-1].end:
             return None
@@ -97,26 +210,33 @@ class SegmentQueue:
     def index_of(self, seg: Segment) -> int:
         return self.segments.index(seg)
 
-    # -- mapping
-    def buffer(self, seg: Segment):
-        """The segment's bytes (a read-only or writable mmap). Empty files give b''."""
-        if seg.start in self._maps:
-            return self._maps[seg.start][0]
-        if seg.file_len == 0:
-            return b""
-        flags = os.O_RDWR if self.writable else os.O_RDONLY
-        fd = os.open(seg.path, flags)
-        try:
-            m = mmap.mmap(fd, seg.file_len, access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
-        except Exception:
-            os.close(fd)
-            raise
-        self._maps[seg.start] = (m, fd)
-        return m
-
+    # -- reading
     def fd(self, seg: Segment) -> int:
-        self.buffer(seg)
-        return self._maps[seg.start][1]
+        fd = self._fds.get(seg.start)
+        if fd is None:
+            fd = os.open(seg.path, (os.O_RDWR if self.writable else os.O_RDONLY) | getattr(os, "O_NOFOLLOW", 0))
+            self._fds[seg.start] = fd
+        return fd
+
+    def buffer(self, seg: Segment):
+        """The segment's bytes, read-only and bounded by its real size (at most F). Empty files give b''.
+
+        A segment this queue allocated is mapped whole (it has no holes, and its own later writes stay visible);
+        any other is mapped by allocated extents, so an unallocated page never faults.
+        """
+        m = self._maps.get(seg.start)
+        if m is not None:
+            return m
+        n = seg.readable_len
+        if n == 0:
+            return b""
+        fd = self.fd(seg)
+        if seg.start in self._allocated:
+            m = mmap.mmap(fd, n, access=mmap.ACCESS_READ)
+        else:
+            m = map_readonly(fd, n)
+        self._maps[seg.start] = m
+        return m
 
     def read(self, offset: int, length: int) -> bytes:
         seg = self.find(offset)
@@ -128,7 +248,7 @@ class SegmentQueue:
 
     # -- writing
     def create(self, start: int) -> Segment:
-        """Create a full-size (sparse, zero-filled) segment at `start`."""
+        """Create a full-size segment at `start`, allocated on disk for real (DiskFullError if it cannot be)."""
         assert self.writable and self.file_size
         # A multi-path commit log spreads files over its directories by file number.
         d = self.dirs[(start // self.file_size) % len(self.dirs)]
@@ -136,34 +256,72 @@ class SegmentQueue:
         p = d / segment_name(start)
         fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.ftruncate(fd, self.file_size)
-        finally:
+            allocate(fd, 0, self.file_size, p)
+        except BaseException:
             os.close(fd)
+            p.unlink(missing_ok=True)  # the file this call just created, never written
+            raise
+        fsync_dir(d)  # the new name is durable before anything in it is acknowledged
         seg = Segment(p, start, self.file_size, self.file_size)
+        self._fds[start] = fd
+        self._allocated.add(start)
         self.segments.append(seg)
         return seg
 
-    def ensure_full_length(self, seg: Segment) -> None:
-        """An empty last file (allowed on load since 5.1.3) is grown before it is written."""
-        if seg.file_len != seg.size:
+    def prepare_for_write(self, seg: Segment) -> None:
+        """Allocate the rest of an existing segment (a sparse file, or an empty last file) before writing it."""
+        if seg.start in self._allocated:
+            return
+        self.close_segment(seg)
+        allocate(self.fd(seg), 0, seg.size, seg.path)
+        seg.file_len = max(seg.file_len, seg.size)
+        self._allocated.add(seg.start)
+
+    ensure_full_length = prepare_for_write
+
+    def write(self, seg: Segment, pos: int, data) -> None:
+        """Write all of `data` at `pos` of an allocated segment, or raise WriteFailedError (nothing half-written)."""
+        if seg.start not in self._allocated:
+            self.prepare_for_write(seg)
+        write_fully(self.fd(seg), data, pos, seg.path)
+
+    def flush(self, seg: Segment) -> None:
+        """fsync a segment this queue has open (one it never opened has nothing of ours to flush)."""
+        fd = self._fds.get(seg.start)
+        if fd is not None:
+            sync_fd(fd, seg.path, data_only=False)
+
+    def is_allocated(self, seg: Segment) -> bool:
+        """Allocated for writing by this queue (created here, or completed by prepare_for_write)."""
+        return seg.start in self._allocated
+
+    def is_mapped(self, seg: Segment) -> bool:
+        return seg.start in self._maps
+
+    def release(self, seg: Segment) -> None:
+        """A reader is done with a segment: unmap it (read-only queues), so a long walk keeps no pages mapped."""
+        if not self.writable:
             self.close_segment(seg)
-            os.truncate(seg.path, seg.size)
-            seg.file_len = seg.size
 
     def close_segment(self, seg: Segment) -> None:
-        entry = self._maps.pop(seg.start, None)
-        if entry:
-            m, fd = entry
+        m = self._maps.pop(seg.start, None)
+        if m is not None and not isinstance(m, bytes):
             m.close()
+        fd = self._fds.pop(seg.start, None)
+        if fd is not None:
             os.close(fd)
+        self._allocated.discard(seg.start)
 
     def close(self) -> None:
         for start in list(self._maps):
-            m, fd = self._maps.pop(start)
-            try:
-                m.close()
-            finally:
-                os.close(fd)
+            m = self._maps.pop(start)
+            if not isinstance(m, bytes):
+                try:
+                    m.close()
+                except BufferError:
+                    pass  # a caller still holds a view; the mapping goes when it does
+        for start in list(self._fds):
+            os.close(self._fds.pop(start))
 
     def __enter__(self):
         return self

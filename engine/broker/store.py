@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog, LogEntry, open_commitlog
+from engine.broker.commitlog import MISPLACED, CommitLog, LogEntry, open_commitlog
 from engine.broker.config import BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
@@ -17,12 +16,12 @@ from engine.broker.indexservice import IndexService
 from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
 from engine.broker.lock import StoreLock, mark_clean, mark_in_use
-from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
-                            VALID, MessageEncodeError, MessageRecord, UniqKeyGenerator, decode_offset_msg_id,
-                            parse_host)
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
+                                   decode_offset_msg_id, offset_msg_id, parse_host)
+from engine.broker.putbatch import MessageBatch
+from engine.broker.putwriter import allocate_file, now_ms, put_batch, store_full
+from engine.fsutil import WriteFailedError
+from engine.errors import CorruptFileError
 
 
 @dataclass
@@ -40,57 +39,72 @@ class PutResult:
         return dict(self.__dict__)
 
 
+@dataclass
+class BatchResult:
+    """What put_batch committed: the first len(self) messages of the batch, in order, and why it stopped
+    early (`error`, with `error.batch_index`), if it did. Every message counted here is written (and, with
+    sync_flush, flushed)."""
+    topic: list[str]
+    queue_id: list[int]
+    phy: list[int]
+    queue_offset: list[int]
+    size: list[int]
+    store_ts: list[int]
+    uniq_key: list[str | None]
+    store_host: list[bytes]
+    store_port: list[int]
+    error: Exception | None = None
+
+    def __len__(self) -> int:
+        return len(self.phy)
+
+    def msg_id(self, i: int) -> str:
+        return offset_msg_id(self.store_host[i], self.store_port[i], self.phy[i])
+
+    def results(self) -> list[PutResult]:
+        return [PutResult(self.phy[i], self.queue_offset[i], self.msg_id(i), self.uniq_key[i], self.size[i],
+                          self.topic[i], self.queue_id[i], self.store_ts[i]) for i in range(len(self))]
+
+
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
-    """A message object in the CLI's JSON shape (MessageExt names) -> a record to put."""
-    if not isinstance(obj, dict):
-        raise InvalidArgumentError("each message must be a JSON object")
-    topic = obj.get("topic")
-    if not isinstance(topic, str) or not topic:
-        raise InvalidArgumentError("message has no topic")
-    body = obj.get("body", "")
-    if body is None:
-        body = ""
-    if obj.get("bodyEncoding") == "base64":
-        try:
-            body_b = base64.b64decode(body, validate=True)
-        except ValueError:
-            raise InvalidArgumentError("body is not valid base64") from None
-    elif isinstance(body, str):
-        body_b = body.encode("utf-8")
-    else:
-        raise InvalidArgumentError("body must be a string")
+    """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
+    store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
+    MessageBatch(default_queue_id).add_json(obj)  # every check, or a one-line InvalidArgumentError
+    body = obj.get("body") or ""
     props = dict(obj.get("properties") or {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
-        raise InvalidArgumentError("properties must map strings to strings")
     keys = obj.get("keys")
-    if isinstance(keys, list):
-        keys = " ".join(str(k) for k in keys)
     if keys:
-        props[PROP_KEYS] = keys
-    if obj.get("tags"):
-        props[PROP_TAGS] = str(obj["tags"])
-    if obj.get("uniqKey"):
-        props[PROP_UNIQ_KEY] = str(obj["uniqKey"])
-    rec = MessageRecord(topic=topic, body=body_b, properties=props)
-    ints = {"queueId": "queue_id", "flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times",
+        props[PROP_KEYS] = " ".join(str(k) for k in keys) if isinstance(keys, list) else str(keys)
+    for js, name in (("tags", PROP_TAGS), ("uniqKey", PROP_UNIQ_KEY)):
+        if obj.get(js):
+            props[name] = str(obj[js])
+    rec = MessageRecord(topic=obj["topic"], properties=props, queue_id=obj.get("queueId", default_queue_id),
+                        body=base64.b64decode(body) if obj.get("bodyEncoding") == "base64" else body.encode("utf-8"))
+    ints = {"flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times",
             "preparedTransactionOffset": "prepared_transaction_offset", "bornTimestamp": "born_timestamp",
             "storeTimestamp": "store_timestamp"}
-    rec.queue_id = default_queue_id
     for js, attr in ints.items():
         if obj.get(js) is not None:
-            v = obj[js]
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise InvalidArgumentError(f"{js} must be an integer")
-            setattr(rec, attr, v)
+            setattr(rec, attr, obj[js])
     for js, attr in (("bornHost", "born"), ("storeHost", "store")):
         if obj.get(js):
-            try:
-                addr, port = parse_host(str(obj[js]))
-            except ValueError as e:
-                raise InvalidArgumentError(str(e)) from None
+            addr, port = parse_host(str(obj[js]))
             setattr(rec, f"{attr}_host", addr)
             setattr(rec, f"{attr}_port", port)
+    if rec.queue_id is None:
+        rec.queue_id = default_queue_id
     return rec
+
+
+class _IndexRecord:
+    """What IndexService.build_index reads from a record (the per-record fallback of a batch put)."""
+    __slots__ = ("physical_offset", "store_timestamp", "_keys")
+
+    def __init__(self, phy: int, ts: int, keys: list[str]):
+        self.physical_offset, self.store_timestamp, self._keys = phy, ts, keys
+
+    def index_keys(self) -> list[str]:
+        return self._keys
 
 
 class MessageStore:
@@ -99,14 +113,20 @@ class MessageStore:
     def __init__(self, config: BrokerConfig, writable: bool = False, create: bool = False,
                  allow_unclean: bool = False):
         self.config = config
-        self.root = config.root
         self.layout = StoreLayout.of(config)
+        self.root = self.layout.root
         self.writable = writable
         self._lock: StoreLock | None = None
         self._commitlog: CommitLog | None = None
         self._index: IndexService | None = None
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._closed = False
+        self._put_started = False
+        self._dirty = False            # a write was interrupted half-way: leave the abort marker
+        self._last_store_ts = 0
+        self._last_record_start: int | None = None
+        self._index_allocated: set[Path] = set()
+        self._uniq: UniqKeyGenerator | None = None
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
             if not self.root.is_dir():
@@ -166,8 +186,11 @@ class MessageStore:
             return
         self._closed = True
         try:
-            if self.writable and getattr(self, "_put_started", False):
-                self._shutdown_flush()
+            if self.writable and self._put_started and not self._dirty:
+                try:
+                    self._shutdown_flush()
+                except WriteFailedError as e:
+                    raise store_full(self, e) from None
         finally:
             for cq in self._cqs.values():
                 cq.close()
@@ -182,60 +205,60 @@ class MessageStore:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and self.writable and not issubclass(exc_type, (InvalidArgumentError,
-                                                                                 MessageEncodeError)):
-            # Bad input is refused before any byte of that message is written, so the store is still
-            # consistent. Anything else may have stopped a write half-way: leave the abort marker so the
-            # next writer recovers first.
-            self._put_started = False
+        # A write interrupted half-way (self._dirty) leaves the abort marker, so the next writer recovers first;
+        # anything raised between writes (bad input, a closed output pipe) leaves a consistent store.
         self.close()
 
     # ------------------------------------------------------------ put
     def _begin_put(self) -> None:
-        if getattr(self, "_put_started", False):
+        """Like a broker's start(): check the log can be appended to, make room, then mark the store in use."""
+        if self._put_started:
             return
         cl = self.commitlog
         end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
-        mark_in_use(self.layout)  # like a broker's start(): mark the store as in use before changing anything
-        cl.open_for_append(end)
-        self._uniq = UniqKeyGenerator()
-        self._last_record_start = None
+        try:
+            cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
+            if self.config.messageIndexEnable:
+                self._secure_index_files()
+            if not self.layout.checkpoint.exists():
+                # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
+                self.checkpoint.save(self.layout.checkpoint)
+            mark_in_use(self.layout)
+        except WriteFailedError as e:
+            raise store_full(self, e) from None
         self._put_started = True
 
     def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
-        """Append one message: commit log, consume queue, index; with sync_flush it is durable on return."""
-        self._begin_put()
-        cl = self.commitlog
-        if not rec.topic:
-            raise InvalidArgumentError("message has no topic")
-        if len(rec.body) > self.config.maxMessageSize:
-            raise MessageEncodeError(
-                f"message body is {len(rec.body)} bytes; maxMessageSize is {self.config.maxMessageSize}")
+        """Append one message: commit log, consume queue, index; with sync_flush it is durable on return.
+        The record's offsets, timestamps and UNIQ_KEY are filled in as stored."""
+        batch = MessageBatch(rec.queue_id)
+        batch.add_record(rec)
+        res = self.put_batch(batch, sync_flush)
+        if res.error is not None:
+            raise res.error
+        r = res.results()[0]
         if PROP_UNIQ_KEY not in rec.properties:
-            rec.properties[PROP_UNIQ_KEY] = self._uniq.next()
+            rec.properties[PROP_UNIQ_KEY] = r.uniqKey
         rec.properties_raw = None
-        ts = now_ms()
-        if not rec.store_timestamp:
-            rec.store_timestamp = ts
-        if not rec.born_timestamp:
-            rec.born_timestamp = rec.store_timestamp
-        tx = rec.tx_type
-        in_cq = tx in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        cq = self.consume_queue(rec.topic, rec.queue_id) if in_cq else None
-        rec.queue_offset = cq.max_offset_in_queue if cq is not None else 0
-        phy, data = cl.append(rec)
-        self._last_record_start = phy
-        if cq is not None:
-            cq.put(phy, len(data), rec.tags_code(), rec.queue_offset)
-            self.checkpoint.logicsMsgTimestamp = rec.store_timestamp
-        if self.config.messageIndexEnable:
-            self.index.build_index(rec)
-        if sync_flush:
-            cl.sync()
-            self.checkpoint.physicMsgTimestamp = rec.store_timestamp
-        self._last_store_ts = rec.store_timestamp
-        return PutResult(phy, rec.queue_offset, rec.msg_id, rec.uniq_key, len(data), rec.topic, rec.queue_id,
-                         rec.store_timestamp)
+        rec.physical_offset, rec.queue_offset, rec.total_size = r.commitLogOffset, r.queueOffset, r.storeSize
+        rec.store_timestamp = r.storeTimestamp
+        rec.born_timestamp = rec.born_timestamp or r.storeTimestamp
+        return r
+
+    def put_batch(self, batch: MessageBatch, sync_flush: bool = False) -> BatchResult:
+        """Append a batch: commit log, consume queues, index, in that order, then (sync_flush) one flush of the
+        commit log for the whole batch (group commit). See engine.broker.putwriter for the steps."""
+        if not self.writable:
+            raise InvalidArgumentError(f"store {self.root} is open read-only: open it with writable=True to put")
+        return put_batch(self, batch, sync_flush)
+
+    def _secure_index_files(self) -> None:
+        """Allocate the index file that puts will write (its pages are written through a mapping: an
+        unallocated page on a full disk would be a SIGBUS)."""
+        files = self.index.files
+        if files and not files[-1].is_write_full() and files[-1].path not in self._index_allocated:
+            allocate_file(files[-1].path)
+            self._index_allocated.add(files[-1].path)
 
     def _shutdown_flush(self) -> None:
         """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
@@ -246,7 +269,7 @@ class MessageStore:
         if self._index is not None:
             self._index.flush_all()
         cp = self.checkpoint
-        if getattr(self, "_last_store_ts", None):
+        if self._last_store_ts:
             cp.physicMsgTimestamp = max(cp.physicMsgTimestamp, self._last_store_ts)
             cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, self._last_store_ts)
         if self._last_record_start is not None:
@@ -255,10 +278,18 @@ class MessageStore:
         mark_clean(self.layout)
 
     # ------------------------------------------------------------ read
+    @property
+    def problems(self) -> list:
+        """Commit-log segment files out of place (gaps, wrong sizes, misnamed...): readers warn and read around
+        them, writers refuse."""
+        return list(self.commitlog.problems)
+
     def get(self, offset: int, check_crc: bool = True) -> MessageRecord:
         if offset < 0:
             raise InvalidArgumentError(f"offset {offset} is negative")
         r = self.commitlog.check_at(offset, check_crc=check_crc)
+        if r.status == MISPLACED:
+            raise CorruptFileError(f"no trustworthy message at commit-log offset {offset}: {r.reason}")
         if r.status != VALID:
             raise InvalidArgumentError(f"no valid message at commit-log offset {offset}: {r.reason or r.status.lower()}")
         return r.record

@@ -1,18 +1,80 @@
-"""rmqtool get and dump-commitlog: read messages straight from the commit log."""
+"""rmqtool get and dump-commitlog: read messages straight from the commit log.
+
+Both stream: every record is formatted from its bytes and written as it is read (NDJSON, or a plain table
+with fixed columns, one row per line), so memory does not grow with the number of messages and `| head`
+answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP entry) and in the exit code.
+"""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import itertools
+import sys
+from pathlib import Path
+from typing import Annotated, List, Optional
 
 import typer
 
-from engine.errors import InvalidArgumentError
-from engine.broker.message import VALID
-from engine.broker.store import MessageStore
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, JsonOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, JsonOpt, StoreOpt, build_config, expand_path
 
 DUMP_LIMIT = 1_000_000_000
+#: Lines written between two flushes once the first line is out (the first goes out alone: `| head -1`).
+FLUSH_LINES = 512
+TABLE_HEADER = ("offset", "type", "size", "storeTime", "topic", "queueId", "queueOffset", "msgId / note", "keys")
+
+
+class LineWriter:
+    """Lines to stdout, flushed after the first one and then every FLUSH_LINES."""
+
+    def __init__(self):
+        self._buf: list[str] = []
+        self._first = True
+        self.write = self._buf.append
+
+    def line(self, text: str) -> None:
+        self._buf.append(text)
+        if self._first or len(self._buf) >= FLUSH_LINES:
+            self._first = False
+            self.flush()
+
+    def lines(self, texts: list[str]) -> None:
+        if self._first and texts:
+            self.line(texts[0])
+            texts = texts[1:]
+        self._buf += texts
+        if len(self._buf) >= FLUSH_LINES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buf:
+            text = "\n".join(self._buf) + "\n"
+            self._buf.clear()
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
+                sys.stdout.flush()  # whatever the text layer holds goes first
+                raw.write(text.encode("utf-8", "surrogateescape"))
+            else:
+                sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+_ROW = "%20s  %-15s  %7s  %-29s  %-24s  %7s  %11s  %-32s  %s"
+_MESSAGE_ROW = _ROW.replace("%-15s", "MESSAGE        ", 1)
+
+
+def table_row(offset, kind: str, size="", time="", topic="", queue_id="", queue_offset="", note="", keys="") -> str:
+    """One row of the streaming table: fixed widths, wider values push the row on (never cut)."""
+    return (_ROW % (offset, kind, size, time, topic, queue_id, queue_offset, note, keys)).rstrip()
+
+
+def message_rows(cells: list[tuple]) -> list[str]:
+    """Table rows of many messages: cells are (offset, size, storeTime, topic, queueId, queueOffset, msgId, keys)."""
+    return list(map(str.rstrip, map(_MESSAGE_ROW.__mod__, cells)))
+
+
+def _warn_problems(st) -> None:
+    for p in st.problems:
+        render.note(f"warning: {p.detail}")
 
 
 def _show_message(rec) -> None:
@@ -30,26 +92,129 @@ def _show_message(rec) -> None:
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
 
+def _lookups(offsets, msg_ids, from_file):
+    """("offset" | "msgId", text) for every message asked for, in order, streamed (a --from-file list is read as
+    it goes: memory does not grow with its length)."""
+    for o in offsets or []:
+        yield "offset", str(o)
+    for m in msg_ids or []:
+        yield "msgId", m
+    if from_file is None:
+        return
+    stream = sys.stdin if str(from_file) == "-" else open(expand_path(from_file), encoding="utf-8")
+    try:
+        for line in stream:
+            t = line.strip()
+            if t:
+                yield ("offset" if t.lstrip("-").isdigit() else "msgId"), t
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+def _resolve(st, kind: str, text: str) -> int:
+    """The commit-log offset of one lookup (InvalidArgumentError when it cannot be one)."""
+    from engine.broker.message import decode_offset_msg_id
+    from engine.errors import InvalidArgumentError
+
+    if kind == "offset":
+        off = int(text)
+        if off < 0:
+            raise InvalidArgumentError(f"offset {off} is negative")
+        if off >= 2**63:
+            raise InvalidArgumentError(f"offset {off} is out of range: it must fit a Java long")
+        return off
+    try:
+        return decode_offset_msg_id(text)[2]
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+
+
 @handles_errors
 def get(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    offset: Annotated[Optional[int], typer.Option("--offset", "-o", help="Commit-log (physical) offset.")] = None,
-    msg_id: Annotated[Optional[str], typer.Option("--msg-id", "-m", help="Offset message id (store host + "
-                                                  "port + offset, as mqadmin queryMsgById takes).")] = None,
+    offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
+                                                        "(repeatable).")] = None,
+    msg_id: Annotated[Optional[List[str]], typer.Option("--msg-id", "-m", help="Offset message id (store host + "
+                                                        "port + offset, as mqadmin queryMsgById takes; repeatable).")] = None,
+    from_file: Annotated[Optional[Path], typer.Option("--from-file", "-f", help="Read offsets or message ids, one "
+                                                      "per line ('-' for stdin).")] = None,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
-    """One message, by commit-log offset or by offset message id."""
-    if (offset is None) == (msg_id is None):
-        raise InvalidArgumentError("give exactly one of --offset and --msg-id")
+    """Messages by commit-log offset or offset message id.
+
+    One message is shown in full; several stream as NDJSON (--json) or one table row each. A message that is
+    not where it was asked for, or not valid there, is reported on stderr and the exit code is 3 (2 when it
+    was the only one asked for).
+    """
+    from engine.broker.store import MessageStore
+    from engine.errors import InvalidArgumentError
+
+    if not offset and not msg_id and from_file is None:
+        raise InvalidArgumentError("give --offset, --msg-id or --from-file")
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+    asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
-        rec = st.get(offset) if offset is not None else st.get_by_msg_id(msg_id)
-        if json_out:
-            render.emit_json(rec.to_json())
-        else:
-            _show_message(rec)
+        if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
+            kind, text = next(asked)
+            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else st.get_by_msg_id(text)
+            _warn_problems(st)  # after the answer: a failed lookup stays one error line
+            if json_out:
+                render.emit_json(rec.to_json())
+            else:
+                _show_message(rec)
+            return
+        _warn_problems(st)
+        with render.gc_paused():
+            bad, total = _get_many(st, asked, json_out)
+    if bad:
+        render.note(f"{bad} of {total} message(s) could not be returned")
+        raise typer.Exit(3)
+
+
+def _get_many(st, asked, json_out: bool) -> int:
+    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
+    from engine.broker.logrun import RecordRun, lookup_runs
+    from engine.broker.message import decode_offset_msg_id
+    from engine.broker.recordjson import run_json_lines, run_table_rows
+
+    out = LineWriter()
+    if not json_out:
+        out.line(table_row(*TABLE_HEADER))
+    bad = total = 0
+    while True:
+        chunk = list(itertools.islice(asked, 4096))
+        if not chunk:
+            break
+        total += len(chunk)
+        offsets, hosts, errors = [], [], {}
+        for i, (kind, text) in enumerate(chunk):
+            if kind == "offset":
+                off = int(text)
+                hosts.append(None)
+            else:
+                try:
+                    host, port, off = decode_offset_msg_id(text)
+                except ValueError as e:
+                    errors[i], off = str(e), -1
+                hosts.append((host, port) if i not in errors else None)
+            if not 0 <= off < 2**63 and i not in errors:
+                errors[i] = f"offset {off} is out of range"
+            offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+        for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
+            if isinstance(item, RecordRun):
+                out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
+                continue
+            i, reason = item
+            bad += 1
+            out.flush()
+            kind, text = chunk[i]
+            render.note(f"error: {kind} {text}: " + (errors[i] if i in errors else
+                        f"no valid message at commit-log offset {offsets[i]}: {reason}"))
+    out.flush()
+    return bad, total
 
 
 @handles_errors
@@ -63,43 +228,61 @@ def dump_commitlog(
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
-    """Messages in commit-log order, with BLANK fillers and corrupt records reported (not skipped silently).
+    """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
+    (not skipped silently).
 
-    Exits 3 when a corrupt record was met.
+    Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
     """
+    from engine.broker.message import BLANK, VALID
+    from engine.broker.store import MessageStore
+    from engine.errors import InvalidArgumentError
+
     if count is not None and not 0 < count <= DUMP_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_offset is not None and from_offset < 0:
-        raise InvalidArgumentError(f"--from {from_offset} is negative")
+    if from_offset is not None and not 0 <= from_offset < 2**63:
+        raise InvalidArgumentError(f"--from {from_offset} is negative" if from_offset < 0 else
+                                   f"--from {from_offset} is out of range: it must fit a Java long")
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    bad = 0
     with MessageStore(cfg) as st:
+        _warn_problems(st)
         if from_offset is not None:
-            r = st.commitlog.check_at(from_offset, check_crc=False)
-            if r.status not in (VALID, "BLANK"):
+            r = st.commitlog.check_at(from_offset, check_crc=False, check_position=False)
+            if r.status not in (VALID, BLANK):
                 raise InvalidArgumentError(f"--from {from_offset} is not a record boundary: {r.reason}")
-        rows = []
-        for e in st.walk(from_offset, count, check_crc=not no_check_crc):
-            if e.kind != VALID:
-                bad += e.kind != "BLANK"
-            if json_out:
-                if e.kind == VALID:
-                    j = e.record.to_json()
-                    j["type"] = "MESSAGE"
-                    render.emit_json(j)
-                else:
-                    render.emit_json({"type": e.kind, "commitLogOffset": e.offset, "size": e.size,
-                                      "segment": e.segment, "reason": e.reason})
-            else:
-                if e.kind == VALID:
-                    r = e.record
-                    rows.append([e.offset, "MESSAGE", r.total_size, render.fmt_time(r.store_timestamp), r.topic,
-                                 r.queue_id, r.queue_offset, " ".join(r.keys), r.msg_id])
-                else:
-                    rows.append([e.offset, e.kind, e.size if e.size >= 0 else "", "", "", "", "", "", e.reason])
-        if not json_out:
-            render.table("commit log", ["offset", "type", "size", "storeTime", "topic", "queueId", "queueOffset",
-                                        "keys", "msgId / note"], rows)
+        with render.gc_paused():
+            bad = _dump(st, from_offset, count, not no_check_crc, json_out)
     if bad:
-        render.note(f"{bad} corrupt record(s) found")
+        render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
         raise typer.Exit(3)
+
+
+def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
+    """Write the entries; returns how many were damage (not VALID, not BLANK)."""
+    import json
+
+    from engine.broker.logrun import RecordRun, scan_runs
+    from engine.broker.message import BLANK
+    from engine.broker.recordjson import run_json_lines, run_table_rows
+
+    out = LineWriter()
+    if not json_out:
+        out.line(table_row(*TABLE_HEADER))
+    bad = n = 0
+    for e in scan_runs(st.commitlog, start, check_crc=check_crc):
+        if count is not None and n >= count:
+            break
+        if isinstance(e, RecordRun):
+            if count is not None and n + len(e) > count:
+                e = e.head(count - n)
+            n += len(e)
+            out.lines(run_json_lines(e, ', "type": "MESSAGE"') if json_out else message_rows(run_table_rows(e)))
+            continue
+        n += 1
+        bad += e.kind != BLANK
+        if json_out:
+            out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
+                                 "reason": e.reason}, ensure_ascii=False))
+        else:
+            out.line(table_row(e.offset, e.kind, e.size if e.size >= 0 else "", note=e.reason))
+    out.flush()
+    return bad

@@ -2,42 +2,234 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Iterator, List, Optional
 
 import typer
 
-from engine.errors import InvalidArgumentError
-from engine.broker.message import PROP_KEYS, PROP_TAGS, MessageRecord
-from engine.broker.store import MessageStore, message_from_json
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config)
+                             StoreOpt, build_config, expand_path)
+
+#: What json.dumps (ensure_ascii=False) would escape in a string.
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+#: JSON lines parsed and put per batch at most (one commit-log write, one flush with --sync-flush).
+BATCH_LINES = 4096
+FIRST_BATCH_LINES = 64
+READ_CHUNK = 1 << 20
 
 
-def _jsonl_records(path: str, queue_id: int) -> Iterator[MessageRecord]:
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
+def read_jsonl(stream, name: str, batch_lines: int = BATCH_LINES) -> Iterator[tuple[list, list[int], Exception | None]]:
+    """(objects, their line numbers, the error that ends the input there) per batch of lines.
+
+    Reads whatever is available (a pipe is not waited on to fill a batch), so a slow producer gets its
+    acknowledgements as it goes; the first batches are small (64 lines, doubling up to batch_lines), so the
+    first acknowledgements come at once however large the input. A UTF-8 BOM at the start and blank lines are
+    skipped.
+    """
+    from json.decoder import JSONDecodeError
+
+    scan = json.JSONDecoder().scan_once
+    read = getattr(stream, "read1", stream.read)
+    rest = b""
+    lineno = 0
+    first = True
+    size = min(FIRST_BATCH_LINES, batch_lines)
+    while True:
+        chunk = read(READ_CHUNK)
+        data = rest + chunk if rest else chunk
+        if not chunk:
+            if not data:
+                return
+            data += b"\n"  # a last line without a newline
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        block = data[:cut]
+        if first:
+            first = False
+            if block.startswith(b"\xef\xbb\xbf"):
+                block = block[3:]
+        while block:
+            take = _nth_newline(block, size)
+            size = min(size * 2, batch_lines)
+            objs, lines, err = _parse_block(block[:take], lineno, name, scan, JSONDecodeError)
+            lineno += block.count(b"\n", 0, take)
+            block = block[take:]
+            yield objs, lines, err
+            if err is not None:
+                return
+
+
+def _nth_newline(block: bytes, n: int) -> int:
+    """The length of the first n lines of block (all of it if it has fewer)."""
+    pos = 0
+    for _ in range(n):
+        j = block.find(b"\n", pos)
+        if j < 0:
+            return len(block)
+        pos = j + 1
+    return pos
+
+
+def _parse_plain_lines(s: str, scan, decode_error) -> list | None:
+    """The common case, fast: every line is exactly one JSON value and nothing else (no blank line, no
+    whitespace around it). None when that is not so: the caller then goes line by line."""
+    objs: list = []
+    append = objs.append
+    i, n = 0, len(s)
     try:
-        for lineno, line in enumerate(stream, 1):
+        while i < n:
+            obj, end = scan(s, i)
+            if s[end] != "\n":
+                return None
+            append(obj)
+            i = end + 1
+    except (StopIteration, decode_error, IndexError):
+        return None
+    return objs if len(objs) == s.count("\n") else None  # fewer: a value ran over a line end
+
+
+def _parse_block(block: bytes, lineno: int, name: str, scan, decode_error) -> tuple[list, list[int], Exception | None]:
+    """Parse whole lines: each must hold exactly one JSON value (checked line by line, never across lines)."""
+    from engine.errors import InvalidArgumentError
+
+    try:
+        s = block.decode("utf-8")
+    except UnicodeDecodeError:
+        s = None
+    if s is not None:
+        objs = _parse_plain_lines(s, scan, decode_error)
+        if objs is not None:
+            return objs, range(lineno + 1, lineno + 1 + len(objs)), None
+    objs: list = []
+    lines: list[int] = []
+    if s is not None:
+        i, n = 0, len(s)
+        while i < n:
+            lineno += 1
+            try:
+                obj, end = scan(s, i)
+            except (StopIteration, decode_error):
+                obj, end = None, -1
+            if end >= 0 and s[end] == "\n" and s.find("\n", i, end) < 0:
+                objs.append(obj)
+                lines.append(lineno)
+                i = end + 1
+                continue
+            j = s.find("\n", i)
+            line = s[i:j]
+            i = j + 1
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InvalidArgumentError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+                objs.append(json.loads(line))
+                lines.append(lineno)
+            except ValueError as e:
+                return objs, lines, InvalidArgumentError(f"{name}:{lineno}: not JSON ({getattr(e, 'msg', e)})")
+        return objs, lines, None
+    for raw in block.split(b"\n")[:-1]:  # not UTF-8 somewhere: find the line
+        lineno += 1
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return objs, lines, InvalidArgumentError(f"{name}:{lineno}: not UTF-8 text")
+        if text.strip():
             try:
-                yield message_from_json(obj, queue_id)
-            except InvalidArgumentError as e:
-                raise InvalidArgumentError(f"{path}:{lineno}: {e}") from None
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
+                objs.append(json.loads(text))
+                lines.append(lineno)
+            except ValueError as e:
+                return objs, lines, InvalidArgumentError(f"{name}:{lineno}: not JSON ({getattr(e, 'msg', e)})")
+    return objs, lines, None
+
+
+class Acks:
+    """Acknowledgement lines, written to stdout once per batch as soon as the batch is stored."""
+
+    def __init__(self, json_out: bool, quiet: bool):
+        from json.encoder import encode_basestring
+
+        self.json_out, self.quiet = json_out, quiet
+        self._quote = encode_basestring
+        self._prefix: dict[tuple[bytes, int], str] = {}
+
+    def _msg_id_prefix(self, host: bytes, port: int) -> str:
+        p = self._prefix.get((host, port))
+        if p is None:
+            p = self._prefix[(host, port)] = (host + port.to_bytes(4, "big", signed=True)).hex().upper()
+        return p
+
+    def lines(self, res) -> str:
+        """The acknowledgement lines of one batch result (one str.format per message when the batch has one
+        store host and UNIQ_KEYs that need no JSON escaping, the common case)."""
+        if not len(res):
+            return ""
+        hosts = set(zip(res.store_host, res.store_port))
+        if len(hosts) == 1 and (not self.json_out or (None not in res.uniq_key and
+                                                       not _NEEDS_ESCAPE.search("".join(res.uniq_key)))):
+            prefix = self._msg_id_prefix(*hosts.pop())
+            if self.json_out:  # topics are validated names: letters, digits and %|_- only
+                tmpl = ('{"commitLogOffset": %d, "queueOffset": %d, "msgId": "' + prefix.replace("%", "%%") +
+                        '%016X", "uniqKey": "%s", "storeSize": %d, "topic": "%s", "queueId": %d, "storeTimestamp": %d}\n')
+                rows = zip(res.phy, res.queue_offset, res.phy, res.uniq_key, res.size, res.topic, res.queue_id,
+                           res.store_ts)
+            else:
+                tmpl = "%d\t%d\t" + prefix + "%016X\t%s\n"
+                rows = zip(res.phy, res.queue_offset, res.phy, res.uniq_key)
+            return "".join(map(tmpl.__mod__, rows))
+        q = self._quote
+        out = []
+        for i in range(len(res)):
+            phy = res.phy[i]
+            mid = f"{self._msg_id_prefix(res.store_host[i], res.store_port[i])}{phy:016X}"
+            u = res.uniq_key[i]
+            if self.json_out:
+                out.append(f'{{"commitLogOffset": {phy}, "queueOffset": {res.queue_offset[i]}, "msgId": "{mid}", '
+                           f'"uniqKey": {"null" if u is None else q(u)}, "storeSize": {res.size[i]}, '
+                           f'"topic": {q(res.topic[i])}, "queueId": {res.queue_id[i]}, '
+                           f'"storeTimestamp": {res.store_ts[i]}}}\n')
+            else:
+                out.append(f"{phy}\t{res.queue_offset[i]}\t{mid}\t{u}\n")
+        return "".join(out)
+
+    def emit(self, res) -> None:
+        if self.quiet or not len(res):
+            return
+        sys.stdout.write(self.lines(res))
+        sys.stdout.flush()
+
+
+def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
+    from engine.broker.message import PROP_KEYS, PROP_TAGS
+    from engine.broker.putbatch import MessageBatch, java_long
+    from engine.errors import InvalidArgumentError
+
+    if not topic:
+        raise InvalidArgumentError("give --topic (and --body or --body-file), or --from-jsonl FILE")
+    if body is not None and body_file is not None:
+        raise InvalidArgumentError("give --body or --body-file, not both")
+    if store_timestamp is not None:
+        java_long("--store-timestamp", store_timestamp)
+    props = {}
+    for p in prop or []:
+        if "=" not in p or p.startswith("="):
+            raise InvalidArgumentError(f"--property {p!r} is not K=V")
+        k, v = p.split("=", 1)
+        props[k] = v
+    if keys:
+        props[PROP_KEYS] = keys
+    if tags:
+        props[PROP_TAGS] = tags
+    batch = MessageBatch(queue_id)
+    data = Path(expand_path(body_file)).read_bytes() if body_file is not None else (body or "").encode("utf-8")
+    batch.add(topic, data, props, queue_id, store_timestamp or 0)
+    return batch
 
 
 @handles_errors
-def put(
+def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the message.")] = None,
@@ -46,14 +238,14 @@ def put(
     body: Annotated[Optional[str], typer.Option("--body", help="Message body (UTF-8 text).")] = None,
     body_file: Annotated[Optional[Path], typer.Option("--body-file", help="Read the body bytes from a file.",
                                                       dir_okay=False)] = None,
-    queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id (default 0).", min=0)] = 0,
+    queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id, 0..2147483647 (default 0).")] = 0,
     prop: Annotated[Optional[List[str]], typer.Option("--property", "-p", help="Extra property K=V (repeatable).")] = None,
     store_timestamp: Annotated[Optional[int], typer.Option("--store-timestamp",
                                                            help="Store time in epoch ms (default: now).")] = None,
     from_jsonl: Annotated[Optional[str], typer.Option("--from-jsonl", help="Put one message per JSON line "
                                                       "(same field names as the JSON output); '-' for stdin.")] = None,
-    sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Make each message durable (fsync) before "
-                                             "printing its offset.")] = False,
+    sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Acknowledge messages only once the commit log "
+                                             "is flushed to disk (one flush per batch).")] = False,
     json_out: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="Print only the summary line.")] = False,
     hash_slots: HashSlotsOpt = None,
@@ -64,66 +256,98 @@ def put(
     """Write messages into the commit log, consume queue and index, and update the checkpoint.
 
     Creates the store if it does not exist. Like a producer, every message gets a UNIQ_KEY unless it has one.
+    A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing after it.
     """
+    from engine.broker.layout import validate_queue_id
+    from engine.errors import InvalidArgumentError
+
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    validate_queue_id(queue_id)
     if from_jsonl is None:
-        if not topic:
-            raise InvalidArgumentError("give --topic (and --body or --body-file), or --from-jsonl FILE")
-        if body is not None and body_file is not None:
-            raise InvalidArgumentError("give --body or --body-file, not both")
-        data = body_file.read_bytes() if body_file is not None else (body or "").encode("utf-8")
-        props = {}
-        for p in prop or []:
-            if "=" not in p or p.startswith("="):
-                raise InvalidArgumentError(f"--property {p!r} is not K=V")
-            k, v = p.split("=", 1)
-            props[k] = v
-        if keys:
-            props[PROP_KEYS] = keys
-        if tags:
-            props[PROP_TAGS] = tags
-        records: Iterator[MessageRecord] = iter([MessageRecord(topic=topic, body=data, queue_id=queue_id,
-                                                               properties=props,
-                                                               store_timestamp=store_timestamp or 0)])
-        single = True
+        batches = iter([([_single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)],
+                         [0], None)])
+        name, single = "", True
     else:
-        if topic or body is not None or body_file or keys or tags or prop:
+        if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
             raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
-        records = _jsonl_records(from_jsonl, queue_id)
-        single = False
-
-    rows = []
-
-    def on_result(r):
-        if quiet:
-            return
-        if json_out:
-            render.emit_json(r.as_dict())  # written and flushed as soon as the message is stored (durable with --sync-flush)
-        elif single:
-            rows.append(r)
-        else:
-            sys.stdout.write(f"{r.commitLogOffset}\t{r.queueOffset}\t{r.msgId}\t{r.uniqKey}\n")
-            if sync_flush:
-                sys.stdout.flush()
-
+        name, single = ("<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))), False
+        batches = _jsonl_batches(from_jsonl)
+    acks = Acks(json_out, quiet or (single and not json_out))
     if not json_out and not single and not quiet:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
-    with MessageStore(cfg, writable=True, create=True) as st:
-        with render.progress(None, "put") as bar:
-            task = bar.add_task("putting messages", total=None)
-            n = 0
-            for rec in records:
-                on_result(st.put(rec, sync_flush))
-                n += 1
-                bar.advance(task)
-    if quiet:
-        render.note(f"stored {n} message(s)")
-    elif single and rows:
-        r = rows[0]
+        sys.stdout.flush()
+    stored, last = _put_all(cfg, batches, queue_id, sync_flush, acks, name)
+    if quiet or (not single and not json_out):
+        render.note(f"stored {stored} message(s)")
+    elif single and not json_out and last is not None:
+        r = last.results()[0]
         render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
                                    ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
                                    ("topic", r.topic), ("queueId", r.queueId),
                                    ("storeTimestamp", render.fmt_time(r.storeTimestamp))])
-    elif not single and not json_out:
-        sys.stdout.flush()
-        render.note(f"stored {n} message(s)")
+
+
+def _jsonl_batches(path: str):
+    if path == "-":
+        yield from read_jsonl(sys.stdin.buffer, "<stdin>")
+        return
+    p = expand_path(path)
+    try:
+        f = open(p, "rb")
+    except OSError as e:
+        from engine.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"cannot read {p}: {e.strerror}") from None
+    with f:
+        yield from read_jsonl(f, str(p))
+
+
+def _put_all(cfg, batches, queue_id: int, sync_flush: bool, acks: Acks, name: str):
+    """Put batch after batch; the store is opened (and created) only once a first message has passed every
+    check. Returns (messages stored, the last batch result)."""
+    from engine.broker.putbatch import MessageBatch
+    from engine.broker.store import MessageStore
+    from engine.errors import InvalidArgumentError, StoreError
+
+    st = None
+    stored, last = 0, None
+    try:
+        with render.gc_paused(), render.progress(None, "put") as bar:
+            task = bar.add_task("putting messages", total=None)
+            for objs, lines, err in batches:
+                if objs and isinstance(objs[0], MessageBatch):
+                    batch, bad = objs[0], None
+                else:
+                    batch, bad = _to_batch(objs, lines, queue_id, name)
+                if len(batch):
+                    if st is None:
+                        st = MessageStore(cfg, writable=True, create=True)
+                    last = st.put_batch(batch, sync_flush)
+                    acks.emit(last)
+                    stored += len(last)
+                    bar.advance(task, len(last))
+                    if last.error is not None:
+                        i = getattr(last.error, "batch_index", len(last))
+                        where = f"{name}:{lines[i]}: " if name and i < len(lines) else ""
+                        stop = StoreError(f"{where}{last.error}; {stored} message(s) before it were stored")
+                        stop.exit_code = getattr(last.error, "exit_code", 2)
+                        raise stop
+                if bad is not None or err is not None:
+                    raise InvalidArgumentError(f"{bad or err}; {stored} message(s) before it were stored")
+    finally:
+        if st is not None:
+            st.close()
+    return stored, last
+
+
+def _to_batch(objs: list, lines: list[int], queue_id: int, name: str):
+    """Check the parsed objects; the first bad one ends the batch (and the run) with its line number."""
+    from engine.broker.putbatch import MessageBatch
+    from engine.errors import InvalidArgumentError
+
+    batch = MessageBatch(queue_id)
+    try:
+        batch.extend_json(objs)
+    except (InvalidArgumentError, ValueError) as e:  # the messages before the bad one are in the batch
+        return batch, InvalidArgumentError(f"{name}:{lines[len(batch)]}: {e}")
+    return batch, None

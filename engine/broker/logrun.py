@@ -1,0 +1,262 @@
+"""The commit log read in runs of records: the bulk read path of dump-commitlog.
+
+scan_runs walks the same segments in the same order as CommitLog.scan, with the same entries for blank fillers,
+gaps, misplaced records, length mismatches and damage, but decodes VALID records a window at a time with the
+one bulk decoder (engine.broker.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
+body bytes, ready to be formatted many at once (engine.broker.recordjson.run_json_lines / run_table_rows).
+
+One difference from CommitLog.scan, on purpose: a record whose fields all add up but whose body fails its CRC is
+reported CORRUPT and the walk goes on after it (its TOTALSIZE is trustworthy), so one bad body does not hide the
+rest of its segment from a dump.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from engine.broker.commitlog import GAP, MISPLACED, CommitLog, ScanEntry, misplaced_reason
+from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
+from engine.broker.records import SegmentEnd, decode_segment
+from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
+from engine.errors import InvalidArgumentError
+
+#: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
+RUN_WINDOW = 4 << 20
+
+
+@dataclass
+class RecordRun:
+    """Consecutive VALID records of one segment: `batch` holds their columns (positions relative to `buf`),
+    `bodies` their body bytes. `buf` is the segment's mapping: valid until the walk moves to the next segment."""
+    seg_start: int
+    segment: str
+    buf: object
+    batch: object            # engine.broker.records.RecordBatch
+    bodies: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def head(self, k: int) -> "RecordRun":
+        return RecordRun(self.seg_start, self.segment, self.buf, self.batch.select(slice(0, k)), self.bodies[:k])
+
+
+def scan_runs(cl: CommitLog, start: int | None = None, check_crc: bool = True,
+              check_position: bool = True) -> Iterator[RecordRun | ScanEntry]:
+    segs = cl.segments
+    if not segs:
+        return
+    if start is None:
+        start = segs[0].start
+    seg = cl.queue.find(start)
+    if seg is None:
+        raise InvalidArgumentError(f"offset {start} is outside the commit log [{cl.min_offset}, "
+                                   f"{cl.max_file_offset()}) or in a gap between its segment files")
+    idx, pos = cl.queue.index_of(seg), start - seg.start
+    while idx < len(segs):
+        seg = segs[idx]
+        mapped_before = cl.queue.is_mapped(seg)
+        stop = yield from _segment(cl, seg, pos, idx == len(segs) - 1, check_crc, check_position)
+        if not mapped_before:
+            cl.queue.release(seg)
+        if stop:
+            return
+        idx, pos = idx + 1, 0
+        if idx < len(segs) and segs[idx].start != seg.end:
+            yield ScanEntry(GAP, seg.end, segs[idx].start - seg.end, None, 0,
+                            f"segment files missing: bytes {seg.end}..{segs[idx].start} are not in the store",
+                            f"{seg.end:020d}")
+
+
+def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_position: bool):
+    """Entries of one segment from pos; returns True when the whole walk must stop."""
+    buf = cl.queue.buffer(seg)
+    name = seg.path.name
+    for item in decode_segment(buf, pos, RUN_WINDOW):
+        if not isinstance(item, SegmentEnd):
+            yield from _runs(seg, buf, item, check_crc, check_position)
+            continue
+        off = seg.start + item.pos
+        if item.kind == END_BLANK:
+            size = struct.unpack_from(">i", buf, item.pos)[0]
+            yield ScanEntry(BLANK, off, size, buf, item.pos, "end-of-segment blank", name)
+            return False
+        if item.kind == END_ZERO:
+            if last:
+                return True  # the normal end of data
+            if item.pos >= len(buf) and seg.file_len < seg.size:
+                reason = f"segment file is {seg.file_len} bytes, not {seg.size}: it ends without a BLANK filler"
+            else:
+                reason = "no BLANK filler before the end of a non-last segment"
+            yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
+            return False
+        r = check_message(buf, item.pos, len(buf), check_crc=False, read_body=False)
+        yield ScanEntry(CORRUPT, off, -1, buf, item.pos, r.reason or item.reason, name)
+        return last
+    return last
+
+
+def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
+    """Split one decoded window into RecordRuns of VALID records and single entries for the others."""
+    pos = batch.pos
+    blen = batch.body_len
+    ends = batch.body_pos + np.maximum(blen, 0)
+    bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
+    bad_crc = np.zeros(len(batch), dtype=bool)
+    if check_crc:
+        crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
+        bad_crc = (blen > 0) & (crcs != batch.body_crc)
+    misplaced = (batch.phy != seg.start + pos) if check_position else np.zeros(len(batch), dtype=bool)
+    good = ~bad_crc & batch.length_ok & ~misplaced
+    if good.all():
+        yield RecordRun(seg.start, seg.path.name, buf, batch, bodies)
+        return
+    name = seg.path.name
+    i, n = 0, len(batch)
+    for j in np.flatnonzero(~good).tolist():
+        if j > i:
+            yield RecordRun(seg.start, name, buf, batch.select(slice(i, j)), bodies[i:j])
+        p, total = int(pos[j]), int(batch.total[j])
+        if bad_crc[j]:
+            kind, reason = CORRUPT, f"body CRC mismatch (stored {int(batch.body_crc[j])}, computed {int(crcs[j])})"
+        elif not batch.length_ok[j]:
+            expect = cal_msg_length(bool(batch.v2[j]), int(batch.sys_flag[j]), int(blen[j]), int(batch.topic_len[j]),
+                                    int(batch.props_len[j]))
+            kind, reason = LENGTH_MISMATCH, f"TOTALSIZE {total} but fields add up to {expect}"
+        else:
+            kind, reason = MISPLACED, misplaced_reason(seg.start + p, int(batch.phy[j]), seg)
+        yield ScanEntry(kind, seg.start + p, total, buf, p, reason, name)
+        i = j + 1
+    if i < n:
+        yield RecordRun(seg.start, name, buf, batch.select(slice(i, n)), bodies[i:n])
+
+
+def run_at(seg, buf, positions: list[int]) -> RecordRun:
+    """A RecordRun of records at arbitrary positions of one segment, each already found VALID (get's lookups):
+    the bulk decoder's columns for exactly those records."""
+    from engine.broker.records import _BufferViews, _decode
+
+    views = _BufferViews(buf)
+    try:
+        batch, cut = _decode(views, np.asarray(positions, dtype=np.int64))
+    finally:
+        views.close()
+    assert cut is None, "run_at takes VALID records only"
+    ends = batch.body_pos + np.maximum(batch.body_len, 0)
+    bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
+    return RecordRun(seg.start, seg.path.name, buf, batch, bodies)
+
+
+def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = None,
+                check_crc: bool = True) -> Iterator[RecordRun | tuple[int, str]]:
+    """The records at `offsets`, in order: a RecordRun for each stretch of VALID ones in one segment, and
+    (index, reason) for each offset where there is none (the reason check_at gives). `expect_hosts[i]`, when not
+    None, is the (store host, port) the i-th record must carry (a lookup by offset message id)."""
+    from engine.broker.records import _BufferViews
+
+    segs = cl.segments
+    offs = np.asarray(offsets, dtype=np.int64)
+    seg_of = _seg_indexes(cl, offs)
+    bounds = np.flatnonzero(np.diff(seg_of)) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [len(offs)])).tolist()):
+        if lo == hi:
+            continue
+        k = int(seg_of[lo])
+        if k < 0:
+            for i in range(lo, hi):
+                yield i, cl.check_at(int(offs[i]), check_crc).reason
+            continue
+        seg = segs[k]
+        buf = cl.queue.buffer(seg)
+        views = _BufferViews(buf)
+        try:
+            good, batch, bodies = _checked(views, buf, seg, offs[lo:hi] - seg.start, check_crc)
+        finally:
+            views.close()
+        if expect_hosts is not None:
+            good &= _hosts_match(buf, batch, good, expect_hosts[lo:hi])
+        yield from _in_order(cl, seg, buf, good, batch, bodies, offs, lo, check_crc, expect_hosts)
+
+
+def _seg_indexes(cl: CommitLog, offs: np.ndarray) -> np.ndarray:
+    """The index of the segment holding each offset, -1 where none does (outside the log, or in a gap)."""
+    segs = cl.segments
+    if not segs or not len(offs):
+        return np.full(len(offs), -1, dtype=np.int64)
+    starts = np.array([s.start for s in segs], dtype=np.int64)
+    idx = np.searchsorted(starts, offs, side="right") - 1
+    inside = (idx >= 0) & (offs >= 0) & (offs < starts[np.maximum(idx, 0)] + cl.file_size)
+    return np.where(inside, idx, -1)
+
+
+def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
+    """(good mask, RecordBatch of every position (garbage where not good), bodies) for positions in one segment."""
+    from engine.broker.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    from engine.broker.records import _decode
+
+    n = views.n
+    inside = (pos >= 0) & (pos + 91 <= n)
+    p = np.where(inside, pos, 0)
+    total, magic = views.i32[p], views.i32[p + 4]
+    good = inside & ((magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2)) & (total >= 91) & (total <= n - p)
+    p = np.where(good, p, np.flatnonzero(good)[0] if good.any() else 0)
+    if not good.any():
+        return good, None, []
+    batch, cut = _decode(views, p)
+    while cut is not None:  # a record whose fields run past TOTALSIZE: mark it and decode the others again
+        bad = p == cut
+        good &= ~bad
+        if not good.any():
+            return good, None, []
+        p = np.where(good, p, p[np.flatnonzero(good)[0]])
+        batch, cut = _decode(views, p)
+    ends = batch.body_pos + np.maximum(batch.body_len, 0)
+    bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
+    good &= batch.length_ok & (batch.phy == seg.start + pos)
+    if check_crc:
+        crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
+        good &= (batch.body_len <= 0) | (crcs == batch.body_crc)
+    return good, batch, bodies
+
+
+def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
+    """For lookups by message id: does each record carry the store host and port its id names?"""
+    from engine.broker.recordjson import _gather, decode_fields
+
+    ok = np.ones(len(good), dtype=bool)
+    asked = [i for i, want in enumerate(expect) if want is not None and good[i]]
+    if not asked:
+        return ok
+    v4 = [i for i in asked if not batch.sys_flag[i] & 0x30]
+    if v4:
+        pos = batch.pos[v4]
+        hosts = zip(_gather(buf, pos, 64, ">u4"), _gather(buf, pos, 68, ">i4"))
+        for i, (h, port) in zip(v4, hosts):
+            want = expect[i]
+            ok[i] = len(want[0]) == 4 and int.from_bytes(want[0], "big") == h and want[1] == port
+    for i in set(asked) - set(v4):
+        f = decode_fields(buf, int(batch.pos[i]))
+        ok[i] = (f.store_host, f.store_port) == tuple(expect[i])
+    return ok
+
+
+def _in_order(cl, seg, buf, good, batch, bodies, offs, lo: int, check_crc: bool, expect_hosts):
+    i, n = 0, len(good)
+    for j in np.flatnonzero(~good).tolist() + [n]:
+        if j > i:
+            yield RecordRun(seg.start, seg.path.name, buf, batch.select(slice(i, j)), bodies[i:j])
+        if j < n:
+            off = int(offs[lo + j])
+            r = cl.check_at(off, check_crc)
+            if r.status == VALID and expect_hosts is not None and expect_hosts[lo + j] is not None:
+                yield lo + j, f"the message there has id {r.record.msg_id}"
+            else:
+                yield lo + j, r.reason or r.status.lower()
+        i = j + 1
+
+
+__all__ = ["RUN_WINDOW", "RecordRun", "lookup_runs", "run_at", "scan_runs", "VALID"]

@@ -1,0 +1,279 @@
+"""Fast text views of stored records for the read commands (dump-commitlog, get): one NDJSON line or one table
+row per record, straight from the record's bytes, without building a MessageRecord.
+
+`json_line` returns exactly `json.dumps(record.to_json(), ensure_ascii=False)` (tested byte for byte); records
+it does not cover (compressed bodies, the __CRC32# property) go through MessageRecord.to_json. What depends only
+on a topic, a host or a second of store time is formatted once and cached.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+from datetime import datetime
+from itertools import repeat
+from json.encoder import encode_basestring as _q
+
+import numpy as np
+
+from engine.broker.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
+                                   PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, format_host)
+
+_HEADS = {(bl, sl): struct.Struct(f">iiiiiqqiq{bl}siq{sl}siiqi") for bl in (4, 16) for sl in (4, 16)}
+_H = struct.Struct(">h")
+_CACHE_LIMIT = 1 << 14
+_topics: dict[bytes, str] = {}
+_hosts: dict[tuple[bytes, int], str] = {}
+_id_prefix: dict[tuple[bytes, int], str] = {}
+_seconds: dict[int, str] = {}
+
+
+class Fields:
+    """The decoded header and byte ranges of one well-formed record (what both views need)."""
+    __slots__ = ("total", "magic", "body_crc", "queue_id", "flag", "queue_offset", "phy", "sys_flag", "born_ts",
+                 "born_host", "born_port", "store_ts", "store_host", "store_port", "reconsume", "prepared", "body",
+                 "topic_raw", "props_text")
+
+
+def decode_fields(buf, pos: int) -> Fields:
+    """The fields of the VALID record at buf[pos:] (the caller has checked it)."""
+    sys_flag = struct.unpack_from(">i", buf, pos + 36)[0]
+    st = _HEADS[(16 if sys_flag & 0x10 else 4, 16 if sys_flag & 0x20 else 4)]
+    f = Fields()
+    (f.total, f.magic, f.body_crc, f.queue_id, f.flag, f.queue_offset, f.phy, f.sys_flag, f.born_ts, f.born_host,
+     f.born_port, f.store_ts, f.store_host, f.store_port, f.reconsume, f.prepared, blen) = st.unpack_from(buf, pos)
+    p = pos + st.size
+    if blen > 0:
+        f.body = bytes(buf[p:p + blen])
+        p += blen
+    else:
+        f.body = b""
+    if f.magic == MESSAGE_MAGIC_CODE_V2:
+        tl = _H.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        tl = buf[p]
+        p += 1
+    f.topic_raw = bytes(buf[p:p + tl])
+    p += tl
+    pl = _H.unpack_from(buf, p)[0]
+    p += 2
+    f.props_text = bytes(buf[p:p + pl]).decode("utf-8", "replace") if pl > 0 else ""
+    return f
+
+
+def parse_props(text: str) -> dict[str, str]:
+    """engine.broker.message.parse_properties (the 4.9.1+/5.x index-based parser), split-based for speed."""
+    out: dict[str, str] = {}
+    for ent in text.split("\x02"):
+        if len(ent) >= 3:
+            k = ent.find("\x01")
+            if 0 < k < len(ent) - 1:
+                out[ent[:k]] = ent[k + 1:]
+    return out
+
+
+def _topic(raw: bytes) -> str:
+    t = _topics.get(raw)
+    if t is None:
+        if len(_topics) > _CACHE_LIMIT:
+            _topics.clear()
+        t = _topics[raw] = raw.decode("utf-8", "replace")
+    return t
+
+
+def _host(addr: bytes, port: int) -> str:
+    h = _hosts.get((addr, port))
+    if h is None:
+        if len(_hosts) > _CACHE_LIMIT:
+            _hosts.clear()
+        h = _hosts[(addr, port)] = format_host(addr, port)
+    return h
+
+
+def msg_id(store_host: bytes, store_port: int, phy: int) -> str:
+    """offsetMsgId (format §2.10)."""
+    p = _id_prefix.get((store_host, store_port))
+    if p is None:
+        if len(_id_prefix) > _CACHE_LIMIT:
+            _id_prefix.clear()
+        p = _id_prefix[(store_host, store_port)] = (store_host + struct.pack(">i", store_port)).hex().upper()
+    return f"{p}{phy:016X}" if phy >= 0 else p + struct.pack(">q", phy).hex().upper()
+
+
+def split_keys_fast(k: str | None) -> list[str]:
+    """engine.broker.keys.split_keys: Java's split on " " (trailing empty tokens dropped)."""
+    if not k:
+        return []
+    parts = k.split(" ")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def json_line(buf, pos: int, extra: str = "") -> str:
+    """json.dumps(MessageRecord.to_json() | extra, ensure_ascii=False) for the VALID record at buf[pos:];
+    `extra` is already-encoded `, "name": value` text appended before the closing brace."""
+    f = decode_fields(buf, pos)
+    props = parse_props(f.props_text)
+    if f.sys_flag & COMPRESSED_FLAG or PROP_CRC32 in props:
+        j = check_message(buf, pos, check_crc=False).record.to_json()
+        return json.dumps(j, ensure_ascii=False)[:-1] + extra + "}"
+    prop_json = ", ".join([f"{_q(k)}: {_q(v)}" for k, v in props.items()])
+    keys = split_keys_fast(props.get(PROP_KEYS))
+    tags, uniq = props.get(PROP_TAGS), props.get(PROP_UNIQ_KEY)
+    try:
+        body = _q(f.body.decode("utf-8"))
+        enc = ""
+    except UnicodeDecodeError:
+        body = '"' + base64.b64encode(f.body).decode("ascii") + '"'
+        enc = ', "bodyEncoding": "base64"'
+    return (f'{{"topic": {_q(_topic(f.topic_raw))}, "queueId": {f.queue_id}, "queueOffset": {f.queue_offset}, '
+            f'"commitLogOffset": {f.phy}, "storeSize": {f.total}, "storeTimestamp": {f.store_ts}, '
+            f'"bornTimestamp": {f.born_ts}, "bornHost": "{_host(f.born_host, f.born_port)}", '
+            f'"storeHost": "{_host(f.store_host, f.store_port)}", "sysFlag": {f.sys_flag}, "bodyCRC": {f.body_crc}, '
+            f'"flag": {f.flag}, "reconsumeTimes": {f.reconsume}, "preparedTransactionOffset": {f.prepared}, '
+            f'"properties": {{{prop_json}}}, "keys": [{", ".join(map(_q, keys))}], '
+            f'"tags": {"null" if tags is None else _q(tags)}, "uniqKey": {"null" if uniq is None else _q(uniq)}, '
+            f'"msgId": "{msg_id(f.store_host, f.store_port, f.phy)}", '
+            f'"magicVersion": "{"V2" if f.magic == MESSAGE_MAGIC_CODE_V2 else "V1"}", '
+            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body}{enc}{extra}}}')
+
+
+def fmt_time(ms: int) -> str:
+    """Epoch ms -> local ISO-8601 with milliseconds (as rmqtool.render.fmt_time), cached per second."""
+    if ms <= 0:
+        return str(ms)
+    sec, milli = divmod(ms, 1000)
+    s = _seconds.get(sec)
+    if s is None:
+        try:
+            iso = datetime.fromtimestamp(sec).astimezone().isoformat(timespec="milliseconds")
+        except (OverflowError, OSError, ValueError):
+            return str(ms)
+        if len(_seconds) > _CACHE_LIMIT:
+            _seconds.clear()
+        s = _seconds[sec] = iso  # "...T12:00:00.000+01:00": the milliseconds are put in below
+    return f"{s[:20]}{milli:03d}{s[23:]}"
+
+
+def table_cells(buf, pos: int) -> tuple:
+    """(size, storeTime, topic, queueId, queueOffset, keys, msgId) of the VALID record at buf[pos:]."""
+    f = decode_fields(buf, pos)
+    props = parse_props(f.props_text)
+    return (f.total, fmt_time(f.store_ts), _topic(f.topic_raw), f.queue_id, f.queue_offset,
+            " ".join(split_keys_fast(props.get(PROP_KEYS))), msg_id(f.store_host, f.store_port, f.phy))
+
+
+# ------------------------------------------------------------------------------------------ many at once
+
+#: parse_properties as a regular expression: a name (no separator) and, after the first \u0001, a value up to
+#: the next \u0002; entries with an empty name or value, or without \u0001, match nothing (format §2.5).
+_PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
+_JSON_LINE = ('{"topic": %s, "queueId": %d, "queueOffset": %d, "commitLogOffset": %d, "storeSize": %d, '
+              '"storeTimestamp": %d, "bornTimestamp": %d, "bornHost": "%s", "storeHost": "%s", "sysFlag": %d, '
+              '"bodyCRC": %d, "flag": %d, "reconsumeTimes": %d, "preparedTransactionOffset": %d, '
+              '"properties": %s, "keys": %s, "tags": %s, "uniqKey": %s, "msgId": "%s%016X", '
+              '"magicVersion": "%s", "transactionType": "%s", "body": %s}')  # %-formatting: far cheaper than format
+
+
+def parse_props_re(text: str) -> dict[str, str]:
+    """parse_properties through _PROP_RE (tested equal)."""
+    return dict(_PROP_RE.findall(text))
+
+
+def _gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
+    """One fixed-position header field of every record (record starts `pos`), as Python ints."""
+    width = np.dtype(dtype).itemsize
+    view = np.ndarray((len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
+    out = view[pos + rel].tolist()
+    del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
+    return out
+
+
+_hosts4: dict[tuple[int, int], tuple[str, str]] = {}
+
+
+def _host4(ip: int, port: int) -> tuple[str, str]:
+    """(host:port text, offsetMsgId prefix) of an IPv4 address given as an unsigned int."""
+    h = _hosts4.get((ip, port))
+    if h is None:
+        if len(_hosts4) > _CACHE_LIMIT:
+            _hosts4.clear()
+        addr = ip.to_bytes(4, "big")
+        h = _hosts4[(ip, port)] = (format_host(addr, port), (addr + struct.pack(">i", port)).hex().upper())
+    return h
+
+
+def _run_fields(run):
+    """Columns every view needs, or None when a record of the run needs the one-record path (IPv6 hosts, a
+    compressed body, the __CRC32# property)."""
+    b, buf = run.batch, run.buf
+    if (b.sys_flag & (COMPRESSED_FLAG | 0x30)).any():
+        return None
+    ends = (b.props_pos + np.maximum(b.props_len, 0)).tolist()
+    raw_props = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends)))
+    props = list(map(dict, map(_PROP_RE.findall, map(bytes.decode, raw_props, repeat("utf-8"), repeat("replace")))))
+    if any(PROP_CRC32 in d for d in props):
+        return None
+    raw_topics = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
+    store = _hosts_of(buf, b.pos, 64)
+    return props, raw_topics, store
+
+
+def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
+    """_host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
+    ips, ports = _gather(buf, pos, rel, ">u4"), _gather(buf, pos, rel + 4, ">i4")
+    if ips.count(ips[0]) == len(ips) and ports.count(ports[0]) == len(ports):
+        return [_host4(ips[0], ports[0])] * len(ips)
+    return list(map(_host4, ips, ports))
+
+
+def run_json_lines(run, extra: str = "") -> list[str]:
+    """json_line(buf, pos, extra) for every record of a RecordRun (the same text, tested)."""
+    f = _run_fields(run)
+    if f is None:
+        return [json_line(run.buf, p, extra) for p in run.batch.pos.tolist()]
+    props, raw_topics, store = f
+    b, buf = run.batch, run.buf
+    born = _hosts_of(buf, b.pos, 48)
+    phy = b.phy.tolist()
+    rows = zip([_q(_topic(t)) for t in raw_topics], b.queue_id.tolist(), b.queue_offset.tolist(), phy,
+               b.total.tolist(), b.store_ts.tolist(), b.born_ts.tolist(), [h[0] for h in born],
+               [h[0] for h in store], b.sys_flag.tolist(), b.body_crc.tolist(), _gather(buf, b.pos, 16, ">i4"),
+               _gather(buf, b.pos, 72, ">i4"), _gather(buf, b.pos, 76, ">i8"),
+               ["{" + ", ".join([f"{_q(k)}: {_q(v)}" for k, v in d.items()]) + "}" for d in props],
+               ["[" + ", ".join(map(_q, split_keys_fast(d.get(PROP_KEYS)))) + "]" for d in props],
+               [_nq(d.get(PROP_TAGS)) for d in props], [_nq(d.get(PROP_UNIQ_KEY)) for d in props],
+               [h[1] for h in store], phy, ["V2" if v else "V1" for v in b.v2.tolist()],
+               map(TX_TYPE_NAMES.__getitem__, (b.sys_flag & 0xC).tolist()),
+               [_body_json(x, extra) for x in run.bodies])
+    return list(map(_JSON_LINE.__mod__, rows))
+
+
+def run_table_rows(run) -> list[tuple]:
+    """(offset, size, storeTime, topic, queueId, queueOffset, msgId, keys) for every record of a RecordRun
+    (the cells of table_cells)."""
+    b, buf = run.batch, run.buf
+    offsets = (run.seg_start + b.pos).tolist()
+    f = _run_fields(run)
+    if f is None:
+        return [(o, *(c[i] for i in (0, 1, 2, 3, 4, 6, 5))) for o, c in
+                zip(offsets, (table_cells(buf, p) for p in b.pos.tolist()))]
+    props, raw_topics, store = f
+    ids = [f"{h[1]}{p:016X}" for h, p in zip(store, b.phy.tolist())]
+    keys = [" ".join(split_keys_fast(d.get(PROP_KEYS))) for d in props]
+    return list(zip(offsets, b.total.tolist(), map(fmt_time, b.store_ts.tolist()), map(_topic, raw_topics),
+                    b.queue_id.tolist(), b.queue_offset.tolist(), ids, keys))
+
+
+def _nq(v: str | None) -> str:
+    return "null" if v is None else _q(v)
+
+
+def _body_json(body: bytes, extra: str) -> str:
+    try:
+        return _q(body.decode("utf-8")) + extra
+    except UnicodeDecodeError:
+        return '"' + base64.b64encode(body).decode("ascii") + '", "bodyEncoding": "base64"' + extra
