@@ -17,6 +17,7 @@ from engine.broker.indexfile import IndexFile
 from engine.broker.indexservice import IndexService
 from engine.broker.layout import list_index_files
 from engine.errors import CorruptFileError, StoreError
+from engine.fsutil import DiskFullError
 from engine.java.lang import LONG_MAX, index_hash, java_string_hash, to_i64
 
 T0 = 1_700_000_000_000
@@ -235,8 +236,9 @@ def test_index_file_creation_on_a_full_disk_is_an_error_not_sigbus(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("os.posix_fallocate", full)
-    with pytest.raises(StoreError, match="no space for index file"):
+    with pytest.raises(DiskFullError, match="free") as e:
         IndexFile.create(tmp_path / "f", 4, 8)
+    assert str(tmp_path / "f") in str(e.value) and isinstance(e.value, StoreError)
 
 
 # ---------------------------------------------------------------------------- streamed statistics

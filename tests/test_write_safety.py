@@ -60,6 +60,10 @@ def fail_fallocate_after(monkeypatch, calls: int):
     seen = [0]
 
     def fake(fd, offset, length):
+        # Index files are not counted: the write path measures their room before a batch (a real full disk fails
+        # that check first), and this fake does not take the room away.
+        if os.path.basename(os.path.dirname(os.readlink(f"/proc/self/fd/{fd}"))) == "index":
+            return real(fd, offset, length)
         seen[0] += 1
         if seen[0] > calls:
             raise OSError(errno.ENOSPC, "No space left on device")

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE, IndexFile, allocate
+from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.fsutil import allocate
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, java_string_hashes
 
@@ -116,7 +117,7 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
     path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        allocate(fd, size, path)
+        allocate(fd, 0, size, path)
         if n == 0:
             # IndexFile.create with no put: the seeds in the header, indexCount still 0 on disk.
             _pwrite_all(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0)

@@ -5,10 +5,8 @@ created or opened with writable=True. numpy is imported only by the bulk accesso
 """
 from __future__ import annotations
 
-import errno
 import mmap
 import os
-import shutil
 import struct
 import time
 from dataclasses import dataclass
@@ -17,7 +15,8 @@ from typing import Optional
 
 from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.errors import GeometryError, InvalidArgumentError, StoreError
+from engine.errors import GeometryError, InvalidArgumentError
+from engine.fsutil import allocate
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
@@ -61,19 +60,6 @@ def suggest_geometry(size: int) -> str:
     return ""
 
 
-def allocate(fd: int, size: int, path: Path) -> None:
-    """Give a new file real blocks before it is mapped for writing: a store to a hole of a mapping on a full
-    disk is a SIGBUS, a failed allocation here is a one-line error."""
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        free = shutil.disk_usage(path.parent).free
-        raise StoreError(f"no space for index file {path}: it needs {size} bytes, {free} bytes are free "
-                         f"on that file system") from None
-
-
 def _write_zeros(fd: int, offset: int, length: int, block: int = 4 << 20) -> None:
     zeros = bytes(min(block, length))
     while length > 0:
@@ -110,7 +96,9 @@ class IndexFile:
         size = index_file_size(hash_slot_num, index_num)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            allocate(fd, size, path)
+            # Real blocks before the file is mapped for writing: a store to a hole of a mapping on a full disk
+            # is a SIGBUS; a failed allocation is a DiskFullError naming the file and the free space.
+            allocate(fd, 0, size, path)
             # Puts write slots all over the slot table: writing it once now (zeros, as it is) costs one
             # sequential write instead of a block-initialising page fault per slot page later.
             _write_zeros(fd, INDEX_HEADER_SIZE, SLOT_SIZE * hash_slot_num)
@@ -149,7 +137,7 @@ class IndexFile:
                     f"index file {path} is {actual} bytes, but {hash_slot_num} slots x {index_num} items "
                     f"gives {expected} bytes{suggest_geometry(actual)}")
             if writable and HEADER.unpack(os.pread(fd, HEADER.size, 0))[5] < index_num:
-                allocate(fd, actual, path)  # a broker's file may be sparse: no holes where puts will write
+                allocate(fd, 0, actual, path)  # a broker's file may be sparse: no holes where puts will write
             mm = mmap.mmap(fd, actual, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
             if random_access and hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_RANDOM)
