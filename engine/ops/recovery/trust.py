@@ -154,7 +154,7 @@ def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFact
             x.problem = "" if x is files[-1] else "holds no items but is not the newest file"
         else:
             x.problem = (_outside_segments(x, cl) or _edge_problem(x, cl, x.full)
-                         or (_continuity(prev, x, cl) if prev is not None else ""))
+                         or (_continuity(prev, x, cl) if prev is not None else _covers_start(x, cl)))
         prev = x
 
 
@@ -227,6 +227,24 @@ def _continuity(prev: IndexFacts, x: IndexFacts, cl: CommitLog) -> str:
                 f"the first record indexed after {prev.name} is at {e.offset}, but this file starts at {first}: "
                 "an index file is missing")
     return f"cannot confirm that no index file is missing between {prev.name} and this one"
+
+
+def _covers_start(x: IndexFacts, cl: CommitLog) -> str:
+    """The first index file must start at the log's first record with keys (or before the log, when clean
+    deleted the segments its first items point at); otherwise a file before it is missing or renamed."""
+    first = x.structure.first_phy
+    lo = cl.min_offset
+    if first <= lo or not cl.segments:
+        return ""
+    for n, e in enumerate(cl.walk(lo, check_crc=False, read_body=False)):
+        if e.kind == BLANK:
+            continue
+        if e.kind != VALID or n > CONTINUITY_RECORDS or e.offset >= first:
+            return ""
+        if e.record.index_keys():
+            return (f"it is the first index file but starts at {first}, after the record at {e.offset} that has "
+                    "keys: an older index file is missing or renamed")
+    return ""
 
 
 def trusted_prefix(files: list[IndexFacts]) -> tuple[int, str]:
