@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from engine.broker.commitlog import CommitLog
-from engine.broker.index import IndexFile
+from engine.broker.index import IndexFile, _slot_chains
 from engine.broker.layout import StoreLayout
 
 VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working arrays at most
@@ -132,7 +132,7 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     n = s.count = len(items)
     rep.items_checked = n
     expected = np.zeros(f.hash_slot_num, dtype=np.int32)
-    listed = {k: [0] for k in ("hash", "prev", "slot", "tdiff", "order")}
+    listed = {k: [0] for k in ("hash", "prev", "tdiff", "order")}
     last = None
     for lo in range(0, n, VERIFY_CHUNK):
         last = _check_chunk(f, items, lo, min(n, lo + VERIFY_CHUNK), expected, rep, listed, last, s)
@@ -153,31 +153,29 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     return s
 
 
-def _check_chunk(f, items, lo, hi, expected, rep, listed, last, s: Structure):
-    """One chunk of check_structure; returns the last phyOffset seen."""
+def _check_chunk(f, items, lo, hi, heads, rep, listed, last, s: Structure):
+    """One chunk of check_structure; returns the last phyOffset seen.
+
+    Each item's prevIndex must be exactly the previous item of its slot (putKey links a new item to the slot's
+    head, format §5.6): computed a chunk at a time from running slot heads, as the chunked builder does.
+    """
     part = items[lo:hi]
     hashes = part["hash"].astype(np.int64)
     prev = part["prev"].astype(np.int64)
     tdiff = part["time_diff"].astype(np.int64)
     phys = part["phy"].astype(np.int64)
-    nums = np.arange(lo + 1, hi + 1, dtype=np.int64)
+    del part
     _listed(rep, np.flatnonzero(hashes < 0), lambda i: f"item {lo + i + 1}: negative key hash {hashes[i]} "
             "(the broker stores abs(hash))", listed["hash"])
-    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, -1)
-    bad_prev = (prev < 0) | (prev >= nums)
-    _listed(rep, np.flatnonzero(bad_prev), lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} does not point "
-            "at an older item", listed["prev"])
-    linked = np.flatnonzero(~bad_prev & (prev > 0))
-    if len(linked):
-        their = items["hash"][prev[linked] - 1].astype(np.int64)
-        their_slots = np.where(their >= 0, their % f.hash_slot_num, -2)
-        wrong = linked[their_slots != slots[linked]]
-        _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot",
-                listed["slot"])
+    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0).astype(np.uint32)
+    local, head_slots, head_items, _ = _slot_chains(slots)
+    expected = np.where(local > 0, local.astype(np.int64) + lo, heads[slots])
+    heads[head_slots] = head_items + lo
+    wrong = np.flatnonzero(prev != expected)
+    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]}, but the previous item of its slot is "
+            f"{expected[i]}", listed["prev"])
     _listed(rep, np.flatnonzero(tdiff < 0), lambda i: f"item {lo + i + 1}: negative timeDiff {tdiff[i]}",
             listed["tdiff"])
-    ok = slots >= 0
-    np.maximum.at(expected, slots[ok], nums[ok].astype(np.int32))
     if len(phys):
         if s.first_phy < 0:
             s.first_phy = int(phys[0])
