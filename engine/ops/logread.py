@@ -11,6 +11,7 @@ bytes in between as a Gap. Memory: one decode window (engine.broker.records.SCAN
 """
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from dataclasses import dataclass
@@ -75,27 +76,101 @@ class Filler:
     pos: int
 
 
-def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool) -> tuple[int, str]:
-    """(number of leading records that are valid, why the next one is not)."""
+def body_crc_first_bad(buf, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
+    """Index of the first record whose body CRC is wrong (format §2.6: CRC-32 & 0x7FFFFFFF; an empty body is not
+    checked), or len(body_pos). One zlib call per body, compared in bulk."""
+    n = len(body_pos)
+    if not n:
+        return 0
+    mv = memoryview(buf)
+    starts = body_pos.tolist()
+    ends = (body_pos + np.maximum(body_len, 0)).tolist()
+    crcs = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=n)
+    bad = np.flatnonzero((body_len > 0) & ((crcs & 0x7FFFFFFF) != body_crc))
+    return int(bad[0]) if len(bad) else n
+
+
+def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool, crc_bad: int | None = None
+                ) -> tuple[int, str]:
+    """(number of leading records that are valid, why the next one is not). crc_bad: the first record with a
+    wrong body CRC when already known (computed elsewhere), else it is computed here."""
     n = len(batch)
-    bad = ~batch.length_ok | (batch.phy != seg_start + batch.pos)
-    if check_crc and n:
-        # One zlib call per body (format §2.6: CRC-32 & 0x7FFFFFFF; no check for an empty body), compared in bulk.
-        mv = memoryview(buf)
-        starts = batch.body_pos.tolist()
-        ends = (batch.body_pos + np.maximum(batch.body_len, 0)).tolist()
-        crcs = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=n)
-        bad |= (batch.body_len > 0) & ((crcs & 0x7FFFFFFF) != batch.body_crc)
-    idx = np.flatnonzero(bad)
-    if not len(idx):
+    bad = np.flatnonzero(~batch.length_ok | (batch.phy != seg_start + batch.pos))
+    first = int(bad[0]) if len(bad) else n
+    if check_crc:
+        if crc_bad is None:
+            crc_bad = body_crc_first_bad(buf, batch.body_pos[:first], batch.body_len[:first],
+                                         batch.body_crc[:first])
+        if crc_bad < first:
+            return crc_bad, f"body CRC mismatch (stored {int(batch.body_crc[crc_bad])})"
+    if first == n:
         return n, ""
-    first = int(idx[0])
     p = int(batch.pos[first])
     if not batch.length_ok[first]:
         return first, f"length mismatch: TOTALSIZE {int(batch.total[first])} disagrees with the record's fields"
-    if batch.phy[first] != seg_start + p:
-        return first, f"PHYSICALOFFSET says {int(batch.phy[first])}, but the record is at {seg_start + p}"
-    return first, f"body CRC mismatch (stored {int(batch.body_crc[first])})"
+    return first, f"PHYSICALOFFSET says {int(batch.phy[first])}, but the record is at {seg_start + p}"
+
+
+# ------------------------------------------------------------------------------------------- CRC helper
+
+_WORKER_MAPS: dict = {}
+
+
+def _worker_crc(path: str, length: int, body_pos, body_len, body_crc) -> int:
+    """In the helper process: body_crc_first_bad over its own read-only mapping of the segment."""
+    import mmap
+
+    m = _WORKER_MAPS.get(path)
+    if m is None or len(m) != length:
+        with open(path, "rb") as f:
+            m = _WORKER_MAPS[path] = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
+    return body_crc_first_bad(m, body_pos, body_len, body_crc)
+
+
+class CrcHelper:
+    """Body CRCs of the next window checked in a helper process while this one decodes (2 cores: the walk's two
+    costs, walking the records and CRC-32 over the bodies, overlap). Used for long walks only."""
+
+    def __init__(self):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+
+    def submit(self, seg: Segment, batch: RecordBatch):
+        return self.pool.submit(_worker_crc, str(seg.path), seg.file_len, batch.body_pos, batch.body_len,
+                                batch.body_crc)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
+    """decode_segment, each batch with (good, why) from check_batch; with a helper the CRCs of batch k are
+    computed while batch k+1 is decoded. Yields (batch, good, why) tuples, then the SegmentEnd."""
+    pending = None
+    for item in decode_segment(_cut(buf, limit), pos, **kw):
+        if isinstance(item, SegmentEnd):
+            if pending is not None:
+                yield _settle(buf, seg, pending, check_crc)
+            yield item
+            return
+        if helper is None:
+            yield (item, *check_batch(buf, item, seg.start, check_crc))
+            continue
+        fut = helper.submit(seg, item) if check_crc else None
+        if pending is not None:
+            got = _settle(buf, seg, pending, check_crc)
+            yield got
+            if got[1] < len(got[0]):
+                return
+        pending = (item, fut)
+
+
+def _settle(buf, seg, pending, check_crc):
+    batch, fut = pending
+    crc_bad = fut.result() if fut is not None else None
+    return (batch, *check_batch(buf, batch, seg.start, check_crc, crc_bad))
 
 
 def _candidate(buf, c: int, n: int, seg_start: int, min_ts: int, check_crc: bool) -> str:
@@ -177,8 +252,8 @@ def _cut(buf, limit: int):
 
 
 def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
-         known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1
-         ) -> Iterator[Window | Gap | Filler]:
+         known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
+         parallel_crc: bool = False) -> Iterator[Window | Gap | Filler]:
     """Valid records from `start` (a record boundary) in log order, and the gaps between them.
 
     known_gaps: (offset, end offset) ranges already found by an earlier walk; they are stepped over without
@@ -187,6 +262,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     min_hole: a HOLE narrower than this swallows the valid records after it until it is not (recovery needs
     room for a placeholder record). A non-last segment with nothing valid left is a SEGMENT_TAIL only when a
     later segment holds valid records; otherwise the log ends there (LOG_END) and later segments are after it.
+    parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core.
     """
     segs = cl.segments
     if not segs:
@@ -196,16 +272,30 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
         return
     known = sorted(known_gaps or [])
     last_ts = 0
-    for i in range(first, len(segs)):
-        seg = segs[i]
-        if end is not None and seg.start >= end:
-            return
-        pos = 0 if (start is None or i != first) else start - seg.start
-        rest = segs[i + 1:]
-        stop, last_ts = yield from _walk_segment(cl, seg, pos, rest, check_crc, end, known, last_ts,
-                                                 window, min_hole)
-        if stop:
-            return
+    helper = CrcHelper() if parallel_crc and check_crc and (os.cpu_count() or 1) > 1 else None
+    try:
+        for i in range(first, len(segs)):
+            seg = segs[i]
+            if end is not None and seg.start >= end:
+                return
+            pos = 0 if (start is None or i != first) else start - seg.start
+            ctx = (check_crc, end, known, window, min_hole, helper)
+            stop, last_ts = yield from _walk_segment(cl, seg, pos, segs[i + 1:], last_ts, ctx)
+            if stop:
+                return
+    finally:
+        if helper is not None:
+            helper.close()
+
+
+def _release(buf, lo: int, hi: int) -> None:
+    """Drop a consumed window's pages from the resident set (they stay in the page cache): the consumers may
+    have touched them after decode_segment released them (the CRC helper keeps one window in flight)."""
+    madvise = getattr(buf, "madvise", None)
+    page = mmap.PAGESIZE
+    a, b = -(-lo // page) * page, (hi // page) * page
+    if madvise is not None and b > a:
+        madvise(mmap.MADV_DONTNEED, a, b - a)
 
 
 def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool) -> bool:
@@ -219,8 +309,9 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
     return False
 
 
-def _walk_segment(cl, seg, pos, rest, check_crc, end, known, last_ts, window, min_hole):
+def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
+    check_crc, end, known, window, min_hole, helper = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
     kw = {} if window is None else {"window": window}
@@ -231,15 +322,16 @@ def _walk_segment(cl, seg, pos, rest, check_crc, end, known, last_ts, window, mi
             continue
         limit = n if gap is None else gap[0]
         stopped = None
-        for item in decode_segment(_cut(buf, limit), pos, **kw):
-            if isinstance(item, SegmentEnd):
-                stopped = item
+        for got in _decode_checked(buf, seg, pos, limit, check_crc, helper, kw):
+            if isinstance(got, SegmentEnd):
+                stopped = got
                 break
-            good, why = check_batch(buf, item, seg.start, check_crc)
+            item, good, why = got
             if good:
                 sel = item if good == len(item) else item.select(slice(0, good))
                 last_ts = int(sel.store_ts[-1])
                 yield Window(seg, buf, sel)
+                _release(buf, int(sel.pos[0]), int(sel.pos[-1] + sel.total[-1]))
                 if end is not None and seg.start + int(sel.pos[-1]) >= end:
                     return True, last_ts
             if good < len(item):

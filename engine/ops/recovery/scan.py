@@ -29,6 +29,10 @@ BLANK_CQ_SIZE = 0x7FFFFFFF
 TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)
 #: Reasons kept for the first gaps; beyond that only their offsets (24 bytes each) are kept.
 GAP_DETAILS = 1000
+PARALLEL_CRC_BYTES = 256 << 20
+#: Bytes of records decoded per window. Memory bound of the walk: about two windows of mapped pages (one in
+#: the CRC helper's hands) plus their columns, ~60 bytes per record: RssAnon stays near 100 MiB whatever the size.
+WALK_WINDOW = 64 << 20
 
 
 # ==================================================================== segment placement
@@ -248,7 +252,9 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
         return s
     total = max(1, cl.max_file_offset() - start)
     groups = TopicGroups()
-    for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole):
+    # A long walk checks body CRCs in a helper process while it decodes (see engine.ops.logread.CrcHelper).
+    parallel = total >= PARALLEL_CRC_BYTES
+    for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW):
         if isinstance(ev, Filler):
             s.end = ev.seg.end  # the next record goes to the next segment
             continue
