@@ -339,8 +339,14 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
                 break
         pos = stopped.pos
         if stopped.kind == END_BLANK:
-            yield Filler(seg, pos)
-            return False, last_ts
+            total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            if total == n - pos:
+                yield Filler(seg, pos)
+                return False, last_ts
+            # A BLANK magic whose length does not run to the end of the file is a damaged record: the broker
+            # would skip the rest of the segment there.
+            stopped = SegmentEnd(CORRUPT, pos, f"BLANK magic code with TOTALSIZE {total}, but {n - pos} bytes "
+                                               "remain in the segment")
         if gap is not None and pos >= limit:
             continue  # reached a known gap: stepped over above
         reason = "" if stopped.kind == ZERO else stopped.reason

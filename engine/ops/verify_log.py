@@ -66,6 +66,23 @@ def _record_of_window(w: Window, phy: np.ndarray):
     return r, offs[r] == phy
 
 
+def keys_match(w: Window, r: np.ndarray, ih: np.ndarray) -> np.ndarray:
+    """For items pointing at records r of the window (record numbers) with key hashes ih (as stored: abs of
+    the Java hashCode, format §5.5): is the hash one of the record's index keys (format §5.8)?"""
+    rows = np.unique(r)
+    cols = key_columns(w, rows)
+    nk = cols["nkeys"].astype(np.int64)
+    kstart = np.concatenate(([0], np.cumsum(nk)[:-1])) if len(nk) else nk
+    kh = np.abs(cols["key_hash"].astype(np.int64))
+    kh[kh == 2**31] = 0  # index_hash: abs(Integer.MIN_VALUE) becomes 0
+    local = np.searchsorted(rows, r)
+    found = np.zeros(len(r), dtype=bool)
+    for j in range(int(nk.max()) if len(nk) else 0):
+        has = nk[local] > j
+        found |= has & (kh[np.where(has, kstart[local] + j, 0)] == ih)
+    return found
+
+
 def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyReport) -> None:
     r, hit = _record_of_window(w, phy)
     for i in np.flatnonzero(~hit)[:50].tolist():
@@ -75,19 +92,7 @@ def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyRepo
     if not hit.any():
         return
     nums, phy, ih, tdiff, r = nums[hit], phy[hit], ih[hit], tdiff[hit], r[hit]
-    rows = np.unique(r)
-    cols = key_columns(w, rows)
-    nk = cols["nkeys"].astype(np.int64)
-    kstart = np.concatenate(([0], np.cumsum(nk)[:-1])) if len(nk) else nk
-    kh = cols["key_hash"].astype(np.int64)
-    kh_idx = np.abs(kh)
-    kh_idx[kh_idx == 2**31] = 0  # index_hash: abs(Integer.MIN_VALUE) becomes 0
-    local = np.searchsorted(rows, r)
-    found = np.zeros(len(r), dtype=bool)
-    for j in range(int(nk.max()) if len(nk) else 0):
-        has = nk[local] > j
-        idx = np.where(has, kstart[local] + j, 0)
-        found |= has & (kh_idx[idx] == ih)
+    found = keys_match(w, r, ih)
     for i in np.flatnonzero(~found)[:50].tolist():
         rep.add(f"item {nums[i] + 1}: no key of the message at {phy[i]} has hash {ih[i]}")
     if (~found).sum() > 50:

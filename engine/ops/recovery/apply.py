@@ -27,9 +27,9 @@ from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, Queue
 from engine.ops.recovery.plan import (BLANK_FILLER, PLACEHOLDER, QUARANTINE_PROPERTY, QUARANTINE_TOPIC,
                                       RecoveryPlan)
 from engine.ops.recovery.planner import redispatch
+from engine.ops.recovery.scan import RENAME_SUFFIX
 
 _ZERO_CHUNK = 1 << 20
-RENAME_SUFFIX = ".rmqtool-rename"
 
 
 def placeholder_record(offset: int, length: int, store_ts: int, note: str) -> bytes:

@@ -164,12 +164,24 @@ def _scan_start(cl: CommitLog, plan: RecoveryPlan, files, k, queues: dict[tuple,
     return out
 
 
+def _keys_from(plan: RecoveryPlan) -> int:
+    """From which store time index items are checked against their record's keys (see trust.ItemJoin): the
+    crash-exposed tail after the checkpoint's flush time (abnormal mode), everything with --full-scan or an
+    untrustworthy checkpoint, nothing after a clean shutdown."""
+    if plan.full_scan or not plan.checkpoint_readable:
+        return 0
+    if plan.mode == "abnormal":
+        return plan.checkpoint_before.min_timestamp()
+    return 2**62
+
+
 def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[int, ItemJoin]]:
     """Pass 1: the recovery walk, repeated from earlier when a trusted index file fails its items' checks."""
     k, reason = trusted_prefix(files)
     while True:
         start = _scan_start(cl, plan, files, k, queues)
-        joins = {i: ItemJoin(files[i], start) for i in range(min(k + 1, len(files)))
+        keys_from = _keys_from(plan)
+        joins = {i: ItemJoin(files[i], start, keys_from) for i in range(min(k + 1, len(files)))
                  if files[i].prefix_ok and files[i].structure.last_phy >= start}
         scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE)
         for j in joins.values():

@@ -19,7 +19,7 @@ import numpy as np
 from engine.broker.commitlog import CommitLog
 from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
-from engine.broker.layout import segment_name
+from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.broker.message import VALID, check_message
 from engine.broker.segments import Segment
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
@@ -51,7 +51,8 @@ def place_segments(cl: CommitLog) -> Placement:
     is valid with its CRC, its start is a multiple of the segment size, and no two files claim one start.
     """
     pl = Placement()
-    segs, size = cl.segments, cl.file_size
+    size = cl.file_size
+    segs = cl.segments + _interrupted_renames(cl)
     claims: dict[int, Segment] = {}
     for seg in segs:
         buf = cl.queue.buffer(seg)
@@ -59,6 +60,10 @@ def place_segments(cl: CommitLog) -> Placement:
         start = r.record.physical_offset if r is not None and r.status == VALID else seg.start
         if start != seg.start and (start % size or start < 0):
             start = seg.start
+        if start < 0:
+            pl.notes.append(f"{seg.path.name} was left by an interrupted rename and its first record does not say "
+                            "where it belongs; left as it is")
+            continue
         if start in claims:
             pl.notes.append(f"segments {claims[start].path.name} and {seg.path.name} both start at {start}; "
                             "left as they are")
@@ -78,6 +83,22 @@ def place_segments(cl: CommitLog) -> Placement:
     cl.queue.segments[:] = fixed
     _note_gaps(cl, pl)
     return pl
+
+
+RENAME_SUFFIX = ".rmqtool-rename"
+
+
+def _interrupted_renames(cl: CommitLog) -> list[Segment]:
+    """Segments a recover interrupted while renaming left under a temporary name (apply._rename_segments)."""
+    out = []
+    for d in cl.queue.dirs:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            name = p.name[:-len(RENAME_SUFFIX)] if p.name.endswith(RENAME_SUFFIX) else ""
+            if SEGMENT_NAME.match(name) and p.is_file() and p.stat().st_size == cl.file_size:
+                out.append(Segment(p, -1 - len(out), cl.file_size, cl.file_size))  # start: from its records
+    return out
 
 
 def _note_gaps(cl: CommitLog, pl: Placement) -> None:

@@ -27,7 +27,7 @@ from engine.errors import GeometryError
 from engine.ops.logread import Gap, Window
 from engine.ops.recovery.scan import ScanHooks
 from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure
-from engine.ops.verify_log import _Items
+from engine.ops.verify_log import _Items, keys_match
 
 CONTINUITY_RECORDS = 10_000  # records walked to confirm that no index file is missing between two files
 
@@ -262,10 +262,16 @@ def trusted_prefix(files: list[IndexFacts]) -> tuple[int, str]:
 
 class ItemJoin(ScanHooks):
     """One index file's items against the walk, in commit-log order, from offset `lo` on: how many leading items
-    point at the start of a valid record with a matching decoded time (`good`), and why the next one does not."""
+    point at the start of a valid record with a matching decoded time (`good`), and why the next one does not.
 
-    def __init__(self, x: IndexFacts, lo: int):
+    Items of records stored at or after `keys_from` (a store time) must also carry one of their record's key
+    hashes. The properties are not covered by the body CRC, so a record torn inside its properties still
+    looks valid; only the crash-exposed tail needs this (records older than the checkpoint's flush time were on
+    disk before the crash), and --full-scan asks for it everywhere (keys_from 0)."""
+
+    def __init__(self, x: IndexFacts, lo: int, keys_from: int = 0):
         self.x = x
+        self.keys_from = keys_from
         items = x.f.items_array()
         below = sum(int(np.count_nonzero(items["phy"][a:a + VERIFY_CHUNK].astype(np.int64) < lo))
                     for a in range(0, x.count, VERIFY_CHUNK))
@@ -278,7 +284,7 @@ class ItemJoin(ScanHooks):
     def window(self, w: Window) -> None:
         if self.done:
             return
-        nums, phy, _, tdiff = self.cursor.take_upto(int(w.offsets[-1]))
+        nums, phy, ih, tdiff = self.cursor.take_upto(int(w.offsets[-1]))
         if not len(nums):
             return
         offs = w.offsets
@@ -290,12 +296,16 @@ class ItemJoin(ScanHooks):
         first = nums == 0
         ok &= ~first | (ts == h.beginTimestamp)
         ok &= first | (h.beginTimestamp <= 0) | (ts < h.beginTimestamp) | ((dec <= ts) & (ts < dec + 1000))
+        keyed = ok & (ts >= self.keys_from)
+        if keyed.any():
+            ok[keyed] = keys_match(w, r[keyed], ih[keyed])
         bad = np.flatnonzero(~ok)
         if len(bad):
             k = int(bad[0])
-            self._stop(int(nums[k]), f"item {int(nums[k]) + 1} points at {int(phy[k])}, "
-                       + ("which is not the start of a valid record" if offs[r[k]] != phy[k]
-                          else "whose message's store time does not match its timeDiff"))
+            why = ("which is not the start of a valid record" if offs[r[k]] != phy[k] else
+                   "whose message has no key with its hash" if keyed[k] else
+                   "whose message's store time does not match its timeDiff")
+            self._stop(int(nums[k]), f"item {int(nums[k]) + 1} points at {int(phy[k])}, {why}")
             if k:
                 self.last_ts = int(ts[k - 1])
             return
