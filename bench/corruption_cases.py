@@ -100,12 +100,17 @@ def _swap(a: Path, b: Path) -> None:
 # ------------------------------------------------------------------------------------------- records
 
 def torn(which: str, k: int) -> Mutation:
-    """Message `which` ("last", "mid") with its first k bytes kept and the rest zero."""
+    """Message `which` ("last", "mid") with its first k bytes kept and the rest zero. A page lost in a crash
+    was not flushed, so for a message in the middle the checkpoint is rewound to before it too (damage the
+    checkpoint says was flushed is not crash damage: `recover --full-scan` finds that, the body-flip cases)."""
     def m(store: Path, info: Info) -> set:
         i = len(info.acks) - 1 if which == "last" else info.mid_of_last_segment()
         ack = info.acks[i]
         p, pos = seg_path(store, ack["commitLogOffset"])
         patch(p, pos + k, bytes(ack["storeSize"] - k))
+        if which != "last":
+            before = info.acks[i - 1]["storeTimestamp"]
+            patch(store / "checkpoint", 0, struct.pack(">qq", before, before))
         return {i} if k < ack["storeSize"] else set()
     return m
 

@@ -24,8 +24,7 @@ def _note(msg: str) -> None:
     render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
 
 
-def _render(plan: RecoveryPlan, dry_run: bool) -> None:
-    d = plan.as_dict()
+def _summary(plan: RecoveryPlan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
     cb, ca = d["checkpointBefore"], d["checkpointAfter"]
     if plan.nothing_to_do:
         status = "already consistent: nothing to do"
@@ -33,8 +32,7 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
         status = "data consistent; " + ("would remove" if dry_run else "removed") + " the abort marker"
     else:
         status = "would repair (dry run, nothing changed)" if dry_run else "repaired"
-    cq = d["consumeQueues"]
-    ix = d["index"]
+    cq, ix = d["consumeQueues"], d["index"]
     why_mode = "abort file present: last exit was not clean" if plan.mode == "abnormal" else "no abort file"
 
     def change(field: str, fmt=render.fmt_time) -> tuple[str, str]:
@@ -64,16 +62,20 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
         ("index files created", f"{len(ix['created'])}: {_names(ix['created'])}"),
         ("index files removed", f"{len(ix['removed'])}: {_names(ix['removed'])}"),
         ("index checked from offset", ix["reindexFromOffset"] if ix["reindexFromOffset"] is not None else "-"),
-        change("physicMsgTimestamp"),
-        change("logicsMsgTimestamp"),
-        change("indexMsgTimestamp"),
+        change("physicMsgTimestamp"), change("logicsMsgTimestamp"), change("indexMsgTimestamp"),
         change("confirmPhyOffset", str),
     ]
     if not plan.checkpoint_readable:
         pairs.append(("checkpoint problem", plan.checkpoint_problem))
     if plan.quarantine_dir:
         pairs.append(("removed and overwritten bytes kept in", plan.quarantine_dir))
-    render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), pairs)
+    return pairs
+
+
+def _render(plan: RecoveryPlan, dry_run: bool) -> None:
+    d = plan.as_dict()
+    cq, ix = d["consumeQueues"], d["index"]
+    render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), _summary(plan, d, dry_run))
     if len(plan.scan_start_reasons) > 1:
         render.table("why the scan starts where it does", ["reason"], [[r] for r in plan.scan_start_reasons])
     if cq["queues"]:
@@ -82,7 +84,7 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
                      [[q["topic"], q["queueId"], q["maxOffsetBefore"], q["maxOffsetAfter"], q["unitsRemoved"],
                        q["unitsAdded"], len(q["filesDeleted"])] for q in cq["queues"]])
     if d["skipped"]:
-        render.table("damaged ranges skipped" + (" (first ones)" if plan.repair_count > len(d["skipped"]) else ""),
+        render.table("damaged ranges skipped" + (" (first ones)" if plan.repair_count > 50 else ""),
                      ["offset", "bytes", "segment", "replaced by", "why"],
                      [[x["offset"], x["bytes"], x["segment"], x["repair"], x["reason"]] for x in d["skipped"][:50]])
     if ix["problems"]:
