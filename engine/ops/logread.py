@@ -37,6 +37,7 @@ class Window:
     seg: Segment
     buf: object
     batch: RecordBatch
+    keys: dict | None = None   # key_columns of every record, when the walk's helper computed them already
 
     @property
     def offsets(self) -> np.ndarray:
@@ -114,40 +115,62 @@ def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool, crc_ba
 # ------------------------------------------------------------------------------------------- CRC helper
 
 _WORKER_MAPS: dict = {}
+_KEY_FIELDS = ("pos", "length_ok", "sys_flag", "phy", "store_ts", "topic_pos", "topic_len", "props_pos", "props_len")
 
 
-def _worker_crc(path: str, length: int, body_pos, body_len, body_crc) -> int:
-    """In the helper process: body_crc_first_bad over its own read-only mapping of the segment."""
+def _worker_map(path: str, length: int):
     import mmap
 
     m = _WORKER_MAPS.get(path)
     if m is None or len(m) != length:
         with open(path, "rb") as f:
             m = _WORKER_MAPS[path] = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
-    return body_crc_first_bad(m, body_pos, body_len, body_crc)
+    return m
+
+
+def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
+    """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
+    CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
+    RecordBatch columns _index_columns reads)."""
+    m = _worker_map(path, length)
+    bad = body_crc_first_bad(m, *crc) if crc is not None else None
+    cols = None
+    if fields is not None:
+        from engine.jobs.reindex import _index_columns
+
+        n = len(fields["pos"])
+        full = {f: fields.get(f, np.zeros(n, dtype=np.int64)) for f in RecordBatch.__dataclass_fields__}
+        b = np.frombuffer(m, dtype=np.uint8)
+        cols = _index_columns(m, b, RecordBatch(**full), seg_start)
+        del b
+    return bad, cols
 
 
 class CrcHelper:
-    """Body CRCs of the next window checked in a helper process while this one decodes (2 cores: the walk's two
-    costs, walking the records and CRC-32 over the bodies, overlap). Used for long walks only."""
+    """A helper process that checks the body CRCs (and, asked for, extracts the index keys) of window k while
+    this process decodes window k+1: on two cores the walk's costs (walking the records, CRC-32 over the bodies,
+    hashing keys) overlap. Used for long walks only."""
 
-    def __init__(self):
+    def __init__(self, keys: bool = False):
         import concurrent.futures as cf
         import multiprocessing as mp
 
+        self.keys = keys
         self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
 
-    def submit(self, seg: Segment, batch: RecordBatch):
-        return self.pool.submit(_worker_crc, str(seg.path), seg.file_len, batch.body_pos, batch.body_len,
-                                batch.body_crc)
+    def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
+        crc = (batch.body_pos, batch.body_len, batch.body_crc) if check_crc else None
+        fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
+        return self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
-    """decode_segment, each batch with (good, why) from check_batch; with a helper the CRCs of batch k are
-    computed while batch k+1 is decoded. Yields (batch, good, why) tuples, then the SegmentEnd."""
+    """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
+    with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
+    the SegmentEnd."""
     pending = None
     for item in decode_segment(_cut(buf, limit), pos, **kw):
         if isinstance(item, SegmentEnd):
@@ -156,9 +179,9 @@ def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, he
             yield item
             return
         if helper is None:
-            yield (item, *check_batch(buf, item, seg.start, check_crc))
+            yield (item, *check_batch(buf, item, seg.start, check_crc), None)
             continue
-        fut = helper.submit(seg, item) if check_crc else None
+        fut = helper.submit(seg, item, check_crc)
         if pending is not None:
             got = _settle(buf, seg, pending, check_crc)
             yield got
@@ -169,8 +192,18 @@ def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, he
 
 def _settle(buf, seg, pending, check_crc):
     batch, fut = pending
-    crc_bad = fut.result() if fut is not None else None
-    return (batch, *check_batch(buf, batch, seg.start, check_crc, crc_bad))
+    crc_bad, cols = fut.result()
+    return (batch, *check_batch(buf, batch, seg.start, check_crc, crc_bad), cols)
+
+
+def _prefix_keys(cols: dict | None, n: int) -> dict | None:
+    """Key columns of the first n records (the valid prefix of a window)."""
+    if cols is None or len(cols["nkeys"]) == n:
+        return cols
+    nk = cols["nkeys"][:n]
+    out = dict(cols)
+    out.update(phy=cols["phy"][:n], ts=cols["ts"][:n], nkeys=nk, key_hash=cols["key_hash"][:int(nk.sum())])
+    return out
 
 
 def _candidate(buf, c: int, n: int, seg_start: int, min_ts: int, check_crc: bool) -> str:
@@ -253,7 +286,7 @@ def _cut(buf, limit: int):
 
 def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
          known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
-         parallel_crc: bool = False) -> Iterator[Window | Gap | Filler]:
+         parallel_crc: bool = False, parallel_keys: bool = False) -> Iterator[Window | Gap | Filler]:
     """Valid records from `start` (a record boundary) in log order, and the gaps between them.
 
     known_gaps: (offset, end offset) ranges already found by an earlier walk; they are stepped over without
@@ -262,7 +295,8 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     min_hole: a HOLE narrower than this swallows the valid records after it until it is not (recovery needs
     room for a placeholder record). A non-last segment with nothing valid left is a SEGMENT_TAIL only when a
     later segment holds valid records; otherwise the log ends there (LOG_END) and later segments are after it.
-    parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core.
+    parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core;
+    parallel_keys: the helper also extracts every window's index keys (Window.keys).
     """
     segs = cl.segments
     if not segs:
@@ -272,7 +306,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
         return
     known = sorted(known_gaps or [])
     last_ts = 0
-    helper = CrcHelper() if parallel_crc and check_crc and (os.cpu_count() or 1) > 1 else None
+    helper = CrcHelper(parallel_keys) if (parallel_crc or parallel_keys) and (os.cpu_count() or 1) > 1 else None
     try:
         for i in range(first, len(segs)):
             seg = segs[i]
@@ -326,11 +360,11 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
             if isinstance(got, SegmentEnd):
                 stopped = got
                 break
-            item, good, why = got
+            item, good, why, cols = got
             if good:
                 sel = item if good == len(item) else item.select(slice(0, good))
                 last_ts = int(sel.store_ts[-1])
-                yield Window(seg, buf, sel)
+                yield Window(seg, buf, sel, _prefix_keys(cols, good))
                 _release(buf, int(sel.pos[0]), int(sel.pos[-1] + sel.total[-1]))
                 if end is not None and seg.start + int(sel.pos[-1]) >= end:
                     return True, last_ts
@@ -374,12 +408,25 @@ def key_columns(w: Window, rows: np.ndarray | None = None) -> dict:
     """
     from engine.jobs.reindex import _index_columns  # the one vectorised statement of engine.broker.keys' rule
 
+    if w.keys is not None:
+        return w.keys if rows is None else _select_keys(w.keys, rows)
     batch = w.batch if rows is None else w.batch.select(rows)
     b = np.frombuffer(w.buf, dtype=np.uint8)
     try:
         return _index_columns(w.buf, b, batch, w.seg.start)
     finally:
         del b
+
+
+def _select_keys(cols: dict, rows: np.ndarray) -> dict:
+    """Key columns of some records (rows, ascending) out of a window's key columns."""
+    nk = cols["nkeys"].astype(np.int64)
+    start = np.concatenate(([0], np.cumsum(nk)[:-1]))
+    take = np.repeat(start[rows], nk[rows]) + (np.arange(int(nk[rows].sum())) - np.repeat(
+        np.concatenate(([0], np.cumsum(nk[rows])[:-1])), nk[rows]))
+    out = dict(cols)
+    out.update(phy=cols["phy"][rows], ts=cols["ts"][rows], nkeys=cols["nkeys"][rows], key_hash=cols["key_hash"][take])
+    return out
 
 
 class TopicGroups:

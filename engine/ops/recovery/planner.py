@@ -183,7 +183,8 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         keys_from = _keys_from(plan)
         joins = {i: ItemJoin(files[i], start, keys_from) for i in range(min(k + 1, len(files)))
                  if files[i].prefix_ok and files[i].structure.last_phy >= start}
-        scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE)
+        scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE,
+                        all_keys=keys_from == 0 and bool(joins))
         for j in joins.values():
             j.finish(scan.end)
         failed = [i for i in sorted(joins) if i < k and not joins[i].complete]

@@ -266,8 +266,11 @@ class ScanHooks:
 
 
 def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str, int], QueueState],
-             hooks: list[ScanHooks], progress: Progress, min_hole: int) -> LogScan:
-    """The recovery walk (format §7.2, resynchronising past damage) from `start` to the end of the log."""
+             hooks: list[ScanHooks], progress: Progress, min_hole: int, all_keys: bool = False) -> LogScan:
+    """The recovery walk (format §7.2, resynchronising past damage) from `start` to the end of the log.
+
+    all_keys: the hooks check every record's index keys (--full-scan), so a long walk has its helper process
+    extract them in parallel."""
     s = LogScan(start=start, end=start)
     if not cl.segments:
         return s
@@ -275,7 +278,8 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     groups = TopicGroups()
     # A long walk checks body CRCs in a helper process while it decodes (see engine.ops.logread.CrcHelper).
     parallel = total >= PARALLEL_CRC_BYTES
-    for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW):
+    for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
+                   parallel_keys=parallel and all_keys):
         if isinstance(ev, Filler):
             s.end = ev.seg.end  # the next record goes to the next segment
             continue
