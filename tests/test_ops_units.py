@@ -2,7 +2,6 @@
 records the broker accepts and skips, the walk resynchronises past damage but not into stale data."""
 from __future__ import annotations
 
-import json
 import struct
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 from engine.broker.commitlog import open_commitlog
 from engine.broker.config import load_config
 from engine.broker.index import build_index_file_from_hashes
-from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message, encode_record, MessageRecord
+from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message
 from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
 from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record

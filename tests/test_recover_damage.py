@@ -269,3 +269,26 @@ def test_a_rename_interrupted_by_a_crash_is_finished(tmp_path):
     assert sorted((store / "commitlog").iterdir()) == segs
     verify_ok(store)
     keys_found_except(store, acks, sent, set())
+
+
+@pytest.mark.parametrize("how", ["short", "long"])
+def test_a_segment_of_the_wrong_size_is_brought_back_to_size(tmp_path, how):
+    store, acks, sent = build(tmp_path)
+    segs = sorted((store / "commitlog").iterdir())
+    victim = segs[1]
+    lost = set()
+    if how == "short":
+        with open(victim, "r+b") as f:
+            f.truncate(SEG // 2)
+        lost = {i for i, a in enumerate(acks) if a["commitLogOffset"] // SEG == 1
+                and a["commitLogOffset"] % SEG + a["storeSize"] > SEG // 2}
+    else:
+        with open(victim, "ab") as f:
+            f.write(b"extra bytes")
+    d = recover_json(store, "--full-scan")
+    size_before = SEG // 2 if how == "short" else SEG + 11
+    assert d["commitLog"]["segmentResizes"] == [{"segment": victim.name, "from": size_before, "to": SEG}]
+    assert victim.stat().st_size == SEG
+    verify_ok(store)
+    keys_found_except(store, acks, sent, lost)
+    assert recover_json(store)["consistent"]

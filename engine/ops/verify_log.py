@@ -13,7 +13,7 @@ from engine.broker.commitlog import CommitLog
 from engine.broker.index import IndexFile
 from engine.broker.message import VALID
 from engine.java.lang import index_hash, java_string_hash
-from engine.ops.logread import Gap, Window, key_columns, walk
+from engine.ops.logread import Window, key_columns, walk
 from engine.ops.verify import VERIFY_CHUNK, Progress, Structure, VerifyReport
 
 SLOW_CHECKS = 100_000

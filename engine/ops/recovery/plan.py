@@ -154,6 +154,7 @@ class RecoveryPlan:
     zero_to: int = 0
     segments_deleted: list[str] = field(default_factory=list)
     segment_renames: list[tuple[str, str]] = field(default_factory=list)
+    segment_resizes: list[tuple[str, int, int]] = field(default_factory=list)  # (name, length now, segment size)
     repairs: list[Repair] = field(default_factory=list)   # damaged ranges before the end (placeholders, fillers)
     repair_count: int = 0                       # all of them (repairs lists the first ones when there are many)
     known_gaps: list[tuple[int, int]] = field(default_factory=list)  # every range the walk stepped over
@@ -173,7 +174,8 @@ class RecoveryPlan:
 
     @property
     def commitlog_changed(self) -> bool:
-        return bool(self.segments_deleted or self.segment_renames or self.repairs) or self.zero_to > self.zero_from
+        return (bool(self.segments_deleted or self.segment_renames or self.segment_resizes or self.repairs)
+                or self.zero_to > self.zero_from)
 
     def data_unchanged(self) -> bool:
         return not (self.commitlog_changed or any(q.changed for q in self.queues) or self.index.changed
@@ -209,6 +211,8 @@ class RecoveryPlan:
             out.append("write the abort marker (PID) so a crash during recovery is recovered again")
         if self.quarantine_bytes or self.segments_deleted or self.index.changed or self.repairs:
             out.append("keep what is removed or overwritten in the store's quarantine folder, with a manifest")
+        for name, n, size in self.segment_resizes:
+            out.append(f"{'pad' if n < size else 'cut'} commit-log segment {name} from {n} to {size} bytes")
         for old, new in self.segment_renames:
             out.append(f"rename commit-log segment {old} to {new}")
         for s in reversed(self.segments_deleted):
@@ -260,7 +264,8 @@ class RecoveryPlan:
             "skippedBytes": self.skipped_bytes,
             "commitLog": {"segmentsDeleted": self.segments_deleted, "zeroSegment": self.zero_segment,
                           "zeroFrom": self.zero_from, "zeroTo": self.zero_to,
-                          "segmentRenames": [{"from": a, "to": b} for a, b in self.segment_renames]},
+                          "segmentRenames": [{"from": a, "to": b} for a, b in self.segment_renames],
+                          "segmentResizes": [{"segment": a, "from": n, "to": m} for a, n, m in self.segment_resizes]},
             "consumeQueues": {"unitsRemoved": sum(q.units_removed for q in self.queues),
                               "unitsAdded": sum(q.units_added for q in self.queues),
                               "filesDeleted": sum(len(q.files_deleted) for q in self.queues),

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog, open_commitlog
+from engine.broker.commitlog import CommitLog
 from engine.broker.config import BrokerConfig
 from engine.broker.consumequeue import list_queues
 from engine.broker.layout import StoreLayout, index_file_name
@@ -33,14 +33,13 @@ from engine.broker.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
 from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
 from engine.ops.operation import Progress, fingerprint, no_progress
-from engine.ops.quarantine import QUARANTINE_DIR
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
-from engine.ops.recovery.scan import LogScan, QueueCut, QueueState, cut_queue, place_segments, read_queue, scan_log
+from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
+                                      scan_log)
 from engine.ops.recovery.trust import (IndexFacts, ItemJoin, broker_start, check_index_files, open_index_files,
                                        read_checkpoint, trailing_items, trusted_prefix, _record_ts)
-from engine.ops.verify import Structure
 
 _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
 
@@ -59,7 +58,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     fp = fingerprint(cfg)
     mode = "abnormal" if layout.abort.exists() else "normal"
     cpf = read_checkpoint(layout)
-    cl = open_commitlog(cfg)
+    cl, misfits = open_log(cfg)
     files: list[IndexFacts] = []
     try:
         placement = place_segments(cl)
@@ -73,7 +72,10 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             broker_start_segment=segs[bi].path.name if segs else None,
             broker_start_offset=segs[bi].start if segs else 0, broker_start_rule=rule, scan_start_offset=0,
             scan_start_reasons=[], fingerprint=fp, force=force, segment_renames=placement.renames,
-            notes=list(placement.notes))
+            notes=list(placement.notes), segment_resizes=[(seg.path.name, n, seg.size) for seg, n in misfits])
+        plan.notes += [f"commit-log segment {seg.path.name} is {n} bytes, not {seg.size}: it is "
+                       + ("padded with zeros" if n < seg.size else f"cut, the {n - seg.size} bytes past it quarantined")
+                       for seg, n in misfits]
         if cfg.messageIndexEnable:
             files = open_index_files(cfg, layout.index_dir)
             check_index_files(files, cl, cpf, cfg.maxIndexNum)

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.commitlog import CommitLog
+from engine.broker.commitlog import CommitLog, open_commitlog
 from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.broker.message import VALID, check_message
-from engine.broker.segments import Segment
+from engine.broker.segments import Segment, SegmentQueue
+from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
 from engine.ops.operation import Progress
 
@@ -33,6 +34,49 @@ PARALLEL_CRC_BYTES = 256 << 20
 #: Bytes of records decoded per window. Memory bound of the walk: about two windows of mapped pages (one in
 #: the CRC helper's hands) plus their columns, ~60 bytes per record: RssAnon stays near 100 MiB whatever the size.
 WALK_WINDOW = 64 << 20
+
+
+# ==================================================================== loading the commit log
+
+class _TolerantSegments(SegmentQueue):
+    """A commit log whose files do not all have the segment size (issue 10 item 6): they are loaded anyway and
+    listed in `misfits` as (segment, length on disk), for recovery to bring back to the segment size (a short
+    file is padded with zeros; the bytes past the size of a long one are quarantined and cut). A long file is
+    mapped up to the segment size only."""
+
+    def _load(self) -> None:
+        self.misfits: list[tuple[Segment, int]] = []
+        found = []
+        for d in self.dirs:
+            if d.is_dir():
+                found += [(int(p.name), p, p.stat().st_size) for p in d.iterdir()
+                          if SEGMENT_NAME.match(p.name) and p.is_file()]
+        found.sort()
+        if self.file_size is None:
+            sizes = [f[2] for f in found if f[2]]
+            self.file_size = max(set(sizes), key=lambda v: (sizes.count(v), v)) if sizes else 0
+        for i, (start, p, length) in enumerate(found):
+            if start % self.file_size or (i and start == found[i - 1][0]):
+                raise GeometryError(f"{self.what} file {p} does not start at a multiple of the segment size "
+                                    f"{self.file_size}; repair it by hand")
+            seg = Segment(p, start, self.file_size, min(length, self.file_size))
+            if length != self.file_size and not (i == len(found) - 1 and length == 0):
+                self.misfits.append((seg, length))
+            self.segments.append(seg)
+
+
+def open_log(cfg: BrokerConfig) -> tuple[CommitLog, list[tuple[Segment, int]]]:
+    """The commit log for recovery: as every command opens it, or, when files have the wrong size, tolerantly
+    (with the misfits to repair)."""
+    try:
+        return open_commitlog(cfg), []
+    except GeometryError:
+        cl = CommitLog([], cfg.mappedFileSizeCommitLog)
+        cl.queue = _TolerantSegments(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog if cfg.commitLogSizeGiven
+                                     else None, what="commitlog")
+        if not cl.queue.file_size:
+            raise
+        return cl, cl.queue.misfits
 
 
 # ==================================================================== segment placement

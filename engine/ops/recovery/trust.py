@@ -24,7 +24,7 @@ from engine.broker.index import IndexFile, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.message import BLANK, VALID, check_message
 from engine.errors import GeometryError
-from engine.ops.logread import Gap, Window
+from engine.ops.logread import Window
 from engine.ops.recovery.scan import ScanHooks
 from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure
 from engine.ops.verify_log import _Items, keys_match
