@@ -109,7 +109,8 @@ def test_walk_does_not_resynchronise_into_stale_records(tmp_path):
 
 def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatch):
     """Long walks check CRCs and extract keys in a helper process; forced on for a small store, the plan (with
-    a damaged body and a record torn inside its properties) is the same as without it."""
+    a damaged body, a record torn inside its properties and an unreadable checkpoint, so every key is checked)
+    is the same as without it."""
     import engine.ops.recovery.scan as scan
     from engine.ops.recovery import plan_recovery
     from test_recover import cfg_for
@@ -120,6 +121,8 @@ def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatc
     patch(p, pos + 95, b"\xee")
     q, qpos = seg_file(store, acks[60]["commitLogOffset"])
     patch(q, qpos + acks[60]["storeSize"] - 6, b"\x00" * 6)  # inside the properties: the CRC does not see it
+    (store / "checkpoint").write_bytes(b"\xff" * 4096)
+    (store / "abort").write_text("1")
     alone = plan_recovery(cfg_for(store), full_scan=True).as_dict()
     monkeypatch.setattr(scan, "PARALLEL_CRC_BYTES", 0)
     helped = plan_recovery(cfg_for(store), full_scan=True).as_dict()

@@ -157,10 +157,10 @@ def _item(fence: _Fence, path: Path, kind: str, reason: str) -> CleanItem:
 # ==================================================================== consume queue helpers
 
 def _read_units(path: Path) -> np.ndarray:
+    """One consume-queue file's units (one read, no copy: clean holds one file at a time)."""
+    n = os.lstat(path).st_size // CQ_STORE_UNIT_SIZE
     with open(path, "rb") as f:
-        data = f.read()
-    n = len(data) // CQ_STORE_UNIT_SIZE
-    return np.frombuffer(data, dtype=UNIT_DTYPE, count=n).copy()
+        return np.fromfile(f, dtype=UNIT_DTYPE, count=n)
 
 
 def _valid_prefix(units: np.ndarray) -> int:

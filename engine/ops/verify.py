@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from engine.broker.commitlog import CommitLog
-from engine.broker.index import IndexFile, _slot_chains
+from engine.broker.index import IndexFile
 from engine.broker.layout import StoreLayout
 
 VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working arrays at most
@@ -131,14 +131,23 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     items = f.items_array()
     n = s.count = len(items)
     rep.items_checked = n
-    expected = np.zeros(f.hash_slot_num, dtype=np.int32)
+    # Bounded state: one int32 per hash slot (the newest item of each) and one bit-sized flag per item.
+    st = {"heads": np.zeros(f.hash_slot_num, dtype=np.int32), "seen": np.zeros(n + 1, dtype=bool), "roots": 0,
+          "links": 0}
     listed = {k: [0] for k in ("hash", "prev", "tdiff", "order")}
     last = None
     for lo in range(0, n, VERIFY_CHUNK):
-        last = _check_chunk(f, items, lo, min(n, lo + VERIFY_CHUNK), expected, rep, listed, last, s)
+        last = _check_chunk(f, items, lo, min(n, lo + VERIFY_CHUNK), st, rep, listed, last, s)
         if progress:
             progress("verify", min(n, lo + VERIFY_CHUNK), n)
+    expected = st["heads"]
     _check_heads(f, expected, rep, live, s)
+    if st["links"] != int(np.count_nonzero(st["seen"])):
+        rep.add(f"{st['links'] - int(np.count_nonzero(st['seen']))} item(s) are the previous item of two items: "
+                "chains are merged")
+    if n and st["roots"] != s.distinct_slots:
+        rep.add(f"{st['roots']} items end a chain (prevIndex 0) but {s.distinct_slots} slots are in use: "
+                "chains are broken or merged")
     if n:
         if h.beginPhyOffset != s.first_phy:
             rep.add(f"header beginPhyOffset {h.beginPhyOffset} but item 1 is at {s.first_phy}")
@@ -153,11 +162,12 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     return s
 
 
-def _check_chunk(f, items, lo, hi, heads, rep, listed, last, s: Structure):
+def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
     """One chunk of check_structure; returns the last phyOffset seen.
 
-    Each item's prevIndex must be exactly the previous item of its slot (putKey links a new item to the slot's
-    head, format §5.6): computed a chunk at a time from running slot heads, as the chunked builder does.
+    Chains, without sorting: every prevIndex points at an older item of the same slot, no item is the
+    previous one of two items, and there are as many chain ends (prevIndex 0) as slots in use (checked at the
+    end). Then each slot's items form one chain in put order, which is what putKey builds (format §5.6).
     """
     part = items[lo:hi]
     hashes = part["hash"].astype(np.int64)
@@ -165,15 +175,22 @@ def _check_chunk(f, items, lo, hi, heads, rep, listed, last, s: Structure):
     tdiff = part["time_diff"].astype(np.int64)
     phys = part["phy"].astype(np.int64)
     del part
+    nums = np.arange(lo + 1, hi + 1, dtype=np.int64)
     _listed(rep, np.flatnonzero(hashes < 0), lambda i: f"item {lo + i + 1}: negative key hash {hashes[i]} "
             "(the broker stores abs(hash))", listed["hash"])
-    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0).astype(np.uint32)
-    local, head_slots, head_items, _ = _slot_chains(slots)
-    expected = np.where(local > 0, local.astype(np.int64) + lo, heads[slots])
-    heads[head_slots] = head_items + lo
-    wrong = np.flatnonzero(prev != expected)
-    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]}, but the previous item of its slot is "
-            f"{expected[i]}", listed["prev"])
+    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0)
+    bad_prev = (prev < 0) | (prev >= nums)
+    _listed(rep, np.flatnonzero(bad_prev), lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} does not point "
+            "at an older item", listed["prev"])
+    linked = np.flatnonzero(~bad_prev & (prev > 0))
+    p = prev[linked]
+    their = items["hash"][p - 1].astype(np.int64)
+    wrong = linked[np.where(their >= 0, their % f.hash_slot_num, 0) != slots[linked]]
+    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot", listed["prev"])
+    st["seen"][p] = True  # compared with the number of links at the end: no item may be linked from two
+    st["links"] += len(p)
+    st["roots"] += int(np.count_nonzero(prev == 0))
+    st["heads"][slots] = nums  # items come in order: the last write per slot is its newest item
     _listed(rep, np.flatnonzero(tdiff < 0), lambda i: f"item {lo + i + 1}: negative timeDiff {tdiff[i]}",
             listed["tdiff"])
     if len(phys):
