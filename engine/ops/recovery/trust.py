@@ -275,15 +275,21 @@ class ItemJoin(ScanHooks):
         items = x.f.items_array()
         below = sum(int(np.count_nonzero(items["phy"][a:a + VERIFY_CHUNK].astype(np.int64) < lo))
                     for a in range(0, x.count, VERIFY_CHUNK))
-        self.cursor = _Items(x.f, below, x.count) if below < x.count else None
+        del items
+        # The item cursor (one chunk of columns) exists only while the walk is inside this file's range, so
+        # memory does not grow with the number of index files the walk passes.
+        self.cursor: _Items | None = None
+        self.first_phy = x.structure.first_phy
         self.good = below          # items before the walk are taken on trust (they passed the structure checks)
         self.reason = ""
         self.last_ts: int | None = None   # store time of the record item `good` points at
-        self.done = self.cursor is None
+        self.done = below >= x.count
 
     def window(self, w: Window) -> None:
-        if self.done:
+        if self.done or int(w.offsets[-1]) < self.first_phy:
             return
+        if self.cursor is None:
+            self.cursor = _Items(self.x.f, self.good, self.x.count)
         nums, phy, ih, tdiff = self.cursor.take_upto(int(w.offsets[-1]))
         if not len(nums):
             return
@@ -311,19 +317,24 @@ class ItemJoin(ScanHooks):
             return
         self.good = int(nums[-1]) + 1
         self.last_ts = int(ts[-1])
+        if self.good >= self.x.count:
+            self.done, self.cursor = True, None
 
     def _stop(self, good: int, reason: str) -> None:
         self.good, self.reason, self.done = good, reason, True
+        self.cursor = None
 
     def finish(self, end: int) -> None:
         """Items the walk never reached point past the recovered end (or into a gap before it)."""
         if self.done:
             return
+        if self.cursor is None:
+            self.cursor = _Items(self.x.f, self.good, self.x.count)
         nums, phy, _, _ = self.cursor.take_upto(2**62)
         if len(nums):
             self._stop(int(nums[0]), f"item {int(nums[0]) + 1} points at {int(phy[0])}, "
                        + ("past the recovered end" if phy[0] >= end else "where no valid record is"))
-        self.done = True
+        self.done, self.cursor = True, None
 
     @property
     def complete(self) -> bool:
