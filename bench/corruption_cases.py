@@ -143,8 +143,9 @@ def set_field(which: str, field: str, value: Callable[[int], bytes]) -> Mutation
     return m
 
 
-def zero_block(seg_no_of: Callable[[Info], int], at: int, size: int) -> Mutation:
-    """size zero bytes at position `at` of a segment (a page that never reached the disk)."""
+def zero_block(seg_no_of: Callable[[Info], int], at: int, size: int, crash: bool = False) -> Mutation:
+    """size zero bytes at position `at` of a segment. crash: a page that never reached the disk, so the
+    checkpoint is rewound to before the first message it hits (as for torn("mid"))."""
     def m(store: Path, info: Info) -> set:
         seg = seg_no_of(info)
         p = store / "commitlog" / f"{seg * SEG:020d}"
@@ -154,6 +155,9 @@ def zero_block(seg_no_of: Callable[[Info], int], at: int, size: int) -> Mutation
             a = info.acks[i]["commitLogOffset"] % SEG
             if a < at + size and at < a + info.acks[i]["storeSize"]:
                 hit.add(i)
+        if crash and hit and min(hit) > 0:
+            before = info.acks[min(hit) - 1]["storeTimestamp"]
+            patch(store / "checkpoint", 0, struct.pack(">qq", before, before))
         return hit
     return m
 
@@ -336,8 +340,8 @@ def cases(info: Info, quick: bool, reindex_calls: int = 0) -> list[Case]:
                         quick=i == 5, full_scan=True))
     last = info.segments() - 1
     for at in range(0, SEG, 256):
-        out.append(Case(f"256 zero bytes at {at} of the last segment", zero_block(lambda inf: inf.segments() - 1, at,
-                                                                                  256), True, quick=at == 1024))
+        out.append(Case(f"256 zero bytes at {at} of the last segment",
+                        zero_block(lambda inf: inf.segments() - 1, at, 256, crash=True), True, quick=at == 1024))
     for at in range(0, SEG, 512):
         out.append(Case(f"512 zero bytes at {at} of segment 1 (full scan)", zero_block(lambda _: 1, at, 512), False,
                         full_scan=True))

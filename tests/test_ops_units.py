@@ -120,7 +120,7 @@ def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatc
     p, pos = seg_file(store, acks[7]["commitLogOffset"])
     patch(p, pos + 95, b"\xee")
     q, qpos = seg_file(store, acks[60]["commitLogOffset"])
-    patch(q, qpos + acks[60]["storeSize"] - 6, b"\x00" * 6)  # inside the properties: the CRC does not see it
+    patch(q, qpos + acks[60]["storeSize"] - 14, b"99")  # UNIQ00000060 -> UNIQ00000099: the CRC does not see it
     (store / "checkpoint").write_bytes(b"\xff" * 4096)
     (store / "abort").write_text("1")
     alone = plan_recovery(cfg_for(store), full_scan=True).as_dict()
@@ -129,3 +129,20 @@ def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatc
     assert helped == alone
     assert [x["offset"] for x in helped["skipped"]] == [acks[7]["commitLogOffset"]]
     assert helped["index"]["rebuilt"]  # the torn properties no longer carry the keys the index has
+
+
+def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
+    import engine.ops.verify_log as vl
+    from helpers import run
+
+    store = tmp_path / "s"
+    acks = put(store, messages(90), tmp_path)
+    q, qpos = seg_file(store, acks[60]["commitLogOffset"])
+    patch(q, qpos + acks[60]["storeSize"] - 14, b"99")  # UNIQ00000060 -> UNIQ00000099
+    args = ["inspect-index", "--store", store, "--verify", "--json", "--commitlog-file-size", str(SEG),
+            "--hash-slots", "16", "--max-index", "64"]
+    alone = run(args)
+    monkeypatch.setattr(vl, "PARALLEL_BYTES", 0)
+    helped = run(args)
+    assert alone.exit_code == helped.exit_code == 3
+    assert alone.stdout == helped.stdout and "no key of the message" in helped.stdout

@@ -147,9 +147,9 @@ def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fi
 
 
 class CrcHelper:
-    """A helper process that checks the body CRCs (and, asked for, extracts the index keys) of window k while
-    this process decodes window k+1: on two cores the walk's costs (walking the records, CRC-32 over the bodies,
-    hashing keys) overlap. Used for long walks only."""
+    """A helper process that checks the body CRCs of window k (or, asked for keys, extracts its index keys
+    instead, the CRCs then being checked here) while this process decodes window k+1: on two cores the walk's
+    costs (walking the records, CRC-32 over the bodies, hashing keys) overlap. Used for long walks only."""
 
     def __init__(self, keys: bool = False):
         import concurrent.futures as cf
@@ -159,7 +159,9 @@ class CrcHelper:
         self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
-        crc = (batch.body_pos, batch.body_len, batch.body_crc) if check_crc else None
+        # Asked for keys, the helper hashes them and this process checks the CRCs: the two halves then weigh
+        # about the same (decoding + CRC here, key extraction there).
+        crc = (batch.body_pos, batch.body_len, batch.body_crc) if check_crc and not self.keys else None
         fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
         return self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
 

@@ -17,6 +17,7 @@ from engine.ops.logread import Window, key_columns, walk
 from engine.ops.verify import VERIFY_CHUNK, Progress, Structure, VerifyReport
 
 SLOW_CHECKS = 100_000
+PARALLEL_BYTES = 256 << 20
 
 
 class _Items:
@@ -152,7 +153,10 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
         _past_end(cur, rep, live, end_of_log)
         return
     slow = 0
-    for ev in walk(cl, _walk_start(cl, max(first_off, min_off)), check_crc=True, end=s.last_phy + 1):
+    start = _walk_start(cl, max(first_off, min_off))
+    # A long range has a helper process extract the keys while this one decodes and checks CRCs.
+    helped = s.last_phy - start >= PARALLEL_BYTES
+    for ev in walk(cl, start, check_crc=True, end=s.last_phy + 1, parallel_keys=helped):
         if not isinstance(ev, Window):
             continue
         nums, phy, ih, td = cur.take_upto(int(ev.offsets[-1]))

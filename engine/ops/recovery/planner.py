@@ -168,11 +168,9 @@ def _scan_start(cl: CommitLog, plan: RecoveryPlan, files, k, queues: dict[tuple,
 
 def _keys_from(plan: RecoveryPlan) -> int:
     """From which store time index items are checked against their record's keys (see trust.ItemJoin): the
-    crash-exposed tail after the checkpoint's flush time (abnormal mode), everything when the checkpoint cannot
-    say what was flushed, nothing after a clean shutdown. --full-scan validates what the broker validates (body
-    CRCs, and every item's offset and time); a CRC-valid old record whose properties rotted is what
-    inspect-index --verify reports (it hashes every key)."""
-    if not plan.checkpoint_readable:
+    crash-exposed tail after the checkpoint's flush time (abnormal mode), everything with --full-scan or when
+    the checkpoint cannot say what was flushed, nothing after a clean shutdown."""
+    if plan.full_scan or not plan.checkpoint_readable:
         return 0
     if plan.mode == "abnormal":
         return plan.checkpoint_before.min_timestamp()

@@ -267,7 +267,7 @@ class ItemJoin(ScanHooks):
     Items of records stored at or after `keys_from` (a store time) must also carry one of their record's key
     hashes. The properties are not covered by the body CRC, so a record torn inside its properties still
     looks valid; only the crash-exposed tail needs this (records older than the checkpoint's flush time were on
-    disk before the crash), and everything when the checkpoint is unreadable (keys_from 0)."""
+    disk before the crash), and everything with --full-scan or an unreadable checkpoint (keys_from 0)."""
 
     def __init__(self, x: IndexFacts, lo: int, keys_from: int = 0):
         self.x = x
