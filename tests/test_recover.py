@@ -344,22 +344,47 @@ def test_index_safe_starts_at_the_index_durable_point(tmp_path):
     assert plain["brokerStartSegment"] > safe["brokerStartSegment"]
 
 
-def test_full_scan_finds_damage_before_the_recovery_start(tmp_path):
+def test_full_scan_keeps_every_valid_record_after_a_damaged_one(tmp_path):
     """Damage the checkpoint says cannot be there (an old segment) is outside the broker's scan, and rmqtool's
-    default scan too; --full-scan validates the whole log and ends it at the damaged record."""
+    default scan too. --full-scan finds it, keeps every valid record after it (issue 10 item 4), copies the
+    damaged bytes to the quarantine and puts a placeholder record the broker accepts in their place."""
     store = tmp_path / "s"
-    acks = put(store, messages(90), tmp_path)
+    sent = messages(90)
+    acks = put(store, sent, tmp_path)
     victim = acks[5]
     p, pos = seg_file(store, victim["commitLogOffset"])
     data = p.read_bytes()
     patch(p, pos + 90, bytes([data[pos + 90] ^ 0x01]))  # one flipped bit in an old body
+    damaged = p.read_bytes()[pos:pos + victim["storeSize"]]
     d = recover_json(store, "--dry-run")
     assert d["consistent"] and d["scanStartOffset"] > victim["commitLogOffset"]
+    dry = recover_json(store, "--full-scan", "--dry-run")
     d = recover_json(store, "--full-scan")
     assert d["fullScan"] and d["scanStartOffset"] == 0
-    assert d["maxOffsetAfter"] == victim["commitLogOffset"] and "CRC" in d["stopReason"]
-    assert d["truncatedRecords"] == len(acks) - 5
+    assert d["maxOffsetAfter"] == acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
+    assert d["truncatedRecords"] == 0 and d["truncatedBytes"] == 0
+    assert [(x["offset"], x["bytes"], x["repair"]) for x in d["skipped"]] == \
+        [(victim["commitLogOffset"], victim["storeSize"], "placeholder")]
+    assert "CRC" in d["skipped"][0]["reason"]
+    assert dry["skipped"] == d["skipped"] and dry["actions"] == d["actions"]
+    # The damaged bytes are in the quarantine, named in its manifest.
+    qdir = store / d["quarantineDir"]
+    manifest = json.loads((qdir / "manifest.json").read_text())
+    assert manifest["complete"]
+    (entry,) = [e for e in manifest["entries"] if e["kind"] == "range" and e["path"].startswith("commitlog")]
+    assert entry["offset"] == pos and entry["length"] == victim["storeSize"]
+    assert (qdir / entry["stored"]).read_bytes() == damaged
+    # In their place: a valid ROLLBACK record (the broker's recovery walks on; no unit, no index key).
+    r = cli("get", "--store", str(store), "--offset", str(victim["commitLogOffset"]), "--json", *GEOM[:2])
+    got = json.loads(r.stdout)
+    assert got["topic"] == "rmq_sys_rmqtool_quarantine" and got["transactionType"] == "ROLLBACK"
+    assert got["storeSize"] == victim["storeSize"]
     verify_ok(store)
+    kept = [(a, m) for i, (a, m) in enumerate(zip(acks, sent)) if i != 5]
+    assert_all_found(store, [a for a, _ in kept], [m for _, m in kept])
+    assert found(store, sent[5]["topic"], sent[5]["keys"][0]) == []
+    again = recover_json(store, "--full-scan")
+    assert again["consistent"] and not again["changed"] and again["skipped"] == []
 
 
 @pytest.mark.parametrize("kind", ["garbage", "short", "missing"])
@@ -405,7 +430,7 @@ def test_segments_after_the_end_are_deleted_and_the_tail_zeroed(tmp_path):
 
 def test_an_interrupted_recovery_is_recovered_again(tmp_path, monkeypatch):
     """Crash in the middle of applying (after the commit log was cut, before the index was written)."""
-    import engine.ops.recovery as rec
+    import engine.ops.recovery.apply as rec
 
     store, reference = tmp_path / "s", tmp_path / "ref"
     first = messages(69)
@@ -422,7 +447,7 @@ def test_an_interrupted_recovery_is_recovered_again(tmp_path, monkeypatch):
     def boom(*a, **kw):
         raise KeyboardInterrupt("power cut")
 
-    monkeypatch.setattr(rec, "build_index_file_from_hashes", boom)
+    monkeypatch.setattr(rec, "_publish_index", boom)
     with pytest.raises(KeyboardInterrupt):
         apply_recovery(cfg, plan)
     monkeypatch.undo()

@@ -1,7 +1,9 @@
 """Expired-file clean-up (format §8): commit-log segments by age, then consume-queue and index files below the
 new minimum commit-log offset, and the consume queues' corrected minimum offsets.
 
-plan_clean() only reads (lstat, headers, last units); apply_clean() deletes under the store lock. Nothing
+plan_clean() only reads (lstat, headers, last units: memory is one consume-queue file at a time, whatever the
+store's size); apply_clean() deletes under the store lock, through the scaffolding recovery shares
+(engine.ops.operation: lock, re-plan if the store changed, dry run). Nothing
 outside the store is ever followed or deleted: a symlink anywhere on the way (a segment, a queue directory,
 commitlog/ itself) is reported and left, and for ordered deletions it ends the run there, because deleting
 past it would leave a hole (the broker never deletes out of order, pitfall 32).
@@ -18,11 +20,13 @@ import numpy as np
 
 from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue import UNIT, UNIT_DTYPE
-from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
-from engine.fsutil import fsync_dir
 from engine.broker.indexfile import HEADER
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, list_index_files
 from engine.broker.lock import StoreLock
+from engine.errors import InvalidArgumentError, UncleanStoreError
+from engine.fsutil import fsync_dir
+from engine.ops import operation
+from engine.ops.operation import Progress, no_progress
 
 HOUR_MS = 3_600_000
 
@@ -70,6 +74,12 @@ class CleanPlan:
     index_stop: str = ""
     skipped: list[dict] = field(default_factory=list)   # {"path", "reason"}: symlinks and the like, left alone
     unclean: bool = False
+    fingerprint: tuple = ()
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """Only deletions change the store (the corrected minimum offsets are the broker's in-memory state)."""
+        return not self.items
 
     @property
     def items(self) -> list[CleanItem]:
@@ -147,10 +157,10 @@ def _item(fence: _Fence, path: Path, kind: str, reason: str) -> CleanItem:
 # ==================================================================== consume queue helpers
 
 def _read_units(path: Path) -> np.ndarray:
+    """One consume-queue file's units (one read, no copy: clean holds one file at a time)."""
+    n = os.lstat(path).st_size // CQ_STORE_UNIT_SIZE
     with open(path, "rb") as f:
-        data = f.read()
-    n = len(data) // CQ_STORE_UNIT_SIZE
-    return np.frombuffer(data, dtype=UNIT_DTYPE, count=n).copy()
+        return np.fromfile(f, dtype=UNIT_DTYPE, count=n)
 
 
 def _valid_prefix(units: np.ndarray) -> int:
@@ -197,8 +207,9 @@ def _segment_files(fence: _Fence, d: Path, skipped: list[dict]) -> list[tuple[in
 # ==================================================================== plan
 
 def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False,
-               now: int | None = None) -> CleanPlan:
-    root = cfg.root
+               now: int | None = None, progress: Progress | None = None) -> CleanPlan:
+    """What clean deletes (format §8). Reads only."""
+    progress = progress or no_progress
     layout = StoreLayout.of(cfg)
     layout.require_store()
     hours = cfg.fileReservedTime if reserved_hours is None else reserved_hours
@@ -206,13 +217,21 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
         raise InvalidArgumentError(f"--reserved-hours must not be negative, got {hours}")
     now = int(time.time() * 1000) if now is None else now
     fence = _Fence(cfg)
-    plan = CleanPlan(str(root), now, hours, force_now, 0, 0, unclean=layout.abort.exists())
-    skipped = plan.skipped
-    # ---------------------------------------------------------------- commit log (§8.1)
+    plan = CleanPlan(str(cfg.root), now, hours, force_now, 0, 0, unclean=layout.abort.exists(),
+                     fingerprint=operation.fingerprint(cfg))
+    if not _plan_commitlog(cfg, fence, plan):
+        return plan
+    _plan_queues(layout, fence, plan, progress)
+    _plan_index(layout, fence, plan)
+    return plan
+
+
+def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> bool:
+    """Expired segments, oldest first, never the last (§8.1). False when nothing else may be cleaned."""
     segs: list[tuple[int, Path]] = []
     blocked = False
     for d in cfg.commitlog_dirs:
-        found = _segment_files(fence, d, skipped)
+        found = _segment_files(fence, d, plan.skipped)
         if found is None:
             blocked = True
             continue
@@ -222,91 +241,99 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
     if blocked:
         plan.commitlog_stop = "a commit-log directory leads outside the store; nothing is deleted"
         plan.min_offset_after = plan.min_offset_before
-        return plan
-    expired_ms = int(hours * HOUR_MS)
+        return False
+    expired_ms = int(plan.reserved_hours * HOUR_MS)
     deleted_upto = 0
     for i, (start, p) in enumerate(segs[:-1]):
         why = fence.check(p)
         if why:
-            skipped.append({"path": fence.rel(p), "reason": why})
+            plan.skipped.append({"path": fence.rel(p), "reason": why})
             plan.commitlog_stop = f"{p.name}: {why}"
             break
         mtime_ms = int(os.lstat(p).st_mtime * 1000)
-        if force_now or now >= mtime_ms + expired_ms:
-            age_h = (now - mtime_ms) / HOUR_MS
-            plan.commitlog.append(_item(fence, p, "commitlog", "forced" if force_now and now < mtime_ms + expired_ms
-                                        else f"last modified {age_h:.1f} h ago"))
-            deleted_upto = i + 1
-        else:
-            plan.commitlog_stop = (f"{p.name} is not expired (last modified {(now - mtime_ms) / HOUR_MS:.1f} h ago, "
-                                   f"reserved {hours:g} h)")
+        age_h = (plan.now - mtime_ms) / HOUR_MS
+        if not (plan.force_now or plan.now >= mtime_ms + expired_ms):
+            plan.commitlog_stop = (f"{p.name} is not expired (last modified {age_h:.1f} h ago, "
+                                   f"reserved {plan.reserved_hours:g} h)")
             break
+        forced = plan.force_now and plan.now < mtime_ms + expired_ms
+        plan.commitlog.append(_item(fence, p, "commitlog", "forced" if forced else f"last modified {age_h:.1f} h ago"))
+        deleted_upto = i + 1
     else:
         if segs:
             plan.commitlog_stop = f"{segs[-1][1].name} is the last (active) segment"
-    min_cl = segs[deleted_upto][0] if segs else 0
-    plan.min_offset_after = min_cl
-    # ---------------------------------------------------------------- consume queues (§8.3)
-    cq_base = layout.consumequeue_dir
-    topics = _segment_dirs(fence, cq_base, skipped, numeric=False)
-    for tdir in topics:
-        for qdir in _segment_dirs(fence, tdir, skipped, numeric=True):
-            files = _segment_files(fence, qdir, skipped)
-            if not files:
-                continue
-            before = _correct_min(files, plan.min_offset_before)
-            n_del = 0
-            for start, p in files[:-1]:
-                why = fence.check(p)
-                if why:
-                    skipped.append({"path": fence.rel(p), "reason": why})
-                    break
-                size = os.lstat(p).st_size
-                if size < CQ_STORE_UNIT_SIZE:
-                    break
-                with open(p, "rb") as f:
-                    f.seek(size - size % CQ_STORE_UNIT_SIZE - CQ_STORE_UNIT_SIZE)
-                    off, usize, _ = UNIT.unpack(f.read(CQ_STORE_UNIT_SIZE))
-                if not (off >= 0 and usize > 0):
-                    break  # the file is not full: never delete past it
-                if off < min_cl:
-                    plan.consume_queue_files.append(_item(fence, p, "consumequeue",
-                                                          f"last unit points at {off} < {min_cl}"))
-                    n_del += 1
-                else:
-                    break
-            after = _correct_min(files[n_del:], min_cl)
-            if n_del or after[0] != before[0]:
-                plan.queues.append(QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del))
-    # ---------------------------------------------------------------- index (§5.8, §8.4)
+    plan.min_offset_after = segs[deleted_upto][0] if segs else 0
+    return True
+
+
+def _plan_queues(layout: StoreLayout, fence: _Fence, plan: CleanPlan, progress: Progress) -> None:
+    """Consume-queue files whose last unit lies below the new minimum, and corrected minimum offsets (§8.3)."""
+    min_cl = plan.min_offset_after
+    qdirs = [(tdir, qdir) for tdir in _segment_dirs(fence, layout.consumequeue_dir, plan.skipped, numeric=False)
+             for qdir in _segment_dirs(fence, tdir, plan.skipped, numeric=True)]
+    for n, (tdir, qdir) in enumerate(qdirs):
+        progress("consume queues", n + 1, len(qdirs))
+        files = _segment_files(fence, qdir, plan.skipped)
+        if not files:
+            continue
+        before = _correct_min(files, plan.min_offset_before)
+        n_del = 0
+        for start, p in files[:-1]:
+            why = fence.check(p)
+            if why:
+                plan.skipped.append({"path": fence.rel(p), "reason": why})
+                break
+            off = _last_unit_offset(p)
+            if off is None or off >= min_cl:
+                break  # not full, or still needed: never delete past it
+            plan.consume_queue_files.append(_item(fence, p, "consumequeue", f"last unit points at {off} < {min_cl}"))
+            n_del += 1
+        after = _correct_min(files[n_del:], min_cl)
+        if n_del or after[0] != before[0]:
+            plan.queues.append(QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del))
+
+
+def _last_unit_offset(p: Path) -> int | None:
+    """The commit-log offset of a consume-queue file's last unit, None when that unit is not valid."""
+    size = os.lstat(p).st_size
+    if size < CQ_STORE_UNIT_SIZE:
+        return None
+    with open(p, "rb") as f:
+        f.seek(size - size % CQ_STORE_UNIT_SIZE - CQ_STORE_UNIT_SIZE)
+        off, usize, _ = UNIT.unpack(f.read(CQ_STORE_UNIT_SIZE))
+    return off if off >= 0 and usize > 0 else None
+
+
+def _plan_index(layout: StoreLayout, fence: _Fence, plan: CleanPlan) -> None:
+    """Index files whose endPhyOffset lies below the new minimum, never the newest (§5.8, §8.4)."""
+    min_cl = plan.min_offset_after
     idir = layout.index_dir
     why = fence.check(idir) if idir.exists() or idir.is_symlink() else "vanished"
     if why and why != "vanished":
-        skipped.append({"path": fence.rel(idir), "reason": why})
+        plan.skipped.append({"path": fence.rel(idir), "reason": why})
         plan.index_stop = "index/ leads outside the store"
-    elif not why:
-        files = list_index_files(idir)
-        for p in files[:-1]:
-            why = fence.check(p)
-            if why:
-                skipped.append({"path": fence.rel(p), "reason": why})
-                plan.index_stop = f"{p.name}: {why}"
-                break
-            with open(p, "rb") as f:
-                head = f.read(HEADER.size)
-            if len(head) < HEADER.size:
-                plan.index_stop = f"{p.name} is too short to have a header"
-                break
-            end_phy = HEADER.unpack(head)[3]
-            if end_phy < min_cl:
-                plan.index.append(_item(fence, p, "index", f"endPhyOffset {end_phy} < {min_cl}"))
-            else:
-                plan.index_stop = f"{p.name} has endPhyOffset {end_phy} >= {min_cl}"
-                break
-        else:
-            if files:
-                plan.index_stop = f"{files[-1].name} is the newest index file (never deleted)"
-    return plan
+        return
+    if why:
+        return
+    files = list_index_files(idir)
+    for p in files[:-1]:
+        why = fence.check(p)
+        if why:
+            plan.skipped.append({"path": fence.rel(p), "reason": why})
+            plan.index_stop = f"{p.name}: {why}"
+            return
+        with open(p, "rb") as f:
+            head = f.read(HEADER.size)
+        if len(head) < HEADER.size:
+            plan.index_stop = f"{p.name} is too short to have a header"
+            return
+        end_phy = HEADER.unpack(head)[3]
+        if end_phy >= min_cl:
+            plan.index_stop = f"{p.name} has endPhyOffset {end_phy} >= {min_cl}"
+            return
+        plan.index.append(_item(fence, p, "index", f"endPhyOffset {end_phy} < {min_cl}"))
+    if files:
+        plan.index_stop = f"{files[-1].name} is the newest index file (never deleted)"
 
 
 def _segment_dirs(fence: _Fence, base: Path, skipped: list[dict], numeric: bool) -> list[Path]:
@@ -331,43 +358,33 @@ def _segment_dirs(fence: _Fence, base: Path, skipped: list[dict], numeric: bool)
 
 # ==================================================================== apply
 
+def _execute(cfg: BrokerConfig, plan: CleanPlan) -> None:
+    """Delete what the plan lists, oldest first (the caller holds the lock)."""
+    if StoreLayout.of(cfg).abort.exists():
+        raise UncleanStoreError(f"store {cfg.root} was not shut down cleanly (abort file present); "
+                                "run `rmqtool recover` first")
+    fence = _Fence(cfg)
+    dirs: set[Path] = set()
+    for it in plan.items:
+        p = fence.root / it.path if not os.path.isabs(it.path) else Path(it.path)
+        # Checked again right before the unlink: never remove a symlink or anything outside.
+        if fence.check(p):
+            continue
+        os.unlink(p)
+        dirs.add(p.parent)
+    for d in dirs:
+        fsync_dir(d)
+
+
 def apply_clean(cfg: BrokerConfig, plan: CleanPlan, lock: StoreLock | None = None) -> CleanPlan:
-    """Delete what the plan lists, oldest first, under the store lock (re-planned under the lock)."""
-    own = lock is None
-    if own:
-        lock = StoreLock(cfg.root).acquire()
-    try:
-        if StoreLayout.of(cfg).abort.exists():
-            raise UncleanStoreError(f"store {cfg.root} was not shut down cleanly (abort file present); "
-                                    "run `rmqtool recover` first")
-        plan = plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now)
-        fence = _Fence(cfg)
-        dirs: set[Path] = set()
-        for it in plan.items:
-            p = fence.root / it.path if not os.path.isabs(it.path) else Path(it.path)
-            # Checked again right before the unlink: never remove a symlink or anything outside.
-            if fence.check(p):
-                continue
-            os.unlink(p)
-            dirs.add(p.parent)
-        for d in dirs:
-            fsync_dir(d)
-        return plan
-    finally:
-        if own:
-            lock.release()
+    """Delete what the plan lists under the store lock (re-planned first if the store changed since)."""
+    return operation.apply_under_lock(
+        cfg, plan, lambda: plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now),
+        lambda p: _execute(cfg, p), lock)
 
 
 def clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False, dry_run: bool = False,
-          now: int | None = None) -> CleanPlan:
-    """The `rmqtool clean` entry point."""
-    if dry_run:
-        return plan_clean(cfg, reserved_hours, force_now, now)
-    if not cfg.root.is_dir():
-        raise NotAStoreError(f"store directory {cfg.root} does not exist")
-    lock = StoreLock(cfg.root).acquire()
-    try:
-        plan = plan_clean(cfg, reserved_hours, force_now, now)
-        return apply_clean(cfg, plan, lock=lock)
-    finally:
-        lock.release()
+          now: int | None = None, progress: Progress | None = None) -> CleanPlan:
+    """The `rmqtool clean` entry point: lock (unless dry run), plan, apply."""
+    return operation.run(cfg, lambda: plan_clean(cfg, reserved_hours, force_now, now, progress),
+                         lambda p: _execute(cfg, p), dry_run)

@@ -1,14 +1,28 @@
-"""Index file statistics and verification (the `inspect-index --stats/--verify` engine side)."""
+"""Index file statistics and verification (the `inspect-index --stats/--verify` engine side; recovery uses the
+same structural check to decide which index files it can trust).
+
+Memory is bounded whatever the file size: items are read a chunk at a time (VERIFY_CHUNK items, about 100 MB
+of working arrays), plus one int32 per hash slot (20 MB for the default 5,000,000 slots). The commit-log checks
+walk the log once over the range the file's items cover (engine.ops.logread.walk: one decode window at a time)
+instead of decoding a record per item.
+"""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from engine.broker.commitlog import CommitLog
 from engine.broker.indexfile import IndexFile
-from engine.java.lang import index_hash, java_string_hash
-from engine.broker.message import VALID
+from engine.broker.layout import StoreLayout
+
+VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working arrays at most
+_LISTED = 50                    # problems of one kind listed before they are only counted
+
+Progress = Callable[[str, int, int], None]
 
 
 def index_stats(f: IndexFile, top: int = 10) -> dict:
@@ -49,9 +63,13 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     problem_count: int = 0
     max_listed: int = 200
+    expired_items: int = 0          # items below the commit log's minimum offset (deleted by clean): not problems
+    in_flight: int = 0              # a live writer's items and header fields not yet consistent: not problems
+    live: bool = False              # another process held the store lock (a writer) while verifying
+    zero_filled: bool = False
 
-    def add(self, msg: str) -> None:
-        self.problem_count += 1
+    def add(self, msg: str, count: int = 1) -> None:
+        self.problem_count += count
         if len(self.problems) < self.max_listed:
             self.problems.append(msg)
 
@@ -61,92 +79,202 @@ class VerifyReport:
 
     def as_dict(self) -> dict:
         return {"file": self.file, "itemsChecked": self.items_checked, "ok": self.ok,
-                "problemCount": self.problem_count, "problems": self.problems}
+                "problemCount": self.problem_count, "problems": self.problems,
+                "expiredItems": self.expired_items, "inFlight": self.in_flight, "liveWriter": self.live,
+                "zeroFilled": self.zero_filled}
 
 
-def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: bool | None = None) -> VerifyReport:
-    """Structural checks, then every item against the commit log when one is given.
+# ==================================================================== structure
 
-    Structure: indexCount in range, every chain pointer goes to an older item of the same slot, slot heads are
-    the newest item of their slot, header counts and offsets agree with the items.
-    Commit log: the offset holds a valid message whose topic#key set has a key with the item's hash, and the
-    decoded time is the message's store time floored to whole seconds from the header begin time.
+@dataclass
+class Structure:
+    """What the structural pass learned about a file (recovery's cheap facts)."""
+    count: int = 0                  # items 1..count (by the header's indexCount, snapshotted once)
+    monotone: bool = True           # item phyOffsets never go down (items are put in commit-log order)
+    first_phy: int = -1
+    last_phy: int = -1
+    trailing: int = 0               # items at the end that point at last_phy (keys of one record)
+    distinct_slots: int = 0
+    zero_filled: bool = False
+
+
+def _listed(rep: VerifyReport, idx: np.ndarray, fmt: Callable[[int], str], listed: list[int]) -> None:
+    """Add one problem per index in idx, listing at most _LISTED of this kind in total."""
+    room = max(0, _LISTED - listed[0])
+    for i in idx[:room].tolist():
+        rep.add(fmt(i))
+    listed[0] += min(room, len(idx))
+    if len(idx) > room:
+        rep.problem_count += len(idx) - room
+
+
+def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
+                    progress: Progress | None = None) -> Structure:
+    """Chains, counts and header offsets, a chunk of items at a time (no commit log needed).
+
+    Every chain pointer must go to an older item of the same slot, slot heads must be the newest item of their
+    slot, header counts and offsets must agree with the items, and item offsets must not go down. With a live
+    writer (live=True) the newest file may run ahead of the snapshot: heads past it are not problems.
     """
-    rep = VerifyReport(f.path.name)
     h = f.header
+    s = Structure()
+    raw_head = bytes(f._mm[:40])
     if f.on_disk_index_count < 0 or h.indexCount > f.index_num:
         rep.add(f"header indexCount {f.on_disk_index_count} is outside 0..{f.index_num}")
+    if not any(raw_head) and not np.count_nonzero(f.slots_array()):
+        s.zero_filled = rep.zero_filled = True
+        if live:
+            rep.in_flight += 1
+        else:
+            rep.add("the file is zero-filled: no header, no slots (a file the writer never wrote, or lost)")
+        return s
     items = f.items_array()
-    n = len(items)
+    n = s.count = len(items)
     rep.items_checked = n
-    if n == 0:
-        return rep
-    hashes = items["hash"].astype(np.int64)
-    prev = items["prev"].astype(np.int64)
-    tdiff = items["time_diff"].astype(np.int64)
-    phys = items["phy"].astype(np.int64)
-    nums = np.arange(1, n + 1)
-    for i in np.flatnonzero(hashes < 0)[:50]:
-        rep.add(f"item {i + 1}: negative key hash {hashes[i]} (the broker stores abs(hash))")
-    item_slots = np.where(hashes >= 0, hashes % f.hash_slot_num, -1)
-    bad_prev = (prev < 0) | (prev >= nums)
-    for i in np.flatnonzero(bad_prev)[:50]:
-        rep.add(f"item {i + 1}: prevIndex {prev[i]} does not point at an older item")
-    ok_prev = ~bad_prev & (prev > 0)
-    mism = np.flatnonzero(ok_prev & (item_slots[np.clip(prev - 1, 0, n - 1)] != item_slots))
-    for i in mism[:50]:
-        rep.add(f"item {i + 1}: prevIndex {prev[i]} is an item of another slot")
-    for i in np.flatnonzero(tdiff < 0)[:50]:
-        rep.add(f"item {i + 1}: negative timeDiff {tdiff[i]}")
-    # Slot heads: the newest item of each slot.
-    slots = f.slots_array().astype(np.int64)
-    valid_slot_items = item_slots >= 0
-    expected_heads = np.zeros(f.hash_slot_num, dtype=np.int64)
-    np.maximum.at(expected_heads, item_slots[valid_slot_items], nums[valid_slot_items])
-    bad_heads = np.flatnonzero(slots != expected_heads)
-    for s in bad_heads[:50]:
-        rep.add(f"slot {s}: head is item {slots[s]}, expected item {expected_heads[s]}")
-    if len(bad_heads) > 50:
-        rep.problem_count += len(bad_heads) - 50
-    distinct = int(np.count_nonzero(expected_heads))
-    if h.hashSlotCount != distinct:
-        rep.add(f"header hashSlotCount {h.hashSlotCount} but {distinct} slots are in use")
-    if h.beginPhyOffset != phys[0]:
-        rep.add(f"header beginPhyOffset {h.beginPhyOffset} but item 1 is at {phys[0]}")
-    if h.endPhyOffset != phys[-1]:
-        rep.add(f"header endPhyOffset {h.endPhyOffset} but the last item is at {phys[-1]}")
-    decoded = h.beginTimestamp + tdiff * 1000
-    if commitlog is None:
-        return rep
-    cache: dict[int, object] = {}
-    for i in range(n):
-        off = int(phys[i])
-        rec = cache.get(off)
-        if rec is None:
-            r = commitlog.check_at(off, check_crc=True)
-            if r.status != VALID:
-                rec = r.reason or r.status
-            elif r.record.physical_offset != off:
-                rec = f"record there says it is at {r.record.physical_offset}"
+    # Bounded state: one int32 per hash slot (the newest item of each) and one bit-sized flag per item.
+    st = {"heads": np.zeros(f.hash_slot_num, dtype=np.int32), "seen": np.zeros(n + 1, dtype=bool), "roots": 0,
+          "links": 0}
+    listed = {k: [0] for k in ("hash", "prev", "tdiff", "order")}
+    last = None
+    for lo in range(0, n, VERIFY_CHUNK):
+        last = _check_chunk(f, items, lo, min(n, lo + VERIFY_CHUNK), st, rep, listed, last, s)
+        if progress:
+            progress("verify", min(n, lo + VERIFY_CHUNK), n)
+    expected = st["heads"]
+    _check_heads(f, expected, rep, live, s)
+    if st["links"] != int(np.count_nonzero(st["seen"])):
+        rep.add(f"{st['links'] - int(np.count_nonzero(st['seen']))} item(s) are the previous item of two items: "
+                "chains are merged")
+    if n and st["roots"] != s.distinct_slots:
+        rep.add(f"{st['roots']} items end a chain (prevIndex 0) but {s.distinct_slots} slots are in use: "
+                "chains are broken or merged")
+    if n:
+        if h.beginPhyOffset != s.first_phy:
+            rep.add(f"header beginPhyOffset {h.beginPhyOffset} but item 1 is at {s.first_phy}")
+        if h.endPhyOffset != s.last_phy:
+            if live:
+                rep.in_flight += 1
             else:
-                rec = r.record
-            cache[off] = rec
-            if len(cache) > 100_000:
-                cache.clear()
-        if isinstance(rec, str):
-            rep.add(f"item {i + 1}: phyOffset {off} is not a valid message ({rec})")
-            continue
-        key_hashes = {index_hash(java_string_hash(k)) for k in rec.index_keys()}
-        if int(hashes[i]) not in key_hashes:
-            rep.add(f"item {i + 1}: no key of the message at {off} ({rec.topic}) has hash {hashes[i]}")
-        ts = rec.store_timestamp
-        if i == 0:
-            if h.beginTimestamp != ts:
-                rep.add(f"item 1: header beginTimestamp {h.beginTimestamp} but the message was stored at {ts}")
-            continue  # item 1's timeDiff is relative to the seed of a rolled file (§5.6)
-        if h.beginTimestamp > 0 and not (decoded[i] <= ts < decoded[i] + 1000) and ts >= h.beginTimestamp:
-            rep.add(f"item {i + 1}: decoded time {decoded[i]} does not match store time {ts}")
-    last = cache.get(int(phys[-1]))
-    if not isinstance(last, str) and last is not None and h.endTimestamp != last.store_timestamp:
-        rep.add(f"header endTimestamp {h.endTimestamp} but the last item's message was stored at {last.store_timestamp}")
+                rep.add(f"header endPhyOffset {h.endPhyOffset} but the last item is at {s.last_phy}")
+        tail = items["phy"][max(0, n - 64):].astype(np.int64)
+        s.trailing = int(len(tail) - np.flatnonzero(tail != s.last_phy)[-1] - 1) if (tail != s.last_phy).any() \
+            else len(tail)
+    return s
+
+
+def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
+    """One chunk of check_structure; returns the last phyOffset seen.
+
+    Chains, without sorting: every prevIndex points at an older item of the same slot, no item is the
+    previous one of two items, and there are as many chain ends (prevIndex 0) as slots in use (checked at the
+    end). Then each slot's items form one chain in put order, which is what putKey builds (format §5.6).
+    """
+    part = items[lo:hi]
+    hashes = part["hash"].astype(np.int64)
+    prev = part["prev"].astype(np.int64)
+    tdiff = part["time_diff"].astype(np.int64)
+    phys = part["phy"].astype(np.int64)
+    del part
+    nums = np.arange(lo + 1, hi + 1, dtype=np.int64)
+    _listed(rep, np.flatnonzero(hashes < 0), lambda i: f"item {lo + i + 1}: negative key hash {hashes[i]} "
+            "(the broker stores abs(hash))", listed["hash"])
+    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0)
+    bad_prev = (prev < 0) | (prev >= nums)
+    _listed(rep, np.flatnonzero(bad_prev), lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} does not point "
+            "at an older item", listed["prev"])
+    linked = np.flatnonzero(~bad_prev & (prev > 0))
+    p = prev[linked]
+    their = items["hash"][p - 1].astype(np.int64)
+    wrong = linked[np.where(their >= 0, their % f.hash_slot_num, 0) != slots[linked]]
+    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot", listed["prev"])
+    st["seen"][p] = True  # compared with the number of links at the end: no item may be linked from two
+    st["links"] += len(p)
+    st["roots"] += int(np.count_nonzero(prev == 0))
+    st["heads"][slots] = nums  # items come in order: the last write per slot is its newest item
+    _listed(rep, np.flatnonzero(tdiff < 0), lambda i: f"item {lo + i + 1}: negative timeDiff {tdiff[i]}",
+            listed["tdiff"])
+    if len(phys):
+        if s.first_phy < 0:
+            s.first_phy = int(phys[0])
+        down = np.flatnonzero(np.diff(phys) < 0) + 1
+        if last is not None and phys[0] < last:
+            down = np.concatenate(([0], down))
+        if len(down):
+            s.monotone = False
+            _listed(rep, down, lambda i: f"item {lo + i + 1}: phyOffset {phys[i]} is below the item before it "
+                    "(items are put in commit-log order)", listed["order"])
+        s.last_phy = int(phys[-1])
+        return int(phys[-1])
+    return last
+
+
+def _check_heads(f, expected, rep, live, s: Structure) -> None:
+    slots = f.slots_array()
+    count = s.count
+    bad_total = 0
+    step = VERIFY_CHUNK * 4
+    for lo in range(0, f.hash_slot_num, step):
+        have = slots[lo:lo + step].astype(np.int64)
+        want = expected[lo:lo + step]
+        bad = np.flatnonzero(have != want)
+        if live and len(bad):
+            ahead = have[bad] > count  # a head written by the live writer after the count we read
+            rep.in_flight += int(np.count_nonzero(ahead))
+            bad = bad[~ahead]
+        for i in bad[:max(0, _LISTED - bad_total)].tolist():
+            rep.add(f"slot {lo + i}: head is item {have[i]}, expected item {want[i]}")
+        if len(bad) > max(0, _LISTED - bad_total):
+            rep.problem_count += len(bad) - max(0, _LISTED - bad_total)
+        bad_total += len(bad)
+    s.distinct_slots = int(np.count_nonzero(expected))
+    if f.header.hashSlotCount != s.distinct_slots:
+        if live and f.header.hashSlotCount > s.distinct_slots:
+            rep.in_flight += 1
+        else:
+            rep.add(f"header hashSlotCount {f.header.hashSlotCount} but {s.distinct_slots} slots are in use")
+
+
+# ==================================================================== against the commit log
+
+def store_is_live(index_path: Path) -> bool:
+    """True when another process holds the store lock (a broker or a writer): read from /proc/locks, so this
+    process never opens (and on close releases) the lock file."""
+    root = Path(index_path).parent.parent
+    lock = StoreLayout(root).lock
+    try:
+        st = os.stat(lock)
+        with open("/proc/locks") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    me = str(os.getpid())
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[5].lower() == dev.lower() and parts[4] != me:
+            return True
+    return False
+
+
+def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: bool | None = None, *,
+                      live: bool | None = None, progress: Progress | None = None) -> VerifyReport:
+    """Structural checks, then every item against the commit log when one is given.
+
+    Commit log: the offset holds a valid message (body CRC, PHYSICALOFFSET) whose topic#key set has a key with
+    the item's hash, and the decoded time is the message's store time floored to whole seconds from the header
+    begin time. Items below the commit log's minimum offset were expired by clean: counted, not problems.
+    live: another process is writing the store (default: asked of /proc/locks); its newest items, heads and
+    header fields may run ahead of what this reader saw and are counted as in flight, not as problems.
+    seeded_item1 is accepted for compatibility and unused (item 1 is always checked against the begin time).
+    """
+    rep = VerifyReport(f.path.name)
+    if live is None:
+        live = commitlog is not None and store_is_live(f.path)
+    rep.live = live
+    s = check_structure(f, rep, live, progress)
+    if commitlog is None or s.count == 0:
+        return rep
+    from engine.ops.verify_log import check_items_against_log
+
+    check_items_against_log(f, commitlog, s, rep, live, progress)
     return rep

@@ -75,7 +75,13 @@ def clean(
     """
     # Index geometry is accepted like every store command takes it; clean reads only index headers.
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    plan = run_clean(cfg, reserved_hours, force_now, dry_run)
+    with render.progress(None, "clean") as bar:
+        task = bar.add_task("clean", total=None)
+
+        def progress(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress)
     if json_out:
         d = plan.as_dict()
         d["dryRun"] = dry_run

@@ -24,8 +24,7 @@ def _note(msg: str) -> None:
     render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
 
 
-def _render(plan: RecoveryPlan, dry_run: bool) -> None:
-    d = plan.as_dict()
+def _summary(plan: RecoveryPlan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
     cb, ca = d["checkpointBefore"], d["checkpointAfter"]
     if plan.nothing_to_do:
         status = "already consistent: nothing to do"
@@ -33,8 +32,7 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
         status = "data consistent; " + ("would remove" if dry_run else "removed") + " the abort marker"
     else:
         status = "would repair (dry run, nothing changed)" if dry_run else "repaired"
-    cq = d["consumeQueues"]
-    ix = d["index"]
+    cq, ix = d["consumeQueues"], d["index"]
     why_mode = "abort file present: last exit was not clean" if plan.mode == "abnormal" else "no abort file"
 
     def change(field: str, fmt=render.fmt_time) -> tuple[str, str]:
@@ -53,6 +51,8 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
                                                f"{render.fmt_time(plan.last_store_timestamp) or '-'}"),
         ("bytes truncated", plan.truncated_bytes),
         ("records truncated", plan.truncated_records),
+        ("damaged ranges skipped (valid records after them kept)",
+         f"{plan.repair_count} ({plan.skipped_bytes} bytes)" if plan.repair_count else "0"),
         ("segments deleted", _names(plan.segments_deleted)),
         ("consume-queue units removed / added",
          f"{cq['unitsRemoved']} / {cq['unitsAdded']} ({cq['queuesChanged']} queue(s), "
@@ -62,14 +62,20 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
         ("index files created", f"{len(ix['created'])}: {_names(ix['created'])}"),
         ("index files removed", f"{len(ix['removed'])}: {_names(ix['removed'])}"),
         ("index checked from offset", ix["reindexFromOffset"] if ix["reindexFromOffset"] is not None else "-"),
-        change("physicMsgTimestamp"),
-        change("logicsMsgTimestamp"),
-        change("indexMsgTimestamp"),
+        change("physicMsgTimestamp"), change("logicsMsgTimestamp"), change("indexMsgTimestamp"),
         change("confirmPhyOffset", str),
     ]
     if not plan.checkpoint_readable:
         pairs.append(("checkpoint problem", plan.checkpoint_problem))
-    render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), pairs)
+    if plan.quarantine_dir:
+        pairs.append(("removed and overwritten bytes kept in", plan.quarantine_dir))
+    return pairs
+
+
+def _render(plan: RecoveryPlan, dry_run: bool) -> None:
+    d = plan.as_dict()
+    cq, ix = d["consumeQueues"], d["index"]
+    render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), _summary(plan, d, dry_run))
     if len(plan.scan_start_reasons) > 1:
         render.table("why the scan starts where it does", ["reason"], [[r] for r in plan.scan_start_reasons])
     if cq["queues"]:
@@ -77,6 +83,10 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
                                                 "units removed", "units added", "files deleted"],
                      [[q["topic"], q["queueId"], q["maxOffsetBefore"], q["maxOffsetAfter"], q["unitsRemoved"],
                        q["unitsAdded"], len(q["filesDeleted"])] for q in cq["queues"]])
+    if d["skipped"]:
+        render.table("damaged ranges skipped" + (" (first ones)" if plan.repair_count > 50 else ""),
+                     ["offset", "bytes", "segment", "replaced by", "why"],
+                     [[x["offset"], x["bytes"], x["segment"], x["repair"], x["reason"]] for x in d["skipped"][:50]])
     if ix["problems"]:
         render.table("index files that could not be trusted", ["file", "problem"],
                      [[k, v] for k, v in ix["problems"].items()])
@@ -88,7 +98,8 @@ def _render(plan: RecoveryPlan, dry_run: bool) -> None:
 
 
 @handles_errors
-def recover(
+def recover(  # typer: one parameter per option
+
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute and print the plan; change nothing.")] = False,
@@ -99,15 +110,19 @@ def recover(
     full_scan: Annotated[bool, typer.Option("--full-scan", help="Validate the whole commit log from its first "
                                             "segment, not just from where recovery would start (finds damage the "
                                             "checkpoint says cannot be there; reads the whole log).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Remove or overwrite damaged data even when the store's "
+                                        "file system has no room to keep a copy in its quarantine folder.")] = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
 ) -> None:
-    """Recover a store after a crash: truncate the commit log after its last valid record, cut and re-dispatch the
-    consume queues, repair the index so every surviving message is found by each of its keys, write the
-    checkpoint and remove the abort marker.
+    """Recover a store after a crash: end the commit log after its last valid record, step over damaged records
+    in the middle (every valid record after them is kept; the damaged bytes get a placeholder the broker accepts),
+    cut and re-dispatch the consume queues, repair the index so every surviving message is found by each of its
+    keys, write the checkpoint and remove the abort marker. Everything removed or overwritten is first copied to
+    the store's quarantine folder with a manifest.json, or recover refuses and says what --force would remove.
 
     Takes the store lock. A store that is already consistent is left untouched.
     """
@@ -116,8 +131,14 @@ def recover(
         no_check_crc = True  # broker.conf checkCRCOnRecover=false
     if dry_run and cfg.root.is_dir() and StoreLock(cfg.root).is_locked_elsewhere():
         _note("the store is locked by another process; the plan may be out of date by the time it runs")
-    plan = run_recovery(cfg, check_crc=not no_check_crc, index_safe=index_safe or cfg.messageIndexSafe,
-                        dry_run=dry_run, full_scan=full_scan)
+    with render.progress(None, "recover") as bar:
+        task = bar.add_task("recover", total=None)
+
+        def progress(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        plan = run_recovery(cfg, check_crc=not no_check_crc, index_safe=index_safe or cfg.messageIndexSafe,
+                            dry_run=dry_run, full_scan=full_scan, force=force, progress=progress)
     if json_out:
         d = plan.as_dict()
         d["dryRun"] = dry_run

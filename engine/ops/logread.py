@@ -1,0 +1,475 @@
+"""Reading the commit log in bulk for the operations (recovery, verify): valid records a window at a time,
+and the gaps between them.
+
+walk() goes segment by segment through engine.broker.records.decode_segment (the one bulk decoder) and checks
+every record as the broker's recovery does (format §2.7): body CRC (zlib over the body ranges), the length
+formula, and, stricter than the broker, that PHYSICALOFFSET names the record's own position. A record that fails
+is not the end of the log: records are self-delimiting, so the walk resynchronises at the next valid record
+(format §2.7 applied at every candidate position, and its store time must not go back: a "valid" record older
+than the one before the damage is stale data left behind by an earlier truncation, pitfall 13) and reports the
+bytes in between as a Gap. Memory: one decode window (engine.broker.records.SCAN_WINDOW) plus its columns.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from engine.broker.commitlog import CommitLog
+from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
+                                   check_message)
+from engine.broker.records import BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, decode_segment
+from engine.broker.segments import Segment
+
+HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
+_MAGICS = (MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True), MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True))
+_BLANK = BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+
+
+@dataclass
+class Window:
+    """Valid records of one decode window. batch positions are relative to the segment (seg.start + pos is
+    the physical offset); its arrays are views of the mapping: copy what you keep."""
+    seg: Segment
+    buf: object
+    batch: RecordBatch
+    keys: dict | None = None   # key_columns of every record, when the walk's helper computed them already
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.seg.start + self.batch.pos
+
+
+@dataclass
+class Gap:
+    """Bytes [pos, end) of a segment that hold no valid record.
+
+    kind HOLE: valid records follow at `end` (a damaged record, a zeroed page, garbage in the middle);
+    SEGMENT_TAIL: nothing valid follows in a non-last segment (the broker's recovery would stop here: it needs a
+    BLANK filler to move on); LOG_END: nothing valid follows in the last segment (the end of the log; `reason` is
+    empty when it is simply the unwritten, zero tail).
+    """
+    seg: Segment
+    pos: int
+    end: int
+    kind: str
+    reason: str
+    prev_ts: int = 0        # store time of the last valid record before the gap (0: none seen)
+    swallowed: int = 0      # valid records inside the gap (a hole narrower than min_hole was widened)
+
+    @property
+    def offset(self) -> int:
+        return self.seg.start + self.pos
+
+    @property
+    def end_offset(self) -> int:
+        return self.seg.start + self.end
+
+
+@dataclass
+class Filler:
+    """The segment's BLANK filler at pos: the walk goes on at the next segment (format §3.1)."""
+    seg: Segment
+    pos: int
+
+
+def body_crc_first_bad(buf, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
+    """Index of the first record whose body CRC is wrong (format §2.6: CRC-32 & 0x7FFFFFFF; an empty body is not
+    checked), or len(body_pos). One zlib call per body, compared in bulk."""
+    n = len(body_pos)
+    if not n:
+        return 0
+    mv = memoryview(buf)
+    starts = body_pos.tolist()
+    ends = (body_pos + np.maximum(body_len, 0)).tolist()
+    crcs = np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=n)
+    bad = np.flatnonzero((body_len > 0) & ((crcs & 0x7FFFFFFF) != body_crc))
+    return int(bad[0]) if len(bad) else n
+
+
+def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool, crc_bad: int | None = None
+                ) -> tuple[int, str]:
+    """(number of leading records that are valid, why the next one is not). crc_bad: the first record with a
+    wrong body CRC when already known (computed elsewhere), else it is computed here."""
+    n = len(batch)
+    bad = np.flatnonzero(~batch.length_ok | (batch.phy != seg_start + batch.pos))
+    first = int(bad[0]) if len(bad) else n
+    if check_crc:
+        if crc_bad is None:
+            crc_bad = body_crc_first_bad(buf, batch.body_pos[:first], batch.body_len[:first],
+                                         batch.body_crc[:first])
+        if crc_bad < first:
+            return crc_bad, f"body CRC mismatch (stored {int(batch.body_crc[crc_bad])})"
+    if first == n:
+        return n, ""
+    p = int(batch.pos[first])
+    if not batch.length_ok[first]:
+        return first, f"length mismatch: TOTALSIZE {int(batch.total[first])} disagrees with the record's fields"
+    return first, f"PHYSICALOFFSET says {int(batch.phy[first])}, but the record is at {seg_start + p}"
+
+
+# ------------------------------------------------------------------------------------------- CRC helper
+
+_WORKER_MAPS: dict = {}
+_KEY_FIELDS = ("pos", "length_ok", "sys_flag", "phy", "store_ts", "topic_pos", "topic_len", "props_pos", "props_len")
+
+
+def _worker_map(path: str, length: int):
+    import mmap
+
+    m = _WORKER_MAPS.get(path)
+    if m is None or len(m) != length:
+        with open(path, "rb") as f:
+            m = _WORKER_MAPS[path] = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
+    return m
+
+
+def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
+    """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
+    CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
+    RecordBatch columns _index_columns reads)."""
+    m = _worker_map(path, length)
+    bad = body_crc_first_bad(m, *crc) if crc is not None else None
+    cols = None
+    if fields is not None:
+        from engine.jobs.reindex import _index_columns
+
+        n = len(fields["pos"])
+        full = {f: fields.get(f, np.zeros(n, dtype=np.int64)) for f in RecordBatch.__dataclass_fields__}
+        b = np.frombuffer(m, dtype=np.uint8)
+        cols = _index_columns(m, b, RecordBatch(**full), seg_start)
+        del b
+    return bad, cols
+
+
+class CrcHelper:
+    """A helper process that checks the body CRCs of window k (or, asked for keys, extracts its index keys
+    instead, the CRCs then being checked here) while this process decodes window k+1: on two cores the walk's
+    costs (walking the records, CRC-32 over the bodies, hashing keys) overlap. Used for long walks only."""
+
+    def __init__(self, keys: bool = False):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        self.keys = keys
+        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+
+    def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
+        # Asked for keys, the helper hashes them and this process checks the CRCs: the two halves then weigh
+        # about the same (decoding + CRC here, key extraction there).
+        crc = (batch.body_pos, batch.body_len, batch.body_crc) if check_crc and not self.keys else None
+        fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
+        return self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
+    """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
+    with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
+    the SegmentEnd."""
+    pending = None
+    for item in decode_segment(_cut(buf, limit), pos, **kw):
+        if isinstance(item, SegmentEnd):
+            if pending is not None:
+                yield _settle(buf, seg, pending, check_crc)
+            yield item
+            return
+        if helper is None:
+            yield (item, *check_batch(buf, item, seg.start, check_crc), None)
+            continue
+        fut = helper.submit(seg, item, check_crc)
+        if pending is not None:
+            got = _settle(buf, seg, pending, check_crc)
+            yield got
+            if got[1] < len(got[0]):
+                return
+        pending = (item, fut)
+
+
+def _settle(buf, seg, pending, check_crc):
+    batch, fut = pending
+    crc_bad, cols = fut.result()
+    return (batch, *check_batch(buf, batch, seg.start, check_crc, crc_bad), cols)
+
+
+def _prefix_keys(cols: dict | None, n: int) -> dict | None:
+    """Key columns of the first n records (the valid prefix of a window)."""
+    if cols is None or len(cols["nkeys"]) == n:
+        return cols
+    nk = cols["nkeys"][:n]
+    out = dict(cols)
+    out.update(phy=cols["phy"][:n], ts=cols["ts"][:n], nkeys=nk, key_hash=cols["key_hash"][:int(nk.sum())])
+    return out
+
+
+def _candidate(buf, c: int, n: int, seg_start: int, min_ts: int, check_crc: bool) -> str:
+    """"ok" when a valid record (or the segment's own BLANK filler) starts at c, "stale" when a valid record
+    starts there that is older than the records before the damage, else "no"."""
+    r = check_message(buf, c, n, check_crc=check_crc, read_body=check_crc)
+    if r.status == BLANK:
+        return "ok" if r.size == n - c else "no"  # a segment's filler runs exactly to the end of the file
+    if r.status != VALID or r.record.physical_offset != seg_start + c:
+        return "no"
+    return "ok" if r.record.store_timestamp >= min_ts else "stale"
+
+
+def _next_data(fd: int, pos: int, n: int) -> int | None:
+    """Position of the first non-zero byte at or after pos (holes skipped, read with pread so the pages are
+    not mapped into the resident set), or None."""
+    chunk = 1 << 20
+    while pos < n:
+        try:
+            pos = max(pos, os.lseek(fd, pos, os.SEEK_DATA))
+        except OSError:
+            return None  # only a hole follows
+        if pos >= n:
+            return None
+        data = os.pread(fd, min(chunk, n - pos), pos)
+        if not data:
+            return None
+        nz = np.flatnonzero(np.frombuffer(data, dtype=np.uint8))
+        if len(nz):
+            return pos + int(nz[0])
+        pos += len(data)
+    return None
+
+
+def find_resync(buf, fd: int, p: int, n: int, seg_start: int, min_ts: int, check_crc: bool) -> int | None:
+    """The first position after p where a valid record (or the segment's BLANK filler) starts, or None
+    (nothing valid follows, or what follows is stale)."""
+    if n - p >= 8:
+        total = int.from_bytes(buf[p:p + 4], "big", signed=True)
+        magic = int.from_bytes(buf[p + 4:p + 8], "big", signed=True)
+        if magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) and 8 <= total <= n - p - 8:
+            verdict = _candidate(buf, p + total, n, seg_start, min_ts, check_crc)
+            if verdict != "no":
+                return p + total if verdict == "ok" else None  # its own length led to the next record
+    q = p + 1
+    while q + 8 <= n:
+        data = _next_data(fd, q, n)
+        if data is None:
+            return None
+        q = max(q, data - 4)  # a record's first non-zero byte is within its 4-byte TOTALSIZE
+        hits = [h for h in (buf.find(m, q + 4) for m in _MAGICS + (_BLANK,)) if h >= 0]
+        if not hits:
+            return None
+        c = min(hits) - 4
+        verdict = _candidate(buf, c, n, seg_start, min_ts, check_crc)
+        if verdict != "no":
+            return c if verdict == "ok" else None
+        q = c + 1
+    return None
+
+
+def _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole) -> tuple[int | None, int]:
+    """find_resync, then widened past valid records while the hole is narrower than min_hole."""
+    fd = cl.queue.fd(seg)
+    r = find_resync(buf, fd, pos, n, seg.start, last_ts, check_crc)
+    swallowed = 0
+    while r is not None and r - pos < min_hole:
+        nxt = check_message(buf, r, n, check_crc=False, read_body=False)
+        if nxt.status != VALID:
+            return None, swallowed  # the segment's BLANK: the hole becomes the segment's tail
+        swallowed += 1
+        r = find_resync(buf, fd, r, n, seg.start, last_ts, check_crc)
+    return r, swallowed
+
+
+def _cut(buf, limit: int):
+    """decode_segment over buf[:limit] without a copy (a full mapping keeps its madvise page release)."""
+    return buf if limit >= len(buf) else memoryview(buf)[:limit]
+
+
+def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
+         known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
+         parallel_crc: bool = False, parallel_keys: bool = False) -> Iterator[Window | Gap | Filler]:
+    """Valid records from `start` (a record boundary) in log order, and the gaps between them.
+
+    known_gaps: (offset, end offset) ranges already found by an earlier walk; they are stepped over without
+    decoding (a walk with check_crc=False then sees exactly the records the checking walk saw). The walk stops
+    after the first window that reaches `end` (windows may hold records past it) or at the end of the log.
+    min_hole: a HOLE narrower than this swallows the valid records after it until it is not (recovery needs
+    room for a placeholder record). A non-last segment with nothing valid left is a SEGMENT_TAIL only when a
+    later segment holds valid records; otherwise the log ends there (LOG_END) and later segments are after it.
+    parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core;
+    parallel_keys: the helper also extracts every window's index keys (Window.keys).
+    """
+    segs = cl.segments
+    if not segs:
+        return
+    first = 0 if start is None else next((i for i, s in enumerate(segs) if s.start <= start < s.end), None)
+    if first is None:
+        return
+    known = sorted(known_gaps or [])
+    last_ts = 0
+    helper = CrcHelper(parallel_keys) if (parallel_crc or parallel_keys) and (os.cpu_count() or 1) > 1 else None
+    try:
+        for i in range(first, len(segs)):
+            seg = segs[i]
+            if end is not None and seg.start >= end:
+                return
+            pos = 0 if (start is None or i != first) else start - seg.start
+            ctx = (check_crc, end, known, window, min_hole, helper)
+            stop, last_ts = yield from _walk_segment(cl, seg, pos, segs[i + 1:], last_ts, ctx)
+            if stop:
+                return
+    finally:
+        if helper is not None:
+            helper.close()
+
+
+def _release(buf, lo: int, hi: int) -> None:
+    """Drop a consumed window's pages from the resident set (they stay in the page cache): the consumers may
+    have touched them after decode_segment released them (the CRC helper keeps one window in flight)."""
+    madvise = getattr(buf, "madvise", None)
+    page = mmap.PAGESIZE
+    a, b = -(-lo // page) * page, (hi // page) * page
+    if madvise is not None and b > a:
+        madvise(mmap.MADV_DONTNEED, a, b - a)
+
+
+def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool) -> bool:
+    """Does any of these segments hold a valid record (as a resynchronisation would find it)?"""
+    for seg in segs:
+        buf = cl.queue.buffer(seg)
+        n = len(buf)
+        if n >= 8 and (_candidate(buf, 0, n, seg.start, min_ts, check_crc) == "ok"
+                       or find_resync(buf, cl.queue.fd(seg), 0, n, seg.start, min_ts, check_crc) is not None):
+            return True
+    return False
+
+
+def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
+    """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
+    check_crc, end, known, window, min_hole, helper = ctx
+    buf = cl.queue.buffer(seg)
+    n = len(buf)
+    kw = {} if window is None else {"window": window}
+    while pos < n:
+        gap = next(((a - seg.start, b - seg.start) for a, b in known if seg.start + pos <= a < seg.start + n), None)
+        if gap is not None and pos >= gap[0]:
+            pos = gap[1]
+            continue
+        limit = n if gap is None else gap[0]
+        stopped = None
+        for got in _decode_checked(buf, seg, pos, limit, check_crc, helper, kw):
+            if isinstance(got, SegmentEnd):
+                stopped = got
+                break
+            item, good, why, cols = got
+            if good:
+                sel = item if good == len(item) else item.select(slice(0, good))
+                last_ts = int(sel.store_ts[-1])
+                yield Window(seg, buf, sel, _prefix_keys(cols, good))
+                _release(buf, int(sel.pos[0]), int(sel.pos[-1] + sel.total[-1]))
+                if end is not None and seg.start + int(sel.pos[-1]) >= end:
+                    return True, last_ts
+            if good < len(item):
+                stopped = SegmentEnd(CORRUPT, int(item.pos[good]), why)
+                break
+        pos = stopped.pos
+        if stopped.kind == END_BLANK:
+            total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            if total == n - pos:
+                yield Filler(seg, pos)
+                return False, last_ts
+            # A BLANK magic whose length does not run to the end of the file is a damaged record: the broker
+            # would skip the rest of the segment there.
+            stopped = SegmentEnd(CORRUPT, pos, f"BLANK magic code with TOTALSIZE {total}, but {n - pos} bytes "
+                                               "remain in the segment")
+        if gap is not None and pos >= limit:
+            continue  # reached a known gap: stepped over above
+        reason = "" if stopped.kind == ZERO else stopped.reason
+        r, swallowed = _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole)
+        if r is not None:
+            yield Gap(seg, pos, r, HOLE, reason or "zero bytes in the middle of the data", last_ts, swallowed)
+            pos = r
+            continue
+        if not rest or not _later_data(cl, rest, last_ts, check_crc):
+            yield Gap(seg, pos, n, LOG_END, reason, last_ts)
+            return True, last_ts
+        yield Gap(seg, pos, n, SEGMENT_TAIL, reason or "no BLANK filler before the end of a non-last segment",
+                  last_ts)
+        return False, last_ts
+    return False, last_ts
+
+
+# ------------------------------------------------------------------------------------------- columns
+
+def key_columns(w: Window, rows: np.ndarray | None = None) -> dict:
+    """The broker index's keys of the window's records (format §5.8: UNIQ_KEY, then the KEYS tokens, as
+    "topic#key"; rollback records none), as per-record key counts and one Java hashCode per key, in put order.
+
+    Uses the bulk key extraction of the index rebuild job, tested there against MessageRecord.index_keys().
+    """
+    from engine.jobs.reindex import _index_columns  # the one vectorised statement of engine.broker.keys' rule
+
+    if w.keys is not None:
+        return w.keys if rows is None else _select_keys(w.keys, rows)
+    batch = w.batch if rows is None else w.batch.select(rows)
+    b = np.frombuffer(w.buf, dtype=np.uint8)
+    try:
+        return _index_columns(w.buf, b, batch, w.seg.start)
+    finally:
+        del b
+
+
+def _select_keys(cols: dict, rows: np.ndarray) -> dict:
+    """Key columns of some records (rows, ascending) out of a window's key columns."""
+    nk = cols["nkeys"].astype(np.int64)
+    start = np.concatenate(([0], np.cumsum(nk)[:-1]))
+    take = np.repeat(start[rows], nk[rows]) + (np.arange(int(nk[rows].sum())) - np.repeat(
+        np.concatenate(([0], np.cumsum(nk[rows])[:-1])), nk[rows]))
+    out = dict(cols)
+    out.update(phy=cols["phy"][rows], ts=cols["ts"][rows], nkeys=cols["nkeys"][rows], key_hash=cols["key_hash"][take])
+    return out
+
+
+class TopicGroups:
+    """Which consume queue (topic, queueId) each record of a window belongs to, without decoding every topic.
+
+    Records are grouped by their topic length, queue id and the first and last 8 topic bytes (exact for topics up
+    to 16 bytes, longer ones are compared byte for byte within their group); one topic per group is decoded.
+    """
+
+    def __init__(self):
+        self.cache: dict[tuple, tuple[str, int]] = {}
+
+    def __call__(self, w: Window) -> tuple[np.ndarray, list[tuple[str, int]]]:
+        batch, buf = w.batch, w.buf
+        n = len(buf)
+        tp, tl, q = batch.topic_pos, batch.topic_len, batch.queue_id
+        i64 = np.ndarray((n - 7,), dtype=">i8", buffer=buf, strides=(1,))
+        head = i64[np.minimum(tp, n - 8)].astype(np.int64)
+        tail = i64[np.clip(tp + tl - 8, 0, n - 8)].astype(np.int64)
+        with np.errstate(over="ignore"):
+            k = (head * np.int64(1000003)) ^ (tail * np.int64(7919)) ^ (tl << 40) ^ q
+        _, first, inv = np.unique(k, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        same = (head == head[first][inv]) & (tail == tail[first][inv]) & (tl == tl[first][inv]) & (q == q[first][inv])
+        long_ = np.flatnonzero(same & (tl > 16))
+        for r in long_.tolist():  # long topics: the middle bytes too
+            f = int(first[inv[r]])
+            a, b_, m = int(tp[r]), int(tp[f]), int(tl[r])
+            same[r] = buf[a:a + m] == buf[b_:b_ + m]
+        keys = [self._key(buf, int(tp[f]), int(tl[f]), int(q[f])) for f in first.tolist()]
+        odd = np.flatnonzero(~same)
+        if len(odd):  # a hash collision: those records get groups of their own
+            inv = inv.copy()
+            for r in odd.tolist():
+                inv[r] = len(keys)
+                keys.append(self._key(buf, int(tp[r]), int(tl[r]), int(q[r])))
+        return inv, keys
+
+    def _key(self, buf, pos: int, length: int, qid: int) -> tuple[str, int]:
+        raw = bytes(buf[pos:pos + length])
+        got = self.cache.get((raw, qid))
+        if got is None:
+            got = self.cache[(raw, qid)] = (raw.decode("utf-8", "replace"), qid)
+        return got

@@ -1,0 +1,173 @@
+"""The quarantine: everything recover removes, truncates or overwrites is kept first, inside the store.
+
+`<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` holds the bytes (a range of a file copied to a .bin file, a whole
+file moved or hard-linked in) and `manifest.json` saying where each piece came from (path relative to the store,
+offset, length, sha256, why, what replaced it). The manifest is written before the first change and rewritten
+when the run completes ("complete": true), so an interrupted run still says what it kept. Bytes that are all zero
+are not copied (there is nothing to keep); the manifest lists them as such.
+
+The broker ignores unknown directories in its store root; clean never touches this one. Delete a quarantine
+folder yourself once you no longer need what it holds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import StoreError
+from engine.fsutil import atomic_write, fsync_dir
+from engine.ops.indexwrite import read_exact, write_all
+
+#: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
+QUARANTINE_DIR = "quarantine"
+MANIFEST = "manifest.json"
+_COPY_CHUNK = 1 << 20
+
+
+class RecoverRefusedError(StoreError):
+    """Recovery would have to remove data it cannot keep a copy of; nothing was changed."""
+
+
+@dataclass
+class Kept:
+    kind: str                 # "range" (bytes of a file) or "file" (a whole file)
+    path: str                 # where it was, relative to the store root (absolute if outside it)
+    reason: str
+    offset: int = 0           # range: position in the file
+    length: int = 0
+    stored: str | None = None  # file name inside the quarantine folder, None when not kept
+    how: str = ""             # copied, moved, linked, zero (nothing to keep), not kept (--force)
+    sha256: str = ""
+    replaced_by: str = ""     # what took the bytes' place: placeholder record, BLANK filler, zeros, rebuilt file, ...
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["replacedBy"] = d.pop("replaced_by")
+        return d
+
+
+def _is_zero(fd: int, pos: int, length: int) -> bool:
+    done = 0
+    while done < length:
+        n = min(_COPY_CHUNK, length - done)
+        if np.count_nonzero(np.frombuffer(read_exact(fd, n, pos + done), dtype=np.uint8)):
+            return False
+        done += n
+    return True
+
+
+@dataclass
+class Quarantine:
+    root: Path
+    force: bool = False               # --force: remove without keeping a copy when copying is impossible
+    name: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+    entries: list[Kept] = field(default_factory=list)
+
+    @property
+    def dir(self) -> Path:
+        return self.root / QUARANTINE_DIR / self.name
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fsync_dir(self.dir.parent)
+        self.write_manifest(False)
+
+    def write_manifest(self, complete: bool) -> None:
+        doc = {"tool": "rmqtool recover", "store": str(self.root), "created": self.name, "complete": complete,
+               "entries": [e.as_dict() for e in self.entries]}
+        atomic_write(self.dir / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
+
+    def keep_range(self, path: Path, pos: int, length: int, reason: str, replaced_by: str) -> Kept:
+        """Copy bytes [pos, pos+length) of a file before they are overwritten."""
+        e = Kept("range", self.rel(path), reason, pos, length, replaced_by=replaced_by)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if _is_zero(fd, pos, length):
+                e.how = "zero"
+            elif self.force and not self._room(length):
+                e.how = "not kept"
+            else:
+                e.stored = f"{e.path.replace(os.sep, '_')}@{pos}+{length}.bin"
+                e.sha256 = self._copy(fd, pos, length, self.dir / e.stored)
+                e.how = "copied"
+        finally:
+            os.close(fd)
+        self._record(e)
+        return e
+
+    def keep_file(self, path: Path, reason: str, replaced_by: str = "", link: bool = False) -> Kept:
+        """Move a whole file in (link=True: hard-link it, the caller then replaces the original atomically)."""
+        st = os.lstat(path)
+        e = Kept("file", self.rel(path), reason, 0, st.st_size, replaced_by=replaced_by)
+        e.stored = e.path.replace(os.sep, "_")
+        target = self.dir / e.stored
+        try:
+            if link:
+                os.link(path, target)
+                e.how = "linked"
+            else:
+                os.rename(path, target)
+                e.how = "moved"
+        except OSError:  # another file system (a commit-log directory elsewhere) or no hard links: copy
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if self.force and not self._room(st.st_size):
+                    e.stored, e.how = None, "not kept"
+                else:
+                    e.sha256 = self._copy(fd, 0, st.st_size, target)
+                    e.how = "copied"
+            finally:
+                os.close(fd)
+            if not link:
+                os.unlink(path)
+        self._record(e)
+        return e
+
+    def _room(self, length: int) -> bool:
+        return shutil.disk_usage(self.dir).free > length + (64 << 20)
+
+    def _copy(self, fd: int, pos: int, length: int, target: Path) -> str:
+        h = hashlib.sha256()
+        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            done = 0
+            while done < length:
+                data = read_exact(fd, min(_COPY_CHUNK, length - done), pos + done)
+                if not data:
+                    break
+                h.update(data)
+                write_all(out, data, done)
+                done += len(data)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        return h.hexdigest()
+
+    def _record(self, e: Kept) -> None:
+        self.entries.append(e)
+        fsync_dir(self.dir)
+        # Before the caller changes the original (with many entries, every 100th: the .bin names say enough).
+        if len(self.entries) <= 200 or len(self.entries) % 100 == 0:
+            self.write_manifest(False)
+
+
+def check_room(root: Path, copy_bytes: int, what_force_removes: str) -> None:
+    """Refuse (nothing changed) when the store's file system cannot hold the copies recovery must keep."""
+    free = shutil.disk_usage(root).free
+    if copy_bytes + (64 << 20) > free:
+        raise RecoverRefusedError(
+            f"recover must keep {copy_bytes} bytes in {root / QUARANTINE_DIR} before changing the store, but only "
+            f"{free} bytes are free; free some space, or run with --force to {what_force_removes} without a copy")

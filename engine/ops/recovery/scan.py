@@ -1,0 +1,374 @@
+"""Recovery, step 1: read the commit log and what points into it.
+
+* Segment placement: a segment whose first record says it belongs at another offset was renamed or swapped;
+  recovery reads the log in the order the records say and renames the files back.
+* Consume queues as their own recovery finds them (format §4.4), read one file at a time, and where each must be
+  cut once the commit-log end is known (§4.5).
+* The walk (engine.ops.logread.walk) from the scan start with CRCs checked: counts, the last valid record, the
+  gaps (damaged records, zeroed pages, segment tails without a filler, the end), and hooks for the index checks
+  of engine.ops.recovery.trust. Nothing per record is kept: memory is one decode window plus O(queues + gaps).
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.broker.commitlog import CommitLog, open_commitlog
+from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.layout import SEGMENT_NAME, segment_name
+from engine.broker.message import VALID, check_message
+from engine.broker.segments import Segment, SegmentQueue
+from engine.errors import GeometryError
+from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
+from engine.ops.operation import Progress
+
+BLANK_CQ_SIZE = 0x7FFFFFFF
+TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)
+#: Reasons kept for the first gaps; beyond that only their offsets (24 bytes each) are kept.
+GAP_DETAILS = 1000
+PARALLEL_CRC_BYTES = 256 << 20
+#: Bytes of records decoded per window. Memory bound of the walk: about two windows of mapped pages (one in
+#: the CRC helper's hands) plus their columns, ~60 bytes per record: RssAnon stays near 100 MiB whatever the size.
+WALK_WINDOW = 64 << 20
+
+
+# ==================================================================== loading the commit log
+
+class _TolerantSegments(SegmentQueue):
+    """A commit log whose files do not all have the segment size (issue 10 item 6): they are loaded anyway and
+    listed in `misfits` as (segment, length on disk), for recovery to bring back to the segment size (a short
+    file is padded with zeros; the bytes past the size of a long one are quarantined and cut). A long file is
+    mapped up to the segment size only."""
+
+    def _load(self) -> None:
+        self.misfits: list[tuple[Segment, int]] = []
+        found = []
+        for d in self.dirs:
+            if d.is_dir():
+                found += [(int(p.name), p, p.stat().st_size) for p in d.iterdir()
+                          if SEGMENT_NAME.match(p.name) and p.is_file()]
+        found.sort()
+        if self.file_size is None:
+            sizes = [f[2] for f in found if f[2]]
+            self.file_size = max(set(sizes), key=lambda v: (sizes.count(v), v)) if sizes else 0
+        for i, (start, p, length) in enumerate(found):
+            if start % self.file_size or (i and start == found[i - 1][0]):
+                raise GeometryError(f"{self.what} file {p} does not start at a multiple of the segment size "
+                                    f"{self.file_size}; repair it by hand")
+            seg = Segment(p, start, self.file_size, min(length, self.file_size))
+            if length != self.file_size and not (i == len(found) - 1 and length == 0):
+                self.misfits.append((seg, length))
+            self.segments.append(seg)
+
+
+def open_log(cfg: BrokerConfig) -> tuple[CommitLog, list[tuple[Segment, int]]]:
+    """The commit log for recovery: as every command opens it, or, when files have the wrong size, tolerantly
+    (with the misfits to repair)."""
+    try:
+        return open_commitlog(cfg), []
+    except GeometryError:
+        cl = CommitLog([], cfg.mappedFileSizeCommitLog)
+        cl.queue = _TolerantSegments(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog if cfg.commitLogSizeGiven
+                                     else None, what="commitlog")
+        if not cl.queue.file_size:
+            raise
+        return cl, cl.queue.misfits
+
+
+# ==================================================================== segment placement
+
+@dataclass
+class Placement:
+    renames: list[tuple[str, str]] = field(default_factory=list)   # (file name now, file name it should have)
+    notes: list[str] = field(default_factory=list)
+
+
+def place_segments(cl: CommitLog) -> Placement:
+    """Compare every segment's name with the offset its first record states; order the log by the records.
+
+    The commit log's segment list is re-sorted in place (a virtual rename), so the rest of the plan reads the log
+    as it will be once the files carry their right names. Only unambiguous cases are renamed: the first record
+    is valid with its CRC, its start is a multiple of the segment size, and no two files claim one start.
+    """
+    pl = Placement()
+    size = cl.file_size
+    segs = cl.segments + _interrupted_renames(cl)
+    claims: dict[int, Segment] = {}
+    for seg in segs:
+        buf = cl.queue.buffer(seg)
+        r = check_message(buf, 0, len(buf), check_crc=True) if len(buf) >= 8 else None
+        start = r.record.physical_offset if r is not None and r.status == VALID else seg.start
+        if start != seg.start and (start % size or start < 0):
+            start = seg.start
+        if start < 0:
+            pl.notes.append(f"{seg.path.name} was left by an interrupted rename and its first record does not say "
+                            "where it belongs; left as it is")
+            continue
+        if start in claims:
+            pl.notes.append(f"segments {claims[start].path.name} and {seg.path.name} both start at {start}; "
+                            "left as they are")
+            return Placement(notes=pl.notes)
+        claims[start] = seg
+    moved = [(seg, start) for start, seg in claims.items() if start != seg.start]
+    if not moved:
+        _note_gaps(cl, pl)
+        return pl
+    for seg, start in moved:
+        pl.renames.append((seg.path.name, segment_name(start)))
+        pl.notes.append(f"segment {seg.path.name} holds the records of offset {start}: renamed to "
+                        f"{segment_name(start)}")
+    cl.queue.close()
+    fixed = sorted((Segment(seg.path, start, seg.size, seg.file_len) for start, seg in claims.items()),
+                   key=lambda s: s.start)
+    cl.queue.segments[:] = fixed
+    _note_gaps(cl, pl)
+    return pl
+
+
+RENAME_SUFFIX = ".rmqtool-rename"
+
+
+def _interrupted_renames(cl: CommitLog) -> list[Segment]:
+    """Segments a recover interrupted while renaming left under a temporary name (apply._rename_segments)."""
+    out = []
+    for d in cl.queue.dirs:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            name = p.name[:-len(RENAME_SUFFIX)] if p.name.endswith(RENAME_SUFFIX) else ""
+            if SEGMENT_NAME.match(name) and p.is_file() and p.stat().st_size == cl.file_size:
+                out.append(Segment(p, -1 - len(out), cl.file_size, cl.file_size))  # start: from its records
+    return out
+
+
+def _note_gaps(cl: CommitLog, pl: Placement) -> None:
+    segs = cl.segments
+    for a, b in zip(segs, segs[1:]):
+        if b.start != a.end:
+            pl.notes.append(f"commit-log segments {segment_name(a.end)} .. {segment_name(b.start - cl.file_size)} "
+                            f"are missing: offsets {a.end}..{b.start} hold no records")
+
+
+# ==================================================================== consume queues
+
+@dataclass
+class QueueState:
+    """One consume queue as its recovery finds it (format §4.4), kept small: no units, only what the plan needs."""
+    topic: str
+    queue_id: int
+    file_size: int
+    files: list[tuple[str, int, int]] = field(default_factory=list)  # (name, start, end of last non-zero unit)
+    valid_end: int = 0         # logical byte offset of the first invalid unit
+    max_phys: int = -1         # offset+size of the last valid unit (a blank pre-fill unit counts, §4.4)
+    coverage: int = -1         # offset+size of the last valid unit that is a real one
+    stale: int = 0             # non-zero units after the valid end
+    exists: bool = True
+
+    @property
+    def max_offset(self) -> int:
+        return self.valid_end // CQ_STORE_UNIT_SIZE
+
+
+def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int) -> QueueState:
+    cq = ConsumeQueue(root, topic, qid, cfg.cq_file_size, writable=False)
+    try:
+        qs = QueueState(topic, qid, cq.file_size)
+        qs.valid_end = cq.max_offset_in_queue * CQ_STORE_UNIT_SIZE
+        for seg in cq.queue.segments:
+            _read_queue_file(cq, seg, qs)
+        return qs
+    finally:
+        cq.close()
+
+
+def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
+    """One file's share of read_queue (its views of the mapping end with this call)."""
+    fu = cq.file_units(seg)
+    nz = np.flatnonzero((fu["offset"] != 0) | (fu["size"] != 0) | (fu["tags_code"] != 0))
+    qs.files.append((seg.path.name, seg.start, (int(nz[-1]) + 1) * CQ_STORE_UNIT_SIZE if len(nz) else 0))
+    n_valid = max(0, min(len(fu), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))
+    qs.stale += int(np.count_nonzero(nz >= n_valid))
+    if n_valid:
+        offs = fu["offset"][:n_valid].astype(np.int64)
+        sizes = fu["size"][:n_valid].astype(np.int64)
+        qs.max_phys = int(offs[-1] + sizes[-1])
+        real = np.flatnonzero((offs != 0) | (sizes != BLANK_CQ_SIZE))
+        if len(real):
+            qs.coverage = int(offs[real[-1]] + sizes[real[-1]])
+
+
+@dataclass
+class QueueCut:
+    """The queue cut at the commit-log end (format §4.5), plus the zeroing of what follows the cut."""
+    truncate_to: int | None = None      # logical byte offset of the cut (None: nothing removed)
+    units_removed: int = 0
+    files_deleted: list[str] = field(default_factory=list)
+    zero_file: str | None = None
+    zero_from: int = 0
+    zero_to: int = 0
+    max_phys: int = -1                  # ConsumeQueue state after the cut
+    end: int | None = None              # logical end after the cut (None: every file goes, the queue restarts)
+    coverage: int = -1
+
+
+def cut_queue(root: Path, cfg: BrokerConfig, qs: QueueState, end: int) -> QueueCut:
+    """Where the queue is cut at commit-log end `end`: from the last file backwards (§4.5), one file at a time."""
+    c = QueueCut(max_phys=qs.max_phys, coverage=qs.coverage)
+    keep_end = qs.valid_end
+    if qs.valid_end and qs.max_phys > end or qs.stale:
+        cq = ConsumeQueue(root, qs.topic, qs.queue_id, cfg.cq_file_size, writable=False)
+        try:
+            keep_end, c.max_phys, c.coverage = _cut_point(cq, qs, end)
+        finally:
+            cq.close()
+    first = qs.files[0][1] if qs.files else 0
+    removed = (qs.valid_end - keep_end) // CQ_STORE_UNIT_SIZE + qs.stale
+    c.end = keep_end if keep_end > first else None
+    if not removed:
+        c.end = qs.valid_end if qs.files else None
+        return c
+    c.units_removed, c.truncate_to = removed, keep_end
+    for name, start, last_nz in qs.files:
+        if start >= keep_end:
+            c.files_deleted.append(name)
+        elif keep_end < start + qs.file_size and last_nz > keep_end - start:
+            c.zero_file, c.zero_from, c.zero_to = name, keep_end - start, last_nz
+    return c
+
+
+def _cut_point(cq: ConsumeQueue, qs: QueueState, end: int) -> tuple[int, int, int]:
+    """(logical end after the cut, max_phys, coverage) for the valid units of cq cut at `end`."""
+    segs = [s for s in cq.queue.segments if s.start < qs.valid_end]
+    for seg in reversed(segs):
+        got = _cut_in_file(cq, seg, qs, end, seg is segs[0])
+        if got is not None:
+            return got
+    return (segs[0].start if segs else 0), -1, -1
+
+
+def _cut_in_file(cq: ConsumeQueue, seg, qs: QueueState, end: int, first: bool):
+    units = cq.file_units(seg)
+    n_valid = min(len(units), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE)
+    offs = units["offset"][:n_valid].astype(np.int64)
+    sizes = units["size"][:n_valid].astype(np.int64)
+    del units
+    if len(offs) == 0 or (offs[0] >= end and not first):
+        return None  # the whole file lies past the end
+    past = np.flatnonzero(offs >= end)
+    keep = int(past[0]) if len(past) else len(offs)
+    if keep == 0:
+        return seg.start, -1, -1
+    real = np.flatnonzero((offs[:keep] != 0) | (sizes[:keep] != BLANK_CQ_SIZE))
+    cov = int(offs[real[-1]] + sizes[real[-1]]) if len(real) else -1
+    return seg.start + keep * CQ_STORE_UNIT_SIZE, int(offs[keep - 1] + sizes[keep - 1]), cov
+
+
+# ==================================================================== the walk
+
+@dataclass
+class LogScan:
+    """What the recovery walk found between `start` and the recovered end."""
+    start: int
+    end: int = 0
+    stop_reason: str = "end of data"
+    records: int = 0
+    last_valid: int = -1            # start of the last valid record
+    last_ts: int = 0
+    max_ts: int = 0
+    bytes_walked: int = 0
+    gap_offsets: array = field(default_factory=lambda: array("q"))   # per gap: offset, end, kind code, prev ts
+    gaps: list[Gap] = field(default_factory=list)                      # the first GAP_DETAILS, with reasons
+    swallowed: int = 0
+    first_dispatch: int | None = None  # lowest offset of a record a consume queue lacks (by the files as read)
+
+    KINDS = (HOLE, SEGMENT_TAIL, LOG_END)
+
+    @property
+    def gap_count(self) -> int:
+        return len(self.gap_offsets) // 4
+
+    def gap_ranges(self) -> list[tuple[int, int]]:
+        g = self.gap_offsets
+        return [(g[i], g[i + 1]) for i in range(0, len(g), 4)]
+
+    def all_gaps(self) -> list[tuple[int, int, str, int]]:
+        """(offset, end offset, kind, store time of the record before) of every gap."""
+        g = self.gap_offsets
+        return [(g[i], g[i + 1], self.KINDS[g[i + 2]], g[i + 3]) for i in range(0, len(g), 4)]
+
+
+class ScanHooks:
+    """Receives the walk's windows and gaps (engine.ops.recovery.trust's item checks implement this)."""
+
+    def window(self, w: Window) -> None: ...
+
+    def gap(self, g: Gap) -> None: ...
+
+
+def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str, int], QueueState],
+             hooks: list[ScanHooks], progress: Progress, min_hole: int, all_keys: bool = False) -> LogScan:
+    """The recovery walk (format §7.2, resynchronising past damage) from `start` to the end of the log.
+
+    all_keys: the hooks check every record's index keys (--full-scan), so a long walk has its helper process
+    extract them in parallel."""
+    s = LogScan(start=start, end=start)
+    if not cl.segments:
+        return s
+    total = max(1, cl.max_file_offset() - start)
+    groups = TopicGroups()
+    # A long walk checks body CRCs in a helper process while it decodes (see engine.ops.logread.CrcHelper).
+    parallel = total >= PARALLEL_CRC_BYTES
+    for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
+                   parallel_keys=parallel and all_keys):
+        if isinstance(ev, Filler):
+            s.end = ev.seg.end  # the next record goes to the next segment
+            continue
+        if isinstance(ev, Gap):
+            _scan_gap(s, ev, hooks)
+            if ev.kind == LOG_END:
+                break
+            continue
+        b = ev.batch
+        offs = ev.offsets
+        s.records += len(b)
+        s.last_valid = int(offs[-1])
+        s.last_ts = int(b.store_ts[-1])
+        s.max_ts = max(s.max_ts, int(b.store_ts.max()))
+        s.end = s.last_valid + int(b.total[-1])
+        if s.first_dispatch is None:
+            s.first_dispatch = _first_missing_unit(ev, groups, queues)
+        for h in hooks:
+            h.window(ev)
+        s.bytes_walked = s.end - start
+        progress("scan", min(total, s.bytes_walked), total)
+    return s
+
+
+def _scan_gap(s: LogScan, g: Gap, hooks: list[ScanHooks]) -> None:
+    s.gap_offsets.extend((g.offset, g.end_offset, LogScan.KINDS.index(g.kind), g.prev_ts))
+    s.swallowed += g.swallowed
+    if len(s.gaps) < GAP_DETAILS:
+        s.gaps.append(g)
+    if g.kind == LOG_END:
+        s.end = g.offset
+        s.stop_reason = g.reason or "end of data"
+    elif g.kind == SEGMENT_TAIL:
+        s.end = g.end_offset
+    for h in hooks:
+        h.gap(g)
+
+
+def _first_missing_unit(w: Window, groups: TopicGroups, queues: dict) -> int | None:
+    """Offset of the first record in the window that its consume queue (as read) does not cover."""
+    b = w.batch
+    inv, keys = groups(w)
+    tx = b.sys_flag & 0xC
+    in_cq = (tx == 0x0) | (tx == 0x8)
+    limit = np.array([queues[k].max_phys if k in queues else -1 for k in keys], dtype=np.int64)
+    need = in_cq & (w.offsets + b.total > limit[inv])
+    hit = np.flatnonzero(need)
+    return int(w.offsets[hit[0]]) if len(hit) else None

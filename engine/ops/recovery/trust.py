@@ -1,0 +1,357 @@
+"""Recovery, step 2: which checkpoint values, consume queues and index files can be trusted.
+
+* The checkpoint (format §6): unreadable, negative or claiming more than the log holds means rewind and rewrite.
+* The broker's start segment (format §7.3, §7.4), from the checkpoint (abnormal) or the consume queues (normal).
+* Index files: each is checked without the commit log first (chains, counts, header offsets, items in commit-log
+  order and inside segments that exist, its first and last item's store times, and continuity with the file
+  before it: a missing, renamed or zero-filled file in the sequence shows here). The leading files that pass,
+  are full and were flushed (endTimestamp <= the checkpoint's indexMsgTimestamp, format §5.8) are trusted. The
+  next file keeps the longest prefix of items that the walk confirms (each item at the start of a valid record,
+  its decoded time matching), and everything after that prefix is re-indexed (engine.ops.recovery.dispatch).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.commitlog import CommitLog
+from engine.broker.config import BrokerConfig, index_file_size
+from engine.broker.indexfile import IndexFile, suggest_geometry
+from engine.broker.layout import StoreLayout, list_index_files
+from engine.broker.message import BLANK, VALID, check_message
+from engine.errors import GeometryError
+from engine.ops.logread import Window
+from engine.ops.recovery.scan import ScanHooks
+from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure
+from engine.ops.verify_log import _Items, keys_match
+
+CONTINUITY_RECORDS = 10_000  # records walked to confirm that no index file is missing between two files
+
+
+# ==================================================================== checkpoint
+
+@dataclass
+class CheckpointFacts:
+    cp: Checkpoint
+    ok: bool
+    problem: str = ""
+
+
+def read_checkpoint(layout: StoreLayout) -> CheckpointFacts:
+    path = layout.checkpoint
+    try:
+        cp = Checkpoint.load(path, strict=True)
+    except Exception as e:  # a short or unreadable checkpoint reads as zeros: rewind to the first segment
+        return CheckpointFacts(Checkpoint(), False, str(e))
+    if not path.exists():
+        return CheckpointFacts(cp, False, "missing (reads as zeros)")
+    if any(v < 0 for v in (cp.physicMsgTimestamp, cp.logicsMsgTimestamp, cp.indexMsgTimestamp,
+                           cp.confirmPhyOffset)):
+        return CheckpointFacts(cp, False, "negative values (garbage)")
+    return CheckpointFacts(cp, True)
+
+
+def broker_start(cl: CommitLog, mode: str, cp: Checkpoint, max_phy_cq: int, index_safe: bool,
+                 check_crc: bool) -> tuple[int, str]:
+    """HEAD's start file (§7.3/§7.4): walk back from the last segment to the first whose first record matches."""
+    segs = cl.segments
+    if not segs:
+        return 0, "no commit-log segments"
+    if mode == "abnormal":
+        limit = cp.min_timestamp_index() if index_safe else cp.min_timestamp()
+        what = "min(physic, logics) - 3 s" + (", min with indexMsgTimestamp" if index_safe else "")
+        rule = f"abnormal: first segment whose first record was stored at or before {what} = {limit}"
+        lowest = 0
+    else:
+        rule = f"normal: first segment whose first record is at or below the consume queues' max offset {max_phy_cq}"
+        lowest = 1  # normal mode never checks index 0: it is the fallback
+    for i in range(len(segs) - 1, lowest - 1, -1):
+        buf = cl.queue.buffer(segs[i])
+        r = check_message(buf, 0, len(buf), check_crc=check_crc) if len(buf) else None
+        if r is None or r.status != VALID or r.record.store_timestamp == 0:
+            continue
+        ts = r.record.store_timestamp
+        if index_safe and ts > cp.indexMsgTimestamp:
+            continue
+        if (ts <= limit) if mode == "abnormal" else (r.record.physical_offset <= max_phy_cq):
+            return i, rule
+    return 0, rule + " (none matched: the first segment)"
+
+
+# ==================================================================== index files
+
+@dataclass
+class IndexFacts:
+    path: Path
+    f: IndexFile | None
+    problem: str = ""               # why the file cannot be kept as it is (wrong size, structure, continuity)
+    structure: Structure | None = None
+    full: bool = False
+    flushed: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def count(self) -> int:
+        return self.structure.count if self.structure else 0
+
+    @property
+    def prefix_ok(self) -> bool:
+        """Its items can be kept up to where the walk stops confirming them."""
+        return self.f is not None and not self.problem and self.structure is not None and self.count > 0
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+
+
+def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
+    paths = list_index_files(index_dir)
+    expected = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
+    sizes = {}
+    for p in paths:
+        try:
+            sizes[p] = os.lstat(p).st_size
+        except FileNotFoundError:
+            continue
+    if paths and sizes and all(sz != expected for sz in sizes.values()):
+        # Every file disagrees with the geometry: the geometry is wrong, not the files (pitfall 27).
+        first = next(iter(sizes))
+        raise GeometryError(
+            f"index files in {index_dir} are {sizes[first]} bytes, but {cfg.maxHashSlotNum} slots x "
+            f"{cfg.maxIndexNum} items gives {expected} bytes{suggest_geometry(sizes[first])}; pass the store's "
+            "geometry (--hash-slots/--max-index or --broker-conf)")
+    out = []
+    for p, size in sizes.items():
+        if size != expected:
+            out.append(IndexFacts(p, None, f"{size} bytes, expected {expected}"))
+        else:
+            out.append(IndexFacts(p, IndexFile.open(p, cfg.maxHashSlotNum, cfg.maxIndexNum, writable=False)))
+    return out
+
+
+def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int) -> None:
+    """The checks that need no walk (see the module docstring); sets each file's problem."""
+    prev: IndexFacts | None = None
+    for x in files:
+        if x.f is None:
+            prev = x
+            continue
+        rep = VerifyReport(x.name, max_listed=3)
+        x.structure = s = check_structure(x.f, rep)
+        h = x.f.header
+        x.full = h.indexCount >= index_num
+        x.flushed = cp.ok and h.endTimestamp <= cp.cp.indexMsgTimestamp
+        if not rep.ok:
+            x.problem = "; ".join(rep.problems[:3]) + (" ..." if rep.problem_count > 3 else "")
+        elif s.count == 0:
+            x.problem = "" if x is files[-1] else "holds no items but is not the newest file"
+        else:
+            x.problem = (_outside_segments(x, cl) or _edge_problem(x, cl, x.full)
+                         or (_continuity(prev, x, cl) if prev is not None else _covers_start(x, cl)))
+        prev = x
+
+
+def _outside_segments(x: IndexFacts, cl: CommitLog) -> str:
+    segs = cl.segments
+    if not segs:
+        return "the commit log has no segments"
+    starts = np.array([s.start for s in segs], dtype=np.int64)
+    ends = np.array([s.end for s in segs], dtype=np.int64)
+    items = x.f.items_array()
+    for lo in range(0, x.count, VERIFY_CHUNK):
+        phy = items["phy"][lo:lo + VERIFY_CHUNK].astype(np.int64)
+        i = np.searchsorted(starts, phy, side="right") - 1
+        bad = (phy >= starts[0]) & ((i < 0) | (phy >= ends[np.maximum(i, 0)]))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            return f"item {lo + k + 1} points at {int(phy[k])}, where no commit-log segment exists"
+    return ""
+
+
+def _record_ts(cl: CommitLog, off: int) -> int | None:
+    r = cl.check_at(off, check_crc=False)
+    if r.status != VALID or r.record.physical_offset != off:
+        return None
+    return r.record.store_timestamp
+
+
+def _edge_problem(x: IndexFacts, cl: CommitLog, check_end: bool) -> str:
+    """Header begin (and for a full file, end) timestamps against the records its first and last items name."""
+    h, s = x.f.header, x.structure
+    if s.first_phy >= cl.min_offset:
+        ts = _record_ts(cl, s.first_phy)
+        if ts is None:
+            return f"item 1 points at {s.first_phy}, which is not a valid record"
+        if ts != h.beginTimestamp:
+            return f"header beginTimestamp {h.beginTimestamp} but item 1's message was stored at {ts}"
+    if check_end:
+        ts = _record_ts(cl, s.last_phy)
+        if ts is None:
+            return f"the last item points at {s.last_phy}, which is not a valid record"
+        if ts != h.endTimestamp:
+            return f"header endTimestamp {h.endTimestamp} but the last item's message was stored at {ts}"
+    return ""
+
+
+def _continuity(prev: IndexFacts, x: IndexFacts, cl: CommitLog) -> str:
+    """x must start where prev stopped: at prev's last record (keys left over when prev filled up) or at the
+    next record that has index keys. Anything else is a missing, renamed or out-of-order file."""
+    if prev.f is None or prev.structure is None or prev.count == 0:
+        return ""  # prev is damaged itself; it is the one not trusted
+    end, first = prev.structure.last_phy, x.structure.first_phy
+    if first < end:
+        return f"its first item ({first}) lies before the end of {prev.name} ({end}): files out of order"
+    if end < cl.min_offset or first == end:
+        return ""
+    r = cl.check_at(end, check_crc=False)
+    if r.status != VALID:
+        return f"cannot confirm it follows {prev.name}: no valid record at {end}"
+    if prev.structure.trailing < len(r.record.index_keys()):
+        return f"{prev.name} ended inside the keys of the record at {end}, but this file starts at {first}"
+    for n, e in enumerate(cl.walk(end, check_crc=False, read_body=False)):
+        if e.offset == end:
+            continue
+        if e.kind == BLANK:
+            continue
+        if e.kind != VALID or n > CONTINUITY_RECORDS or e.offset > first:
+            break
+        if e.record.index_keys():
+            return "" if e.offset == first else (
+                f"the first record indexed after {prev.name} is at {e.offset}, but this file starts at {first}: "
+                "an index file is missing")
+    return f"cannot confirm that no index file is missing between {prev.name} and this one"
+
+
+def _covers_start(x: IndexFacts, cl: CommitLog) -> str:
+    """The first index file must start at the log's first record with keys (or before the log, when clean
+    deleted the segments its first items point at); otherwise a file before it is missing or renamed."""
+    first = x.structure.first_phy
+    lo = cl.min_offset
+    if first <= lo or not cl.segments:
+        return ""
+    for n, e in enumerate(cl.walk(lo, check_crc=False, read_body=False)):
+        if e.kind == BLANK:
+            continue
+        if e.kind != VALID or n > CONTINUITY_RECORDS or e.offset >= first:
+            return ""
+        if e.record.index_keys():
+            return (f"it is the first index file but starts at {first}, after the record at {e.offset} that has "
+                    "keys: an older index file is missing or renamed")
+    return ""
+
+
+def trusted_prefix(files: list[IndexFacts]) -> tuple[int, str]:
+    """How many leading files are kept as they are, and why the next one is not (format §5.8)."""
+    for i, x in enumerate(files):
+        if x.f is None or x.problem:
+            return i, f"{x.name}: {x.problem}"
+        if not x.full:
+            return i, f"{x.name}: not full (the current file is checked item by item)"
+        if not x.flushed:
+            return i, (f"{x.name}: endTimestamp {x.f.header.endTimestamp} is after the checkpoint's "
+                       "indexMsgTimestamp (not known to be flushed)")
+    return len(files), ""
+
+
+class ItemJoin(ScanHooks):
+    """One index file's items against the walk, in commit-log order, from offset `lo` on: how many leading items
+    point at the start of a valid record with a matching decoded time (`good`), and why the next one does not.
+
+    Items of records stored at or after `keys_from` (a store time) must also carry one of their record's key
+    hashes. The properties are not covered by the body CRC, so a record torn inside its properties still
+    looks valid; only the crash-exposed tail needs this (records older than the checkpoint's flush time were on
+    disk before the crash), and everything with --full-scan or an unreadable checkpoint (keys_from 0)."""
+
+    def __init__(self, x: IndexFacts, lo: int, keys_from: int = 0):
+        self.x = x
+        self.keys_from = keys_from
+        items = x.f.items_array()
+        below = sum(int(np.count_nonzero(items["phy"][a:a + VERIFY_CHUNK].astype(np.int64) < lo))
+                    for a in range(0, x.count, VERIFY_CHUNK))
+        del items
+        # The item cursor (one chunk of columns) exists only while the walk is inside this file's range, so
+        # memory does not grow with the number of index files the walk passes.
+        self.cursor: _Items | None = None
+        self.first_phy = x.structure.first_phy
+        self.good = below          # items before the walk are taken on trust (they passed the structure checks)
+        self.reason = ""
+        self.last_ts: int | None = None   # store time of the record item `good` points at
+        self.done = below >= x.count
+
+    def window(self, w: Window) -> None:
+        if self.done or int(w.offsets[-1]) < self.first_phy:
+            return
+        if self.cursor is None:
+            self.cursor = _Items(self.x.f, self.good, self.x.count)
+        nums, phy, ih, tdiff = self.cursor.take_upto(int(w.offsets[-1]))
+        if not len(nums):
+            return
+        offs = w.offsets
+        r = np.minimum(np.searchsorted(offs, phy), len(offs) - 1)
+        ts = w.batch.store_ts[r].astype(np.int64)
+        h = self.x.f.header
+        ok = offs[r] == phy
+        dec = h.beginTimestamp + tdiff * 1000
+        first = nums == 0
+        ok &= ~first | (ts == h.beginTimestamp)
+        ok &= first | (h.beginTimestamp <= 0) | (ts < h.beginTimestamp) | ((dec <= ts) & (ts < dec + 1000))
+        keyed = ok & (ts >= self.keys_from)
+        if keyed.any():
+            ok[keyed] = keys_match(w, r[keyed], ih[keyed])
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            k = int(bad[0])
+            why = ("which is not the start of a valid record" if offs[r[k]] != phy[k] else
+                   "whose message has no key with its hash" if keyed[k] else
+                   "whose message's store time does not match its timeDiff")
+            self._stop(int(nums[k]), f"item {int(nums[k]) + 1} points at {int(phy[k])}, {why}")
+            if k:
+                self.last_ts = int(ts[k - 1])
+            return
+        self.good = int(nums[-1]) + 1
+        self.last_ts = int(ts[-1])
+        if self.good >= self.x.count:
+            self.done, self.cursor = True, None
+
+    def _stop(self, good: int, reason: str) -> None:
+        self.good, self.reason, self.done = good, reason, True
+        self.cursor = None
+
+    def finish(self, end: int) -> None:
+        """Items the walk never reached point past the recovered end (or into a gap before it)."""
+        if self.done:
+            return
+        if self.cursor is None:
+            self.cursor = _Items(self.x.f, self.good, self.x.count)
+        nums, phy, _, _ = self.cursor.take_upto(2**62)
+        if len(nums):
+            self._stop(int(nums[0]), f"item {int(nums[0]) + 1} points at {int(phy[0])}, "
+                       + ("past the recovered end" if phy[0] >= end else "where no valid record is"))
+        self.done, self.cursor = True, None
+
+    @property
+    def complete(self) -> bool:
+        return self.good >= self.x.count
+
+
+def trailing_items(f: IndexFile, j: int) -> tuple[int, int]:
+    """(phyOffset of item j, how many of items 1..j point at it): the keys of that record already in the file."""
+    items = f.items_array()
+    last = int(items["phy"][j - 1])
+    n, hi = 0, j
+    while hi > 0:
+        lo = max(0, hi - 4096)
+        part = items["phy"][lo:hi].astype(np.int64)
+        other = np.flatnonzero(part != last)
+        if len(other):
+            return last, n + (len(part) - int(other[-1]) - 1)
+        n += len(part)
+        hi = lo
+    return last, n

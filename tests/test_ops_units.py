@@ -1,0 +1,148 @@
+"""Building blocks of engine.ops: the chunked index builder equals the whole-file builder, placeholders are
+records the broker accepts and skips, the walk resynchronises past damage but not into stale data."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from engine.broker.commitlog import open_commitlog
+from engine.broker.config import load_config
+from engine.broker.indexbuild import build_index_file_from_hashes
+from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message
+from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
+from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
+from engine.ops.recovery.apply import placeholder_record
+from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
+from test_recover import SEG, messages, patch, put, seg_file
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_chunked_builder_writes_the_bytes_of_the_whole_file_builder(tmp_path, trial):
+    rng = np.random.default_rng(trial)
+    slots, items = int(rng.integers(1, 40)), int(rng.integers(2, 200))
+    n = int(rng.integers(0, items))
+    h = rng.integers(-2**31, 2**31, n).astype(np.int32)
+    if n > 2:
+        h[1] = -2**31  # abs(Integer.MIN_VALUE): the broker uses 0
+    phy = np.sort(rng.integers(0, 10**6, n))
+    ts = np.sort(rng.integers(0, 10**7, n)) + 1_700_000_000_000
+    seed = (int(rng.integers(1, 1000)), 1_699_999_999_000) if trial % 2 else (0, 0)
+    build_index_file_from_hashes(tmp_path / "whole", h, phy, ts, slots, items, *seed)
+    build_index_file_chunked(tmp_path / "chunked", h, phy, ts, slots, items, *seed, chunk=int(rng.integers(1, 9)))
+    assert (tmp_path / "whole").read_bytes() == (tmp_path / "chunked").read_bytes()
+    same = IndexFileBuilder(slots, items, *seed, compare=tmp_path / "whole")
+    same.add(h, phy, ts)
+    assert same.finish()
+    same.close()
+    if n > 2:
+        j = n // 2
+        resumed = IndexFileBuilder(slots, items, *seed, path=tmp_path / "resumed")
+        resumed.resume(tmp_path / "whole", j, int(ts[j - 1]))
+        resumed.add(h[j:], phy[j:], ts[j:])
+        resumed.finish()
+        resumed.close()
+        assert (tmp_path / "resumed").read_bytes() == (tmp_path / "whole").read_bytes()
+        short = IndexFileBuilder(slots, items, *seed, compare=tmp_path / "whole")
+        short.add(h[:-1], phy[:-1], ts[:-1])
+        assert not short.finish()
+        short.close()
+
+
+@pytest.mark.parametrize("length", [MIN_HOLE, MIN_HOLE + 1, 150, 1000, 65536])
+def test_placeholder_is_a_valid_rollback_record_of_exactly_the_hole(length):
+    data = placeholder_record(4096 * 7 + 100, length, 1_700_000_000_123, "20260101-000000-1")
+    assert len(data) == length
+    r = check_message(data, 0, len(data), check_crc=True)
+    assert r.status == VALID and r.size == length
+    rec = r.record
+    assert rec.tx_type == TRANSACTION_ROLLBACK_TYPE and rec.index_keys() == []
+    assert rec.physical_offset == 4096 * 7 + 100 and rec.store_timestamp == 1_700_000_000_123
+    if length >= 200:
+        assert rec.topic == QUARANTINE_TOPIC and "RMQTOOL_QUARANTINED" in rec.properties
+
+
+def events(store):
+    cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
+    cl = open_commitlog(cfg)
+    try:
+        out = []
+        for e in walk(cl):
+            if isinstance(e, Window):
+                out.extend(int(x) for x in e.offsets)
+            elif isinstance(e, Gap):
+                out.append((e.kind, e.offset, e.end_offset))
+        return out
+    finally:
+        cl.close()
+
+
+def test_walk_resynchronises_at_the_next_valid_record(tmp_path):
+    store = tmp_path / "s"
+    acks = put(store, messages(30), tmp_path)
+    p, pos = seg_file(store, acks[3]["commitLogOffset"])
+    patch(p, pos + 4, b"\x00\x00\x00\x00")  # magic gone
+    ev = events(store)
+    gap = (HOLE, acks[3]["commitLogOffset"], acks[4]["commitLogOffset"])
+    assert gap in ev
+    assert [e for e in ev if isinstance(e, int)] == [a["commitLogOffset"] for i, a in enumerate(acks) if i != 3]
+
+
+def test_walk_does_not_resynchronise_into_stale_records(tmp_path):
+    """Records older than the last valid one, after the end, are what an earlier truncation left (pitfall 13):
+    the log ends where the valid data ends."""
+    store = tmp_path / "s"
+    acks = put(store, messages(12, start=0), tmp_path)
+    end = acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
+    p, pos = seg_file(store, acks[2]["commitLogOffset"])
+    stale = bytearray(p.read_bytes()[pos:pos + acks[2]["storeSize"]])
+    struct.pack_into(">q", stale, 28, end + 40)  # a valid older record stored right where it lies
+    garbage = b"\x11" * 40
+    rec = check_message(bytes(stale), 0, len(stale), check_crc=True)
+    assert rec.status == VALID
+    q, qpos = seg_file(store, end)
+    patch(q, qpos, garbage + bytes(stale))
+    ev = events(store)
+    assert ev[-1][0] == LOG_END and ev[-1][1] == end
+
+
+def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatch):
+    """Long walks check CRCs and extract keys in a helper process; forced on for a small store, the plan (with
+    a damaged body, a record torn inside its properties and an unreadable checkpoint, so every key is checked)
+    is the same as without it."""
+    import engine.ops.recovery.scan as scan
+    from engine.ops.recovery import plan_recovery
+    from test_recover import cfg_for
+
+    store = tmp_path / "s"
+    acks = put(store, messages(90), tmp_path)
+    p, pos = seg_file(store, acks[7]["commitLogOffset"])
+    patch(p, pos + 95, b"\xee")
+    q, qpos = seg_file(store, acks[60]["commitLogOffset"])
+    patch(q, qpos + acks[60]["storeSize"] - 14, b"99")  # UNIQ00000060 -> UNIQ00000099: the CRC does not see it
+    (store / "checkpoint").write_bytes(b"\xff" * 4096)
+    (store / "abort").write_text("1")
+    alone = plan_recovery(cfg_for(store), full_scan=True).as_dict()
+    monkeypatch.setattr(scan, "PARALLEL_CRC_BYTES", 0)
+    helped = plan_recovery(cfg_for(store), full_scan=True).as_dict()
+    assert helped == alone
+    assert [x["offset"] for x in helped["skipped"]] == [acks[7]["commitLogOffset"]]
+    assert helped["index"]["rebuilt"]  # the torn properties no longer carry the keys the index has
+
+
+def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
+    import engine.ops.verify_log as vl
+    from helpers import run
+
+    store = tmp_path / "s"
+    acks = put(store, messages(90), tmp_path)
+    q, qpos = seg_file(store, acks[60]["commitLogOffset"])
+    patch(q, qpos + acks[60]["storeSize"] - 14, b"99")  # UNIQ00000060 -> UNIQ00000099
+    args = ["inspect-index", "--store", store, "--verify", "--json", "--commitlog-file-size", str(SEG),
+            "--hash-slots", "16", "--max-index", "64"]
+    alone = run(args)
+    monkeypatch.setattr(vl, "PARALLEL_BYTES", 0)
+    helped = run(args)
+    assert alone.exit_code == helped.exit_code == 3
+    assert alone.stdout == helped.stdout and "no key of the message" in helped.stdout
