@@ -15,6 +15,7 @@ from typing import Callable
 
 from engine.broker.config import check_index_geometry
 from engine.broker.indexfile import IndexFile, open_failure
+from engine.broker.lock import lock_held_elsewhere
 from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
 from engine.java.lang import index_hash, java_string_hash
@@ -54,10 +55,12 @@ class IndexService:
         paths = list_index_files(self.dir)
         wrong_size: list[GeometryError] = []
         previous = None
+        # A read-only reader beside a live writer may see the newest file's next item before its header count.
+        live = bool(paths) and not self.writable and lock_held_elsewhere(self.dir.parent)
         for i, p in enumerate(paths):
             try:
                 f = IndexFile.open(p, self.hash_slot_num, self.index_num, random_access=not self.writable)
-                why = f.header_damage(newest=i == len(paths) - 1, previous=previous)
+                why = f.header_damage(newest=i == len(paths) - 1, previous=previous, live_writer=live)
                 previous = f.header
                 if why is None and self.writable:  # checked read-only first: a damaged file is never opened for writing
                     f.close()

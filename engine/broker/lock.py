@@ -90,3 +90,22 @@ def mark_clean(layout: StoreLayout) -> None:
     """Remove the abort marker once everything it guarded is durable: the last step of a clean shutdown."""
     layout.abort.unlink(missing_ok=True)
     fsync_dir(layout.root)
+
+
+def lock_held_elsewhere(root: Path) -> bool:
+    """True when another process holds the store lock (a broker or a writer): read from /proc/locks, so this
+    process never opens (and on close releases) the lock file."""
+    lock = StoreLayout(root).lock
+    try:
+        st = os.stat(lock)
+        with open("/proc/locks") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    me = str(os.getpid())
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[5].lower() == dev.lower() and parts[4] != me:
+            return True
+    return False

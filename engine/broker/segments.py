@@ -181,8 +181,11 @@ class SegmentQueue:
                               "are not in the store)")
 
     def require_writable(self) -> None:
-        """Refuse to write into a queue whose files are out of place (the broker refuses to load it)."""
-        bad = [p for p in self.problems if p.kind not in (MISNAMED,)]
+        """Refuse to write into a queue whose files are out of place (the broker refuses to load it). A gap
+        between two segments is not such a reason: the broker loads that queue and appends to its last file, and
+        `recover` cannot bring the missing files back, so refusing would leave the store unwritable for good; the
+        readers keep reporting the gap."""
+        bad = [p for p in self.problems if p.kind not in (MISNAMED, GAP)]
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise GeometryError(f"refusing to write: {bad[0].detail}{more}; run `rmqtool recover` or repair the "

@@ -14,6 +14,7 @@ from engine.broker.config import BrokerConfig, index_file_size
 from engine.broker.indexfile import IndexFile, open_failure
 from engine.broker.indexstats import Progress, index_file_stats
 from engine.broker.layout import list_index_files
+from engine.broker.lock import lock_held_elsewhere
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.java.lang import index_hash, java_string_hash
 
@@ -80,7 +81,9 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
                 yield IndexFileReport(p, damage=open_failure(p, e))
                 continue
             with f:
-                yield _report(f, f.header_damage(i == len(paths) - 1, previous), req, st, progress)
+                newest = i == len(paths) - 1
+                live = newest and st is not None and lock_held_elsewhere(st.root)
+                yield _report(f, f.header_damage(newest, previous, live), req, st, progress)
                 previous = f.header
     finally:
         if st is not None:

@@ -8,7 +8,6 @@ instead of decoding a record per item.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,7 +16,7 @@ import numpy as np
 
 from engine.broker.commitlog import CommitLog
 from engine.broker.indexfile import IndexFile
-from engine.broker.layout import StoreLayout
+from engine.broker.lock import lock_held_elsewhere
 
 VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working arrays at most
 _LISTED = 50                    # problems of one kind listed before they are only counted
@@ -237,23 +236,8 @@ def _check_heads(f, expected, rep, live, s: Structure) -> None:
 # ==================================================================== against the commit log
 
 def store_is_live(index_path: Path) -> bool:
-    """True when another process holds the store lock (a broker or a writer): read from /proc/locks, so this
-    process never opens (and on close releases) the lock file."""
-    root = Path(index_path).parent.parent
-    lock = StoreLayout(root).lock
-    try:
-        st = os.stat(lock)
-        with open("/proc/locks") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    me = str(os.getpid())
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 6 and parts[5].lower() == dev.lower() and parts[4] != me:
-            return True
-    return False
+    """True when another process (a broker or a writer) holds the lock of the store this index file is in."""
+    return lock_held_elsewhere(Path(index_path).parent.parent)
 
 
 def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: bool | None = None, *,

@@ -21,7 +21,7 @@ from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue import ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.broker.message import VALID, check_message
-from engine.broker.segments import Segment, SegmentQueue
+from engine.broker.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
 from engine.ops.operation import Progress
@@ -69,7 +69,7 @@ def open_log(cfg: BrokerConfig) -> tuple[CommitLog, list[tuple[Segment, int]]]:
     """The commit log for recovery: as every command opens it, or, when files have the wrong size, tolerantly
     (with the misfits to repair)."""
     try:
-        return open_commitlog(cfg), []
+        cl = open_commitlog(cfg)
     except GeometryError:
         cl = CommitLog([], cfg.mappedFileSizeCommitLog)
         cl.queue = _TolerantSegments(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog if cfg.commitLogSizeGiven
@@ -77,6 +77,9 @@ def open_log(cfg: BrokerConfig) -> tuple[CommitLog, list[tuple[Segment, int]]]:
         if not cl.queue.file_size:
             raise
         return cl, cl.queue.misfits
+    # The segment queue reads around files of the wrong size and lists them as WRONG_SIZE problems.
+    wrong = {str(p.path) for p in cl.queue.problems if p.kind == WRONG_SIZE}
+    return cl, [(seg, seg.file_len) for seg in cl.segments if str(seg.path) in wrong]
 
 
 # ==================================================================== segment placement
