@@ -343,12 +343,13 @@ def c_read(paths: list[str]) -> dict:
 
 
 def c_scan(paths: list[str]) -> dict:
-    from engine.jobs.reindex import SegmentInfo, scan_segment
+    from engine.jobs.broker_index import scan_range
+    from engine.jobs.ranges import whole_segment
 
     t = time.perf_counter()
     recs = keys = scanned = 0
     for i, p in enumerate(paths):
-        sc = scan_segment(SegmentInfo(i, p, int(os.path.basename(p)), os.path.getsize(p), i == len(paths) - 1))
+        sc = scan_range(whole_segment(i, p, int(os.path.basename(p))))
         recs += sc.records
         keys += sc.keys
         scanned += sc.bytes_scanned

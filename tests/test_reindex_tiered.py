@@ -17,7 +17,8 @@ from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRA
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
 from engine.broker.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
-from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_segment_tiered, topic_filtered
+from engine.jobs.ranges import SegmentRange
+from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered, topic_filtered
 from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
 
 T0 = 1_700_000_000_000
@@ -159,7 +160,7 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     recs.append(rec(topic="TA", props={"KEYS": " a\tb  c ", "UNIQ_KEY": "a"}))
     recs.append(rec(topic="TB", props={"KEYS": " ".join(["Aa", "BB"] * 5 + [f"q{i}" for i in range(9)])}))
     paths = write_segments(tmp_path, place(recs, 16384), 16384)
-    scans = [scan_segment_tiered(s) for s in seg_infos(paths)]
+    scans = [scan_range_tiered(s) for s in seg_infos(paths)]
     got = np.concatenate([s.key_hash for s in scans])
     want, copied = [], 0
     for r in decoded(tmp_path):
@@ -174,7 +175,7 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     assert (got == INT_MIN).any()
     # Windows of the same bytes in one buffer: same answer.
     data = b"".join(Path(s.path).read_bytes() for s in seg_infos(paths)[:1])
-    one = scan_buffer_tiered(data, 0, 0)
+    one = scan_buffer_tiered(data, SegmentRange(0, 0, "", 0, len(data)))
     assert one.key_hash.tolist() == scans[0].key_hash.tolist()
 
 
@@ -205,7 +206,7 @@ def test_build_equals_put_key_loop_then_compact(seed, slots, items, cuts, tmp_pa
     scans = []
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         lo, hi = starts[a] if a < len(starts) else pos, starts[b] if b < len(starts) else pos
-        scans.append(scan_buffer_tiered(data[lo:hi], i, lo))
+        scans.append(scan_buffer_tiered(data[lo:hi], SegmentRange(i, i, "", lo, hi - lo)))
     rebuild_tiered_from_scans(scans, slots, items, tmp_path / "got")
     assert built(tmp_path / "got") == want
 
@@ -215,7 +216,7 @@ def test_build_with_metadata_ids(tmp_path):
     write_segments(tmp_path / "s", place(recs, 1 << 20), 1 << 20)
     records = decoded(tmp_path / "s")
     want = reference(records, 16, 64, tmp_path / "want", topic_ids={"TB": 7, "Other": 3}, next_id=9)
-    scans = [scan_segment_tiered(s) for s in seg_infos(sorted((tmp_path / "s" / "commitlog").iterdir()))]
+    scans = [scan_range_tiered(s) for s in seg_infos(sorted((tmp_path / "s" / "commitlog").iterdir()))]
     rebuild_tiered_from_scans(scans, 16, 64, tmp_path / "got", topic_ids={"TB": 7, "Other": 3}, next_id=9)
     assert built(tmp_path / "got") == want
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.jobs.reindex import DEFAULT_MASTER, ReindexResult, spark_reindex
+from engine.jobs.broker_index import DEFAULT_MASTER, ReindexResult, spark_reindex
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,

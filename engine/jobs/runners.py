@@ -1,0 +1,353 @@
+"""Where a job's scan and build run: in this process (InlineRunner) or on Spark (SparkRunner).
+
+Both offer the same four steps, whatever the format:
+
+* scan(units, progress, scan_fn): scan_fn(SegmentRange) -> an object with .index and .summary(), one per
+  range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and keeps the scans;
+* ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
+* build_with(n_files, pieces_fn, build_fn, plan, staging, run_id, progress): pieces_fn(scan, plan) yields
+  (file number, piece), in file order; build_fn(k, pieces, plan, staging, run_id, attempt) builds file k
+  from its pieces (in any order) and returns what was built;
+* close(failed).
+
+pyspark is imported only inside SparkRunner, so the engine imports without it.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from engine.jobs.framework import INLINE, Progress, ReindexError
+from engine.jobs.ranges import RangeChain, SegmentRange, reconcile
+
+#: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
+#: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
+INLINE_MEMORY_BUDGET = 512 << 20
+#: How long a cluster may take to give the job its first executor.
+EXECUTOR_WAIT_SECONDS = 60
+MASTER_PROBE_SECONDS = 5
+
+
+# ============================================================================ inline
+
+class InlineRunner:
+    """The whole job in this process, range after range (each starts exactly where the last one ended)."""
+
+    name = INLINE
+
+    def __init__(self, scans: Optional[list] = None, memory_budget: int = INLINE_MEMORY_BUDGET):
+        self._mem: dict[int, object] = {}
+        self._spilled: dict[int, Path] = {}
+        self._budget, self._held = memory_budget, 0
+        self._tmp: Optional[Path] = None
+        for sc in scans or []:
+            self._keep(sc)
+
+    def _keep(self, sc) -> None:
+        size = getattr(sc, "nbytes", 0)
+        if self._held + size <= self._budget:
+            self._mem[sc.index] = sc
+            self._held += size
+            return
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="rmqtool-scans-"))
+        path = self._tmp / f"{sc.index}.pickle"
+        with open(path, "wb") as f:
+            pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self._spilled[sc.index] = path
+
+    def _get(self, index: int):
+        if index in self._mem:
+            return self._mem[index]
+        with open(self._spilled[index], "rb") as f:
+            return pickle.load(f)
+
+    def _indexes(self) -> list[int]:
+        return sorted([*self._mem, *self._spilled])
+
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
+        chain = RangeChain()
+        out = []
+        for i, unit in enumerate(units):
+            sc = scan_fn(chain.exact(unit))
+            summary = sc.summary()
+            chain.record(summary)
+            self._keep(sc)
+            out.append(summary)
+            progress("scan", i + 1, len(units))
+        return out
+
+    def ask(self, fn, requests: dict) -> dict:
+        return {i: fn(self._get(i), a) for i, a in requests.items()}
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress) -> list:
+        """Files in order, each from the pieces the ranges yield for it: one file's entries in memory."""
+        built, pending, current = [], [], 0
+
+        def flush_until(k):
+            nonlocal pending, current
+            while current < k:
+                built.append(build_fn(current, pending, plan, staging, run_id, "a0"))
+                progress("build", len(built), n_files)
+                pending, current = [], current + 1
+
+        for index in self._indexes():
+            for k, piece in pieces_fn(self._get(index), plan):
+                flush_until(k)
+                pending.append(piece)
+        flush_until(n_files)
+        return built
+
+    def close(self, failed: bool = False) -> None:
+        self._mem.clear()
+        self._spilled.clear()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+# ============================================================================ Spark
+
+def _attempt() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return f"s{ctx.stageId()}a{ctx.attemptNumber()}t{ctx.taskAttemptId()}" if ctx else "a0"
+
+
+def _build_partition(k: int, it, build_fn, plan, staging: str, run_id: str):
+    yield build_fn(k, [piece for _, piece in it], plan, staging, run_id, _attempt())
+
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def probe_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
+    """A spark:// master must accept a TCP connection, else fail now (Spark itself retries for 60 s)."""
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except ValueError:
+            raise ReindexError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
+        except OSError as e:
+            errors.append(f"{hostport.strip()}: {e.strerror or e}")
+    raise ReindexError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
+
+
+class SparkRunner:
+    """The job on Spark: one task per segment range (scan), one task per output file (build).
+
+    local[*] (the default) starts an embedded Spark in this process. With a cluster master the commit log and
+    the output directory must be on storage every executor can read at the same paths, and the engine
+    package is shipped to the executors with addPyFile.
+    """
+
+    def __init__(self, master: str, conf: Optional[dict] = None):
+        self.master = master
+        self.log_path: Optional[str] = None
+        self._conf_file: Optional[str] = None
+        self._created = False
+        self._persisted: list = []
+        self._scans = None
+        self._zip: Optional[str] = None
+        self.spark = self._session(master, conf or {})
+        self.sc = self.spark.sparkContext
+        if self._created and not master.startswith("local"):
+            self._wait_for_executors()
+
+    def _session(self, master: str, conf: dict):
+        if master.startswith("local"):
+            # Workers run this interpreter (which has rmqtool and numpy); no network lookups for a local job.
+            # A cluster's executors use their own configured Python (spark.pyspark.python / PYSPARK_PYTHON).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        try:
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise ReindexError("pyspark is not installed; install it or use --master inline") from None
+        if SparkContext._active_spark_context is not None:
+            # A session already runs in this process (a notebook, the tests): use it and leave it running.
+            # Its master wins over the one asked for; the result reports the master actually used.
+            return SparkSession.builder.getOrCreate()
+        probe_master(master)
+        tmp = Path(tempfile.gettempdir())
+        conf_file = tmp / f"rmqtool-log4j2-{os.getpid()}.properties"
+        conf_file.write_text(_LOG4J2)
+        self._conf_file = str(conf_file)
+        self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
+        java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
+        builder = (SparkSession.builder.master(master).appName("rmqtool spark-reindex")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", "8")
+                   .config("spark.driver.extraJavaOptions", java_opts)
+                   .config("spark.executor.extraJavaOptions", java_opts))
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = self._start_quietly(builder, master)
+        self._created = True
+        spark.sparkContext.setLogLevel("ERROR")
+        if not master.startswith("local"):
+            self._zip = _engine_zip(tmp)
+            spark.sparkContext.addPyFile(self._zip)
+        return spark
+
+    def _start_quietly(self, builder, master: str):
+        """The JVM writes banners and warnings straight to file descriptor 2: give it a log file instead, so
+        stderr carries only our progress bar and errors."""
+        saved = os.dup(2)
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            sys.stderr.flush()
+            os.dup2(log_fd, 2)
+            try:
+                return builder.getOrCreate()
+            finally:
+                os.dup2(saved, 2)
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ReindexError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
+        finally:
+            os.close(saved)
+            os.close(log_fd)
+
+    def _wait_for_executors(self, timeout: float = EXECUTOR_WAIT_SECONDS) -> None:
+        jsc = self.sc._jsc.sc()
+        deadline = time.monotonic() + timeout
+        while jsc.getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
+            if jsc.isStopped():
+                raise ReindexError(f"the Spark master {self.master} refused or dropped this application; "
+                                   f"see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.spark.stop()
+                raise ReindexError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
+                                   "(no live worker, or none with the cores/memory asked: spark.executor.cores, "
+                                   "spark.executor.memory)")
+            time.sleep(0.2)
+
+    def _run(self, group: str, total: int, progress: Progress, phase: str, action):
+        """Run a Spark action, reporting completed tasks of its last stage while it runs."""
+        sc = self.sc
+        sc.setJobGroup(group, f"rmqtool spark-reindex {phase}")
+        stop = threading.Event()
+
+        def poll():
+            st = sc.statusTracker()
+            while not stop.wait(0.2):
+                try:
+                    stages = []
+                    for jid in st.getJobIdsForGroup(group) or []:
+                        info = st.getJobInfo(jid)
+                        if info:
+                            stages.extend(info.stageIds)
+                    if stages:
+                        si = st.getStageInfo(max(stages))
+                        if si:
+                            progress(phase, min(si.numCompletedTasks, total), total)
+                except Exception:
+                    return
+
+        t = threading.Thread(target=poll, daemon=True)
+        t.start()
+        try:
+            return action()
+        except Exception as e:
+            msg = str(e).strip().splitlines()
+            detail = next((line for line in msg if "Error" in line or "Exception" in line), msg[0] if msg else "")
+            raise ReindexError(f"the Spark {phase} job failed: {detail[:300]}") from e
+        finally:
+            stop.set()
+            t.join()
+            progress(phase, total, total)
+
+    def _scan_rdd(self, units: list[SegmentRange], scan_fn):
+        from pyspark import StorageLevel
+
+        rdd = self.sc.parallelize(units, max(1, len(units))).map(scan_fn).persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(rdd)
+        return rdd
+
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
+        """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare)."""
+        scans = self._scan_rdd(units, scan_fn)
+        got = self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(units), progress, "scan",
+                        lambda: scans.map(lambda s: s.summary()).collect())
+        summaries = {d["index"]: d for d in got}
+        while True:
+            redo = reconcile(units, summaries)
+            if not redo:
+                break
+            fixed = self._scan_rdd(redo, scan_fn)
+            for d in fixed.map(lambda s: s.summary()).collect():
+                summaries[d["index"]] = d
+            gone = {u.index for u in redo}
+            scans = scans.filter(lambda s: s.index not in gone).union(fixed)
+        self._scans = scans
+        return [summaries[u.index] for u in units]
+
+    def ask(self, fn, requests: dict) -> dict:
+        req = dict(requests)
+        return dict(self._scans.filter(lambda s: s.index in req).map(lambda s: (s.index, fn(s, req[s.index])))
+                    .collect())
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress) -> list:
+        bplan = self.sc.broadcast(plan)
+        pieces = self._scans.flatMap(lambda s: pieces_fn(s, bplan.value))
+        built = pieces.partitionBy(n_files, lambda k: k).mapPartitionsWithIndex(
+            lambda k, it: _build_partition(k, it, build_fn, bplan.value, staging, run_id))
+        try:
+            return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
+        finally:
+            bplan.unpersist()
+
+    def close(self, failed: bool = False) -> None:
+        try:
+            for rdd in self._persisted:
+                rdd.unpersist()
+        finally:
+            if self._created:
+                self.spark.stop()
+                for p in (self._conf_file, self._zip, None if failed else self.log_path):
+                    if p:
+                        try:
+                            os.unlink(p)
+                        except OSError:
+                            pass
+
+
+def _engine_zip(tmp: Path) -> str:
+    """The engine package as a zip for addPyFile (cluster executors may not have rmqtool installed)."""
+    import zipfile
+
+    pkg = Path(__file__).resolve().parent.parent  # the engine package, with its subpackages
+    out = tmp / f"rmqtool-engine-{os.getpid()}.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for p in pkg.rglob("*.py"):
+            z.write(p, f"engine/{p.relative_to(pkg).as_posix()}")
+    return str(out)
