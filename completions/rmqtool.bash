@@ -19,7 +19,7 @@ _rmqtool() {
         put) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --tiered-dir --tiered-metadata --topic-id --tiered-store-path --cluster-name --broker-name --tiered-hash-slots --tiered-max-index --help" -- "$cur")) ;;
         recover) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
-        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
+        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _rmqtool rmqtool
