@@ -37,7 +37,8 @@ from engine.fsutil import atomic_write, fsync_dir
 
 MANIFEST = "rmqtool-index.json"
 _RUN = r"([0-9a-f]{12})"
-_TEMP_NAME = re.compile(r"^\.\d{6}\.[0-9a-f]{12}\.[A-Za-z0-9]+\.tmp$")
+_TEMP_NAME = re.compile(r"^\.\d{6}\.[0-9a-f]{12}\.[A-Za-z0-9]+\.tmp$")  # engine.jobs.broker_index.temp_name
+_MANIFEST_TEMP = re.compile(r"^" + re.escape(MANIFEST) + r"\.tmp\d+$")    # engine.fsutil.atomic_write
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -187,9 +188,9 @@ def repair_store_index(target: Path) -> list[str]:
             else:
                 shutil.rmtree(st)
                 notes.append(f"removed {st.name}/, the staging directory of an interrupted spark-reindex")
-        elif not any(st.iterdir()):
-            st.rmdir()
-            notes.append(f"removed {st.name}/, an empty staging directory of an interrupted spark-reindex")
+        elif _only_ours(st, index_names=False):  # killed before its marker was in place
+            shutil.rmtree(st)
+            notes.append(f"removed {st.name}/, the staging directory of an interrupted spark-reindex")
         else:
             olds.append((st, m.group(1)))  # the old index, swapped out by a run killed right after the swap
     for old in sorted(parent.glob(f".{target.name}.old-*")):
@@ -226,13 +227,21 @@ def repair_out_dir(out_dir: Path) -> list[str]:
         if not m or not st.is_dir() or st.is_symlink():
             continue
         info = read_manifest(st)
-        ours = all(e.is_file(follow_symlinks=False) and (e.name == MANIFEST or _TEMP_NAME.match(e.name)
-                                                        or INDEX_NAME.match(e.name))
-                   for e in os.scandir(st))
-        if (info is not None and info.get("run_id") == m.group(1)) or ours:
+        if (info is not None and info.get("run_id") == m.group(1)) or _only_ours(st, index_names=True):
             shutil.rmtree(st)
             notes.append(f"removed {out_dir.name}/{st.name}/, the staging directory of an interrupted spark-reindex")
     return notes
+
+
+def _only_ours(directory: Path, index_names: bool) -> bool:
+    """Whether a directory holds nothing but files a job writes while building (an empty one included)."""
+    for e in os.scandir(directory):
+        if not e.is_file(follow_symlinks=False):
+            return False
+        if not (e.name == MANIFEST or _MANIFEST_TEMP.match(e.name) or _TEMP_NAME.match(e.name)
+                or (index_names and INDEX_NAME.match(e.name))):
+            return False
+    return True
 
 
 def missing_index_note(target: Path) -> Optional[str]:
