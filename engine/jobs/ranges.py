@@ -204,8 +204,9 @@ class RangeChain:
 
 
 def reconcile(units: list[SegmentRange], summaries: dict[int, dict]) -> list[SegmentRange]:
-    """The ranges to scan again (exactly) so that every range begins where the walk before it ended: per
-    segment, its first range that disagrees (the ones after it are checked once it is fixed)."""
+    """The ranges to scan again (exactly) so that every range begins where the walk before it ended. Per
+    segment: every range that must be void (after a stop, or jumped over by one record) up to the first
+    range that began at a wrong guess; the ones after that are checked once it is fixed."""
     chain = RangeChain()
     redo, blocked = [], set()
     for unit in units:
@@ -213,12 +214,26 @@ def reconcile(units: list[SegmentRange], summaries: dict[int, dict]) -> list[Seg
             continue
         want = chain.exact(unit)
         s = summaries[unit.index]
-        if not chain.agrees(want, s):
+        if chain.agrees(want, s):
+            chain.record(s)
+        elif want.void:
+            redo.append(want)
+        else:
             redo.append(want)
             blocked.add(unit.segment)
-            continue
-        chain.record(s)
     return redo
+
+
+def settle(units: list[SegmentRange], summaries: dict[int, dict],
+           rescan: Callable[[list[SegmentRange]], list[dict]]) -> dict[int, dict]:
+    """Scan again (rescan: exact ranges -> their summaries) until every range agrees with the walk before
+    it; each round fixes at least the first disagreeing range of every segment."""
+    while True:
+        redo = reconcile(units, summaries)
+        if not redo:
+            return summaries
+        for d in rescan(redo):
+            summaries[d["index"]] = d
 
 
 # ============================================================================ per segment

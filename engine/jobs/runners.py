@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Optional
 
 from engine.jobs.framework import INLINE, Progress, ReindexError
-from engine.jobs.ranges import RangeChain, SegmentRange, reconcile
+from engine.jobs.ranges import RangeChain, SegmentRange, settle
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
@@ -297,16 +297,15 @@ class SparkRunner:
         scans = self._scan_rdd(units, scan_fn)
         got = self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(units), progress, "scan",
                         lambda: scans.map(lambda s: s.summary()).collect())
-        summaries = {d["index"]: d for d in got}
-        while True:
-            redo = reconcile(units, summaries)
-            if not redo:
-                break
+
+        def rescan(redo: list[SegmentRange]) -> list[dict]:
+            nonlocal scans
             fixed = self._scan_rdd(redo, scan_fn)
-            for d in fixed.map(lambda s: s.summary()).collect():
-                summaries[d["index"]] = d
             gone = {u.index for u in redo}
             scans = scans.filter(lambda s: s.index not in gone).union(fixed)
+            return fixed.map(lambda s: s.summary()).collect()
+
+        summaries = settle(units, {d["index"]: d for d in got}, rescan)
         self._scans = scans
         return [summaries[u.index] for u in units]
 
