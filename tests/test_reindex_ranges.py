@@ -171,3 +171,20 @@ def test_decode_segment_reads_a_record_that_ends_the_buffer():
     assert isinstance(end, SegmentEnd) and end.pos == len(data) and end.kind == "zero"
     assert len(batch) == 3 and batch.props_len.tolist() == [0, 0, 0] and batch.length_ok.all()
     assert batch.store_ts.tolist() == [T0] * 3
+
+
+def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
+    # Big commit logs are scanned by forked workers, ranges from guessed starts, and scans beyond the memory
+    # budget wait on disk: the same files as range by range in memory.
+    from engine.jobs import runners
+
+    fuzz_store(tmp_path / "s", 6)
+    cfg = config(tmp_path / "s")
+    spark_reindex(cfg, out=tmp_path / "seq", master="inline", range_bytes=900)
+    tiered_reindex(cfg, tmp_path / "tseq", master="inline", hash_slot_num=8, index_num=40, range_bytes=900)
+    monkeypatch.setattr(runners, "INLINE_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(runners, "INLINE_MEMORY_BUDGET", 0)
+    r = spark_reindex(cfg, out=tmp_path / "pool", master="inline", range_bytes=900)
+    tiered_reindex(cfg, tmp_path / "tpool", master="inline", hash_slot_num=8, index_num=40, range_bytes=900)
+    assert index_bytes(tmp_path / "pool") == index_bytes(tmp_path / "seq") and r.index_files >= 3
+    assert index_bytes(tmp_path / "tpool") == index_bytes(tmp_path / "tseq")

@@ -138,17 +138,19 @@ def distinct_ranges(buf, b: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
 
 # ============================================================================ properties
 
-def _last_value(Pf: np.ndarray, width: int, cr, cc, nxt, name: bytes):
+def _last_value(Pf: np.ndarray, words: np.ndarray, width: int, cr, cc, nxt, name: bytes):
     """For entries starting at row cr, column cc of the flattened (rows, width) matrix Pf (sorted by row, then
     column) whose name is `name` minus its 0x01 and whose value is non-empty: the last one per row, as
-    (rows, value start column, value length)."""
+    (rows, value start column, value length). words[i] is Pf[i:i+8] as a little-endian uint64."""
     k = len(name)
     ok = nxt - 1 - cc > k  # entry longer than "NAME\x01": a non-empty value follows
     idx = np.flatnonzero(ok)
     base = cr[idx] * width + cc[idx]
-    limit = len(Pf) - 1
-    for j in range(k):  # compare the name byte by byte, narrowing the candidates as we go
-        hit = Pf[np.minimum(base + j, limit)] == name[j]
+    head = name[:8]  # the first 8 bytes in one comparison, the rest byte by byte
+    hit = (words[base] & np.uint64((1 << (8 * len(head))) - 1)) == np.uint64(int.from_bytes(head, "little"))
+    idx, base = idx[hit], base[hit]
+    for j in range(len(head), k):
+        hit = Pf[base + j] == name[j]
         idx, base = idx[hit], base[hit]
     if len(idx) == 0:
         return idx, idx, idx
@@ -193,9 +195,11 @@ def property_values(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     for rows, width in length_batches(lengths):
         P = row_matrix(b, starts[rows], width)
         cr, cc, nxt = _entries(P, lengths[rows])
-        Pf = P.reshape(-1)
+        Pf = np.zeros(P.size + 8, dtype=np.uint8)  # 8 bytes of padding: a word can be read at every entry
+        Pf[:P.size] = P.reshape(-1)
+        words = np.ndarray((P.size + 1,), dtype="<u8", buffer=Pf, strides=(1,))
         for j, name in enumerate(names):
-            r, c, ln = _last_value(Pf, width, cr, cc, nxt, name)
+            r, c, ln = _last_value(Pf, words, width, cr, cc, nxt, name)
             out[j].append((rows[r], starts[rows[r]] + c, ln))
     result = []
     for parts in out:

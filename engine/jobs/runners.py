@@ -32,6 +32,8 @@ from engine.jobs.ranges import RangeChain, SegmentRange, settle
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
 INLINE_MEMORY_BUDGET = 512 << 20
+#: Commit logs at least this big are scanned by a pool of worker processes (one per CPU), range by range.
+INLINE_PARALLEL_MIN_BYTES = 256 << 20
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
@@ -40,21 +42,30 @@ MASTER_PROBE_SECONDS = 5
 # ============================================================================ inline
 
 class InlineRunner:
-    """The whole job in this process, range after range (each starts exactly where the last one ended)."""
+    """The whole job without a JVM: in this process, range after range (each starts exactly where the last
+    one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by forked worker processes, one
+    range per task as on Spark (guessed starts, settled afterwards)."""
 
     name = INLINE
 
-    def __init__(self, scans: Optional[list] = None, memory_budget: int = INLINE_MEMORY_BUDGET):
+    def __init__(self, scans: Optional[list] = None, memory_budget: Optional[int] = None,
+                 workers: Optional[int] = None):
         self._mem: dict[int, object] = {}
         self._spilled: dict[int, Path] = {}
-        self._budget, self._held = memory_budget, 0
+        self._budget = INLINE_MEMORY_BUDGET if memory_budget is None else memory_budget
+        self._held = 0
         self._tmp: Optional[Path] = None
+        self._workers = workers if workers is not None else (os.cpu_count() or 1)
         for sc in scans or []:
             self._keep(sc)
 
     def _keep(self, sc) -> None:
+        old = self._mem.pop(sc.index, None)
+        if old is not None:
+            self._held -= getattr(old, "nbytes", 0)
         size = getattr(sc, "nbytes", 0)
         if self._held + size <= self._budget:
+            self._spilled.pop(sc.index, None)
             self._mem[sc.index] = sc
             self._held += size
             return
@@ -75,6 +86,10 @@ class InlineRunner:
         return sorted([*self._mem, *self._spilled])
 
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
+        size = sum({u.segment: u.file_len for u in units}.values())
+        workers = min(self._workers, len(units))
+        if workers > 1 and size >= INLINE_PARALLEL_MIN_BYTES:
+            return self._scan_pool(units, progress, scan_fn, workers)
         chain = RangeChain()
         out = []
         for i, unit in enumerate(units):
@@ -85,6 +100,30 @@ class InlineRunner:
             out.append(summary)
             progress("scan", i + 1, len(units))
         return out
+
+    def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        summaries: dict[int, dict] = {}
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(scan_fn, u) for u in units]
+            for done, f in enumerate(as_completed(futures), 1):
+                sc = f.result()
+                summaries[sc.index] = sc.summary()
+                self._keep(sc)
+                progress("scan", done, len(units))
+
+        def rescan(redo: list[SegmentRange]) -> list[dict]:
+            fixed = [scan_fn(u) for u in redo]
+            for sc in fixed:
+                self._keep(sc)
+            return [sc.summary() for sc in fixed]
+
+        summaries = settle(units, summaries, rescan)
+        return [summaries[u.index] for u in units]
 
     def ask(self, fn, requests: dict) -> dict:
         return {i: fn(self._get(i), a) for i, a in requests.items()}
