@@ -179,6 +179,52 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     assert one.key_hash.tolist() == scans[0].key_hash.tolist()
 
 
+def test_scan_keys_on_fuzzed_properties_equal_tiered_key_set(tmp_path):
+    # Raw properties with separators, blanks (ASCII and Unicode whitespace), repeats, big sets, bad UTF-8; topics
+    # whose Java hashes collide ("Aa", "BB"); small windows: the bulk scan equals the one-record rule.
+    rnd = random.Random(17)
+    parts = [b"UNIQ_KEY", b"KEYS", b"\x01", b"\x02", b" ", b"  ", b"\t", b"a", b"bc", "\u00e9".encode(), b"\xff",
+             b"\xe2\x82", "\U0001F600".encode(), "\u3000".encode(), "\u00a0".encode(), b"#", b"Aa", b"BB", b"a a"]
+    names = [b"UNIQ_KEY", b"KEYS", b"KEYS", b"TAGS", b"", b"\x01KEYS"]
+
+    def noise(k):
+        return b"".join(rnd.choice(parts) for _ in range(rnd.randrange(0, k)))
+
+    recs = []
+    for i in range(900):
+        if rnd.random() < 0.15:
+            raw = noise(16)
+        elif rnd.random() < 0.1:  # a big key set (HashSet resizes), with repeats
+            raw = b"KEYS\x01" + b" ".join(rnd.choice([b"x", b"y", b"Aa", b"BB", b"k%d" % rnd.randrange(30)])
+                                          for _ in range(rnd.randrange(6, 30)))
+        else:
+            entries = [rnd.choice(names) + rnd.choice([b"\x01", b"\x01", b""]) + noise(7)
+                       for _ in range(rnd.randrange(1, 4))]
+            raw = b"\x02".join(entries) + rnd.choice([b"", b"\x02"])
+        recs.append(rec(topic=rnd.choice(["TA", "T\u00f6", "Aa", "BB", ""]), props_raw=raw, store_timestamp=T0 + i,
+                        queue_id=rnd.randrange(3), sys_flag=rnd.choice([0, 0, 0, TRANSACTION_PREPARED_TYPE])))
+    paths = write_segments(tmp_path, place(recs, 32 * 1024), 32 * 1024)
+    want_hash, want_n, want_topic = [], [], []
+    for r in decoded(tmp_path):
+        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or topic_filtered(r.topic):
+            continue
+        keys = message_key_set(r.properties.get("UNIQ_KEY"), r.properties.get("KEYS"))
+        want_hash += [tiered_key_hash(r.topic, k) for k in keys]
+        want_n.append(len(keys))
+        want_topic.append(r.topic)
+    for window in (None, 3000):
+        scans = []
+        for unit in seg_infos(paths):
+            if window is None:
+                scans.append(scan_range_tiered(unit))
+            else:
+                scans.append(scan_buffer_tiered(Path(unit.path).read_bytes(), unit, window=window))
+        assert np.concatenate([s.key_hash for s in scans]).tolist() == want_hash
+        assert np.concatenate([s.rec_nkeys for s in scans]).tolist() == want_n
+        assert [s.topics[t] for s in scans for t in s.rec_topic] == want_topic
+    assert max(want_n) > 8 and "Aa" in want_topic and "BB" in want_topic
+
+
 # ============================================================================ build vs the reference
 
 @pytest.mark.parametrize("seed,slots,items,cuts", [
