@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from engine.broker.config import BrokerConfig
 from engine.broker.layout import StoreLayout, list_index_files
@@ -30,7 +30,9 @@ from engine.broker.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.jobs import publish
-from engine.jobs.ranges import SegmentRange, scan_anomalies
+
+if TYPE_CHECKING:  # the numpy side of the jobs is imported when a job runs, not with the CLI
+    from engine.jobs.ranges import SegmentRange
 
 INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
@@ -223,6 +225,8 @@ class Job:
 
     def scan(self, units: list[SegmentRange], scan_fn, progress: Progress) -> list[dict]:
         """Scan every range on the runner; the summaries in commit-log order, with the common figures set."""
+        from engine.jobs.ranges import scan_anomalies
+
         r = self.result
         r.segments = len({u.segment for u in units})
         t = time.perf_counter()
