@@ -334,6 +334,7 @@ class SparkRunner:
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare)."""
         scans = self._scan_rdd(units, scan_fn)
+        where = {u.index: p for p, u in enumerate(units)}  # range -> partition of `scans` holding its scan
         got = self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(units), progress, "scan",
                         lambda: scans.map(lambda s: s.summary()).collect())
 
@@ -341,17 +342,21 @@ class SparkRunner:
             nonlocal scans
             fixed = self._scan_rdd(redo, scan_fn)
             gone = {u.index for u in redo}
+            base = scans.getNumPartitions()  # filter keeps the partitions; union appends fixed's after them
             scans = scans.filter(lambda s: s.index not in gone).union(fixed)
+            where.update({u.index: base + j for j, u in enumerate(redo)})
             return fixed.map(lambda s: s.summary()).collect()
 
         summaries = settle(units, {d["index"]: d for d in got}, rescan)
-        self._scans = scans
+        self._scans, self._where = scans, where
         return [summaries[u.index] for u in units]
 
     def ask(self, fn, requests: dict) -> dict:
+        """Only the partitions holding the asked ranges are read."""
         req = dict(requests)
-        return dict(self._scans.filter(lambda s: s.index in req).map(lambda s: (s.index, fn(s, req[s.index])))
-                    .collect())
+        parts = sorted({self._where[i] for i in req})
+        return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(s, req[s.index])) for s in it
+                                                              if s.index in req], parts))
 
     def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
                    progress: Progress) -> list:
