@@ -189,3 +189,33 @@ def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_p
         assert leftovers(s) == [] and answers(s) == want and index_bytes(s / "index") == want_files
     assert len(points) >= 6 and any("exchange" in p or "rename" in p for p in points)
 
+
+
+def test_a_kill_while_publishing_into_out_is_repaired_by_the_next_run(put_store, tmp_path):
+    # --out DIR is published file by file; whatever a kill leaves there, the next --replace run (allowed: the
+    # marker is written before the first file moves in) removes the staging and writes the full set.
+    s, out = tmp_path / "store", tmp_path / "out"
+    shutil.copytree(put_store, s)
+    want = index_bytes(put_store / "index")
+
+    def prepare(k):
+        shutil.rmtree(out, ignore_errors=True)
+
+    kills = 0
+    for kr in kill_loop(["spark-reindex", "--store", s, *GEOM, "--master", "inline", "--out", out], prepare,
+                        fork=True):
+        kills += kr.killed
+        r = reindex(s, "--out", out, "--replace")
+        assert r.exit_code == 0, (kr.kill_point, r.output)
+        assert index_bytes(out) == want and not [p for p in out.iterdir() if p.name.startswith(".reindex-")]
+        assert publish.read_manifest(out)["state"] == "complete"
+    assert kills >= 5
+
+
+def test_missing_index_note_names_the_unpublished_index(store):
+    stale = publish.create_staging(store / ".index.reindex-0123456789ab", "0123456789ab", "broker")
+    publish.write_manifest(stale, publish.new_manifest("0123456789ab", "broker", "complete"))
+    assert publish.missing_index_note(store / "index") is None  # index/ is there: nothing to say
+    shutil.rmtree(store / "index")
+    note = publish.missing_index_note(store / "index")
+    assert ".index.reindex-0123456789ab" in note and "spark-reindex" in note
