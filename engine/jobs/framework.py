@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the numpy side of the jobs is imported when a job runs, not
 
 INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
+SCRATCH = ".scratch"  # in the staging directory: scan columns and build pieces waiting between the steps
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total); phases "scan" and "build"
 
@@ -229,8 +230,11 @@ class Job:
 
         r = self.result
         r.segments = len({u.segment for u in units})
+        # Columns may wait in the staging directory (the output's storage, which executors share); a dry run
+        # writes nothing, so its runner keeps them itself.
+        scratch = None if r.dry_run else str(self.open_staging() / SCRATCH)
         t = time.perf_counter()
-        summaries = self.runner.scan(units, progress, scan_fn) if units else []
+        summaries = self.runner.scan(units, progress, scan_fn, scratch) if units else []
         summaries.sort(key=lambda d: d["index"])
         r.scan_seconds = time.perf_counter() - t
         r.messages = sum(d["records"] for d in summaries)
@@ -243,6 +247,8 @@ class Job:
 
     def open_staging(self) -> Path:
         """The staging directory: beside the store's index (same file system, swapped whole), or in --out."""
+        if self.staging is not None:
+            return self.staging
         target = self.target.directory
         if self.target.into_store:
             path = publish.staging_path(target, self.run_id)
@@ -258,6 +264,7 @@ class Job:
         by_no = {b.number: b for b in built}
         if sorted(by_no) != list(range(len(names))):
             raise ReindexError("not every index file was built; nothing was published")
+        shutil.rmtree(self.staging / SCRATCH, ignore_errors=True)
         keep = {os.path.basename(b.temp_path) for b in built} | {publish.MANIFEST}
         for p in self.staging.iterdir():  # leftovers of failed or speculative task attempts
             if p.name not in keep:

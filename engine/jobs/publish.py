@@ -236,6 +236,8 @@ def repair_out_dir(out_dir: Path) -> list[str]:
 def _only_ours(directory: Path, index_names: bool) -> bool:
     """Whether a directory holds nothing but files a job writes while building (an empty one included)."""
     for e in os.scandir(directory):
+        if e.name == ".scratch" and e.is_dir(follow_symlinks=False):  # engine.jobs.framework.SCRATCH
+            continue
         if not e.is_file(follow_symlinks=False):
             return False
         if not (e.name == MANIFEST or _MANIFEST_TEMP.match(e.name) or _TEMP_NAME.match(e.name)

@@ -2,8 +2,10 @@
 
 Both offer the same four steps, whatever the format:
 
-* scan(units, progress, scan_fn): scan_fn(SegmentRange) -> an object with .index and .summary(), one per
-  range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and keeps the scans;
+* scan(units, progress, scan_fn, scratch=None): scan_fn(SegmentRange) -> an object with .index and
+  .summary(), one per range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and
+  keeps the scans (scratch: a directory on the output's storage the runner may use for them, None on a dry
+  run);
 * ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
 * build_with(n_files, pieces_fn, build_fn, plan, staging, run_id, progress): pieces_fn(scan, plan) yields
   (file number, piece), in file order; build_fn(k, pieces, plan, staging, run_id, attempt) builds file k
@@ -14,6 +16,7 @@ pyspark is imported only inside SparkRunner, so the engine imports without it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import shutil
@@ -26,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from engine.jobs.framework import INLINE, Progress, ReindexError
+from engine.jobs.framework import INLINE, Progress, ReindexError, no_progress
 from engine.jobs.ranges import RangeChain, SegmentRange, settle
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
@@ -55,6 +58,7 @@ class InlineRunner:
         self._budget = INLINE_MEMORY_BUDGET if memory_budget is None else memory_budget
         self._held = 0
         self._tmp: Optional[Path] = None
+        self._spill_dir: Optional[Path] = None
         self._workers = workers if workers is not None else (os.cpu_count() or 1)
         for sc in scans or []:
             self._keep(sc)
@@ -70,7 +74,11 @@ class InlineRunner:
             self._held += size
             return
         if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="rmqtool-scans-"))
+            if self._spill_dir is not None:  # the job's scratch directory, on the output's storage
+                self._spill_dir.mkdir(parents=True, exist_ok=True)
+                self._tmp = Path(tempfile.mkdtemp(prefix="scans-", dir=self._spill_dir))
+            else:
+                self._tmp = Path(tempfile.mkdtemp(prefix="rmqtool-scans-"))
         path = self._tmp / f"{sc.index}.pickle"
         with open(path, "wb") as f:
             pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -85,7 +93,10 @@ class InlineRunner:
     def _indexes(self) -> list[int]:
         return sorted([*self._mem, *self._spilled])
 
-    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
+             ) -> list[dict]:
+        if scratch is not None:
+            self._spill_dir = Path(scratch)
         size = sum({u.segment: u.file_len for u in units}.values())
         workers = min(self._workers, len(units))
         if workers > 1 and size >= INLINE_PARALLEL_MIN_BYTES:
@@ -164,8 +175,59 @@ def _attempt() -> str:
     return f"s{ctx.stageId()}a{ctx.attemptNumber()}t{ctx.taskAttemptId()}" if ctx else "a0"
 
 
-def _build_partition(k: int, it, build_fn, plan, staging: str, run_id: str):
-    yield build_fn(k, [piece for _, piece in it], plan, staging, run_id, _attempt())
+class ScanFile:
+    """What the Spark RDD holds for a range when the job has a scratch directory: its summary, and where its
+    columns wait (one pickle per range), instead of the columns themselves in the JVM's block store."""
+
+    def __init__(self, index: int, path: str, summary: dict):
+        self.index, self.path, self._summary = index, path, summary
+
+    def summary(self) -> dict:
+        return self._summary
+
+    def load(self):
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
+
+
+def _loaded(s):
+    return s.load() if isinstance(s, ScanFile) else s
+
+
+def _scan_to_file(unit: SegmentRange, scan_fn, scratch: str) -> ScanFile:
+    sc = scan_fn(unit)
+    path = os.path.join(scratch, f"scan-{unit.index}.pickle")
+    tmp = f"{path}.{_attempt()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # a retried or speculative attempt writes the same columns
+    return ScanFile(sc.index, path, sc.summary())
+
+
+def _write_pieces(s, pieces_fn, plan, pieces_dir: str) -> list[int]:
+    """A range's pieces, one pickle per file it contributes to: pieces_dir/<file>/<range>.pickle."""
+    by_file: dict[int, list] = {}
+    for k, piece in pieces_fn(_loaded(s), plan):
+        by_file.setdefault(k, []).append(piece)
+    for k, pieces in by_file.items():
+        d = os.path.join(pieces_dir, str(k))
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{s.index}.pickle")
+        tmp = f"{path}.{_attempt()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(pieces, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    return sorted(by_file)
+
+
+def _build_from_files(k: int, build_fn, plan, pieces_dir: str, staging: str, run_id: str):
+    d = os.path.join(pieces_dir, str(k))
+    pieces = []
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if name.endswith(".pickle"):
+            with open(os.path.join(d, name), "rb") as f:
+                pieces.extend(pickle.load(f))
+    return build_fn(k, pieces, plan, staging, run_id, _attempt())
 
 
 _LOG4J2 = """\
@@ -211,6 +273,7 @@ class SparkRunner:
         self._created = False
         self._persisted: list = []
         self._scans = None
+        self._scratch: Optional[str] = None
         self._zip: Optional[str] = None
         self.spark = self._session(master, conf or {})
         self.sc = self.spark.sparkContext
@@ -327,12 +390,19 @@ class SparkRunner:
     def _scan_rdd(self, units: list[SegmentRange], scan_fn):
         from pyspark import StorageLevel
 
+        if self._scratch is not None:
+            scan_fn = functools.partial(_scan_to_file, scan_fn=scan_fn, scratch=self._scratch)
         rdd = self.sc.parallelize(units, max(1, len(units))).map(scan_fn).persist(StorageLevel.MEMORY_AND_DISK)
         self._persisted.append(rdd)
         return rdd
 
-    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn) -> list[dict]:
-        """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare)."""
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
+             ) -> list[dict]:
+        """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
+        a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
+        self._scratch = scratch
+        if scratch is not None:
+            os.makedirs(scratch, exist_ok=True)
         scans = self._scan_rdd(units, scan_fn)
         where = {u.index: p for p, u in enumerate(units)}  # range -> partition of `scans` holding its scan
         got = self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(units), progress, "scan",
@@ -355,16 +425,22 @@ class SparkRunner:
         """Only the partitions holding the asked ranges are read."""
         req = dict(requests)
         parts = sorted({self._where[i] for i in req})
-        return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(s, req[s.index])) for s in it
+        return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(_loaded(s), req[s.index])) for s in it
                                                               if s.index in req], parts))
 
     def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
                    progress: Progress) -> list:
+        """Each range task writes its pieces per file under the staging directory; then one task per file
+        reads its own (no shuffle through the JVM)."""
+        pieces_dir = os.path.join(self._scratch or os.path.join(staging, ".scratch"), "pieces")
+        os.makedirs(pieces_dir, exist_ok=True)
         bplan = self.sc.broadcast(plan)
-        pieces = self._scans.flatMap(lambda s: pieces_fn(s, bplan.value))
-        built = pieces.partitionBy(n_files, lambda k: k).mapPartitionsWithIndex(
-            lambda k, it: _build_partition(k, it, build_fn, bplan.value, staging, run_id))
         try:
+            scans = self._scans
+            self._run(f"rmqtool-pieces-{run_id}", scans.getNumPartitions(), no_progress, "build",
+                      lambda: scans.map(lambda s: _write_pieces(s, pieces_fn, bplan.value, pieces_dir)).collect())
+            built = self.sc.parallelize(range(n_files), max(1, n_files)).map(
+                lambda k: _build_from_files(k, build_fn, bplan.value, pieces_dir, staging, run_id))
             return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
         finally:
             bplan.unpersist()
