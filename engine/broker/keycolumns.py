@@ -61,7 +61,8 @@ def hash_ranges(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
             rows = sel[a:a + step]
             mat = windows[starts[rows]]
             h[rows] = np.einsum("ij,j->i", mat, weights, dtype=np.uint32, casting="unsafe")
-            ascii_[rows] = mat.max(axis=1) < 0x80
+            if mat.max() >= 0x80:  # one flat pass first: a reduction along short rows costs far more
+                ascii_[rows] = mat.max(axis=1) < 0x80
     return h, ascii_
 
 
@@ -138,13 +139,13 @@ def distinct_ranges(buf, b: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
 
 # ============================================================================ properties
 
-def _last_value(Pf: np.ndarray, words: np.ndarray, width: int, cr, cc, nxt, name: bytes):
+def _last_value(Pf: np.ndarray, words: np.ndarray, width: int, cr, cc, nxt, lead: np.ndarray, name: bytes):
     """For entries starting at row cr, column cc of the flattened (rows, width) matrix Pf (sorted by row, then
     column) whose name is `name` minus its 0x01 and whose value is non-empty: the last one per row, as
-    (rows, value start column, value length). words[i] is Pf[i:i+8] as a little-endian uint64."""
+    (rows, value start column, value length). words[i] is Pf[i:i+8] as a little-endian uint64; lead is each
+    entry's first byte."""
     k = len(name)
-    ok = nxt - 1 - cc > k  # entry longer than "NAME\x01": a non-empty value follows
-    idx = np.flatnonzero(ok)
+    idx = np.flatnonzero((lead == name[0]) & (nxt - 1 - cc > k))  # non-empty value after "NAME\x01"
     base = cr[idx] * width + cc[idx]
     head = name[:8]  # the first 8 bytes in one comparison, the rest byte by byte
     hit = (words[base] & np.uint64((1 << (8 * len(head))) - 1)) == np.uint64(int.from_bytes(head, "little"))
@@ -198,8 +199,9 @@ def property_values(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
         Pf = np.zeros(P.size + 8, dtype=np.uint8)  # 8 bytes of padding: a word can be read at every entry
         Pf[:P.size] = P.reshape(-1)
         words = np.ndarray((P.size + 1,), dtype="<u8", buffer=Pf, strides=(1,))
+        lead = Pf[cr * width + cc]
         for j, name in enumerate(names):
-            r, c, ln = _last_value(Pf, words, width, cr, cc, nxt, name)
+            r, c, ln = _last_value(Pf, words, width, cr, cc, nxt, lead, name)
             out[j].append((rows[r], starts[rows[r]] + c, ln))
     result = []
     for parts in out:
