@@ -120,8 +120,11 @@ def test_replace_in_the_store_refuses_an_index_dir_holding_other_files(store):
     assert r.exit_code == 0, r.output
     backup = Path(json.loads(r.stdout)["backup_dir"])
     assert (backup / "notes.txt").read_text() == "mine"
-    # The new index/ is rmqtool's (marker), so a later --replace may remove it.
+    # The new index/ is rmqtool's (marker), so a later --replace may remove it, unless someone put a file there.
     assert publish.read_manifest(store / "index")["run_id"]
+    (store / "index" / "notes.txt").write_text("mine again")
+    assert_one_line_error(reindex(store, "--replace"), contains="notes.txt")
+    (store / "index" / "notes.txt").unlink()
     assert reindex(store, "--replace").exit_code == 0
 
 

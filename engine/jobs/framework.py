@@ -168,8 +168,11 @@ def resolve_output(layout: StoreLayout, out: Optional[Path], fmt: str, replace: 
 
 
 def _target(index_dir: Path, into_store: bool, replace: bool, file_size: Optional[int]) -> OutputTarget:
-    if replace and index_dir.is_dir() and publish.read_manifest(index_dir) is None:
-        foreign = publish.foreign_entries(index_dir, file_size)
+    """The store's own index/: with --replace the old directory is deleted whole, so it must hold nothing but
+    index files (of this geometry, unless rmqtool built it) and the marker."""
+    if replace and index_dir.is_dir():
+        ours = publish.read_manifest(index_dir) is not None
+        foreign = publish.foreign_entries(index_dir, None if ours else file_size)
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise InvalidArgumentError(

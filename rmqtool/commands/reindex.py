@@ -175,9 +175,9 @@ def spark_reindex_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and plan, report, write nothing.")] = False,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
-                          "old index directory as <dir>.bak-<time>). Only an index directory rmqtool built "
-                          "(it holds rmqtool-index.json), or the store's index/ holding nothing but index "
-                          "files, is ever replaced.")] = False,
+                          "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
+                          "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
+                          "index/ only if it holds nothing but index files.")] = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
