@@ -35,8 +35,10 @@ from engine.jobs.ranges import RangeChain, SegmentRange, settle
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
 INLINE_MEMORY_BUDGET = 512 << 20
-#: Commit logs at least this big are scanned by a pool of worker processes (one per CPU), range by range.
+#: Commit logs at least this big are scanned by a pool of worker processes, one per CPU up to
+#: INLINE_WORKERS_MAX, each holding one decode window (about 300 MiB resident at most).
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
+INLINE_WORKERS_MAX = 4
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
@@ -59,7 +61,7 @@ class InlineRunner:
         self._held = 0
         self._tmp: Optional[Path] = None
         self._spill_dir: Optional[Path] = None
-        self._workers = workers if workers is not None else (os.cpu_count() or 1)
+        self._workers = workers if workers is not None else min(os.cpu_count() or 1, INLINE_WORKERS_MAX)
         for sc in scans or []:
             self._keep(sc)
 
