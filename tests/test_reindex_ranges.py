@@ -146,6 +146,7 @@ def test_jobs_with_small_ranges_are_byte_identical(tmp_path):
         outs[("t", step)] = index_bytes(tmp_path / f"t{step}")
         assert r.segments == len(list((tmp_path / "s" / "commitlog").iterdir())) and r.anomalies
         assert len(r.scan_tasks) >= r.segments and t.index_files > 1
+        assert all(x["started"] >= r.scan_started and x["seconds"] >= 0 for x in r.scan_tasks)
     assert outs[SEG] == outs[1000] == outs[333] and len(outs[SEG]) >= 3
     assert outs[("t", SEG)] == outs[("t", 1000)] == outs[("t", 333)]
 

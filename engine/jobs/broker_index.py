@@ -64,6 +64,7 @@ class SegmentScan:
     first: Optional[int] = 0  # where its walk began / went past the range or stopped
     exit: int = 0
     seconds: float = 0.0
+    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
 
     @property
     def records(self) -> int:
@@ -87,6 +88,7 @@ class SegmentScan:
             "bytes_scanned": self.bytes_scanned, "end_kind": self.end_kind, "end_offset": self.end_offset,
             "end_reason": self.end_reason, "length_mismatches": self.length_mismatches,
             "rollbacks": self.rollbacks, "phy_mismatches": self.phy_mismatches, "seconds": self.seconds,
+            "started": self.started,
             "first_rec_ts": int(self.rec_ts[0]) if self.records else None,
             "keyed_min": int(kp.min()) if len(kp) else None,
             "keyed_max": int(kp.max()) if len(kp) else None,
@@ -131,7 +133,7 @@ def scan_buffer(buf, unit: SegmentRange, window: int = SCAN_WINDOW) -> SegmentSc
 
 
 def _scan(unit: SegmentRange, walk) -> SegmentScan:
-    t = time.perf_counter()
+    t, started = time.perf_counter(), time.time()
     cols = _Columns(unit.seg_start)
     w = walk(cols)
     s = range_summary(unit, w, 0, time.perf_counter() - t)
@@ -140,7 +142,7 @@ def _scan(unit: SegmentRange, walk) -> SegmentScan:
                        end_kind=w.end_kind, end_offset=s["end_offset"], end_reason=w.end_reason,
                        length_mismatches=cols.mismatches, rollbacks=cols.rollbacks,
                        phy_mismatches=cols.phy_mismatches, segment=unit.segment, begin=unit.begin, end=unit.end,
-                       first=w.first, exit=w.exit, seconds=s["seconds"])
+                       first=w.first, exit=w.exit, seconds=s["seconds"], started=started)
 
 
 # ============================================================================ build

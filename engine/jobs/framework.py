@@ -77,7 +77,8 @@ class ReindexResult:
     index_msg_timestamp: Optional[int] = None
     spark_log: Optional[str] = None
     format: str = "broker"               # broker | tiered
-    scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds
+    scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds, started
+    scan_started: float = 0.0                             # wall clock (epoch seconds) of the scan stage's start
     repairs: list[str] = field(default_factory=list)      # what an interrupted earlier run left, and what was done
 
     @property
@@ -236,7 +237,7 @@ class Job:
         # Columns may wait in the staging directory (the output's storage, which executors share); a dry run
         # writes nothing, so its runner keeps them itself.
         scratch = None if r.dry_run else str(self.open_staging() / SCRATCH)
-        t = time.perf_counter()
+        t, r.scan_started = time.perf_counter(), time.time()
         summaries = self.runner.scan(units, progress, scan_fn, scratch) if units else []
         summaries.sort(key=lambda d: d["index"])
         r.scan_seconds = time.perf_counter() - t
@@ -244,8 +245,8 @@ class Job:
         r.bytes_read = sum(d["bytes_scanned"] for d in summaries)
         r.length_mismatches = sum(d["length_mismatches"] for d in summaries)
         r.anomalies = scan_anomalies(summaries)
-        r.scan_tasks = [{k: d[k] for k in ("segment", "start", "begin", "end", "bytes_scanned", "records", "seconds")}
-                        for d in summaries if d["end_kind"] != "void"]
+        keys = ("segment", "start", "begin", "end", "bytes_scanned", "records", "seconds", "started")
+        r.scan_tasks = [{k: d[k] for k in keys} for d in summaries if d["end_kind"] != "void"]
         return summaries
 
     def open_staging(self) -> Path:

@@ -126,6 +126,7 @@ class TieredSegmentScan:
     first: Optional[int] = 0
     exit: int = 0
     seconds: float = 0.0
+    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
 
     @property
     def records(self) -> int:
@@ -142,6 +143,7 @@ class TieredSegmentScan:
         return {
             "index": self.index, "segment": self.segment, "start": self.start, "begin": self.begin,
             "end": self.end, "first": self.first, "exit": self.exit, "seconds": self.seconds,
+            "started": self.started,
             "records": self.valid_records, "copied": self.records, "keyed": int(len(nk)), "keys": int(nk.sum()),
             "bytes_scanned": self.bytes_scanned, "end_kind": self.end_kind, "end_offset": self.end_offset,
             "end_reason": self.end_reason, "length_mismatches": self.length_mismatches, "phy_mismatches": 0,
@@ -235,7 +237,7 @@ def scan_buffer_tiered(buf, unit: SegmentRange, black: Iterable[str] = (DEFAULT_
 
 
 def _scan(unit: SegmentRange, black, walk) -> TieredSegmentScan:
-    t = time.perf_counter()
+    t, started = time.perf_counter(), time.time()
     cols = _TieredColumns(frozenset(black))
     w = walk(cols)
     s = range_summary(unit, w, 0, time.perf_counter() - t)
@@ -244,7 +246,8 @@ def _scan(unit: SegmentRange, black, walk) -> TieredSegmentScan:
         cols.column(2, np.int32), cols.column(3, np.int64), cols.column(4, np.int32), cols.column(5, np.int32),
         valid_records=cols.valid, bytes_scanned=s["bytes_scanned"], end_kind=w.end_kind, end_offset=s["end_offset"],
         end_reason=w.end_reason, length_mismatches=cols.mismatches, tx_skipped=cols.tx, filtered=cols.filtered,
-        segment=unit.segment, begin=unit.begin, end=unit.end, first=w.first, exit=w.exit, seconds=s["seconds"])
+        segment=unit.segment, begin=unit.begin, end=unit.end, first=w.first, exit=w.exit, seconds=s["seconds"],
+        started=started)
 
 
 # ============================================================================ pieces and build
