@@ -31,7 +31,7 @@ from engine.broker.index import build_index_file_from_hashes
 from engine.broker.keycolumns import broker_keys
 from engine.broker.message import TRANSACTION_ROLLBACK_TYPE
 from engine.broker.records import SCAN_WINDOW, RecordBatch
-from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, make_plan
+from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
 from engine.jobs.framework import (DEFAULT_MASTER, INLINE, Job, Progress, ReindexError, ReindexResult, check_master,
                                    check_store, no_progress, resolve_output)
 from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
@@ -249,8 +249,8 @@ def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str 
 def _build_and_publish(job: Job, plan: Plan, progress: Progress) -> None:
     staging = job.open_staging()
     t = time.perf_counter()
-    built = (job.runner.build_with(len(plan.files), file_pieces, build_file, plan, str(staging), job.run_id, progress)
-             if plan.files else [])
+    built = (job.runner.build_with(len(plan.files), file_pieces, build_file, plan, str(staging), job.run_id, progress,
+                                   file_ranges) if plan.files else [])
     job.result.build_seconds = time.perf_counter() - t
     names = job.seal(built, [fp.name for fp in plan.files],
                      {"hash_slot_num": plan.hash_slot_num, "index_num": plan.index_num})

@@ -230,6 +230,13 @@ def make_plan(runner, summaries: list[dict], hash_slot_num: int, index_num: int)
     return plan
 
 
+def file_ranges(plan: Plan, k: int) -> list[int]:
+    """The ranges whose entries go into index file k."""
+    fp = plan.files[k]
+    a, b = fp.first_entry, fp.first_entry + fp.entries
+    return [d["index"] for d, s, n in zip(plan.ranges, plan.entry_start, plan.entries) if n and s < b and s + n > a]
+
+
 def file_pieces(scan, plan: Plan) -> Iterator[tuple[int, tuple]]:
     """(file number, (range, hashes, phy, ts)) for every file this range's entries fall into."""
     i = plan.position(scan.index)

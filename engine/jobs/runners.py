@@ -7,9 +7,10 @@ Both offer the same four steps, whatever the format:
   keeps the scans (scratch: a directory on the output's storage the runner may use for them, None on a dry
   run);
 * ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
-* build_with(n_files, pieces_fn, build_fn, plan, staging, run_id, progress): pieces_fn(scan, plan) yields
-  (file number, piece), in file order; build_fn(k, pieces, plan, staging, run_id, attempt) builds file k
-  from its pieces (in any order) and returns what was built;
+* build_with(n_files, pieces_fn, build_fn, plan, staging, run_id, progress, ranges_fn): pieces_fn(scan,
+  plan) yields (file number, piece), in file order; ranges_fn(plan, k) names the ranges with pieces of file k;
+  build_fn(k, pieces, plan, staging, run_id, attempt) builds file k from its pieces (in any order) and
+  returns what was built;
 * close(failed).
 
 pyspark is imported only inside SparkRunner, so the engine imports without it.
@@ -29,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from engine.jobs.framework import INLINE, Progress, ReindexError, no_progress
+from engine.jobs.framework import INLINE, Progress, ReindexError
 from engine.jobs.ranges import RangeChain, SegmentRange, settle
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
@@ -142,7 +143,7 @@ class InlineRunner:
         return {i: fn(self._get(i), a) for i, a in requests.items()}
 
     def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
-                   progress: Progress) -> list:
+                   progress: Progress, ranges_fn=None) -> list:
         """Files in order, each from the pieces the ranges yield for it: one file's entries in memory."""
         built, pending, current = [], [], 0
 
@@ -197,38 +198,25 @@ def _loaded(s):
 
 
 def _scan_to_file(unit: SegmentRange, scan_fn, scratch: str) -> ScanFile:
+    # Named after the range as scanned (its start, or a guess): a guessed scan that Spark recomputes later
+    # can never overwrite the exact one that replaced it.
+    start = "void" if unit.void else ("guess" if unit.start is None else str(unit.start))
     sc = scan_fn(unit)
-    path = os.path.join(scratch, f"scan-{unit.index}.pickle")
+    path = os.path.join(scratch, f"scan-{unit.index}-{start}.pickle")
     tmp = f"{path}.{_attempt()}.tmp"
     with open(tmp, "wb") as f:
         pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, path)  # a retried or speculative attempt writes the same columns
-    return ScanFile(sc.index, path, sc.summary())
+    return ScanFile(sc.index, path, {**sc.summary(), "scan_file": path})
 
 
-def _write_pieces(s, pieces_fn, plan, pieces_dir: str) -> list[int]:
-    """A range's pieces, one pickle per file it contributes to: pieces_dir/<file>/<range>.pickle."""
-    by_file: dict[int, list] = {}
-    for k, piece in pieces_fn(_loaded(s), plan):
-        by_file.setdefault(k, []).append(piece)
-    for k, pieces in by_file.items():
-        d = os.path.join(pieces_dir, str(k))
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"{s.index}.pickle")
-        tmp = f"{path}.{_attempt()}.tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump(pieces, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    return sorted(by_file)
-
-
-def _build_from_files(k: int, build_fn, plan, pieces_dir: str, staging: str, run_id: str):
-    d = os.path.join(pieces_dir, str(k))
+def _build_from_scans(k: int, scan_files: list[str], pieces_fn, build_fn, plan, staging: str, run_id: str):
+    """Index file k from the scan files of the ranges that hold its pieces (no shuffle through the JVM)."""
     pieces = []
-    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        if name.endswith(".pickle"):
-            with open(os.path.join(d, name), "rb") as f:
-                pieces.extend(pickle.load(f))
+    for path in scan_files:
+        with open(path, "rb") as f:
+            scan = pickle.load(f)
+        pieces.extend(piece for kk, piece in pieces_fn(scan, plan) if kk == k)
     return build_fn(k, pieces, plan, staging, run_id, _attempt())
 
 
@@ -421,6 +409,7 @@ class SparkRunner:
 
         summaries = settle(units, {d["index"]: d for d in got}, rescan)
         self._scans, self._where = scans, where
+        self._files = {i: d.get("scan_file") for i, d in summaries.items()}
         return [summaries[u.index] for u in units]
 
     def ask(self, fn, requests: dict) -> dict:
@@ -431,18 +420,16 @@ class SparkRunner:
                                                               if s.index in req], parts))
 
     def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
-                   progress: Progress) -> list:
-        """Each range task writes its pieces per file under the staging directory; then one task per file
-        reads its own (no shuffle through the JVM)."""
-        pieces_dir = os.path.join(self._scratch or os.path.join(staging, ".scratch"), "pieces")
-        os.makedirs(pieces_dir, exist_ok=True)
+                   progress: Progress, ranges_fn=None) -> list:
+        """One task per file, reading the scan files of the ranges that hold its pieces (the columns wait in
+        the staging directory whenever there is a build: it is never a dry run)."""
+        if self._scratch is None:
+            raise ReindexError("internal error: a build without a scratch directory")
+        jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
         bplan = self.sc.broadcast(plan)
         try:
-            scans = self._scans
-            self._run(f"rmqtool-pieces-{run_id}", scans.getNumPartitions(), no_progress, "build",
-                      lambda: scans.map(lambda s: _write_pieces(s, pieces_fn, bplan.value, pieces_dir)).collect())
-            built = self.sc.parallelize(range(n_files), max(1, n_files)).map(
-                lambda k: _build_from_files(k, build_fn, bplan.value, pieces_dir, staging, run_id))
+            built = self.sc.parallelize(jobs, max(1, n_files)).map(
+                lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, bplan.value, staging, run_id))
             return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
         finally:
             bplan.unpersist()

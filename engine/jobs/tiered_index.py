@@ -57,7 +57,7 @@ from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
                                    check_store, no_progress, resolve_output)
 from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
-from engine.jobs.tiered_plan import TieredPlan, make_tiered_plan, metadata_topic_ids
+from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.tiered.index.file import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
                                       HEADER_SIZE, INDEX_ITEM_SIZE)
 from engine.tiered.index.service import load_tiered_metadata
@@ -479,7 +479,7 @@ def _build_and_publish(job: Job, plan: TieredPlan, progress: Progress) -> None:
     staging = job.open_staging()
     t = time.perf_counter()
     built = (job.runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(staging),
-                                   job.run_id, progress) if plan.files else [])
+                                   job.run_id, progress, file_ranges) if plan.files else [])
     result.build_seconds = time.perf_counter() - t
     names = job.seal(built, [fp.name for fp in plan.files],
                      {"hash_slot_num": plan.hash_slot_num, "index_num": plan.index_num})

@@ -218,3 +218,10 @@ def make_tiered_plan(runner, summaries: list[dict], hash_slot_num: int, index_nu
         want.setdefault(rng, []).append(local)
     name_files(plan, list(runner.ask(probe_first_ts, want).values()) if want else [])
     return plan
+
+
+def file_ranges(plan: TieredPlan, k: int) -> list[int]:
+    """The ranges whose keyed messages are put into tiered file k."""
+    events = plan.files[k].events
+    lo, hi = min(e[0] for e in events), max(e[1] for e in events)
+    return [i for i, s in plan.range_keyed_start.items() if plan.range_keyed[i] and s < hi and s + plan.range_keyed[i] > lo]
