@@ -153,7 +153,7 @@ def _run(job, labels: dict[str, str], json_out: bool, render_fn) -> None:
 
 
 @handles_errors
-def spark_reindex_cmd(
+def spark_reindex_cmd(  # a typer command: one parameter per option
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     out: Annotated[Optional[Path], typer.Option(
@@ -198,7 +198,6 @@ def spark_reindex_cmd(
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 
     One Spark task per commit-log segment range (up to 256 MiB), one per index file; --master inline needs no JVM.
-    (A typer command: one parameter per option.)
 
     Takes the store lock and refuses a store with an abort file. Builds in a staging directory and publishes by
     renames after every task succeeded: the store's index/ is swapped whole, so a reader sees the old index or
