@@ -66,7 +66,7 @@ def reindex(store, *extra, master="inline"):
 
 
 def write_segments(root: Path, blobs: list[bytes], size: int) -> list[Path]:
-    """Lay records out in commit-log segments by the broker's rule (§3.1), blank filler included."""
+    """Lay records out in commit-log segments by the broker's rule (format §3.1), blank filler included."""
     d = root / "commitlog"
     d.mkdir(parents=True, exist_ok=True)
     segs, cur, start, pos = [], bytearray(size), 0, 0

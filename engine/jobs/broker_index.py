@@ -239,7 +239,7 @@ def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str 
         if target.into_store:
             result.index_msg_timestamp = max([0] + [f["endTimestamp"] for f in result.files])
             # The broker deletes index files with endTimestamp > indexMsgTimestamp after an unclean exit
-            # (§5.8 load). Every rebuilt file is complete and on disk, so the newest end time protects them all.
+            # (format §5.8, load). Every rebuilt file is complete and on disk, so the newest end time protects them all.
             checkpoint = Checkpoint.load(layout.checkpoint)
             checkpoint.indexMsgTimestamp = result.index_msg_timestamp
             checkpoint.save(layout.checkpoint)

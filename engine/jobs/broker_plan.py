@@ -40,7 +40,7 @@ class Plan:
     hash_slot_num: int
     index_num: int
     ranges: list[dict]               # scan summaries of the segment ranges, in commit-log order
-    e_in: list[int]                  # endPhyOffset of the current file when each range begins (§5.8 step 2)
+    e_in: list[int]                  # endPhyOffset of the current file when each range begins (format §5.8, step 2)
     filtered: list[bool]             # False: every keyed record of the range is indexed
     entry_start: list[int] = field(default_factory=list)
     entries: list[int] = field(default_factory=list)

@@ -13,6 +13,9 @@ Both offer the same four steps, whatever the format:
   returns what was built;
 * close(failed).
 
+scan also runs any other per-item function (items with .index, fn returning an object with .index and
+.summary(): the tiered flat store's dispatch), one task per item, without the range bookkeeping.
+
 pyspark is imported only inside SparkRunner, so the engine imports without it.
 """
 from __future__ import annotations
@@ -100,6 +103,8 @@ class InlineRunner:
              ) -> list[dict]:
         if scratch is not None:
             self._spill_dir = Path(scratch)
+        if units and not isinstance(units[0], SegmentRange):
+            return self._each(units, progress, scan_fn)
         size = sum({u.segment: u.file_len for u in units}.values())
         workers = min(self._workers, len(units))
         if workers > 1 and size >= INLINE_PARALLEL_MIN_BYTES:
@@ -113,6 +118,13 @@ class InlineRunner:
             self._keep(sc)
             out.append(summary)
             progress("scan", i + 1, len(units))
+        return out
+
+    def _each(self, items: list, progress: Progress, fn) -> list[dict]:
+        out = []
+        for i, item in enumerate(items):
+            out.append(fn(item).summary())
+            progress("scan", i + 1, len(items))
         return out
 
     def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
@@ -390,6 +402,10 @@ class SparkRunner:
              ) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
         a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
+        if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
+            items = self.sc.parallelize(units, len(units)).map(scan_fn)
+            return self._run(f"rmqtool-tasks-{uuid.uuid4().hex}", len(units), progress, "scan",
+                             lambda: items.map(lambda x: x.summary()).collect())
         self._scratch = scratch
         if scratch is not None:
             os.makedirs(scratch, exist_ok=True)

@@ -5,9 +5,9 @@ from its first message, computed straight from the local commit log:
 
 * which messages: the records the tiered store copies, i.e. those with a consume-queue unit (valid records of
   transaction type NOT_TYPE or COMMIT; PREPARED and ROLLBACK records and LENGTH_MISMATCH records get no unit,
-  §4.2, §7.7), of topics the tiered store accepts (MessageStoreTopicFilter: not blank, not a system topic
+  format §4.2, §7.7), of topics the tiered store accepts (MessageStoreTopicFilter: not blank, not a system topic
   -- TopicValidator's set or the ``rmq_sys_`` prefix --, not an LMQ ``%LMQ%`` topic, not the cluster or broker
-  name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (§9.6): UNIQ_KEY if not
+  name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (format §9.6): UNIQ_KEY if not
   blank plus every token of KEYS split on " " (empty tokens kept, Java's trailing empty tokens dropped),
   de-duplicated, in Java HashSet order -- engine.broker.keys.tiered_key_set.
 * item fields: topicId from ``<store>/config/tieredStoreMetadata.json`` when the topic is there, else a new
@@ -18,10 +18,10 @@ from its first message, computed straight from the local commit log:
   start, tiered commit log starting at 0); size = TOTALSIZE; timestamp = STORETIMESTAMP.
 * files: keys are put in commit-log order with IndexStoreService.putKey's semantics over unsealed files of the
   given geometry: a key set that does not fit (FILE_FULL) goes whole to a new file, a put that fails
-  (UNKNOWN_ERROR: a key hashing to Integer.MIN_VALUE whose slot lies before the header, §9.5) is retried
+  (UNKNOWN_ERROR: a key hashing to Integer.MIN_VALUE whose slot lies before the header, format §9.5) is retried
   twice on the same file, three attempts at most. A file's begin timestamp (= its name) is the store time of
   the first message put into it, raised to previous + 1 when not increasing (deterministic reruns; the broker
-  uses the wall clock). Each file is then compacted (§9.4) and written in its uploaded form. Files that end up
+  uses the wall clock). Each file is then compacted (format §9.4) and written in its uploaded form. Files that end up
   with no item (they upload 0 bytes) are not written.
 
 The output equals, byte for byte, engine.tiered.index.file.IndexStoreFile.create / put_key in a loop / compact() over the
@@ -305,7 +305,7 @@ def _trunc_div_1000(d: np.ndarray) -> np.ndarray:
 
 
 def compacted_bytes(hc, topic_id, queue_id, offset, size, ts, begin: int, hash_slot_num: int) -> tuple[bytes, dict]:
-    """The uploaded compacted file of an unsealed file that got these items put in this order (§9.4, §9.6)."""
+    """The uploaded compacted file of an unsealed file that got these items put in this order (format §9.4, §9.6)."""
     s = hash_slot_num
     n = len(hc)
     hc = np.asarray(hc, dtype=np.int64)

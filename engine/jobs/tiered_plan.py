@@ -124,7 +124,7 @@ def plan_tiered(summaries: list[dict], hash_slot_num: int, index_num: int, topic
     summaries = sorted(summaries, key=lambda d: d["index"])
     plan = TieredPlan(hash_slot_num, index_num)
     _ids_and_bases(plan, summaries, topic_ids, next_id)
-    bad_slot = java_rem(INT_MIN, hash_slot_num) <= -4  # a MIN_VALUE key makes the put fail (§9.5)
+    bad_slot = java_rem(INT_MIN, hash_slot_num) <= -4  # a MIN_VALUE key makes the put fail (format §9.5)
     pl = _Planner(index_num)
     for d in summaries:
         g_base = plan.range_keyed_start[d["index"]]
