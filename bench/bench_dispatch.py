@@ -163,7 +163,7 @@ def child_dispatch(store: str, tier: str, master: str, meta: str) -> dict:
     from engine.tiered.flat.dispatch import DispatchRequest, dispatch
     setup = 0.0
     if master != "inline":
-        from engine.jobs.reindex import SparkRunner
+        from engine.jobs.runners import SparkRunner
         t = time.perf_counter()
         SparkRunner(master)   # the session the job reuses: its start-up is reported apart
         setup = time.perf_counter() - t

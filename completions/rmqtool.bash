@@ -24,7 +24,7 @@ _rmqtool() {
         query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --tiered-dir --tiered-metadata --topic-id --tiered-store-path --cluster-name --broker-name --tiered-hash-slots --tiered-max-index --help" -- "$cur")) ;;
         queues) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --json --help" -- "$cur")) ;;
         recover) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
-        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
+        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
         tiered) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
     esac
 }

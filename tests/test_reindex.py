@@ -20,8 +20,9 @@ from engine.broker.indexservice import IndexService
 from engine.broker.layout import list_index_files
 from engine.broker.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
                             MessageRecord, blank_record, check_message, encode_record, serialize_properties)
-from engine.jobs.reindex import (SegmentInfo, _scan_buffer, rebuild_from_scans, scan_from_records, scan_segment,
-                            scan_segment_reference)
+from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range
+from engine.jobs.ranges import SegmentRange, whole_segment
+from reindex_oracles import scan_from_records, scan_segment_reference
 
 T0 = 1_700_000_000_000
 GEOM = ["--hash-slots", "16", "--max-index", "64"]
@@ -66,7 +67,7 @@ def reindex(store, *extra, master="inline"):
 
 
 def write_segments(root: Path, blobs: list[bytes], size: int) -> list[Path]:
-    """Lay records out in commit-log segments by the broker's rule (§3.1), blank filler included."""
+    """Lay records out in commit-log segments by the broker's rule (format §3.1), blank filler included."""
     d = root / "commitlog"
     d.mkdir(parents=True, exist_ok=True)
     segs, cur, start, pos = [], bytearray(size), 0, 0
@@ -86,8 +87,8 @@ def write_segments(root: Path, blobs: list[bytes], size: int) -> list[Path]:
     return paths
 
 
-def seg_infos(paths: list[Path]) -> list[SegmentInfo]:
-    return [SegmentInfo(i, str(p), int(p.name), p.stat().st_size, i == len(paths) - 1) for i, p in enumerate(paths)]
+def seg_infos(paths: list[Path]) -> list[SegmentRange]:
+    return [whole_segment(i, p, int(p.name)) for i, p in enumerate(paths)]
 
 
 def assert_same_scan(a, b):
@@ -125,10 +126,10 @@ def test_fast_scan_equals_reference_on_the_golden_commit_log(tmp_path):
     for name in json.loads((GOLDEN / "commitlog" / "params.json").read_text())["files"]:
         paths.append(GOLDEN / "commitlog" / name)
     for seg in seg_infos(paths):
-        fast, ref = scan_segment(seg), scan_segment_reference(seg)
+        fast, ref = scan_range(seg), scan_segment_reference(seg)
         assert_same_scan(fast, ref)
         assert fast.records > 0
-    first = scan_segment(seg_infos(paths)[0])
+    first = scan_range(seg_infos(paths)[0])
     assert first.end_kind == "blank" and first.keys > first.records  # UNIQ_KEY plus KEYS tokens
 
 
@@ -159,7 +160,7 @@ def test_fast_scan_edge_cases_equal_reference(tmp_path):
     blobs.insert(3, bytes(lm))
     paths = write_segments(tmp_path, blobs, 1 << 20)
     seg = seg_infos(paths)[0]
-    fast, ref = scan_segment(seg), scan_segment_reference(seg)
+    fast, ref = scan_range(seg), scan_segment_reference(seg)
     assert_same_scan(fast, ref)
     assert fast.length_mismatches == 1 and fast.rollbacks == 1 and fast.end_kind == "zero"
     # U1 a b a / second k1 / kept / (mismatch not dispatched) "a\x01b" c
@@ -175,12 +176,12 @@ def test_fast_scan_stops_at_a_corrupt_record_like_the_walk(tmp_path):
     blobs[2] = bytes(bad)
     paths = write_segments(tmp_path, blobs, 8192)
     seg = seg_infos(paths)[0]
-    fast, ref = scan_segment(seg), scan_segment_reference(seg)
+    fast, ref = scan_range(seg), scan_segment_reference(seg)
     assert_same_scan(fast, ref)
     assert fast.end_kind == "corrupt" and fast.records == 2
     data = Path(seg.path).read_bytes()
     for window in (1, 500):
-        assert_same_scan(_scan_buffer(data, seg.index, seg.start, window=window), ref)
+        assert_same_scan(scan_buffer(data, seg, window=window), ref)
 
 
 def test_fast_scan_fuzzed_properties_equal_reference(tmp_path):
@@ -205,12 +206,12 @@ def test_fast_scan_fuzzed_properties_equal_reference(tmp_path):
     paths = write_segments(tmp_path, place(recs, 64 * 1024), 64 * 1024)
     total_keys = 0
     for seg in seg_infos(paths):
-        fast, ref = scan_segment(seg), scan_segment_reference(seg)
+        fast, ref = scan_range(seg), scan_segment_reference(seg)
         assert_same_scan(fast, ref)
         total_keys += fast.keys
         data = Path(seg.path).read_bytes()
         for window in (1, 700, 5000):  # records decoded in many small batches: same answer
-            assert_same_scan(_scan_buffer(data, seg.index, seg.start, window=window), ref)
+            assert_same_scan(scan_buffer(data, seg, window=window), ref)
     assert total_keys > 500
 
 
@@ -443,7 +444,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")
-    from engine.jobs.reindex import SparkRunner
+    from engine.jobs.runners import SparkRunner
 
     runner = SparkRunner("local[2]")  # one session shared by every Spark test; commands reuse it
     runner.sc.setLogLevel("ERROR")

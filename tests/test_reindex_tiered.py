@@ -16,8 +16,9 @@ from engine.java.lang import INT_MIN, java_string_hash
 from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
 from engine.broker.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
-from engine.tiered.index import IndexStoreFile, tiered_key_hash
-from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_segment_tiered, topic_filtered
+from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
+from engine.jobs.ranges import SegmentRange
+from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered, topic_filtered
 from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
 
 T0 = 1_700_000_000_000
@@ -159,7 +160,7 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     recs.append(rec(topic="TA", props={"KEYS": " a\tb  c ", "UNIQ_KEY": "a"}))
     recs.append(rec(topic="TB", props={"KEYS": " ".join(["Aa", "BB"] * 5 + [f"q{i}" for i in range(9)])}))
     paths = write_segments(tmp_path, place(recs, 16384), 16384)
-    scans = [scan_segment_tiered(s) for s in seg_infos(paths)]
+    scans = [scan_range_tiered(s) for s in seg_infos(paths)]
     got = np.concatenate([s.key_hash for s in scans])
     want, copied = [], 0
     for r in decoded(tmp_path):
@@ -174,8 +175,54 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     assert (got == INT_MIN).any()
     # Windows of the same bytes in one buffer: same answer.
     data = b"".join(Path(s.path).read_bytes() for s in seg_infos(paths)[:1])
-    one = scan_buffer_tiered(data, 0, 0)
+    one = scan_buffer_tiered(data, SegmentRange(0, 0, "", 0, len(data)))
     assert one.key_hash.tolist() == scans[0].key_hash.tolist()
+
+
+def test_scan_keys_on_fuzzed_properties_equal_tiered_key_set(tmp_path):
+    # Raw properties with separators, blanks (ASCII and Unicode whitespace), repeats, big sets, bad UTF-8; topics
+    # whose Java hashes collide ("Aa", "BB"); small windows: the bulk scan equals the one-record rule.
+    rnd = random.Random(17)
+    parts = [b"UNIQ_KEY", b"KEYS", b"\x01", b"\x02", b" ", b"  ", b"\t", b"a", b"bc", "\u00e9".encode(), b"\xff",
+             b"\xe2\x82", "\U0001F600".encode(), "\u3000".encode(), "\u00a0".encode(), b"#", b"Aa", b"BB", b"a a"]
+    names = [b"UNIQ_KEY", b"KEYS", b"KEYS", b"TAGS", b"", b"\x01KEYS"]
+
+    def noise(k):
+        return b"".join(rnd.choice(parts) for _ in range(rnd.randrange(0, k)))
+
+    recs = []
+    for i in range(900):
+        if rnd.random() < 0.15:
+            raw = noise(16)
+        elif rnd.random() < 0.1:  # a big key set (HashSet resizes), with repeats
+            raw = b"KEYS\x01" + b" ".join(rnd.choice([b"x", b"y", b"Aa", b"BB", b"k%d" % rnd.randrange(30)])
+                                          for _ in range(rnd.randrange(6, 30)))
+        else:
+            entries = [rnd.choice(names) + rnd.choice([b"\x01", b"\x01", b""]) + noise(7)
+                       for _ in range(rnd.randrange(1, 4))]
+            raw = b"\x02".join(entries) + rnd.choice([b"", b"\x02"])
+        recs.append(rec(topic=rnd.choice(["TA", "T\u00f6", "Aa", "BB", ""]), props_raw=raw, store_timestamp=T0 + i,
+                        queue_id=rnd.randrange(3), sys_flag=rnd.choice([0, 0, 0, TRANSACTION_PREPARED_TYPE])))
+    paths = write_segments(tmp_path, place(recs, 32 * 1024), 32 * 1024)
+    want_hash, want_n, want_topic = [], [], []
+    for r in decoded(tmp_path):
+        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or topic_filtered(r.topic):
+            continue
+        keys = message_key_set(r.properties.get("UNIQ_KEY"), r.properties.get("KEYS"))
+        want_hash += [tiered_key_hash(r.topic, k) for k in keys]
+        want_n.append(len(keys))
+        want_topic.append(r.topic)
+    for window in (None, 3000):
+        scans = []
+        for unit in seg_infos(paths):
+            if window is None:
+                scans.append(scan_range_tiered(unit))
+            else:
+                scans.append(scan_buffer_tiered(Path(unit.path).read_bytes(), unit, window=window))
+        assert np.concatenate([s.key_hash for s in scans]).tolist() == want_hash
+        assert np.concatenate([s.rec_nkeys for s in scans]).tolist() == want_n
+        assert [s.topics[t] for s in scans for t in s.rec_topic] == want_topic
+    assert max(want_n) > 8 and "Aa" in want_topic and "BB" in want_topic
 
 
 # ============================================================================ build vs the reference
@@ -205,7 +252,7 @@ def test_build_equals_put_key_loop_then_compact(seed, slots, items, cuts, tmp_pa
     scans = []
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         lo, hi = starts[a] if a < len(starts) else pos, starts[b] if b < len(starts) else pos
-        scans.append(scan_buffer_tiered(data[lo:hi], i, lo))
+        scans.append(scan_buffer_tiered(data[lo:hi], SegmentRange(i, i, "", lo, hi - lo)))
     rebuild_tiered_from_scans(scans, slots, items, tmp_path / "got")
     assert built(tmp_path / "got") == want
 
@@ -215,7 +262,7 @@ def test_build_with_metadata_ids(tmp_path):
     write_segments(tmp_path / "s", place(recs, 1 << 20), 1 << 20)
     records = decoded(tmp_path / "s")
     want = reference(records, 16, 64, tmp_path / "want", topic_ids={"TB": 7, "Other": 3}, next_id=9)
-    scans = [scan_segment_tiered(s) for s in seg_infos(sorted((tmp_path / "s" / "commitlog").iterdir()))]
+    scans = [scan_range_tiered(s) for s in seg_infos(sorted((tmp_path / "s" / "commitlog").iterdir()))]
     rebuild_tiered_from_scans(scans, 16, 64, tmp_path / "got", topic_ids={"TB": 7, "Other": 3}, next_id=9)
     assert built(tmp_path / "got") == want
 

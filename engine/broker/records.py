@@ -93,28 +93,28 @@ def _decode(v: _BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
     fields run past its TOTALSIZE (or whose topic length is negative), which ends the walk, or None."""
     n = v.n
     i8, i16, i32, i64 = v.i8, v.i16, v.i32, v.i64
-    last = n - 8
-
-    def at(rel):
-        return np.minimum(s + rel, last)  # offsets of damaged records may point anywhere: keep them inside
+    def at(rel, width):
+        # Offsets of damaged records may point anywhere: keep them inside the view of that width (a record
+        # may end at the very end of the buffer, so a field of width w may start at n - w).
+        return np.minimum(s + rel, n - width)
 
     total = i32[s].astype(np.int64)
     v2 = i32[s + 4] == MESSAGE_MAGIC_CODE_V2
-    sys_flag = i32[at(36)].astype(np.int64)
+    sys_flag = i32[at(36, 4)].astype(np.int64)
     bl = np.where(sys_flag & 0x10, 16, 4)
     sl = np.where(sys_flag & 0x20, 16, 4)
     p_body = 76 + bl + sl                            # BODYLEN
     ok = p_body + 4 <= total
-    body_len = i32[at(p_body)].astype(np.int64)
+    body_len = i32[at(p_body, 4)].astype(np.int64)
     p = p_body + 4 + np.maximum(body_len, 0)
     ok &= (body_len <= 0) | (p <= total)
     tlw = np.where(v2, 2, 1)
     ok &= p + tlw <= total
-    topic_len = np.where(v2, i16[at(p)], i8[at(p)]).astype(np.int64)
+    topic_len = np.where(v2, i16[at(p, 2)], i8[at(p, 1)]).astype(np.int64)
     ok &= topic_len >= 0
     p_topic = p + tlw
     ok &= p_topic + topic_len + 2 <= total
-    props_len = i16[at(p_topic + topic_len)].astype(np.int64)
+    props_len = i16[at(p_topic + topic_len, 2)].astype(np.int64)
     p_props = p_topic + topic_len + 2
     ok &= (props_len <= 0) | (p_props + props_len <= total)
     cut = None
@@ -130,13 +130,13 @@ def _decode(v: _BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
     expected = 72 + bl + 4 + sl + 4 + np.maximum(body_len, 0) + tlw + topic_len + 2 + np.maximum(props_len, 0)
     batch = RecordBatch(
         pos=s, total=total, v2=v2,
-        body_crc=i32[at(8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
-        queue_id=i32[at(12)].astype(np.int64) if len(s) else np.empty(0, np.int64),
-        queue_offset=i64[at(20)].astype(np.int64) if len(s) else np.empty(0, np.int64),
-        phy=i64[at(28)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        body_crc=i32[at(8, 4)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        queue_id=i32[at(12, 4)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        queue_offset=i64[at(20, 8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        phy=i64[at(28, 8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
         sys_flag=sys_flag,
-        born_ts=i64[at(40)].astype(np.int64) if len(s) else np.empty(0, np.int64),
-        store_ts=i64[at(52 + bl)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        born_ts=i64[at(40, 8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
+        store_ts=i64[at(52 + bl, 8)].astype(np.int64) if len(s) else np.empty(0, np.int64),
         body_pos=s + p_body + 4, body_len=body_len,
         topic_pos=s + p_topic, topic_len=topic_len,
         props_pos=s + p_props, props_len=props_len,

@@ -5,9 +5,9 @@ from its first message, computed straight from the local commit log:
 
 * which messages: the records the tiered store copies, i.e. those with a consume-queue unit (valid records of
   transaction type NOT_TYPE or COMMIT; PREPARED and ROLLBACK records and LENGTH_MISMATCH records get no unit,
-  §4.2, §7.7), of topics the tiered store accepts (MessageStoreTopicFilter: not blank, not a system topic
+  format §4.2, §7.7), of topics the tiered store accepts (MessageStoreTopicFilter: not blank, not a system topic
   -- TopicValidator's set or the ``rmq_sys_`` prefix --, not an LMQ ``%LMQ%`` topic, not the cluster or broker
-  name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (§9.6): UNIQ_KEY if not
+  name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (format §9.6): UNIQ_KEY if not
   blank plus every token of KEYS split on " " (empty tokens kept, Java's trailing empty tokens dropped),
   de-duplicated, in Java HashSet order -- engine.broker.keys.tiered_key_set.
 * item fields: topicId from ``<store>/config/tieredStoreMetadata.json`` when the topic is there, else a new
@@ -18,30 +18,28 @@ from its first message, computed straight from the local commit log:
   start, tiered commit log starting at 0); size = TOTALSIZE; timestamp = STORETIMESTAMP.
 * files: keys are put in commit-log order with IndexStoreService.putKey's semantics over unsealed files of the
   given geometry: a key set that does not fit (FILE_FULL) goes whole to a new file, a put that fails
-  (UNKNOWN_ERROR: a key hashing to Integer.MIN_VALUE whose slot lies before the header, §9.5) is retried
+  (UNKNOWN_ERROR: a key hashing to Integer.MIN_VALUE whose slot lies before the header, format §9.5) is retried
   twice on the same file, three attempts at most. A file's begin timestamp (= its name) is the store time of
   the first message put into it, raised to previous + 1 when not increasing (deterministic reruns; the broker
-  uses the wall clock). Each file is then compacted (§9.4) and written in its uploaded form. Files that end up
+  uses the wall clock). Each file is then compacted (format §9.4) and written in its uploaded form. Files that end up
   with no item (they upload 0 bytes) are not written.
 
 The output equals, byte for byte, engine.tiered.index.file.IndexStoreFile.create / put_key in a loop / compact() over the
 same inputs (the tests check it). Unlike the broker, it does not need the 28 + 8*slots + 32*items byte
 unsealed file: each compacted file is assembled in memory from its items with numpy.
 
-Job layout (same runners as the broker-format reindex): scan one commit-log segment per task (records decoded
-one by one with engine.broker.message.check_message, ~10 us per record, the key hashing and HashSet ordering
-vectorized with numpy per batch; key sets of more than 8 keys are ordered by engine.java.collections.hashset_order),
-plan on the driver (topic ids, queue base offsets, the greedy FILE_FULL cut with searchsorted per file and an
-exact emulation of the service's retry loop for the rare irregular key sets), one build task per output file.
+Job layout (the framework and runners of engine.jobs.framework, as the broker-format job): scan one segment
+range per task (records decoded window by window with engine.broker.records.decode_segment, key sets found,
+de-duplicated, ordered and hashed in bulk by engine.broker.keycolumns.tiered_keys), plan on the driver
+(engine.jobs.tiered_plan: topic ids, queue base offsets, the greedy FILE_FULL cut with searchsorted per file
+and an exact emulation of the service's retry loop for the rare irregular key sets), one build task per file.
 """
 from __future__ import annotations
 
 import functools
-import mmap
 import os
 import struct
 import time
-import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,22 +47,19 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from engine.java.collections import hashset_order
-from engine.java.lang import java_is_blank, java_split
-
 from engine.broker.config import BrokerConfig
-from engine.errors import InvalidArgumentError, NotAStoreError
-from engine.fsutil import fsync_dir
-from engine.broker.layout import list_index_files
-from engine.java.lang import INT_MAX, INT_MIN, java_rem, java_string_hashes, to_i32
-from engine.broker.commitlog import scan_stop
-from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, VALID,
-                            check_message)
-from engine.jobs.reindex import (DEFAULT_MASTER, InlineRunner, Progress, ReindexError, ReindexJob,
-                            ReindexResult, SegmentInfo, _anomalies, _no_progress, _publish, list_segments, temp_name)
-from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
-                           INDEX_ITEM_SIZE)
-from engine.broker.layout import StoreLayout
+from engine.broker.keycolumns import distinct_ranges, tiered_keys
+from engine.broker.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from engine.broker.records import SCAN_WINDOW, RecordBatch
+from engine.errors import InvalidArgumentError
+from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
+from engine.jobs.broker_index import temp_name
+from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
+                                   check_store, no_progress, resolve_output)
+from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
+from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
+from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
+                                      HEADER_SIZE, INDEX_ITEM_SIZE)
 from engine.tiered.index.service import load_tiered_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
@@ -82,7 +77,6 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 LMQ_PREFIX = "%LMQ%"
 
 _HEADER = struct.Struct(">iqqii")
-_KEY_BATCH = 1 << 18  # keys hashed per numpy batch during the scan
 
 
 def topic_filtered(topic: str, black: Iterable[str] = (DEFAULT_CLUSTER_NAME,)) -> bool:
@@ -108,7 +102,7 @@ def check_tiered_geometry(hash_slot_num: int, index_num: int) -> None:
 
 @dataclass
 class TieredSegmentScan:
-    """One segment's copied records (per record arrays) and their keys (key_hash, per key, HashSet order)."""
+    """One range's copied records (per record arrays) and their keys (key_hash, per key, HashSet order)."""
     index: int
     start: int
     topics: list[str]        # topics of the copied records, first-seen order
@@ -126,355 +120,147 @@ class TieredSegmentScan:
     length_mismatches: int = 0
     tx_skipped: int = 0      # PREPARED / ROLLBACK records: no consume-queue unit, never copied
     filtered: int = 0        # records of topics the tiered store does not copy
+    segment: int = 0
+    begin: int = 0
+    end: Optional[int] = None
+    first: Optional[int] = 0
+    exit: int = 0
+    seconds: float = 0.0
+    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
 
     @property
     def records(self) -> int:
         return len(self.rec_ts)
 
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, f).nbytes for f in ("rec_topic", "rec_qid", "rec_size", "rec_ts", "rec_nkeys",
+                                                     "key_hash"))
+
     def summary(self) -> dict:
         keyed = self.rec_nkeys > 0
         nk = self.rec_nkeys[keyed]
-        # Records holding a key whose hash is Integer.MIN_VALUE: their put may fail depending on the slot count.
-        min_hash = {}
+        return {
+            "index": self.index, "segment": self.segment, "start": self.start, "begin": self.begin,
+            "end": self.end, "first": self.first, "exit": self.exit, "seconds": self.seconds,
+            "started": self.started,
+            "records": self.valid_records, "copied": self.records, "keyed": int(len(nk)), "keys": int(nk.sum()),
+            "bytes_scanned": self.bytes_scanned, "end_kind": self.end_kind, "end_offset": self.end_offset,
+            "end_reason": self.end_reason, "length_mismatches": self.length_mismatches, "phy_mismatches": 0,
+            "tx_skipped": self.tx_skipped, "filtered": self.filtered, "topics": list(self.topics),
+            "queues": self._queues(), "nkeys_z": zlib.compress(nk.astype("<u4").tobytes(), 1),
+            "min_hash": self._min_hash(keyed),
+        }
+
+    def _min_hash(self, keyed: np.ndarray) -> dict:
+        """Keyed-message number -> positions of its keys whose hash is Integer.MIN_VALUE: their put may fail
+        depending on the slot count."""
+        out: dict = {}
         bad = np.flatnonzero(self.key_hash == INT_MIN)
         if len(bad):
             key_start = np.cumsum(self.rec_nkeys, dtype=np.int64) - self.rec_nkeys
             key_rec = np.searchsorted(key_start, bad, side="right") - 1
             keyed_no = np.cumsum(keyed) - 1
             for b, r in zip(bad.tolist(), key_rec.tolist()):
-                min_hash.setdefault(int(keyed_no[r]), []).append(int(b - key_start[r]))
+                out.setdefault(int(keyed_no[r]), []).append(int(b - key_start[r]))
+        return out
+
+    def _queues(self) -> list[tuple]:
+        """(local topic number, queueId, bytes, records) per queue of this range."""
         qkey = self.rec_topic.astype(np.int64) << 32 | (self.rec_qid.astype(np.int64) & 0xFFFFFFFF)
         uq, inv = np.unique(qkey, return_inverse=True)
+        inv = inv.reshape(-1)
         qcount = np.bincount(inv, minlength=len(uq))
         qsize = np.zeros(len(uq), dtype=np.int64)
         np.add.at(qsize, inv, self.rec_size.astype(np.int64))
-        # (local topic number, queueId, bytes, records) per queue of this segment
-        queues = [(int(u >> 32), to_i32(u & 0xFFFFFFFF), int(sz), int(c))
-                  for u, sz, c in zip(uq.tolist(), qsize.tolist(), qcount.tolist())]
-        return {
-            "index": self.index, "start": self.start, "records": self.valid_records,
-            "copied": self.records, "keyed": int(len(nk)), "keys": int(nk.sum()),
-            "bytes_scanned": self.bytes_scanned, "end_kind": self.end_kind, "end_offset": self.end_offset,
-            "end_reason": self.end_reason, "length_mismatches": self.length_mismatches, "phy_mismatches": 0,
-            "tx_skipped": self.tx_skipped, "filtered": self.filtered, "topics": list(self.topics),
-            "queues": queues, "nkeys_z": zlib.compress(nk.astype("<u4").tobytes(), 1), "min_hash": min_hash,
-        }
+        return [(int(u >> 32), to_i32(u & 0xFFFFFFFF), int(sz), int(c))
+                for u, sz, c in zip(uq.tolist(), qsize.tolist(), qcount.tolist())]
 
 
-def _order_and_hash(keys: list[str], fulls: list[str], counts: list[int]) -> np.ndarray:
-    """Tiered hashes of each record's de-duplicated keys, records in order, keys in Java HashSet order."""
-    if not keys:
-        return np.empty(0, dtype=np.int32)
-    cnt = np.asarray(counts, dtype=np.int64)
-    h = java_string_hashes(keys).view(np.uint32)
-    bucket = (h ^ (h >> np.uint32(16))) & np.uint32(15)  # a HashSet of <= 12 keys keeps its 16 buckets
-    rec = np.repeat(np.arange(len(cnt)), cnt)
-    perm = np.lexsort((bucket, rec))  # stable: ties keep insertion order (UNIQ_KEY first, then KEYS order)
-    big = np.flatnonzero(cnt > 8)  # a bucket could get its 9th key: resizes, let the exact simulation decide
-    if len(big):
-        starts = np.cumsum(cnt) - cnt
-        for r in big.tolist():
-            a, b = int(starts[r]), int(starts[r] + cnt[r])
-            sub = keys[a:b]
-            where = {k: i for i, k in enumerate(sub)}
-            perm[a:b] = [a + where[k] for k in hashset_order(sub)]
-    fh = java_string_hashes(fulls)
-    hc = np.where(fh < 0, np.negative(fh), fh).astype(np.int32)  # -MIN_VALUE wraps to MIN_VALUE, as in Java
-    return hc[perm]
+class _TieredColumns:
+    """Collects the copied records and key sets of the windows of one range walk."""
+
+    def __init__(self, black: frozenset):
+        self.black = black
+        self.topics: list[str] = []
+        self.topic_no: dict[str, int] = {}
+        self.filtered_cache: dict[str, bool] = {}
+        self.parts: list[tuple] = []
+        self.valid = self.mismatches = self.tx = self.filtered = 0
+
+    def __call__(self, buf, b: np.ndarray, batch: RecordBatch) -> None:
+        bad = int(len(batch) - np.count_nonzero(batch.length_ok))
+        if bad:  # LENGTH_MISMATCH: no consume-queue unit (format §7.7)
+            self.mismatches += bad
+            batch = batch.select(batch.length_ok)
+        self.valid += len(batch)
+        tx = np.isin(batch.sys_flag & 0xC, (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
+        self.tx += int(np.count_nonzero(tx))
+        batch = batch.select(~tx)
+        group, values = distinct_ranges(buf, b, batch.topic_pos, batch.topic_len)
+        names = [v.decode("utf-8", "replace") for v in values]
+        dropped = np.array([self._filtered(t) for t in names], dtype=bool)
+        keep = ~dropped[group] if len(group) else np.zeros(0, dtype=bool)
+        self.filtered += int(len(keep) - np.count_nonzero(keep))
+        batch, group = batch.select(keep), group[keep]
+        _, first = np.unique(group, return_index=True)
+        for gi in group[np.sort(first)].tolist():  # this scan's topic numbers, in first-seen order
+            self.topic_no.setdefault(names[gi], len(self.topic_no))
+        self.topics = list(self.topic_no)
+        number = np.array([self.topic_no.get(t, -1) for t in names] or [0], dtype=np.int32)
+        nkeys, key_hash = tiered_keys(buf, b, batch.topic_pos, batch.topic_len, batch.props_pos, batch.props_len)
+        self.parts.append((number[group], batch.queue_id.astype(np.int32), batch.total.astype(np.int32),
+                           batch.store_ts.copy(), nkeys, key_hash))
+
+    def _filtered(self, topic: str) -> bool:
+        f = self.filtered_cache.get(topic)
+        if f is None:
+            f = self.filtered_cache[topic] = topic_filtered(topic, self.black)
+        return f
+
+    def column(self, j: int, dtype) -> np.ndarray:
+        if not self.parts:
+            return np.empty(0, dtype)
+        return np.concatenate([p[j] for p in self.parts]).astype(dtype, copy=False)
 
 
-def scan_segment_tiered(seg: SegmentInfo, black: tuple = (DEFAULT_CLUSTER_NAME,)) -> TieredSegmentScan:
-    """Decode one segment the way the broker dispatches it (no CRC), keeping what the tiered store copies."""
-    with open(seg.path, "rb") as f:
-        length = os.fstat(f.fileno()).st_size
-        if length == 0:
-            return scan_buffer_tiered(b"", seg.index, seg.start, black)
-        mm = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
-    try:
-        return scan_buffer_tiered(mm, seg.index, seg.start, black)
-    finally:
-        mm.close()  # check_message copies what it keeps: no view of the mapping survives
+def scan_range_tiered(unit: SegmentRange, black: tuple = (DEFAULT_CLUSTER_NAME,),
+                      window: int = SCAN_WINDOW) -> TieredSegmentScan:
+    """Decode one segment range the way the broker dispatches it (no CRC), keeping what the tiered store copies."""
+    return _scan(unit, black, lambda on_batch: walk_range(unit, on_batch, window))
 
 
-def scan_buffer_tiered(buf, index: int, start: int,
-                       black: Iterable[str] = (DEFAULT_CLUSTER_NAME,)) -> TieredSegmentScan:
-    black = frozenset(black)
-    n = len(buf)
-    pos = 0
-    end_kind, reason = ("empty", "") if n == 0 else ("zero", "")
-    topic_no: dict[str, int] = {}
-    topics: list[str] = []
-    filtered_cache: dict[str, bool] = {}
-    r_topic, r_qid, r_size, r_ts, r_nk = [], [], [], [], []
-    keys: list[str] = []
-    fulls: list[str] = []
-    counts: list[int] = []
-    hashes: list[np.ndarray] = []
-    valid = mism = tx = filt = 0
-    while n:
-        r = check_message(buf, pos, n, check_crc=False, read_body=False)
-        if r.status == VALID:
-            rec = r.record
-            valid += 1
-            pos += r.size
-            if (rec.sys_flag & 0xC) in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
-                tx += 1
-                continue
-            topic = rec.topic
-            f_ = filtered_cache.get(topic)
-            if f_ is None:
-                f_ = filtered_cache[topic] = topic_filtered(topic, black)
-            if f_:
-                filt += 1
-                continue
-            t = topic_no.get(topic)
-            if t is None:
-                t = topic_no[topic] = len(topics)
-                topics.append(topic)
-            r_topic.append(t)
-            r_qid.append(rec.queue_id)
-            r_size.append(r.size)
-            r_ts.append(rec.store_timestamp)
-            props = rec.properties
-            raw = []
-            uk = props.get("UNIQ_KEY")
-            if uk is not None and not java_is_blank(uk):
-                raw.append(uk)
-            ks = props.get("KEYS")
-            if ks is not None and not java_is_blank(ks):
-                raw.extend(java_split(ks, " "))
-            if raw:
-                if len(raw) > 1:
-                    raw = list(dict.fromkeys(raw))
-                keys.extend(raw)
-                fulls.extend(f"{topic}#{k}" for k in raw)
-            counts.append(len(raw))
-            r_nk.append(len(raw))
-            if len(keys) >= _KEY_BATCH:
-                hashes.append(_order_and_hash(keys, fulls, counts))
-                keys, fulls, counts = [], [], []
-            continue
-        if r.status == LENGTH_MISMATCH:
-            mism += 1
-            pos += r.size
-            continue
-        end_kind, reason = scan_stop(r, buf, pos, n)
-        break
-    hashes.append(_order_and_hash(keys, fulls, counts))
+def scan_buffer_tiered(buf, unit: SegmentRange, black: Iterable[str] = (DEFAULT_CLUSTER_NAME,),
+                       window: int = SCAN_WINDOW) -> TieredSegmentScan:
+    """scan_range_tiered over a buffer holding the whole segment file (tools and tests)."""
+    return _scan(unit, black, lambda on_batch: walk_buffer(buf, unit, on_batch, window))
+
+
+def _scan(unit: SegmentRange, black, walk) -> TieredSegmentScan:
+    t, started = time.perf_counter(), time.time()
+    cols = _TieredColumns(frozenset(black))
+    w = walk(cols)
+    s = range_summary(unit, w, 0, time.perf_counter() - t)
     return TieredSegmentScan(
-        index, start, topics, np.array(r_topic, dtype=np.int32), np.array(r_qid, dtype=np.int32),
-        np.array(r_size, dtype=np.int32), np.array(r_ts, dtype=np.int64), np.array(r_nk, dtype=np.int32),
-        np.concatenate(hashes).astype(np.int32, copy=False), valid_records=valid, bytes_scanned=pos,
-        end_kind=end_kind, end_offset=start + pos, end_reason=reason, length_mismatches=mism, tx_skipped=tx,
-        filtered=filt)
-
-
-# ============================================================================ plan
-
-@dataclass
-class TieredFilePlan:
-    number: int
-    events: list            # (g0, g1, p): keyed messages g0..g1-1 put whole (p = -1), or the first p keys of g0
-    entries: int            # items (indexItemCount)
-    begin: int = 0          # begin timestamp = file name
-    name: str = ""
-    first: int = 0          # global keyed-message number of its first put
-
-
-@dataclass
-class TieredPlan:
-    hash_slot_num: int
-    index_num: int
-    seg_keyed_start: dict[int, int] = field(default_factory=dict)   # global number of a segment's first keyed msg
-    seg_keyed: dict[int, int] = field(default_factory=dict)
-    seg_topic_ids: dict[int, list[int]] = field(default_factory=dict)
-    seg_queue_base: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)
-    files: list[TieredFilePlan] = field(default_factory=list)
-    topic_ids: dict[str, int] = field(default_factory=dict)
-    new_topics: list[str] = field(default_factory=list)
-    total_entries: int = 0
-    oversize_sets: int = 0      # key sets larger than a whole file: FILE_FULL everywhere, not indexed
-    failed_sets: int = 0        # puts that ended in UNKNOWN_ERROR (a MIN_VALUE key before the header)
-
-
-def metadata_topic_ids(meta: Optional[dict]) -> tuple[dict[str, int], int]:
-    """topic -> topicId from a decoded tieredStoreMetadata.json, and the next id the broker would assign."""
-    if meta is None:
-        return {}, 0
-    table = meta.get("topicMetadataTable") or {}
-    if not isinstance(table, dict):
-        raise InvalidArgumentError("tiered metadata: topicMetadataTable is not an object")
-    ids: dict[str, int] = {}
-    for name, entry in table.items():
-        tid = entry.get("topicId") if isinstance(entry, dict) else None
-        if isinstance(tid, bool) or not isinstance(tid, int):
-            raise InvalidArgumentError(f"tiered metadata: topic {name!r} has no integer topicId ({tid!r})")
-        ids[str(name)] = tid
-    serial = meta.get("topicSerialNumber")
-    top = max([serial if isinstance(serial, int) and not isinstance(serial, bool) else -1] + list(ids.values()),
-              default=-1)
-    return ids, top + 1
-
-
-class _Planner:
-    """The service's putKey loop over key counts only (IndexStoreService.putKey + IndexStoreFile.putKey)."""
-
-    def __init__(self, index_num: int):
-        self.m = index_num
-        self.files: list[tuple[list, int]] = []
-        self.events: list = []
-        self.c = 0
-
-    def roll(self):
-        self.files.append((self.events, self.c))
-        self.events, self.c = [], 0
-
-    def add(self, g0: int, g1: int, p: int, n: int):
-        ev = self.events
-        if p < 0 and ev and ev[-1][2] < 0 and ev[-1][1] == g0:
-            ev[-1] = (ev[-1][0], g1, -1)
-        else:
-            ev.append((g0, g1, p))
-        self.c += n
-
-    def run(self, g_base: int, nk: np.ndarray, cum: np.ndarray, j: int, stop: int):
-        """Regular messages j..stop-1 (key set fits an empty file, no failing key): greedy FILE_FULL cuts."""
-        m = self.m
-        while j < stop:
-            base = int(cum[j] - nk[j])
-            e = min(int(np.searchsorted(cum, m - 1 - self.c + base, side="right")), stop)
-            if e > j:
-                self.add(g_base + j, g_base + e, -1, int(cum[e - 1]) - base)
-                j = e
-            if j < stop:  # message j does not fit: FILE_FULL, sealed; the retry goes to a new file
-                self.roll()
-
-    def irregular(self, g: int, k: int, p: Optional[int]) -> str:
-        """At most three attempts, as the service does; p = keys written before the failing one."""
-        for _ in range(3):
-            if self.c + k >= self.m:
-                self.roll()  # FILE_FULL (status SEALED): createNewIndexFile, then retry
-                continue
-            if p is None:
-                self.add(g, g + 1, -1, k)
-                return "ok"
-            if p > 0:
-                self.add(g, g + 1, p, p)
-        return "full" if k >= self.m else "failed"
-
-    def finish(self) -> list[tuple[list, int]]:
-        self.roll()
-        return [(ev, c) for ev, c in self.files if c > 0]
-
-
-def plan_tiered(summaries: list[dict], hash_slot_num: int, index_num: int, topic_ids: dict[str, int],
-                next_id: int) -> TieredPlan:
-    summaries = sorted(summaries, key=lambda d: d["index"])
-    plan = TieredPlan(hash_slot_num, index_num)
-    ids = dict(topic_ids)
-    running: dict[tuple[str, int], int] = {}
-    g = 0
-    for d in summaries:
-        i = d["index"]
-        local_ids = []
-        for t in d["topics"]:
-            if t not in ids:
-                ids[t] = next_id
-                next_id += 1
-                plan.new_topics.append(t)
-            local_ids.append(ids[t])
-        plan.seg_topic_ids[i] = local_ids
-        base = {}
-        for t, q, size, _count in d["queues"]:
-            key = (d["topics"][t], q)
-            base[(t, q)] = running.get(key, 0)
-            running[key] = running.get(key, 0) + size
-        plan.seg_queue_base[i] = base
-        plan.seg_keyed_start[i] = g
-        plan.seg_keyed[i] = d["keyed"]
-        g += d["keyed"]
-    seen = dict.fromkeys(t for d in summaries for t in d["topics"])
-    plan.topic_ids = {t: ids[t] for t in seen}
-
-    bad_slot = java_rem(INT_MIN, hash_slot_num) <= -4  # a MIN_VALUE key makes the put fail (§9.5)
-    pl = _Planner(index_num)
-    for d in summaries:
-        g_base = plan.seg_keyed_start[d["index"]]
-        nk = np.frombuffer(zlib.decompress(d["nkeys_z"]), dtype="<u4").astype(np.int64)
-        if len(nk) != d["keyed"]:
-            raise ReindexError(f"segment {d['index']}: key counts do not match the scan")
-        if not len(nk):
-            continue
-        cum = np.cumsum(nk)
-        irregular: dict[int, Optional[int]] = {}
-        if bad_slot:
-            for j, positions in d["min_hash"].items():
-                irregular[int(j)] = min(positions)
-        for j in np.flatnonzero(nk >= index_num).tolist():
-            irregular.setdefault(j, None)
-        j = 0
-        for stop in sorted(irregular) + [len(nk)]:
-            pl.run(g_base, nk, cum, j, stop)
-            if stop < len(nk):
-                outcome = pl.irregular(g_base + stop, int(nk[stop]), irregular[stop])
-                if outcome == "full":
-                    plan.oversize_sets += 1
-                elif outcome == "failed":
-                    plan.failed_sets += 1
-                j = stop + 1
-    for n_, (events, c) in enumerate(pl.finish()):
-        plan.files.append(TieredFilePlan(n_, events, c, first=events[0][0]))
-    plan.total_entries = sum(fp.entries for fp in plan.files)
-    return plan
-
-
-def locate_keyed(plan: TieredPlan, g: int) -> tuple[int, int]:
-    """(segment index, local keyed-message number) of global keyed message g."""
-    for i, s in plan.seg_keyed_start.items():
-        if s <= g < s + plan.seg_keyed[i]:
-            return i, g - s
-    raise KeyError(g)
-
-
-def probe_first_ts(scan: TieredSegmentScan, locals_: list[int]) -> dict:
-    keyed = np.flatnonzero(scan.rec_nkeys > 0)
-    return {"index": scan.index, "ts": {j: int(scan.rec_ts[keyed[j]]) for j in locals_}}
-
-
-def name_files(plan: TieredPlan, probes: list[dict]) -> None:
-    """Begin timestamp = store time of the file's first message, kept increasing and non-negative."""
-    ts = {p["index"]: p["ts"] for p in probes}
-    prev = None
-    for fp in plan.files:
-        seg, local = locate_keyed(plan, fp.first)
-        b = max(0, ts[seg][local])
-        if prev is not None and b <= prev:
-            b = prev + 1
-        fp.begin, fp.name = b, str(b)
-        prev = b
-
-
-def make_tiered_plan(runner, summaries: list[dict], hash_slot_num: int, index_num: int,
-                     topic_ids: dict[str, int], next_id: int) -> TieredPlan:
-    plan = plan_tiered(summaries, hash_slot_num, index_num, topic_ids, next_id)
-    want: dict[int, list[int]] = {}
-    for fp in plan.files:
-        seg, local = locate_keyed(plan, fp.first)
-        want.setdefault(seg, []).append(local)
-    name_files(plan, runner.ask(probe_first_ts, want) if want else [])
-    return plan
+        unit.index, unit.seg_start, cols.topics, cols.column(0, np.int32), cols.column(1, np.int32),
+        cols.column(2, np.int32), cols.column(3, np.int64), cols.column(4, np.int32), cols.column(5, np.int32),
+        valid_records=cols.valid, bytes_scanned=s["bytes_scanned"], end_kind=w.end_kind, end_offset=s["end_offset"],
+        end_reason=w.end_reason, length_mismatches=cols.mismatches, tx_skipped=cols.tx, filtered=cols.filtered,
+        segment=unit.segment, begin=unit.begin, end=unit.end, first=w.first, exit=w.exit, seconds=s["seconds"],
+        started=started)
 
 
 # ============================================================================ pieces and build
 
-def _segment_columns(scan: TieredSegmentScan, plan: TieredPlan):
+
+def _range_columns(scan: TieredSegmentScan, plan: TieredPlan):
     """Per record: tiered commit-log offset and topicId; per record: first key number."""
     nrec = scan.records
     off = np.zeros(nrec, dtype=np.int64)
     if nrec:
         qkey = scan.rec_topic.astype(np.int64) << 32 | (scan.rec_qid.astype(np.int64) & 0xFFFFFFFF)
         uq, inv = np.unique(qkey, return_inverse=True)
-        bases = plan.seg_queue_base[scan.index]
+        bases = plan.range_queue_base[scan.index]
         qbase = np.array([bases[(int(u >> 32), to_i32(u & 0xFFFFFFFF))] for u in uq.tolist()],
                          dtype=np.int64)
         order = np.argsort(inv, kind="stable")
@@ -483,22 +269,22 @@ def _segment_columns(scan: TieredSegmentScan, plan: TieredPlan):
         grp = inv[order]
         first = np.searchsorted(grp, np.arange(len(uq)))     # first sorted position of each queue
         off[order] = qbase[grp] + cs - cs[first][grp]
-    tids = np.asarray(plan.seg_topic_ids[scan.index] or [0], dtype=np.int64)
+    tids = np.asarray(plan.range_topic_ids[scan.index] or [0], dtype=np.int64)
     tid = tids[scan.rec_topic] if nrec else np.empty(0, dtype=np.int64)
     key_start = np.cumsum(scan.rec_nkeys, dtype=np.int64) - scan.rec_nkeys
     return off, tid, key_start
 
 
 def tiered_pieces(scan: TieredSegmentScan, plan: TieredPlan) -> Iterator[tuple[int, tuple]]:
-    """(file number, (event number, segment, items...)) for every put event touching this segment."""
-    k0 = plan.seg_keyed_start[scan.index]
-    nk_seg = plan.seg_keyed[scan.index]
+    """(file number, (event number, range, items...)) for every put event touching this range."""
+    k0 = plan.range_keyed_start[scan.index]
+    nk_seg = plan.range_keyed[scan.index]
     if nk_seg == 0:
         return
     keyed = np.flatnonzero(scan.rec_nkeys > 0)
     if len(keyed) != nk_seg:
-        raise ReindexError(f"segment {scan.index}: {len(keyed)} keyed messages, planned {nk_seg} (the data changed?)")
-    off, tid, key_start = _segment_columns(scan, plan)
+        raise ReindexError(f"range {scan.index}: {len(keyed)} keyed messages, planned {nk_seg} (the data changed?)")
+    off, tid, key_start = _range_columns(scan, plan)
     nks = scan.rec_nkeys.astype(np.int64)
     for fp in plan.files:
         for e, (g0, g1, p) in enumerate(fp.events):
@@ -519,7 +305,7 @@ def _trunc_div_1000(d: np.ndarray) -> np.ndarray:
 
 
 def compacted_bytes(hc, topic_id, queue_id, offset, size, ts, begin: int, hash_slot_num: int) -> tuple[bytes, dict]:
-    """The uploaded compacted file of an unsealed file that got these items put in this order (§9.4, §9.6)."""
+    """The uploaded compacted file of an unsealed file that got these items put in this order (format §9.4, §9.6)."""
     s = hash_slot_num
     n = len(hc)
     hc = np.asarray(hc, dtype=np.int64)
@@ -604,15 +390,16 @@ def build_tiered_file(k: int, pieces: list, plan: TieredPlan, staging: str, run_
 def rebuild_tiered_from_scans(scans: list[TieredSegmentScan], hash_slot_num: int, index_num: int, out_dir,
                               topic_ids: Optional[dict[str, int]] = None, next_id: int = 0) -> list[Path]:
     """Plan and build from ready scans into out_dir (no lock, no publishing): for tests and tools."""
+    from engine.jobs.runners import InlineRunner
+
     check_tiered_geometry(hash_slot_num, index_num)
-    runner = InlineRunner()
-    runner._scans = {sc.index: sc for sc in scans}
+    runner = InlineRunner(scans)
     plan = make_tiered_plan(runner, [sc.summary() for sc in scans], hash_slot_num, index_num, topic_ids or {},
                             next_id)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    built = runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(out_dir),
-                              uuid.uuid4().hex[:12], _no_progress)
+    built = runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(out_dir), "0" * 12,
+                              no_progress)
     paths = []
     for b, fp in zip(built, plan.files):
         os.rename(b.temp_path, out_dir / fp.name)
@@ -637,113 +424,68 @@ class TieredReindexResult(ReindexResult):
 def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFAULT_MASTER, dry_run: bool = False,
                    replace: bool = False, progress: Optional[Progress] = None,
                    hash_slot_num: int = TIERED_DEFAULT_HASH_SLOT_NUM, index_num: int = TIERED_DEFAULT_INDEX_NUM,
-                   metadata_path: Optional[Path] = None,
-                   black_topics: Iterable[str] = (DEFAULT_CLUSTER_NAME,)) -> TieredReindexResult:
+                   metadata_path: Optional[Path] = None, black_topics: Iterable[str] = (DEFAULT_CLUSTER_NAME,),
+                   range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None
+                   ) -> TieredReindexResult:  # 12 parameters: the CLI's options, passed through one by one
     """Build compacted tiered index files from the store's commit log into `out` (see the module docstring)."""
-    progress = progress or _no_progress
-    t0 = time.perf_counter()
-    root = config.root
+    progress = progress or no_progress
     check_tiered_geometry(hash_slot_num, index_num)
-    if not root.exists():
-        raise NotAStoreError(f"store directory {root} does not exist")
-    if not root.is_dir():
-        raise NotAStoreError(f"{root} is not a directory")
-    if not any(d.is_dir() for d in config.commitlog_dirs):
-        raise NotAStoreError(f"{root} is not a RocketMQ store: it has no commitlog/ directory "
-                             f"({', '.join(map(str, config.commitlog_dirs))})")
-    if not master:
-        raise InvalidArgumentError("--master must not be empty")
-    if out is None and not dry_run:
-        raise InvalidArgumentError("--format tiered needs --out DIR: the compacted files are uploaded segments, "
-                                   "which have no place in the local store")
-    out_dir = Path(out).resolve() if out is not None else None
-    if out_dir is not None:
-        layout = StoreLayout.of(config)
-        for forbidden, why in ((layout.tiered_index_dir, "the broker loads every numeric file there as an "
-                                                         "unsealed working file"),
-                               (layout.index_dir, "that is the broker's own index directory")):
-            if out_dir == forbidden.resolve():
-                raise InvalidArgumentError(f"--out {out_dir}: {why}; choose another directory")
-        if out_dir.exists() and not out_dir.is_dir():
-            raise InvalidArgumentError(f"--out {out_dir} exists and is not a directory")
-        if out_dir.is_dir() and list_index_files(out_dir) and not replace and not dry_run:
-            raise InvalidArgumentError(f"--out {out_dir} already holds index files; pass --replace to overwrite "
-                                       "them or choose an empty directory")
-    meta = None
-    if metadata_path is not None:
-        meta = load_tiered_metadata(metadata_path)
-    else:
-        cand = StoreLayout.of(config).tiered_metadata
-        if cand.exists() or cand.with_name(cand.name + ".bak").exists():
-            metadata_path = cand
-            meta = load_tiered_metadata(cand)
+    layout = check_store(config)
+    check_master(master)
+    target = resolve_output(layout, out, "tiered", replace, dry_run)
+    if metadata_path is None:
+        cand = layout.tiered_metadata
+        metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
+    meta = load_tiered_metadata(metadata_path) if metadata_path is not None else None
     known_ids, next_id = metadata_topic_ids(meta)
-    result = TieredReindexResult(master, dry_run, str(root), str(out_dir) if out_dir else "",
+    result = TieredReindexResult(master, dry_run, str(config.root), str(target.directory) if target else "",
                                  hash_slot_num=hash_slot_num, index_num=index_num, format="tiered",
                                  tiered_metadata=str(metadata_path) if meta is not None else None)
-
-    with ReindexJob(root, master, dry_run, result, t0) as job:
-        segments = list_segments(config)
-        result.segments = len(segments)
-        runner = job.start_runner()
-
-        t_scan = time.perf_counter()
-        scan_fn = functools.partial(scan_segment_tiered, black=tuple(sorted(set(black_topics))))
-        summaries = runner.scan(segments, progress, scan_fn=scan_fn) if segments else []
-        summaries.sort(key=lambda d: d["index"])
-        result.scan_seconds = time.perf_counter() - t_scan
-        result.messages = sum(d["records"] for d in summaries)
-        result.copied_messages = sum(d["copied"] for d in summaries)
-        result.keyed_messages = sum(d["keyed"] for d in summaries)
-        result.bytes_read = sum(d["bytes_scanned"] for d in summaries)
-        result.transaction_records_skipped = sum(d["tx_skipped"] for d in summaries)
-        result.system_topic_records = sum(d["filtered"] for d in summaries)
-        result.length_mismatches = sum(d["length_mismatches"] for d in summaries)
-        result.anomalies = _anomalies(summaries)
-
-        plan = make_tiered_plan(runner, summaries, hash_slot_num, index_num, known_ids, next_id)
-        result.keys_indexed = plan.total_entries
-        result.index_files = len(plan.files)
-        result.key_sets_too_large = plan.oversize_sets
-        result.key_sets_failed = plan.failed_sets
-        if plan.oversize_sets:
-            result.anomalies.append(f"{plan.oversize_sets} message(s) have more keys than a tiered index file holds "
-                                    f"({index_num - 1}); the broker's putKey fails for them too: not indexed")
-        if plan.failed_sets:
-            result.anomalies.append(f"{plan.failed_sets} message(s) have a key whose hash is Integer.MIN_VALUE; with "
-                                    f"{hash_slot_num} slots the broker's put fails at that key (the keys before it "
-                                    "are written on each of its three attempts), reproduced here")
-        new = set(plan.new_topics)
-        result.topics = [{"topic": t, "topicId": i, "source": "new" if t in new else "metadata"}
-                         for t, i in sorted(plan.topic_ids.items(), key=lambda x: x[1])]
-        result.files = [{"name": fp.name, "items": fp.entries, "beginTimestamp": fp.begin} for fp in plan.files]
-        if dry_run:
-            return result
-
-        run_id = uuid.uuid4().hex[:12]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        staging = out_dir / f".reindex-{run_id}"
-        staging.mkdir()
-        job.staging = staging
-        t_build = time.perf_counter()
-        built = (runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(staging), run_id,
-                                   progress) if plan.files else [])
-        result.build_seconds = time.perf_counter() - t_build
-        by_no = {b.number: b for b in built}
-        if sorted(by_no) != [fp.number for fp in plan.files]:
-            raise ReindexError("not every tiered index file was built; nothing was published")
-        keep = {os.path.basename(b.temp_path) for b in built}
-        for p in staging.iterdir():  # leftovers of failed or speculative task attempts
-            if p.name not in keep:
-                p.unlink()
-        for fp, info in zip(plan.files, result.files):
-            b = by_no[fp.number]
-            os.rename(b.temp_path, staging / fp.name)
-            info.update({"endTimestamp": b.end_timestamp, "hashSlotCount": b.hash_slot_count, "bytes": b.bytes})
-            if b.reachable != b.entries:
-                result.anomalies.append(f"file {fp.name}: {b.entries - b.reachable} item(s) of Integer.MIN_VALUE keys "
-                                        "landed in the header (slot -1..-3) and are unreachable, as with the broker")
-        fsync_dir(staging)
-        _publish(result, staging, out_dir, False, replace, plan)
-        job.staging = None
+    with Job(layout, master, result, target, "tiered") as job:
+        job.start_runner(spark_conf)
+        scan_fn = functools.partial(scan_range_tiered, black=tuple(sorted(set(black_topics))))
+        summaries = job.scan(segment_ranges(config, range_bytes), scan_fn, progress)
+        plan = make_tiered_plan(job.runner, summaries, hash_slot_num, index_num, known_ids, next_id)
+        _report(result, summaries, plan)
+        if not dry_run:
+            _build_and_publish(job, plan, progress)
         return result
+
+
+def _report(result: TieredReindexResult, summaries: list[dict], plan: TieredPlan) -> None:
+    result.copied_messages = sum(d["copied"] for d in summaries)
+    result.keyed_messages = sum(d["keyed"] for d in summaries)
+    result.transaction_records_skipped = sum(d["tx_skipped"] for d in summaries)
+    result.system_topic_records = sum(d["filtered"] for d in summaries)
+    result.keys_indexed = plan.total_entries
+    result.index_files = len(plan.files)
+    result.key_sets_too_large = plan.oversize_sets
+    result.key_sets_failed = plan.failed_sets
+    if plan.oversize_sets:
+        result.anomalies.append(f"{plan.oversize_sets} message(s) have more keys than a tiered index file holds "
+                                f"({plan.index_num - 1}); the broker's putKey fails for them too: not indexed")
+    if plan.failed_sets:
+        result.anomalies.append(f"{plan.failed_sets} message(s) have a key whose hash is Integer.MIN_VALUE; with "
+                                f"{plan.hash_slot_num} slots the broker's put fails at that key (the keys before it "
+                                "are written on each of its three attempts), reproduced here")
+    new = set(plan.new_topics)
+    result.topics = [{"topic": t, "topicId": i, "source": "new" if t in new else "metadata"}
+                     for t, i in sorted(plan.topic_ids.items(), key=lambda x: x[1])]
+    result.files = [{"name": fp.name, "items": fp.entries, "beginTimestamp": fp.begin} for fp in plan.files]
+
+
+def _build_and_publish(job: Job, plan: TieredPlan, progress: Progress) -> None:
+    result = job.result
+    staging = job.open_staging()
+    t = time.perf_counter()
+    built = (job.runner.build_with(len(plan.files), tiered_pieces, build_tiered_file, plan, str(staging),
+                                   job.run_id, progress, file_ranges) if plan.files else [])
+    result.build_seconds = time.perf_counter() - t
+    names = job.seal(built, [fp.name for fp in plan.files],
+                     {"hash_slot_num": plan.hash_slot_num, "index_num": plan.index_num})
+    for b, info in zip(sorted(built, key=lambda x: x.number), result.files):
+        info.update({"endTimestamp": b.end_timestamp, "hashSlotCount": b.hash_slot_count, "bytes": b.bytes})
+        if b.reachable != b.entries:
+            result.anomalies.append(f"file {info['name']}: {b.entries - b.reachable} item(s) of Integer.MIN_VALUE "
+                                    "keys landed in the header (slot -1..-3) and are unreachable, as with the broker")
+    job.publish(names)

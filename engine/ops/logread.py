@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from engine.broker.commitlog import CommitLog
+from engine.broker.keycolumns import batch_key_columns
 from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                    check_message)
 from engine.broker.records import BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, decode_segment
@@ -136,12 +137,10 @@ def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fi
     bad = body_crc_first_bad(m, *crc) if crc is not None else None
     cols = None
     if fields is not None:
-        from engine.jobs.reindex import _index_columns
-
         n = len(fields["pos"])
         full = {f: fields.get(f, np.zeros(n, dtype=np.int64)) for f in RecordBatch.__dataclass_fields__}
         b = np.frombuffer(m, dtype=np.uint8)
-        cols = _index_columns(m, b, RecordBatch(**full), seg_start)
+        cols = batch_key_columns(m, b, RecordBatch(**full), seg_start)
         del b
     return bad, cols
 
@@ -406,16 +405,14 @@ def key_columns(w: Window, rows: np.ndarray | None = None) -> dict:
     """The broker index's keys of the window's records (format §5.8: UNIQ_KEY, then the KEYS tokens, as
     "topic#key"; rollback records none), as per-record key counts and one Java hashCode per key, in put order.
 
-    Uses the bulk key extraction of the index rebuild job, tested there against MessageRecord.index_keys().
+    Uses engine.broker.keycolumns.batch_key_columns, the one vectorised statement of engine.broker.keys' rule.
     """
-    from engine.jobs.reindex import _index_columns  # the one vectorised statement of engine.broker.keys' rule
-
     if w.keys is not None:
         return w.keys if rows is None else _select_keys(w.keys, rows)
     batch = w.batch if rows is None else w.batch.select(rows)
     b = np.frombuffer(w.buf, dtype=np.uint8)
     try:
-        return _index_columns(w.buf, b, batch, w.seg.start)
+        return batch_key_columns(w.buf, b, batch, w.seg.start)
     finally:
         del b
 

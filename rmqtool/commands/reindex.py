@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from engine.errors import InvalidArgumentError
-from engine.jobs.reindex import DEFAULT_MASTER, ReindexResult, spark_reindex
+from engine.jobs.framework import DEFAULT_MASTER, ReindexResult
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
@@ -121,25 +121,63 @@ def _render(r: ReindexResult) -> None:
                      [[f["name"], f["entries"], "yes" if f["full"] else "no"] for f in r.files])
 
 
+def _spark_conf(pairs: Optional[list[str]]) -> dict:
+    out = {}
+    for p in pairs or []:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(f"--conf {p!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
+        out[key.strip()] = value
+    return out
+
+
+def _run(job, labels: dict[str, str], json_out: bool, render_fn) -> None:
+    """Run a job with a progress bar per phase on stderr, then warnings on stderr and the result on stdout."""
+    with render.progress(None, "spark-reindex") as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        result = job(progress)
+    for r in result.repairs:
+        render.note(f"repaired: {r}")
+    for a in result.anomalies:
+        render.note(f"warning: {a}")
+    if json_out:
+        render.emit_json(result.as_dict())
+    else:
+        render_fn(result)
+
+
 @handles_errors
-def spark_reindex_cmd(
+def spark_reindex_cmd(  # a typer command: one parameter per option
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     out: Annotated[Optional[Path], typer.Option(
         "--out", "-o",
         help="Write the index files to this directory instead of <store>/index (the store's index and "
-             "checkpoint are then left alone). Required with --format tiered (not <store>/index nor "
-             "<store>/tiered_index_file).")] = None,
+             "checkpoint are then left alone). Required with --format tiered. Never the store root, nor "
+             "anything that is, holds or lies in commitlog/, consumequeue/, config/, checkpoint, index/ or "
+             "tiered_index_file/.")] = None,
     master: Annotated[str, typer.Option(
         "--master", rich_help_panel=SPARK_PANEL,
         help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
              "spark://host:port, yarn, k8s://...; or 'inline' to run in this process without a JVM (small "
              "stores). On a cluster the commit log and the output directory must be on storage every "
              "executor can read at the same paths.")] = DEFAULT_MASTER,
+    spark_conf: Annotated[Optional[list[str]], typer.Option(
+        "--conf", rich_help_panel=SPARK_PANEL,
+        help="A Spark property KEY=VALUE, as spark-submit --conf (repeatable), e.g. "
+             "spark.executor.memory=4g, spark.executor.cores=2, spark.pyspark.python=/usr/bin/python3.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and plan, report, write nothing.")] = False,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
-                          "old index directory as <dir>.bak-<time>).")] = False,
+                          "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
+                          "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
+                          "index/ only if it holds nothing but index files.")] = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
@@ -159,9 +197,11 @@ def spark_reindex_cmd(
 ) -> None:
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 
-    One Spark partition per commit-log segment, one task per index file; --master inline needs no JVM.
+    One Spark task per commit-log segment range (up to 256 MiB), one per index file; --master inline needs no JVM.
 
-    Takes the store lock and refuses a store with an abort file. Publishes by rename after every task succeeded.
+    Takes the store lock and refuses a store with an abort file. Builds in a staging directory and publishes by
+    renames after every task succeeded: the store's index/ is swapped whole, so a reader sees the old index or
+    the new one. What an interrupted run left behind is finished or removed by the next run, which says so.
 
     Sets the checkpoint's indexMsgTimestamp to the newest rebuilt file, so a broker keeps them after a crash.
 
@@ -177,54 +217,23 @@ def spark_reindex_cmd(
     """
     if fmt not in FORMATS:
         raise InvalidArgumentError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    conf = _spark_conf(spark_conf)
     if fmt == "tiered":
-        _tiered_cmd(store, broker_conf, out, master, dry_run, replace, json_out, hash_slots, max_index,
-                    commitlog_file_size, tiered_metadata)
+        from engine.jobs.tiered_index import check_tiered_geometry, tiered_reindex
+
+        slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
+        check_tiered_geometry(slots, items)
+        cfg = build_config(store, broker_conf, None, None, commitlog_file_size)
+        _run(lambda progress: tiered_reindex(
+            cfg, out=out, master=master, dry_run=dry_run, replace=replace, progress=progress, hash_slot_num=slots,
+            index_num=items, metadata_path=tiered_metadata, black_topics=black, spark_conf=conf),
+            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, _render_tiered)
         return
     if tiered_metadata is not None:
         raise InvalidArgumentError("--tiered-metadata only applies with --format tiered")
+    from engine.jobs.broker_index import spark_reindex
+
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    labels = {"scan": "segments scanned", "build": "index files built"}
-    with render.progress(None, "spark-reindex") as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
-        result = spark_reindex(cfg, out=out, master=master, dry_run=dry_run, replace=replace, progress=progress)
-    for a in result.anomalies:
-        render.note(f"warning: {a}")
-    if json_out:
-        render.emit_json(result.as_dict())
-    else:
-        _render(result)
-
-
-
-def _tiered_cmd(store, broker_conf, out, master, dry_run, replace, json_out, hash_slots, max_index,
-                commitlog_file_size, tiered_metadata) -> None:
-    from engine.jobs.tiered_index import check_tiered_geometry, tiered_reindex
-
-    slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
-    check_tiered_geometry(slots, items)
-    cfg = build_config(store, broker_conf, None, None, commitlog_file_size)
-    labels = {"scan": "segments scanned", "build": "tiered index files built"}
-    with render.progress(None, "spark-reindex") as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
-        result = tiered_reindex(cfg, out=out, master=master, dry_run=dry_run, replace=replace, progress=progress,
-                                hash_slot_num=slots, index_num=items, metadata_path=tiered_metadata,
-                                black_topics=black)
-    for a in result.anomalies:
-        render.note(f"warning: {a}")
-    if json_out:
-        render.emit_json(result.as_dict())
-    else:
-        _render_tiered(result)
+    _run(lambda progress: spark_reindex(cfg, out=out, master=master, dry_run=dry_run, replace=replace,
+                                        progress=progress, spark_conf=conf),
+         {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)

@@ -1,7 +1,7 @@
 """The one place the tier-out touches a job runner: run the per-queue dispatch function on every queue, in this
 process or on Spark (one partition per queue). Everything else in engine.tiered.flat is runner-free.
 
-Uses engine.jobs.reindex's runners through three public methods only: `InlineRunner()` / `SparkRunner(master)`,
+Uses engine.jobs.runners through three public methods only: `InlineRunner()` / `SparkRunner(master)`,
 `runner.scan(items, progress, scan_fn=...)` (items carry `.index`; scan_fn returns an object with `.index` and
 `.summary()`, and scan returns the summaries), and `runner.close(failed=...)`.
 """
@@ -17,7 +17,7 @@ INLINE = "inline"
 def run_queue_tasks(master: str, tasks: list[QueueTask], progress: Callable[[str, int, int], None]
                     ) -> tuple[list[dict], str]:
     """QueueResult summaries (in task order) and the master actually used."""
-    from engine.jobs.reindex import InlineRunner, SparkRunner
+    from engine.jobs.runners import InlineRunner, SparkRunner
 
     if not tasks:
         return [], master

@@ -1,0 +1,258 @@
+"""Rebuild a store's index files from its commit log (spark-reindex), byte-identical to the broker's.
+
+The job (on the framework of engine.jobs.framework), bottom to top:
+
+* scan: one commit-log segment range -> compact columns. engine.broker.records.decode_segment decodes the
+  records window by window; engine.broker.keycolumns finds and hashes the keys the dispatcher would put
+  (UNIQ_KEY, then each non-empty KEYS token, as `topic#key`; rollback and length-mismatch records none,
+  format §5.8, §7.7). Per record: PHYSICALOFFSET, STORETIMESTAMP and its key count; per key its Java
+  hashCode. A message's keys share its offset and time, so this is the compact form of "offset, time, hash
+  per key".
+* plan (driver, engine.jobs.broker_plan): the "already indexed" rule, the cut into files of indexNum-1
+  entries, each seeded from the previous file's last entry (IndexService rolling).
+* build: one task per index file, the vectorized builder over that file's entries.
+* publish: into the store's index/ by one directory swap (old kept as index.bak-<time> unless --replace),
+  then the checkpoint's indexMsgTimestamp; or into --out DIR file by file; all under the store lock.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+import numpy as np
+
+from engine.broker.checkpoint import Checkpoint
+from engine.broker.config import BrokerConfig, check_index_geometry, index_file_size
+from engine.broker.indexbuild import build_index_file_from_hashes
+from engine.broker.keycolumns import batch_key_columns
+from engine.broker.records import SCAN_WINDOW, RecordBatch
+from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
+from engine.jobs.framework import (DEFAULT_MASTER, INLINE, Job, Progress, ReindexError, ReindexResult, check_master,
+                                   check_store, no_progress, resolve_output)
+from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
+
+__all__ = ["spark_reindex", "scan_range", "SegmentScan", "rebuild_from_scans", "ReindexResult", "ReindexError",
+           "DEFAULT_MASTER", "INLINE"]
+
+
+# ============================================================================ scan
+
+@dataclass
+class SegmentScan:
+    """What one segment range contributes. Arrays are per dispatched record, except key_hash (per key)."""
+    index: int               # the range's position in commit-log order
+    start: int               # commit-log offset of its segment
+    rec_phy: np.ndarray      # int64 PHYSICALOFFSET field
+    rec_ts: np.ndarray       # int64 STORETIMESTAMP
+    rec_nkeys: np.ndarray    # int32 keys the broker would put (0: none / rollback)
+    key_hash: np.ndarray     # int32 Java hashCode of each "topic#key", in put order
+    bytes_scanned: int = 0   # bytes of records walked (up to the blank filler / end of data / range end)
+    end_kind: str = "empty"  # range (went on in the next range) | blank | zero | corrupt | empty | void
+    end_offset: int = 0      # commit-log offset where the walk of this range stopped
+    end_reason: str = ""
+    length_mismatches: int = 0
+    rollbacks: int = 0
+    phy_mismatches: int = 0  # records whose PHYSICALOFFSET field differs from their position
+    segment: int = 0
+    begin: int = 0           # the range: records starting in [begin, end) of the segment file
+    end: Optional[int] = None
+    first: Optional[int] = 0  # where its walk began / went past the range or stopped
+    exit: int = 0
+    seconds: float = 0.0
+    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
+
+    @property
+    def records(self) -> int:
+        return len(self.rec_phy)
+
+    @property
+    def keys(self) -> int:
+        return len(self.key_hash)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rec_phy.nbytes + self.rec_ts.nbytes + self.rec_nkeys.nbytes + self.key_hash.nbytes
+
+    def summary(self) -> dict:
+        """Everything the driver needs to plan, without the columns."""
+        keyed = self.rec_nkeys > 0
+        kp = self.rec_phy[keyed]
+        return {
+            "index": self.index, "segment": self.segment, "start": self.start, "begin": self.begin, "end": self.end,
+            "first": self.first, "exit": self.exit, "records": self.records, "keys": self.keys,
+            "bytes_scanned": self.bytes_scanned, "end_kind": self.end_kind, "end_offset": self.end_offset,
+            "end_reason": self.end_reason, "length_mismatches": self.length_mismatches,
+            "rollbacks": self.rollbacks, "phy_mismatches": self.phy_mismatches, "seconds": self.seconds,
+            "started": self.started,
+            "first_rec_ts": int(self.rec_ts[0]) if self.records else None,
+            "keyed_min": int(kp.min()) if len(kp) else None,
+            "keyed_max": int(kp.max()) if len(kp) else None,
+            "keyed_monotone": bool(np.all(kp[1:] >= kp[:-1])) if len(kp) > 1 else True,
+        }
+
+
+class _Columns:
+    """Collects the index columns of the windows of one range walk."""
+
+    def __init__(self, seg_start: int):
+        self.seg_start = seg_start
+        self.parts: list[tuple] = []
+        self.mismatches = self.rollbacks = self.phy_mismatches = 0
+
+    def __call__(self, buf, b: np.ndarray, batch: RecordBatch) -> None:
+        c = batch_key_columns(buf, b, batch, self.seg_start)
+        self.mismatches += c["mismatches"]
+        self.rollbacks += c["rollbacks"]
+        self.phy_mismatches += c["phy_mismatches"]
+        self.parts.append((c["phy"], c["ts"], c["nkeys"], c["key_hash"]))
+
+    def column(self, j: int, dtype) -> np.ndarray:
+        if not self.parts:
+            return np.empty(0, dtype)
+        return np.concatenate([p[j] for p in self.parts]).astype(dtype, copy=False)
+
+
+def scan_range(unit: SegmentRange, window: int = SCAN_WINDOW) -> SegmentScan:
+    """Decode one segment range the way the broker's dispatcher does (no CRC, format §7.7)."""
+    return _scan(unit, lambda on_batch: walk_range(unit, on_batch, window))
+
+
+def scan_buffer(buf, unit: SegmentRange, window: int = SCAN_WINDOW) -> SegmentScan:
+    """scan_range over a buffer holding the whole segment file (tools and tests)."""
+    return _scan(unit, lambda on_batch: walk_buffer(buf, unit, on_batch, window))
+
+
+def _scan(unit: SegmentRange, walk) -> SegmentScan:
+    t, started = time.perf_counter(), time.time()
+    cols = _Columns(unit.seg_start)
+    w = walk(cols)
+    s = range_summary(unit, w, 0, time.perf_counter() - t)
+    return SegmentScan(unit.index, unit.seg_start, cols.column(0, np.int64), cols.column(1, np.int64),
+                       cols.column(2, np.int32), cols.column(3, np.int32), bytes_scanned=s["bytes_scanned"],
+                       end_kind=w.end_kind, end_offset=s["end_offset"], end_reason=w.end_reason,
+                       length_mismatches=cols.mismatches, rollbacks=cols.rollbacks,
+                       phy_mismatches=cols.phy_mismatches, segment=unit.segment, begin=unit.begin, end=unit.end,
+                       first=w.first, exit=w.exit, seconds=s["seconds"], started=started)
+
+
+# ============================================================================ build
+
+@dataclass
+class BuiltFile:
+    number: int
+    temp_path: str
+    entries: int
+    bytes: int
+
+
+def temp_name(number: int, run_id: str, attempt: str) -> str:
+    """Attempt-unique, and never a valid index file name (the broker skips names that are not numbers)."""
+    return f".{number:06d}.{run_id}.{attempt}.tmp"
+
+
+def build_file(k: int, pieces: Iterable[tuple], plan: Plan, staging: str, run_id: str,
+               attempt: str = "a0") -> BuiltFile:
+    """Index file k from its pieces (in any order); fsynced before it is reported as built."""
+    fp: FilePlan = plan.files[k]
+    pieces = sorted(pieces, key=lambda p: p[0])
+    if pieces:
+        hashes = np.concatenate([p[1] for p in pieces])
+        phy = np.concatenate([p[2] for p in pieces])
+        ts = np.concatenate([p[3] for p in pieces])
+    else:
+        hashes, phy, ts = np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64)
+    if len(hashes) != fp.entries:
+        raise ReindexError(f"index file {fp.number}: got {len(hashes)} entries, planned {fp.entries}")
+    path = os.path.join(staging, temp_name(fp.number, run_id, attempt))
+    n = build_index_file_from_hashes(path, hashes, phy, ts, plan.hash_slot_num, plan.index_num, fp.seed_phy,
+                                     fp.seed_ts)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if n == 0:
+            # A file the broker created but never put into: its shutdown flush (5.x) writes indexCount 1.
+            if os.pwrite(fd, struct.pack(">i", 1), 36) != 4:
+                raise ReindexError(f"short write to {path}")
+        os.fsync(fd)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    return BuiltFile(fp.number, path, n, size)
+
+
+def rebuild_from_scans(scans: list[SegmentScan], hash_slot_num: int, index_num: int, out_dir: Path) -> list[Path]:
+    """Plan and build index files from ready scans into out_dir (no lock, no publishing): for tests and tools."""
+    from engine.jobs.runners import InlineRunner
+
+    check_index_geometry(hash_slot_num, index_num)
+    runner = InlineRunner(scans)
+    plan = make_plan(runner, [sc.summary() for sc in scans], hash_slot_num, index_num)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    built = runner.build_with(len(plan.files), file_pieces, build_file, plan, str(out_dir), "0" * 12, no_progress)
+    paths = []
+    for b, fp in zip(built, plan.files):
+        os.rename(b.temp_path, out_dir / fp.name)
+        paths.append(out_dir / fp.name)
+    return paths
+
+
+# ============================================================================ the job
+
+def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str = DEFAULT_MASTER,
+                  dry_run: bool = False, replace: bool = False, progress: Optional[Progress] = None,
+                  range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None) -> ReindexResult:
+    """Rebuild the store's index files from its commit log (see the module docstring)."""
+    progress = progress or no_progress
+    hash_slot_num, index_num = config.maxHashSlotNum, config.maxIndexNum
+    check_index_geometry(hash_slot_num, index_num)
+    layout = check_store(config)
+    check_master(master)
+    target = resolve_output(layout, out, "broker", replace, dry_run, index_file_size(hash_slot_num, index_num))
+    result = ReindexResult(master, dry_run, str(config.root), str(target.directory), hash_slot_num=hash_slot_num,
+                           index_num=index_num)
+    with Job(layout, master, result, target, "broker") as job:
+        if target.into_store:
+            Checkpoint.load(layout.checkpoint)  # a corrupt checkpoint fails here, before any work
+        job.start_runner(spark_conf)
+        summaries = job.scan(segment_ranges(config, range_bytes), scan_range, progress)
+        result.rollback_records = sum(d["rollbacks"] for d in summaries)
+        result.phy_mismatches = sum(d["phy_mismatches"] for d in summaries)
+        plan = make_plan(job.runner, summaries, hash_slot_num, index_num)
+        result.skipped_already_indexed = sum(d["keys"] for d in summaries) - plan.total_entries
+        result.keys_indexed = plan.total_entries
+        result.index_files = len(plan.files)
+        result.files = [{"name": fp.name, "entries": fp.entries, "full": fp.entries == plan.cap,
+                         "seedPhyOffset": fp.seed_phy, "seedTimestamp": fp.seed_ts} for fp in plan.files]
+        if dry_run:
+            return result
+        _build_and_publish(job, plan, progress)
+        if target.into_store:
+            result.index_msg_timestamp = max([0] + [f["endTimestamp"] for f in result.files])
+            # The broker deletes index files with endTimestamp > indexMsgTimestamp after an unclean exit
+            # (format §5.8, load). Every rebuilt file is complete and on disk, so the newest end time protects them all.
+            checkpoint = Checkpoint.load(layout.checkpoint)
+            checkpoint.indexMsgTimestamp = result.index_msg_timestamp
+            checkpoint.save(layout.checkpoint)
+        return result
+
+
+def _build_and_publish(job: Job, plan: Plan, progress: Progress) -> None:
+    staging = job.open_staging()
+    t = time.perf_counter()
+    built = (job.runner.build_with(len(plan.files), file_pieces, build_file, plan, str(staging), job.run_id, progress,
+                                   file_ranges) if plan.files else [])
+    job.result.build_seconds = time.perf_counter() - t
+    names = job.seal(built, [fp.name for fp in plan.files],
+                     {"hash_slot_num": plan.hash_slot_num, "index_num": plan.index_num})
+    for info, name in zip(job.result.files, names):
+        info["endTimestamp"] = _read_end_timestamp(staging / name)
+    job.publish(names)
+
+
+def _read_end_timestamp(path: Path) -> int:
+    with open(path, "rb") as f:
+        return struct.unpack(">q", f.read(16)[8:16])[0]

@@ -1,0 +1,477 @@
+"""Where a job's scan and build run: in this process (InlineRunner) or on Spark (SparkRunner).
+
+Both offer the same four steps, whatever the format:
+
+* scan(units, progress, scan_fn, scratch=None): scan_fn(SegmentRange) -> an object with .index and
+  .summary(), one per range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and
+  keeps the scans (scratch: a directory on the output's storage the runner may use for them, None on a dry
+  run);
+* ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
+* build_with(n_files, pieces_fn, build_fn, plan, staging, run_id, progress, ranges_fn): pieces_fn(scan,
+  plan) yields (file number, piece), in file order; ranges_fn(plan, k) names the ranges with pieces of file k;
+  build_fn(k, pieces, plan, staging, run_id, attempt) builds file k from its pieces (in any order) and
+  returns what was built;
+* close(failed).
+
+scan also runs any other per-item function (items with .index, fn returning an object with .index and
+.summary(): the tiered flat store's dispatch), one task per item, without the range bookkeeping.
+
+pyspark is imported only inside SparkRunner, so the engine imports without it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Optional
+
+from engine.jobs.framework import INLINE, Progress, ReindexError
+from engine.jobs.ranges import RangeChain, SegmentRange, settle
+
+#: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
+#: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
+INLINE_MEMORY_BUDGET = 512 << 20
+#: Commit logs at least this big are scanned by a pool of worker processes, one per CPU up to
+#: INLINE_WORKERS_MAX, each holding one decode window (about 300 MiB resident at most).
+INLINE_PARALLEL_MIN_BYTES = 256 << 20
+INLINE_WORKERS_MAX = 4
+#: How long a cluster may take to give the job its first executor.
+EXECUTOR_WAIT_SECONDS = 60
+MASTER_PROBE_SECONDS = 5
+
+
+# ============================================================================ inline
+
+class InlineRunner:
+    """The whole job without a JVM: in this process, range after range (each starts exactly where the last
+    one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by forked worker processes, one
+    range per task as on Spark (guessed starts, settled afterwards)."""
+
+    name = INLINE
+
+    def __init__(self, scans: Optional[list] = None, memory_budget: Optional[int] = None,
+                 workers: Optional[int] = None):
+        self._mem: dict[int, object] = {}
+        self._spilled: dict[int, Path] = {}
+        self._budget = INLINE_MEMORY_BUDGET if memory_budget is None else memory_budget
+        self._held = 0
+        self._tmp: Optional[Path] = None
+        self._spill_dir: Optional[Path] = None
+        self._workers = workers if workers is not None else min(os.cpu_count() or 1, INLINE_WORKERS_MAX)
+        for sc in scans or []:
+            self._keep(sc)
+
+    def _keep(self, sc) -> None:
+        old = self._mem.pop(sc.index, None)
+        if old is not None:
+            self._held -= getattr(old, "nbytes", 0)
+        size = getattr(sc, "nbytes", 0)
+        if self._held + size <= self._budget:
+            self._spilled.pop(sc.index, None)
+            self._mem[sc.index] = sc
+            self._held += size
+            return
+        if self._tmp is None:
+            if self._spill_dir is not None:  # the job's scratch directory, on the output's storage
+                self._spill_dir.mkdir(parents=True, exist_ok=True)
+                self._tmp = Path(tempfile.mkdtemp(prefix="scans-", dir=self._spill_dir))
+            else:
+                self._tmp = Path(tempfile.mkdtemp(prefix="rmqtool-scans-"))
+        path = self._tmp / f"{sc.index}.pickle"
+        with open(path, "wb") as f:
+            pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
+        self._spilled[sc.index] = path
+
+    def _get(self, index: int):
+        if index in self._mem:
+            return self._mem[index]
+        with open(self._spilled[index], "rb") as f:
+            return pickle.load(f)
+
+    def _indexes(self) -> list[int]:
+        return sorted([*self._mem, *self._spilled])
+
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
+             ) -> list[dict]:
+        if scratch is not None:
+            self._spill_dir = Path(scratch)
+        if units and not isinstance(units[0], SegmentRange):
+            return self._each(units, progress, scan_fn)
+        size = sum({u.segment: u.file_len for u in units}.values())
+        workers = min(self._workers, len(units))
+        if workers > 1 and size >= INLINE_PARALLEL_MIN_BYTES:
+            return self._scan_pool(units, progress, scan_fn, workers)
+        chain = RangeChain()
+        out = []
+        for i, unit in enumerate(units):
+            sc = scan_fn(chain.exact(unit))
+            summary = sc.summary()
+            chain.record(summary)
+            self._keep(sc)
+            out.append(summary)
+            progress("scan", i + 1, len(units))
+        return out
+
+    def _each(self, items: list, progress: Progress, fn) -> list[dict]:
+        out = []
+        for i, item in enumerate(items):
+            out.append(fn(item).summary())
+            progress("scan", i + 1, len(items))
+        return out
+
+    def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        summaries: dict[int, dict] = {}
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(scan_fn, u) for u in units]
+            for done, f in enumerate(as_completed(futures), 1):
+                sc = f.result()
+                summaries[sc.index] = sc.summary()
+                self._keep(sc)
+                progress("scan", done, len(units))
+
+        def rescan(redo: list[SegmentRange]) -> list[dict]:
+            fixed = [scan_fn(u) for u in redo]
+            for sc in fixed:
+                self._keep(sc)
+            return [sc.summary() for sc in fixed]
+
+        summaries = settle(units, summaries, rescan)
+        return [summaries[u.index] for u in units]
+
+    def ask(self, fn, requests: dict) -> dict:
+        return {i: fn(self._get(i), a) for i, a in requests.items()}
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress, ranges_fn=None) -> list:
+        """Files in order, each from the pieces the ranges yield for it: one file's entries in memory."""
+        built, pending, current = [], [], 0
+
+        def flush_until(k):
+            nonlocal pending, current
+            while current < k:
+                built.append(build_fn(current, pending, plan, staging, run_id, "a0"))
+                progress("build", len(built), n_files)
+                pending, current = [], current + 1
+
+        for index in self._indexes():
+            for k, piece in pieces_fn(self._get(index), plan):
+                flush_until(k)
+                pending.append(piece)
+        flush_until(n_files)
+        return built
+
+    def close(self, failed: bool = False) -> None:
+        self._mem.clear()
+        self._spilled.clear()
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+# ============================================================================ Spark
+
+def _attempt() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return f"s{ctx.stageId()}a{ctx.attemptNumber()}t{ctx.taskAttemptId()}" if ctx else "a0"
+
+
+class ScanFile:
+    """What the Spark RDD holds for a range when the job has a scratch directory: its summary, and where its
+    columns wait (one pickle per range), instead of the columns themselves in the JVM's block store."""
+
+    def __init__(self, index: int, path: str, summary: dict):
+        self.index, self.path, self._summary = index, path, summary
+
+    def summary(self) -> dict:
+        return self._summary
+
+    def load(self):
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
+
+
+def _loaded(s):
+    return s.load() if isinstance(s, ScanFile) else s
+
+
+def _scan_to_file(unit: SegmentRange, scan_fn, scratch: str) -> ScanFile:
+    # Named after the range as scanned (its start, or a guess): a guessed scan that Spark recomputes later
+    # can never overwrite the exact one that replaced it.
+    start = "void" if unit.void else ("guess" if unit.start is None else str(unit.start))
+    sc = scan_fn(unit)
+    path = os.path.join(scratch, f"scan-{unit.index}-{start}.pickle")
+    tmp = f"{path}.{_attempt()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(sc, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # a retried or speculative attempt writes the same columns
+    return ScanFile(sc.index, path, {**sc.summary(), "scan_file": path})
+
+
+def _build_from_scans(k: int, scan_files: list[str], pieces_fn, build_fn, plan, staging: str, run_id: str):
+    """Index file k from the scan files of the ranges that hold its pieces (no shuffle through the JVM)."""
+    pieces = []
+    for path in scan_files:
+        with open(path, "rb") as f:
+            scan = pickle.load(f)
+        pieces.extend(piece for kk, piece in pieces_fn(scan, plan) if kk == k)
+    return build_fn(k, pieces, plan, staging, run_id, _attempt())
+
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def probe_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
+    """A spark:// master must accept a TCP connection, else fail now (Spark itself retries for 60 s)."""
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return
+        except ValueError:
+            raise ReindexError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
+        except OSError as e:
+            errors.append(f"{hostport.strip()}: {e.strerror or e}")
+    raise ReindexError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
+
+
+class SparkRunner:
+    """The job on Spark: one task per segment range (scan), one task per output file (build).
+
+    local[*] (the default) starts an embedded Spark in this process. With a cluster master the commit log and
+    the output directory must be on storage every executor can read at the same paths, and the engine
+    package is shipped to the executors with addPyFile.
+    """
+
+    def __init__(self, master: str, conf: Optional[dict] = None):
+        self.master = master
+        self.log_path: Optional[str] = None
+        self._conf_file: Optional[str] = None
+        self._created = False
+        self._persisted: list = []
+        self._scans = None
+        self._scratch: Optional[str] = None
+        self._zip: Optional[str] = None
+        self.spark = self._session(master, conf or {})
+        self.sc = self.spark.sparkContext
+        if self._created and not master.startswith("local"):
+            self._wait_for_executors()
+
+    def _session(self, master: str, conf: dict):
+        if master.startswith("local"):
+            # Workers run this interpreter (which has rmqtool and numpy); no network lookups for a local job.
+            # A cluster's executors use their own configured Python (spark.pyspark.python / PYSPARK_PYTHON).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        try:
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise ReindexError("pyspark is not installed; install it or use --master inline") from None
+        if SparkContext._active_spark_context is not None:
+            # A session already runs in this process (a notebook, the tests): use it and leave it running.
+            # Its master wins over the one asked for; the result reports the master actually used.
+            return SparkSession.builder.getOrCreate()
+        probe_master(master)
+        tmp = Path(tempfile.gettempdir())
+        conf_file = tmp / f"rmqtool-log4j2-{os.getpid()}.properties"
+        conf_file.write_text(_LOG4J2)
+        self._conf_file = str(conf_file)
+        self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
+        java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
+        builder = (SparkSession.builder.master(master).appName("rmqtool spark-reindex")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", "8")
+                   .config("spark.driver.extraJavaOptions", java_opts)
+                   .config("spark.executor.extraJavaOptions", java_opts))
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = self._start_quietly(builder, master)
+        self._created = True
+        spark.sparkContext.setLogLevel("ERROR")
+        if not master.startswith("local"):
+            self._zip = _engine_zip(tmp)
+            spark.sparkContext.addPyFile(self._zip)
+        return spark
+
+    def _start_quietly(self, builder, master: str):
+        """The JVM writes banners and warnings straight to file descriptor 2: give it a log file instead, so
+        stderr carries only our progress bar and errors."""
+        saved = os.dup(2)
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            sys.stderr.flush()
+            os.dup2(log_fd, 2)
+            try:
+                return builder.getOrCreate()
+            finally:
+                os.dup2(saved, 2)
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ReindexError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
+        finally:
+            os.close(saved)
+            os.close(log_fd)
+
+    def _wait_for_executors(self, timeout: float = EXECUTOR_WAIT_SECONDS) -> None:
+        jsc = self.sc._jsc.sc()
+        deadline = time.monotonic() + timeout
+        while jsc.getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
+            if jsc.isStopped():
+                raise ReindexError(f"the Spark master {self.master} refused or dropped this application; "
+                                   f"see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.spark.stop()
+                raise ReindexError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
+                                   "(no live worker, or none with the cores/memory asked: spark.executor.cores, "
+                                   "spark.executor.memory)")
+            time.sleep(0.2)
+
+    def _run(self, group: str, total: int, progress: Progress, phase: str, action):
+        """Run a Spark action, reporting completed tasks of its last stage while it runs."""
+        sc = self.sc
+        sc.setJobGroup(group, f"rmqtool spark-reindex {phase}")
+        stop = threading.Event()
+
+        def poll():
+            st = sc.statusTracker()
+            while not stop.wait(0.2):
+                try:
+                    stages = []
+                    for jid in st.getJobIdsForGroup(group) or []:
+                        info = st.getJobInfo(jid)
+                        if info:
+                            stages.extend(info.stageIds)
+                    if stages:
+                        si = st.getStageInfo(max(stages))
+                        if si:
+                            progress(phase, min(si.numCompletedTasks, total), total)
+                except Exception:
+                    return
+
+        t = threading.Thread(target=poll, daemon=True)
+        t.start()
+        try:
+            return action()
+        except Exception as e:
+            msg = str(e).strip().splitlines()
+            detail = next((line for line in msg if "Error" in line or "Exception" in line), msg[0] if msg else "")
+            raise ReindexError(f"the Spark {phase} job failed: {detail[:300]}") from e
+        finally:
+            stop.set()
+            t.join()
+            progress(phase, total, total)
+
+    def _scan_rdd(self, units: list[SegmentRange], scan_fn):
+        from pyspark import StorageLevel
+
+        if self._scratch is not None:
+            scan_fn = functools.partial(_scan_to_file, scan_fn=scan_fn, scratch=self._scratch)
+        rdd = self.sc.parallelize(units, max(1, len(units))).map(scan_fn).persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(rdd)
+        return rdd
+
+    def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
+             ) -> list[dict]:
+        """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
+        a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
+        if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
+            items = self.sc.parallelize(units, len(units)).map(scan_fn)
+            return self._run(f"rmqtool-tasks-{uuid.uuid4().hex}", len(units), progress, "scan",
+                             lambda: items.map(lambda x: x.summary()).collect())
+        self._scratch = scratch
+        if scratch is not None:
+            os.makedirs(scratch, exist_ok=True)
+        scans = self._scan_rdd(units, scan_fn)
+        where = {u.index: p for p, u in enumerate(units)}  # range -> partition of `scans` holding its scan
+        got = self._run(f"rmqtool-scan-{uuid.uuid4().hex}", len(units), progress, "scan",
+                        lambda: scans.map(lambda s: s.summary()).collect())
+
+        def rescan(redo: list[SegmentRange]) -> list[dict]:
+            nonlocal scans
+            fixed = self._scan_rdd(redo, scan_fn)
+            gone = {u.index for u in redo}
+            base = scans.getNumPartitions()  # filter keeps the partitions; union appends fixed's after them
+            scans = scans.filter(lambda s: s.index not in gone).union(fixed)
+            where.update({u.index: base + j for j, u in enumerate(redo)})
+            return fixed.map(lambda s: s.summary()).collect()
+
+        summaries = settle(units, {d["index"]: d for d in got}, rescan)
+        self._scans, self._where = scans, where
+        self._files = {i: d.get("scan_file") for i, d in summaries.items()}
+        return [summaries[u.index] for u in units]
+
+    def ask(self, fn, requests: dict) -> dict:
+        """Only the partitions holding the asked ranges are read."""
+        req = dict(requests)
+        parts = sorted({self._where[i] for i in req})
+        return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(_loaded(s), req[s.index])) for s in it
+                                                              if s.index in req], parts))
+
+    def build_with(self, n_files: int, pieces_fn, build_fn, plan, staging: str, run_id: str,
+                   progress: Progress, ranges_fn=None) -> list:
+        """One task per file, reading the scan files of the ranges that hold its pieces (the columns wait in
+        the staging directory whenever there is a build: it is never a dry run)."""
+        if self._scratch is None:
+            raise ReindexError("internal error: a build without a scratch directory")
+        jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
+        bplan = self.sc.broadcast(plan)
+        try:
+            built = self.sc.parallelize(jobs, max(1, n_files)).map(
+                lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, bplan.value, staging, run_id))
+            return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
+        finally:
+            bplan.unpersist()
+
+    def close(self, failed: bool = False) -> None:
+        try:
+            for rdd in self._persisted:
+                rdd.unpersist()
+        finally:
+            if self._created:
+                self.spark.stop()
+                for p in (self._conf_file, self._zip, None if failed else self.log_path):
+                    if p:
+                        try:
+                            os.unlink(p)
+                        except OSError:
+                            pass
+
+
+def _engine_zip(tmp: Path) -> str:
+    """The engine package as a zip for addPyFile (cluster executors may not have rmqtool installed)."""
+    import zipfile
+
+    pkg = Path(__file__).resolve().parent.parent  # the engine package, with its subpackages
+    out = tmp / f"rmqtool-engine-{os.getpid()}.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        for p in pkg.rglob("*.py"):
+            z.write(p, f"engine/{p.relative_to(pkg).as_posix()}")
+    return str(out)
