@@ -76,7 +76,7 @@ def read(path: Path, pos: int, n: int) -> bytes:
 
 def body_len(store: Path, off: int) -> int:
     p, pos = seg_path(store, off)
-    return struct.unpack(">i", read(p, pos + 84, 4))[0]  # IPv4 born/store hosts (§2.2)
+    return struct.unpack(">i", read(p, pos + 84, 4))[0]  # IPv4 born/store hosts (format §2.2)
 
 
 def index_files(store: Path) -> list[Path]:

@@ -82,7 +82,7 @@ def test_expired_segments_go_oldest_first_and_stop_at_the_first_unexpired(tmp_pa
     assert [p.name for p in segments(store)] == [p.name for p in segs[2:]]
     new_min = int(segs[2].name)
     assert d["minCommitLogOffsetBefore"] == 0 and d["minCommitLogOffsetAfter"] == new_min
-    # Consume-queue files whose last unit is below the new minimum, never the last file (§8.3).
+    # Consume-queue files whose last unit is below the new minimum, never the last file (format §8.3).
     cq_dir = store / "consumequeue" / "T" / "0"
     n_files = -(-len(acks) // 10)
     expected_cq = [f"{k * CQ:020d}" for k in range(n_files - 1) if acks[k * 10 + 9]["commitLogOffset"] < new_min]

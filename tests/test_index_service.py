@@ -75,7 +75,7 @@ def test_query_offsets_prunes_by_file_begin_and_clamps(tmp_path):
     # begin inside file 2: file 3 (newest) searched, then file 2, whose begin < begin stops the walk.
     assert svc.query_offsets("T#k", 64, t0 + 45_000, 2**63 - 1) == [90, 80, 70, 60]
     # Offset 40 is item 1 of the rolled file 2: its timeDiff was taken against the seed (file 1's end,
-    # 10 s earlier) but decodes against its own time, so it reads as t0+40 s and the broker misses it (§5.6).
+    # 10 s earlier) but decodes against its own time, so it reads as t0+40 s and the broker misses it (format §5.6).
     assert svc.query_offsets("T#k", 64, t0 + 20_000, t0 + 30_000) == [30]
     # A file that begins before `begin` ends the walk even when an older file still has matching items.
     svc.files[0].header.endTimestamp = t0 + 90_000  # as if file 1 held a late message

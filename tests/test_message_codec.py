@@ -1,4 +1,4 @@
-"""Message record codec: the spec's worked example, v1/v2, properties, CRCs, damage classification."""
+"""Message record codec: the worked example of format §A.1, v1/v2, properties, CRCs, damage classification."""
 from __future__ import annotations
 
 import struct

@@ -295,7 +295,7 @@ def test_index_the_broker_would_delete_is_kept_findable(tmp_path):
 
 def test_consume_queue_units_are_re_dispatched(tmp_path):
     """Consume queues lost their unflushed tail (and one queue entirely) in a crash; the checkpoint's
-    logicsMsgTimestamp says how far they were flushed, so recovery re-dispatches from there (§7.4, §7.5)."""
+    logicsMsgTimestamp says how far they were flushed, so recovery re-dispatches from there (format §7.4, §7.5)."""
     store = tmp_path / "s"
     sent = messages(50)
     put(store, sent, tmp_path)

@@ -1,7 +1,7 @@
 """Tests for engine.tiered.index (RocketMQ tiered-storage IndexStoreFile, format §9).
 
 Expectations come from (a) the golden vectors written by RocketMQ's own Java code and (b) a small
-reference model in this file, written directly from the spec's pseudo-code over a bytearray with
+reference model in this file, written directly from the pseudo-code of format §9 over a bytearray with
 Java ByteBuffer bounds rules (absolute get/put throw only outside the buffer).  Nothing here is copied
 from the implementation's output.
 """
@@ -38,7 +38,7 @@ INT_MIN = -(2**31)
 
 
 # ------------------------------------------------------------------------------------------------
-# Test-local Java arithmetic (format §0.2 / 0.3), independent of engine.java.lang
+# Test-local Java arithmetic (format §0.2, §0.3), independent of engine.java.lang
 # ------------------------------------------------------------------------------------------------
 
 
@@ -109,7 +109,7 @@ def key_in_slot(topic, slot, slots, avoid=(), tag="k"):
 
 
 # ------------------------------------------------------------------------------------------------
-# Reference model (format §9.2-9.7, Java buffer bounds)
+# Reference model (format §9.2-§9.7, Java buffer bounds)
 # ------------------------------------------------------------------------------------------------
 
 FIELDS = ("hashCode", "topicId", "queueId", "offset", "size", "timeDiff", "itemIndex")

@@ -1,7 +1,7 @@
 """CLI tests for tiered index files: inspect-index on tiered files, compact-index, query-key --tiered-dir.
 
 Expectations come from the golden vectors written by RocketMQ's own Java classes (tests/golden/tiered/t2_full)
-and from the spec (section 9); the flat commit log used for verification is laid out here by hand after
+and from format §9; the flat commit log used for verification is laid out here by hand after
 format §9.1 / the POSIX backend (md5 prefixes computed with hashlib, not with the engine).
 """
 from __future__ import annotations
@@ -214,7 +214,7 @@ def tquery(tdir, key, *extra, topic="TopicF"):
 
 
 def selectable(q) -> bool:
-    # Spec 9.7: a file is queried only when its begin timestamp (file name) lies in [begin, end].
+    # format §9.7: a file is queried only when its begin timestamp (file name) lies in [begin, end].
     return q["beginTime"] <= BEGIN <= q["endTime"] and isinstance(q["unsealed"], list)
 
 

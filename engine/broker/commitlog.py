@@ -259,7 +259,7 @@ class CommitLog:
                 yield ScanEntry(BLANK, off, r.size, buf, pos, r.reason, name)
                 return False
             if r.status == LENGTH_MISMATCH:
-                # The broker's dispatcher skips such a record by its TOTALSIZE (§7.7).
+                # The broker's dispatcher skips such a record by its TOTALSIZE (format §7.7).
                 yield ScanEntry(LENGTH_MISMATCH, off, r.size, buf, pos, r.reason, name)
                 pos += r.size
                 continue
@@ -339,7 +339,7 @@ class CommitLog:
 
     def layout(self, sizes) -> tuple[np.ndarray, list[Piece]]:
         """Where records of these sizes land, from the current end: their physical offsets (int64) and the
-        pieces (one per segment) they are written in. Rolls when TOTALSIZE + 8 > the space left (§3.1)."""
+        pieces (one per segment) they are written in. Rolls when TOTALSIZE + 8 > the space left (format §3.1)."""
         F = self.file_size
         sizes = np.asarray(sizes, dtype=np.int64)
         n = len(sizes)

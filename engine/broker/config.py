@@ -47,7 +47,7 @@ class BrokerConfig:
 
     @property
     def cq_file_size(self) -> int:
-        # The broker rounds the configured size up to a whole number of units (§1).
+        # The broker rounds the configured size up to a whole number of units (format §1).
         n = self.mappedFileSizeConsumeQueue
         return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
 

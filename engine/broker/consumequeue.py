@@ -63,7 +63,7 @@ class ConsumeQueue:
         return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
 
     def _recover(self) -> None:
-        """Find the end of data as the broker's recover does (§4.4): the first invalid unit, looking from the third
+        """Find the end of data as the broker's recover does (format §4.4): the first invalid unit, looking from the third
         last file on (so opening a queue reads at most three files, whatever its length)."""
         segs = self.queue.segments
         self._write_pos = 0
@@ -160,7 +160,7 @@ class ConsumeQueue:
             self.max_physic_offset = max_physic_offset
 
     def put(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
-        """putMessagePositionInfo (§4.3). Returns False when the unit is ignored as a duplicate."""
+        """putMessagePositionInfo (format §4.3). Returns False when the unit is ignored as a duplicate."""
         if phy_offset + size <= self.max_physic_offset:
             return False
         F = self.file_size

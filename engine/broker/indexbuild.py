@@ -61,7 +61,7 @@ def _slot_chains(slots: np.ndarray):
 
 
 def _time_diffs_against(ts: np.ndarray, begin: int) -> np.ndarray:
-    """timeDiff of items against one begin timestamp (§5.6), int64: Java long difference (the subtraction wraps
+    """timeDiff of items against one begin timestamp (format §5.6), int64: Java long difference (the subtraction wraps
     in int64), truncating division, a negative quotient clamped to 0 (so max(delta, 0) // 1000 is the same)."""
     if begin <= 0:
         return np.zeros(len(ts), dtype=np.int64)

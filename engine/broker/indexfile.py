@@ -44,7 +44,7 @@ class IndexHeader:
 
 
 def time_diff_seconds(store_timestamp: int, begin_timestamp: int) -> int:
-    """The item's timeDiff (§5.6): Java long difference (wraps), truncating seconds, 0 when begin <= 0,
+    """The item's timeDiff (format §5.6): Java long difference (wraps), truncating seconds, 0 when begin <= 0,
     clamped to [0, INT_MAX]. A negative difference clamps to 0, so flooring max(delta, 0) is the same."""
     if begin_timestamp <= 0:
         return 0
@@ -191,7 +191,7 @@ class IndexFile:
         newest: whether it is the newest file of its directory. The broker rolls to a new file only when the
         current one is full (format §5.8), so every older file holds indexNum-1 items; an older file with fewer
         (a zero-filled one has none) lost items the answers need. previous: the header of the file before it;
-        a file without items carries that file's end offset and time in its header (the seed, §5.8).
+        a file without items carries that file's end offset and time in its header (the seed, format §5.8).
         live_writer: another process holds the store lock; an item past indexCount in the newest file is then a put
         in flight (IndexFile.putKey writes the item and its slot before the header), not damage.
         """
@@ -248,7 +248,7 @@ class IndexFile:
     def slot_of(self, key: str) -> int:
         return index_hash(java_string_hash(key)) % self.hash_slot_num
 
-    # ---------------------------------------------------------------- write (§5.6)
+    # ---------------------------------------------------------------- write (format §5.6)
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         return self.put_hash(java_string_hash(key), phy_offset, store_timestamp)
 
@@ -284,7 +284,7 @@ class IndexFile:
         self.on_disk_index_count = h.indexCount
         return True
 
-    # ---------------------------------------------------------------- read (§5.7)
+    # ---------------------------------------------------------------- read (format §5.7)
     def is_time_matched(self, begin: int, end: int) -> bool:
         fb, fe = self.header.beginTimestamp, self.header.endTimestamp
         return (begin < fb and end > fe) or (fb <= begin <= fe) or (fb <= end <= fe)

@@ -102,7 +102,7 @@ class IndexService:
         return self.dir / name
 
     def last_file_for_write(self) -> IndexFile:
-        """getAndCreateLastIndexFile: the last file if not full, else a new one seeded from it (§5.8)."""
+        """getAndCreateLastIndexFile: the last file if not full, else a new one seeded from it (format §5.8)."""
         if self.files and not self.files[-1].is_write_full():
             return self.files[-1]
         prev = self.files[-1] if self.files else None

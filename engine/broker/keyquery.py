@@ -89,7 +89,7 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
     """Messages whose topic and key really match, store time exactly within [begin, end].
 
     The walk is wider than the broker's: decoded index times are floored to whole seconds (and item 1 of a
-    rolled file can decode later than real), so inclusion is decided on the message itself (§5.6, §5.7).
+    rolled file can decode later than real), so inclusion is decided on the message itself (format §5.6, §5.7).
     """
     if max_num <= 0:
         raise InvalidArgumentError(f"--max must be positive, got {max_num}")

@@ -1,9 +1,9 @@
 """Which keys a message indexes: the one statement of both rules (everything that builds or checks an index
 entry asks here; the bulk decoders in engine.jobs are tested against these functions).
 
-* broker IndexService (format §5.8, pitfall 23, 24): the UNIQ_KEY, then each KEYS token (KEYS split on a single
+* broker IndexService (format §5.8, pitfalls 23, 24): the UNIQ_KEY, then each KEYS token (KEYS split on a single
   space, empty tokens skipped), each as "topic#key", not de-duplicated; rollback records index nothing.
-* tiered dispatcher (format §9.6, pitfall 24, 39): the UNIQ_KEY unless blank, then every KEYS token unless KEYS
+* tiered dispatcher (format §9.6, pitfalls 24, 39): the UNIQ_KEY unless blank, then every KEYS token unless KEYS
   is blank (empty tokens kept, trailing empty tokens dropped by Java's split), de-duplicated, in Java HashSet
   iteration order.
 """

@@ -1,8 +1,8 @@
 """CommitLog message record codec (format §2).
 
 decode: bytes at a record start -> CheckResult (VALID / BLANK / CORRUPT / LENGTH_MISMATCH), as the
-broker's checkMessageAndReturnSize classifies them (§2.7). encode: MessageRecord -> bytes, as
-MessageExtEncoder writes them (§2.2, §2.6).
+broker's checkMessageAndReturnSize classifies them (format §2.7). encode: MessageRecord -> bytes, as
+MessageExtEncoder writes them (format §2.2, §2.6).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ MESSAGE_MAGIC_CODE_V2 = -626843477   # 0xDAA320AB, v2: 2-byte topic length (5.1.
 BLANK_MAGIC_CODE = -875286124        # 0xCBD43194, end-of-segment filler
 END_FILE_MIN_BLANK_LENGTH = 8
 
-# SYSFLAG bits (§2.3)
+# SYSFLAG bits (format §2.3)
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0
@@ -66,7 +66,7 @@ def host_len(sys_flag: int, v6_flag: int) -> int:
 
 
 def cal_msg_length(v2: bool, sys_flag: int, body_len: int, topic_len: int, props_len: int) -> int:
-    """calMsgLength (§2.2)."""
+    """calMsgLength (format §2.2)."""
     b = host_len(sys_flag, BORNHOST_V6_FLAG)
     s = host_len(sys_flag, STOREHOSTADDRESS_V6_FLAG)
     return 72 + b + s + max(body_len, 0) + (2 if v2 else 1) + topic_len + 2 + max(props_len, 0)
@@ -112,7 +112,7 @@ def parse_host(text: str) -> tuple[bytes, int]:
 # ---------------------------------------------------------------- properties
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Index-based parser of 4.9.1+/5.x (§2.5): only the first 0x01 splits; empty names/values dropped."""
+    """Index-based parser of 4.9.1+/5.x (format §2.5): only the first 0x01 splits; empty names/values dropped."""
     out: dict[str, str] = {}
     i, n = 0, len(text)
     while i < n:
@@ -130,7 +130,7 @@ def parse_properties(text: str) -> dict[str, str]:
 def serialize_properties(props: dict[str, str], trailing_separator: bool = True) -> str:
     """messageProperties2String: Java HashMap order, entries with a None value skipped.
 
-    A HEAD (5.2.0+) broker ends the text with 0x02; 4.9.1-5.1.x brokers do not (§2.5).
+    A HEAD (5.2.0+) broker ends the text with 0x02; 4.9.1-5.1.x brokers do not (format §2.5).
     """
     parts = []
     for name in hashset_order(list(props)):
@@ -153,7 +153,7 @@ _DELAY_MS = parse_delay_levels()
 
 
 def tags_code(topic: str, tags: str | None, props: dict[str, str], store_timestamp: int) -> int:
-    """The consume-queue tagsCode (§2.7 step 7)."""
+    """The consume-queue tagsCode (format §2.7 step 7)."""
     if topic == SCHEDULE_TOPIC and PROP_DELAY in props:
         try:
             level = int(props[PROP_DELAY])
@@ -170,7 +170,7 @@ def tags_code(topic: str, tags: str | None, props: dict[str, str], store_timesta
 # ---------------------------------------------------------------- ids
 
 def offset_msg_id(store_host: bytes, store_port: int, phy_offset: int) -> str:
-    """offsetMsgId (§2.10): store address + port + physical offset, uppercase hex."""
+    """offsetMsgId (format §2.10): store address + port + physical offset, uppercase hex."""
     return (store_host + struct.pack(">iq", store_port, phy_offset)).hex().upper()
 
 
@@ -293,7 +293,7 @@ class MessageRecord:
         return self.body
 
     def prop_crc(self) -> int | None:
-        """The value of the optional __CRC32# property (digits stored least significant first, §2.6)."""
+        """The value of the optional __CRC32# property (digits stored least significant first, format §2.6)."""
         v = self.properties.get(PROP_CRC32)
         if v is None or len(v) != 10 or not v.isdigit():
             return None
@@ -352,7 +352,7 @@ class CheckResult:
 
 def check_message(buf, pos: int = 0, end: int | None = None, check_crc: bool = True,
                   read_body: bool = True, force_verify_prop_crc: bool = False) -> CheckResult:
-    """checkMessageAndReturnSize (§2.7) over buf[pos:end]. Never raises on bad bytes."""
+    """checkMessageAndReturnSize (format §2.7) over buf[pos:end]. Never raises on bad bytes."""
     if end is None:
         end = len(buf)
     remaining = end - pos
@@ -453,7 +453,7 @@ def encode_record(rec: MessageRecord, trailing_separator: bool = True, append_pr
     """MessageExtEncoder.encode: the stored bytes of `rec` (its physical/queue offsets as set).
 
     Uses rec.properties_raw when present (exact round trip), else serialises rec.properties.
-    v2 defaults to the broker's rule: Java String.length() of the topic > 127 (§2.4).
+    v2 defaults to the broker's rule: Java String.length() of the topic > 127 (format §2.4).
     """
     if append_prop_crc:
         props = {k: v for k, v in rec.properties.items() if k != PROP_CRC32}
@@ -478,7 +478,7 @@ def encode_record(rec: MessageRecord, trailing_separator: bool = True, append_pr
         raise MessageEncodeError(f"topic is {len(topic_raw)} bytes; too long for a {'v2' if v2 else 'v1'} record")
     sys_flag = rec.sys_flag
     born_host, store_host = rec.born_host, rec.store_host
-    # The broker sets the v6 bits from the socket addresses (§2.3).
+    # The broker sets the v6 bits from the socket addresses (format §2.3).
     sys_flag = (sys_flag | BORNHOST_V6_FLAG) if len(born_host) == 16 else (sys_flag & ~BORNHOST_V6_FLAG)
     sys_flag = (sys_flag | STOREHOSTADDRESS_V6_FLAG) if len(store_host) == 16 else (sys_flag & ~STOREHOSTADDRESS_V6_FLAG)
     body = rec.body or b""
@@ -504,5 +504,5 @@ def encode_record(rec: MessageRecord, trailing_separator: bool = True, append_pr
 
 
 def blank_record(remaining: int) -> bytes:
-    """The 8 bytes written at the end of a full segment (§3.1)."""
+    """The 8 bytes written at the end of a full segment (format §3.1)."""
     return struct.pack(">ii", remaining, BLANK_MAGIC_CODE)

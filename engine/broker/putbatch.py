@@ -26,7 +26,7 @@ LOCALHOST = b"\x7f\x00\x00\x01"
 DEFAULT_STORE_PORT = 10911
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-#: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (§2.1).
+#: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (format §2.1).
 QUEUE_OFFSET_POS = 20
 
 
@@ -83,7 +83,7 @@ _UNIQ: list = []  # [UniqKeyGenerator], made on first use (one per process, as M
 
 
 def _topic_info(topic) -> tuple[bytes, int]:
-    """(length prefix + topic bytes, magic code) of a valid topic: v2 past 127 UTF-16 units (§2.4)."""
+    """(length prefix + topic bytes, magic code) of a valid topic: v2 past 127 UTF-16 units (format §2.4)."""
     if not isinstance(topic, str) or not topic:
         raise InvalidArgumentError("message has no topic")
     validate_topic(topic)
@@ -254,7 +254,7 @@ class MessageBatch:
             java_int(f"{name}Host port", getattr(rec, f"{name}_port"))
         props = dict(rec.properties)
         text = None
-        if None in props.values():  # skipped when written, but they still shape the HashMap order (§2.5)
+        if None in props.values():  # skipped when written, but they still shape the HashMap order (format §2.5)
             if PROP_UNIQ_KEY not in props:
                 props[PROP_UNIQ_KEY] = self._uniq()
             _check_none_props(props)
@@ -422,7 +422,7 @@ class MessageBatch:
         if len(bh) == 4 and len(sh) == 4:
             st = _HEAD44
             sys_flag &= ~0x30
-        else:  # the broker sets the v6 bits from the socket addresses (§2.3)
+        else:  # the broker sets the v6 bits from the socket addresses (format §2.3)
             st = _HEADS[(len(bh), len(sh))]
             sys_flag = (sys_flag | 0x10) if len(bh) == 16 else (sys_flag & ~0x10)
             sys_flag = (sys_flag | 0x20) if len(sh) == 16 else (sys_flag & ~0x20)

@@ -197,7 +197,7 @@ class SegmentQueue:
         return self.segments[0].start if self.segments else 0
 
     def find(self, offset: int) -> Segment | None:
-        """The segment holding global offset `offset` (§3.3 offset -> file); None in a gap or outside."""
+        """The segment holding global offset `offset` (format §3.3 offset -> file); None in a gap or outside."""
         if not self.segments or not self.file_size:
             return None
         if offset < self.segments[0].start or offset >= self.segments[-1].end:

@@ -169,7 +169,7 @@ def _valid_prefix(units: np.ndarray) -> int:
 
 
 def _correct_min(files: list[tuple[int, Path]], min_cl: int) -> tuple[int, int]:
-    """(minOffsetInQueue, maxOffsetInQueue) after correctMinOffset(min_cl) (§8.3, HEAD: binary search).
+    """(minOffsetInQueue, maxOffsetInQueue) after correctMinOffset(min_cl) (format §8.3, HEAD: binary search).
 
     Reads at most the last files (for the queue's last unit) and the first one (for the search).
     """
@@ -227,7 +227,7 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
 
 
 def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> bool:
-    """Expired segments, oldest first, never the last (§8.1). False when nothing else may be cleaned."""
+    """Expired segments, oldest first, never the last (format §8.1). False when nothing else may be cleaned."""
     segs: list[tuple[int, Path]] = []
     blocked = False
     for d in cfg.commitlog_dirs:
@@ -267,7 +267,7 @@ def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> bool:
 
 
 def _plan_queues(layout: StoreLayout, fence: _Fence, plan: CleanPlan, progress: Progress) -> None:
-    """Consume-queue files whose last unit lies below the new minimum, and corrected minimum offsets (§8.3)."""
+    """Consume-queue files whose last unit lies below the new minimum, and corrected minimum offsets (format §8.3)."""
     min_cl = plan.min_offset_after
     qdirs = [(tdir, qdir) for tdir in _segment_dirs(fence, layout.consumequeue_dir, plan.skipped, numeric=False)
              for qdir in _segment_dirs(fence, tdir, plan.skipped, numeric=True)]
@@ -305,7 +305,7 @@ def _last_unit_offset(p: Path) -> int | None:
 
 
 def _plan_index(layout: StoreLayout, fence: _Fence, plan: CleanPlan) -> None:
-    """Index files whose endPhyOffset lies below the new minimum, never the newest (§5.8, §8.4)."""
+    """Index files whose endPhyOffset lies below the new minimum, never the newest (format §5.8, §8.4)."""
     min_cl = plan.min_offset_after
     idir = layout.index_dir
     why = fence.check(idir) if idir.exists() or idir.is_symlink() else "vanished"

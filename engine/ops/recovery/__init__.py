@@ -1,4 +1,4 @@
-"""Crash recovery (format §6, §7, §4.4-4.5, §5.8): the broker's recovery, made safe for the data and the index.
+"""Crash recovery (format §6, §7, §4.4, §4.5, format §5.8): the broker's recovery, made safe for the data and the index.
 
     scan.py     read the commit log (resynchronising past damage) and what points into it
     trust.py    which checkpoint values, consume queues and index files can be trusted

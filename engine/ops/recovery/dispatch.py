@@ -36,7 +36,7 @@ class QueueFeed:
 
 
 class QueueDispatch(ScanHooks):
-    """putMessagePositionInfo (§4.3) for every record of the walk from `start` on, per queue.
+    """putMessagePositionInfo (format §4.3) for every record of the walk from `start` on, per queue.
 
     write=False only counts; write=True appends through engine.broker.consumequeue.ConsumeQueue.
     """
@@ -137,7 +137,7 @@ class ReplayStart:
 
 @dataclass
 class IndexReplay(ScanHooks):
-    """IndexService.buildIndex (§5.8) from a start point, file by file.
+    """IndexService.buildIndex (format §5.8) from a start point, file by file.
 
     existing: the store's index files by position; mode "plan" compares every produced file with the existing
     file at its position (or only counts past them), mode "apply" writes the files whose planned action is not

@@ -11,7 +11,7 @@ placeholder the broker accepts and its dispatchers skip:
 
 * a hole between two valid records becomes one valid record of exactly the hole's length: topic
   rmq_sys_rmqtool_quarantine, transaction type ROLLBACK (no consume-queue unit, format §4.2; not indexed,
-  §5.8 step 3), a zero body padding it out, a property RMQTOOL_QUARANTINED naming the quarantine folder;
+  format §5.8 step 3), a zero body padding it out, a property RMQTOOL_QUARANTINED naming the quarantine folder;
 * a non-last segment whose tail cannot be read gets a BLANK filler there (format §3.1), so the broker moves on
   to the next segment instead of ending the log;
 * a consume-queue unit that pointed at the damaged record stays (units are positional); a consumer reading it
@@ -61,7 +61,7 @@ class Repair:
 class QueuePlan:
     topic: str
     queue_id: int
-    max_offset_before: int          # queue offsets (units), as ConsumeQueue recovery finds them (§4.4)
+    max_offset_before: int          # queue offsets (units), as ConsumeQueue recovery finds them (format §4.4)
     max_offset_after: int
     truncate_to: int | None = None  # logical byte offset the queue is cut at (None: no cut)
     units_removed: int = 0          # non-zero units at or after the cut (pointing past the end, or stale)
@@ -69,7 +69,7 @@ class QueuePlan:
     zero_file: str | None = None    # file whose tail is zeroed, from zero_from to zero_to (in-file positions)
     zero_from: int = 0
     zero_to: int = 0
-    units_added: int = 0            # units re-dispatched (§4.3)
+    units_added: int = 0            # units re-dispatched (format §4.3)
     exists: bool = True
     dispatch_state: tuple[int, int | None] | None = None  # (max physic offset, logical end) after the cut
 

@@ -11,7 +11,7 @@ Where rmqtool differs from the broker, on purpose:
 * Bytes after the recovered end are zeroed (the broker leaves them; pitfall 13), so stale records never
   reappear in a later scan; consume-queue tails are zeroed for the same reason.
 * The broker deletes every index file whose endTimestamp is after the checkpoint's indexMsgTimestamp and
-  re-indexes only from its recovery start, which loses keys of messages it keeps (§7.6, RocketMQ issues 3868
+  re-indexes only from its recovery start, which loses keys of messages it keeps (format §7.6, RocketMQ issues 3868
   and 8007). rmqtool keeps the longest prefix of index files (and items) it can confirm and re-indexes every
   surviving record after it, the way an uninterrupted IndexService would have: the rebuilt files are
   byte-identical to what a put without the crash would have written.

@@ -3,7 +3,7 @@
 * Segment placement: a segment whose first record says it belongs at another offset was renamed or swapped;
   recovery reads the log in the order the records say and renames the files back.
 * Consume queues as their own recovery finds them (format §4.4), read one file at a time, and where each must be
-  cut once the commit-log end is known (§4.5).
+  cut once the commit-log end is known (format §4.5).
 * The walk (engine.ops.logread.walk) from the scan start with CRCs checked: counts, the last valid record, the
   gaps (damaged records, zeroed pages, segment tails without a filler, the end), and hooks for the index checks
   of engine.ops.recovery.trust. Nothing per record is kept: memory is one decode window plus O(queues + gaps).
@@ -166,7 +166,7 @@ class QueueState:
     file_size: int
     files: list[tuple[str, int, int]] = field(default_factory=list)  # (name, start, end of last non-zero unit)
     valid_end: int = 0         # logical byte offset of the first invalid unit
-    max_phys: int = -1         # offset+size of the last valid unit (a blank pre-fill unit counts, §4.4)
+    max_phys: int = -1         # offset+size of the last valid unit (a blank pre-fill unit counts, format §4.4)
     coverage: int = -1         # offset+size of the last valid unit that is a real one
     stale: int = 0             # non-zero units after the valid end
     exists: bool = True
@@ -219,7 +219,7 @@ class QueueCut:
 
 
 def cut_queue(root: Path, cfg: BrokerConfig, qs: QueueState, end: int) -> QueueCut:
-    """Where the queue is cut at commit-log end `end`: from the last file backwards (§4.5), one file at a time."""
+    """Where the queue is cut at commit-log end `end`: from the last file backwards (format §4.5), one file at a time."""
     c = QueueCut(max_phys=qs.max_phys, coverage=qs.coverage)
     keep_end = qs.valid_end
     if qs.valid_end and qs.max_phys > end or qs.stale:

@@ -57,7 +57,7 @@ def read_checkpoint(layout: StoreLayout) -> CheckpointFacts:
 
 def broker_start(cl: CommitLog, mode: str, cp: Checkpoint, max_phy_cq: int, index_safe: bool,
                  check_crc: bool) -> tuple[int, str]:
-    """HEAD's start file (§7.3/§7.4): walk back from the last segment to the first whose first record matches."""
+    """HEAD's start file (format §7.3/§7.4): walk back from the last segment to the first whose first record matches."""
     segs = cl.segments
     if not segs:
         return 0, "no commit-log segments"

@@ -21,7 +21,7 @@ Every algorithm follows what the Java code *does* (HEAD ``8fc57f1468d1``), inclu
     followed by a header rewrite).  ``put_key`` here returns ``"UNKNOWN_ERROR"`` in that case and keeps
     the Java exception text in ``last_error``.
 
-  (Format §9.5 says "Java then throws" for every negative slot; that is only true for slot <= -4.)
+  (Format format §9.5 says "Java then throws" for every negative slot; that is only true for slot <= -4.)
 * timeDiff = ``(int)((timestamp - begin) / 1000L)``: truncation toward zero, then int32 wrap, no clamp.
 
 The query rules are in :mod:`engine.tiered.index.queries`, compaction in :mod:`.compaction`.
