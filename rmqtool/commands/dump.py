@@ -7,6 +7,7 @@ answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
@@ -15,7 +16,8 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, JsonOpt, StoreOpt, build_config, expand_path
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config,
+                             expand_path)
 
 DUMP_LIMIT = 1_000_000_000
 #: Lines written between two flushes once the first line is out (the first goes out alone: `| head -1`).
@@ -130,51 +132,159 @@ def _resolve(st, kind: str, text: str) -> int:
         raise InvalidArgumentError(str(e)) from None
 
 
+QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
+GET_EXAMPLES = """Examples:
+
+  rmqtool get -s ~/store --offset 1234567
+
+  rmqtool get -s ~/store --msg-id 7F0000010000A7F100000000000012D6 --json
+
+  rmqtool get -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50 --json
+"""
+
+
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def get(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
                                                         "(repeatable).")] = None,
-    msg_id: Annotated[Optional[List[str]], typer.Option("--msg-id", "-m", help="Offset message id (store host + "
-                                                        "port + offset, as mqadmin queryMsgById takes; repeatable).")] = None,
+    msg_id: Annotated[Optional[List[str]], typer.Option("--msg-id", "-m", help="Message id (repeatable): an offset "
+                                                        "message id (store host + port + offset, mqadmin queryMsgById) "
+                                                        "or the client's UNIQ_KEY, found through the index "
+                                                        "(queryMsgByUniqueKey; in --topic, else in every topic).")] = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", "-f", help="Read offsets or message ids, one "
                                                       "per line ('-' for stdin).")] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic: of --queue-id/--queue-offset, or "
+                                                 "where a UNIQ_KEY given as --msg-id is looked up.")] = None,
+    queue_id: QueueIdOpt = None,
+    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
+                                                        "at this queue offset of --topic/--queue-id and its message "
+                                                        "(mqadmin queryMsgByOffset).")] = None,
+    count: Annotated[Optional[int], typer.Option("--count", "-n", help="With --queue-offset: this many units from "
+                                                 "it (streamed like several messages; cut at the max offset).")] = None,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
 ) -> None:
-    """Messages by commit-log offset or offset message id.
+    """Messages by commit-log offset, message id (offset message id or UNIQ_KEY), or queue offset.
 
     One message is shown in full; several stream as NDJSON (--json) or one table row each. A message that is
     not where it was asked for, or not valid there, is reported on stderr and the exit code is 3 (2 when it
-    was the only one asked for).
+    was the only one asked for). A queue offset outside the queue's [min, max) is an error naming both; a unit
+    that points outside the commit log or at a record of another topic, queue or queue offset is reported
+    (exit 3), never answered with that record.
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
+    from engine.ops.read import find_by_msg_id
 
+    by_queue = _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count)
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
+    if by_queue:
+        with MessageStore(cfg) as st:
+            _get_by_queue(st, topic, queue_id, queue_offset, count, json_out)
+        return
     if not offset and not msg_id and from_file is None:
-        raise InvalidArgumentError("give --offset, --msg-id or --from-file")
-    cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+        raise InvalidArgumentError("give --offset, --msg-id, --from-file or --topic/--queue-id/--queue-offset")
     asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kind, text = next(asked)
-            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else st.get_by_msg_id(text)
+            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
-            if json_out:
-                render.emit_json(rec.to_json())
-            else:
-                _show_message(rec)
+            _show_one(rec, json_out)
             return
         _warn_problems(st)
         with render.gc_paused():
-            bad, total = _get_many(st, asked, json_out)
+            bad, total = _get_many(st, asked, json_out, topic)
     if bad:
         render.note(f"{bad} of {total} message(s) could not be returned")
         raise typer.Exit(3)
 
 
-def _get_many(st, asked, json_out: bool) -> int:
+def _show_one(rec, json_out: bool) -> None:
+    if json_out:
+        render.emit_json(rec.to_json())
+    else:
+        _show_message(rec)
+
+
+def _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count) -> bool:
+    """True for a read by queue offset; InvalidArgumentError for options that do not go together."""
+    from engine.errors import InvalidArgumentError
+
+    if queue_offset is None:
+        if queue_id is not None:
+            raise InvalidArgumentError("--queue-id goes with --queue-offset (and --topic)")
+        if count is not None:
+            raise InvalidArgumentError("--count goes with --queue-offset (give several --offset or --msg-id instead)")
+        return False
+    if offset or msg_id or from_file is not None:
+        raise InvalidArgumentError("give --queue-offset or --offset/--msg-id/--from-file, not both")
+    if topic is None or queue_id is None:
+        raise InvalidArgumentError("--queue-offset needs --topic and --queue-id")
+    return True
+
+
+def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[int], json_out: bool) -> None:
+    """Units from a queue offset and their messages (engine.ops.read.read_by_queue_offset), rendered as get
+    renders messages: one in full without --count, else streamed."""
+    from engine.ops.read import read_by_queue_offset
+
+    qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
+    _warn_problems(st)
+    if count is None:
+        c = next(qr.units)
+        if c.record is None or c.status != "OK":
+            render.note(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
+            raise typer.Exit(3)
+        _show_one(c.record, json_out)
+        return
+    out = LineWriter()
+    if not json_out:
+        out.line(table_row(*TABLE_HEADER))
+    bad = 0
+    for c in qr.units:
+        if c.status != "OK" or c.record is None:
+            bad += 1
+            out.flush()
+            render.note(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
+            continue
+        r = c.record
+        out.line(json.dumps(r.to_json(), ensure_ascii=False) if json_out else
+                 message_rows([_cells(r)])[0])
+    out.flush()
+    if qr.count < qr.asked:
+        render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
+    if bad:
+        render.note(f"{bad} of {qr.count} unit(s) could not be answered with their message")
+        raise typer.Exit(3)
+
+
+def _cells(r) -> tuple:
+    """The table cells of one decoded record (as run_table_rows gives them for many)."""
+    from engine.broker.recordjson import fmt_time
+
+    return (r.physical_offset, r.total_size, fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+            r.msg_id, " ".join(r.keys))
+
+
+def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
+    """(the message whose UNIQ_KEY is `text`, "") for an id that is no valid offset message id, else (None, why
+    neither form found a message)."""
+    from engine.errors import InvalidArgumentError
+    from engine.ops.read import find_by_msg_id
+
+    try:
+        return find_by_msg_id(st, text, topic), ""
+    except InvalidArgumentError as e:
+        return None, str(e)
+
+
+def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
     from engine.broker.message import decode_offset_msg_id
@@ -208,11 +318,18 @@ def _get_many(st, asked, json_out: bool) -> int:
                 out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
                 continue
             i, reason = item
+            kind, text = chunk[i]
+            why = ""
+            if kind == "msgId":
+                rec, why = _uniq_fallback(st, text, topic)
+                if rec is not None:
+                    out.line(json.dumps(rec.to_json(), ensure_ascii=False) if json_out else
+                             message_rows([_cells(rec)])[0])
+                    continue
             bad += 1
             out.flush()
-            kind, text = chunk[i]
-            render.note(f"error: {kind} {text}: " + (errors[i] if i in errors else
-                        f"no valid message at commit-log offset {offsets[i]}: {reason}"))
+            render.note(f"error: {why}" if why else f"error: {kind} {text}: " + (
+                errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
     return bad, total
 
