@@ -14,7 +14,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from rmqtool import render
+from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config,
                              expand_path)
@@ -334,50 +334,94 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
     return bad, total
 
 
+DUMP_EXAMPLES = """Examples:
+
+  rmqtool dump-commitlog -s ~/store --topic TopicTest --begin now-1h --json
+
+  rmqtool dump-commitlog -s ~/store --files 00000000001073741824 --body hex --json | head
+
+  rmqtool dump-commitlog -s ~/store --from-offset 1073741824 --to-offset 1100000000 --body-dir /tmp/bodies
+"""
+
+
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def dump_commitlog(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    from_offset: Annotated[Optional[int], typer.Option("--from", help="Start at this record boundary (default: the "
-                                                       "first segment).")] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only messages of this topic.")] = None,
+    begin: Annotated[Optional[str], typer.Option("--begin", "-b", help=times.BEGIN_HELP)] = None,
+    end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP)] = None,
+    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Start at this commit-log offset, a "
+                                                       "record boundary (default: the first segment).")] = None,
+    from_alias: Annotated[Optional[int], typer.Option("--from", hidden=True, help="Same as --from-offset.")] = None,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Stop before this commit-log offset "
+                                                     "(exclusive).")] = None,
+    files: Annotated[Optional[List[str]], typer.Option("--files", help="Only these segment files of the store "
+                                                       "(20-digit names; repeatable or comma-separated, as "
+                                                       "kafka-dump-log --files).")] = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
+    body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
+                                      "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
+                                      metavar="none|utf8|hex|base64")] = "auto",
+    body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
+                                                     "commit-log offset>.body (DIR outside the store, new or "
+                                                     "empty).", file_okay=False)] = None,
+    max_message_size: Annotated[Optional[int], typer.Option("--max-message-size", help="A record whose TOTALSIZE "
+                                                            "is above this is reported CORRUPT, not trusted (the rest "
+                                                            "of its segment is skipped).")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
-    (not skipped silently).
+    (not skipped silently); filtered by topic, store time, offset range or segment files.
 
-    Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
+    Streams NDJSON (--json) or a plain table, one row per line. The offset range and --files seek (nothing
+    before them is read); damage inside them is shown whatever the topic and time filters. Exits 3 when
+    something damaged was met.
     """
-    from engine.broker.message import BLANK, VALID
+    from engine.broker.recordjson import BODY_MODES
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
+    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
 
     if count is not None and not 0 < count <= DUMP_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_offset is not None and not 0 <= from_offset < 2**63:
-        raise InvalidArgumentError(f"--from {from_offset} is negative" if from_offset < 0 else
-                                   f"--from {from_offset} is out of range: it must fit a Java long")
+    if from_alias is not None:
+        if from_offset is not None:
+            raise InvalidArgumentError("give --from-offset or --from, not both")
+        if not 0 <= from_alias < 2**63:
+            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
+                                       f"--from {from_alias} is out of range: it must fit a Java long")
+        from_offset = from_alias
+    if body not in BODY_MODES:
+        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
+    if body != "auto" and not json_out:
+        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
+                                   "or use --body-dir")
+    b, e = times.parse_range(begin, end)
+    flt = DumpFilter(topic, b, e, from_offset, to_offset, files, max_message_size, not no_check_crc)
+    flt.check()
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with MessageStore(cfg) as st:
+        bodies = BodyDir(body_dir, st) if body_dir is not None else None
+        entries = dump_entries(st, flt)
         _warn_problems(st)
-        if from_offset is not None:
-            r = st.commitlog.check_at(from_offset, check_crc=False, check_position=False)
-            if r.status not in (VALID, BLANK):
-                raise InvalidArgumentError(f"--from {from_offset} is not a record boundary: {r.reason}")
+        if bodies is not None:
+            bodies.create()
         with render.gc_paused():
-            bad = _dump(st, from_offset, count, not no_check_crc, json_out)
+            bad = _dump(entries, count, json_out, body, bodies)
+    if bodies is not None:
+        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}")
     if bad:
         render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
         raise typer.Exit(3)
 
 
-def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
+def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
-    import json
-
-    from engine.broker.logrun import RecordRun, scan_runs
+    from engine.broker.logrun import RecordRun
     from engine.broker.message import BLANK
     from engine.broker.recordjson import run_json_lines, run_table_rows
 
@@ -385,14 +429,16 @@ def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
     bad = n = 0
-    for e in scan_runs(st.commitlog, start, check_crc=check_crc):
+    for e in entries:
         if count is not None and n >= count:
             break
         if isinstance(e, RecordRun):
             if count is not None and n + len(e) > count:
                 e = e.head(count - n)
             n += len(e)
-            out.lines(run_json_lines(e, ', "type": "MESSAGE"') if json_out else message_rows(run_table_rows(e)))
+            if bodies is not None:
+                bodies.write_run(e)
+            out.lines(run_json_lines(e, ', "type": "MESSAGE"', body) if json_out else message_rows(run_table_rows(e)))
             continue
         n += 1
         bad += e.kind != BLANK
