@@ -12,7 +12,7 @@ from typing import Iterator
 
 from engine.broker import keyquery
 from engine.broker.message import VALID, MessageRecord, decode_offset_msg_id
-from engine.errors import InvalidArgumentError
+from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, select_queues
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
@@ -122,6 +122,10 @@ def _by_uniq_key(store, text: str, topic: str | None) -> tuple[MessageRecord | N
             return None, f"the store has {len(topics)} topics, too many to search them all (give --topic)"
     damaged: set[str] = set()
     keys = [text] if text == text.upper() else [text, text.upper()]  # client ids are upper-case hex
+    try:
+        store.index  # noqa: B018 -- opened once here, so an unreadable index is a reason, not a second error
+    except StoreError as e:
+        return None, f"the index cannot be searched: {e}"
     for t in topics:
         for k in keys:
             res = keyquery.query(store, t, k, max_num=1, unique=True)
