@@ -48,7 +48,8 @@ def test_golden_c_seeded_needs_the_items_to_decide():
 def test_inspect_index_walks_golden_files_without_flags(scenario):
     p = GOLDEN / "indexfile" / scenario / "index.bin"
     want = params(scenario)
-    queries = [json.loads(line) for line in (GOLDEN / "indexfile" / scenario / "queries.jsonl").read_text().splitlines()]
+    text = (GOLDEN / "indexfile" / scenario / "queries.jsonl").read_text()
+    queries = [json.loads(line) for line in text.splitlines()]
     full = [q for q in queries if q["begin"] == 0 and q["end"] == 2**63 - 1 and q["maxNum"] >= 64]
     assert full
     for q in full[:4]:

@@ -16,8 +16,8 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config,
-                             expand_path)
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
+                             build_config, expand_path)
 
 DUMP_LIMIT = 1_000_000_000
 #: Lines written between two flushes once the first line is out (the first goes out alone: `| head -1`).
@@ -150,10 +150,10 @@ def get(
     broker_conf: BrokerConfOpt = None,
     offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
                                                         "(repeatable).")] = None,
-    msg_id: Annotated[Optional[List[str]], typer.Option("--msg-id", "-m", help="Message id (repeatable): an offset "
-                                                        "message id (store host + port + offset, mqadmin queryMsgById) "
-                                                        "or the client's UNIQ_KEY, found through the index "
-                                                        "(queryMsgByUniqueKey; in --topic, else in every topic).")] = None,
+    msg_id: Annotated[Optional[List[str]], typer.Option(
+        "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
+        "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
+        "every topic).")] = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", "-f", help="Read offsets or message ids, one "
                                                       "per line ('-' for stdin).")] = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic: of --queue-id/--queue-offset, or "
@@ -171,11 +171,14 @@ def get(
 ) -> None:
     """Messages by commit-log offset, message id (offset message id or UNIQ_KEY), or queue offset.
 
-    One message is shown in full; several stream as NDJSON (--json) or one table row each. A message that is
-    not where it was asked for, or not valid there, is reported on stderr and the exit code is 3 (2 when it
-    was the only one asked for). A queue offset outside the queue's [min, max) is an error naming both; a unit
-    that points outside the commit log or at a record of another topic, queue or queue offset is reported
-    (exit 3), never answered with that record.
+    One message is shown in full; several stream as NDJSON (--json) or one table row each.
+
+    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 3 (2 when
+    it was the only one asked for).
+
+    A queue offset outside the queue's [min, max) is an error naming both; a unit that points outside the
+    commit log, or at a record of another topic, queue or queue offset, is reported (exit 3), never answered
+    with that record.
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
@@ -377,9 +380,10 @@ def dump_commitlog(
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
     (not skipped silently); filtered by topic, store time, offset range or segment files.
 
-    Streams NDJSON (--json) or a plain table, one row per line. The offset range and --files seek (nothing
-    before them is read); damage inside them is shown whatever the topic and time filters. Exits 3 when
-    something damaged was met.
+    Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
+
+    The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
+    --topic and --begin/--end say.
     """
     from engine.broker.recordjson import BODY_MODES
     from engine.broker.store import MessageStore
