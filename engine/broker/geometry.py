@@ -13,7 +13,6 @@ from its files (engine.broker.segments, SegmentQueue), the configured size only 
 """
 from __future__ import annotations
 
-import mmap
 import os
 from collections import Counter
 from pathlib import Path
@@ -23,6 +22,7 @@ import numpy as np
 from engine.broker.config import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
+from engine.fsutil import map_readonly
 
 ITEM_SIZE, SLOT_SIZE = 20, 4
 #: Items of a file checked against each candidate geometry: the first and the last ones written.
@@ -171,19 +171,18 @@ def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarra
     except OSError:
         return cands
     try:
-        size = os.fstat(fd).st_size
-        mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        mm = map_readonly(fd, os.fstat(fd).st_size)  # holes read as zeros, never a fault (a sparse file)
     finally:
         os.close(fd)
     try:
         view = np.frombuffer(mm, dtype=np.uint8)
         n = index_count
-        keep = _items_fit(view, cands, np.array([n - 1], dtype=np.int64), n)
+        keep = _items_fit(view, cands, np.array([n - 1], dtype=np.int64))
         cands = cands[keep]
         if len(cands) > 1:
             ks = np.unique(np.concatenate([np.arange(1, min(n, SAMPLE_ITEMS + 1)),
                                            np.arange(max(1, n - SAMPLE_ITEMS), n)])).astype(np.int64)
-            cands = cands[_items_fit(view, cands, ks, n)]
+            cands = cands[_items_fit(view, cands, ks)]
         del view
         return cands
     finally:
@@ -200,7 +199,7 @@ def _i32(view: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return np.where(ok, v, -1)
 
 
-def _items_fit(view: np.ndarray, cands: np.ndarray, ks: np.ndarray, n: int) -> np.ndarray:
+def _items_fit(view: np.ndarray, cands: np.ndarray, ks: np.ndarray) -> np.ndarray:
     """For each candidate (row), do items ks (1 <= k < n) read as the broker's? Vectorised over both."""
     s = cands[:, 0:1]
     base = INDEX_HEADER_SIZE + SLOT_SIZE * s                        # (m, 1)
@@ -213,7 +212,9 @@ def _items_fit(view: np.ndarray, cands: np.ndarray, ks: np.ndarray, n: int) -> n
     fine = (key_hash >= 0) & (time_diff >= 0) & (prev >= 0) & (prev < k)
     slot = np.where(key_hash >= 0, key_hash, 0) % s
     head = _i32(view, INDEX_HEADER_SIZE + SLOT_SIZE * slot)
-    fine &= (head >= k) & (head < n)                               # the slot's head is this item or a newer one
+    # The slot's head is this item or a newer one (bounded by the capacity, not by n: a live writer may have
+    # added items since the header was read).
+    fine &= (head >= k) & (head < cands[:, 1:2])
     prev_hash = _i32(view, base + ITEM_SIZE * np.maximum(prev, 0))
     fine &= (prev == 0) | ((prev_hash >= 0) & (np.where(prev_hash >= 0, prev_hash, 0) % s == slot))
     item0 = [_i32(view, base[:, 0] + o) for o in (0, 4, 8, 12, 16)]
