@@ -92,6 +92,17 @@ def test_offset_range_seeks_and_the_from_alias_still_works(store):
         [acks[1]["commitLogOffset"]]
 
 
+def test_from_offset_inside_a_record_names_the_records_around_it(store):
+    root, acks = store
+    a, b = acks[1]["commitLogOffset"], acks[2]["commitLogOffset"]
+    r = run(["dump-commitlog", "-s", root, "--from-offset", a + 4])
+    assert_one_line_error(r, 2, f"(records start at {a} and {b})")
+    last = [x for x in acks if seg_name(x["commitLogOffset"]) == seg_name(0)][-1]
+    r = run(["dump-commitlog", "-s", root, "--from-offset", 4090])   # in the BLANK filler's zero tail
+    assert_one_line_error(r, 2, f"the last record of its segment starts at {last['commitLogOffset']}; the next "
+                          "segment starts at 4096")
+
+
 def test_files_dump_only_those_segments(store):
     root, acks = store
     names = sorted(p.name for p in (root / "commitlog").iterdir())
@@ -190,7 +201,7 @@ def test_max_message_size_reports_bigger_records_as_corrupt(tmp_path):
     (["--begin", "2024-03-06", "--end", "2024-03-05"], "is after --end"),
     (["--begin", "yesterday"], "--begin"),
     (["--begin", "1700000000"], "--begin"),                       # epoch seconds: refused with a hint
-    (["--from-offset", "5"], "not a record boundary"),
+    (["--from-offset", "5"], "not a record boundary: bad magic code"),
     (["--from", "5"], "not a record boundary"),
     (["--from-offset", "-3"], "negative"),
     (["--from-offset", "100", "--to-offset", "100"], "not above --from-offset"),

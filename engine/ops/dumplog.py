@@ -99,7 +99,8 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
     if flt.from_offset is not None:
         r = cl.check_at(flt.from_offset, check_crc=False, check_position=False)
         if r.status not in (VALID, BLANK):
-            raise InvalidArgumentError(f"--from-offset {flt.from_offset} is not a record boundary: {r.reason}")
+            raise InvalidArgumentError(f"--from-offset {flt.from_offset} is not a record boundary: {r.reason}"
+                                       f"{_boundaries_near(cl, flt.from_offset)}")
     if flt.files:
         spans = [(s.start, s.end) for s in select_segments(cl, flt.files)]
     else:
@@ -115,6 +116,31 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
 def _bound(pick, x: int | None, y: int | None) -> int | None:
     """pick(x, y), where None is no bound."""
     return y if x is None else x if y is None else pick(x, y)
+
+
+def _boundaries_near(cl, offset: int) -> str:
+    """For the error of a --from-offset inside a record: the record starts on either side of it, found by
+    decoding its segment from the start up to it (one segment at most, never the log before it)."""
+    from engine.broker.records import SegmentEnd, decode_segment
+
+    seg = cl.queue.find(offset)
+    if seg is None:
+        return ""
+    buf = cl.queue.buffer(seg)
+    target, before = offset - seg.start, None
+    for item in decode_segment(buf, 0):
+        if isinstance(item, SegmentEnd):
+            break
+        pos = item.pos
+        after = pos[pos > target]
+        prior = pos[pos <= target]
+        if len(prior):
+            before = int(prior[-1])
+        if len(after):
+            return f" (records start at {seg.start + before} and {seg.start + int(after[0])})" if before is not None \
+                else f" (the next record starts at {seg.start + int(after[0])})"
+    last = f"the last record of its segment starts at {seg.start + before}; " if before is not None else ""
+    return f" ({last}the next segment starts at {seg.end})"
 
 
 def _walk(cl, start: int | None, stop: int | None, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
