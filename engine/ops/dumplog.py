@@ -178,10 +178,14 @@ def _filtered(run: RecordRun, topic: bytes | None, begin: int, end: int) -> Reco
     mask = (b.store_ts >= begin) & (b.store_ts <= end)
     if topic is not None:
         mask &= b.topic_len == len(topic)
-        for i in np.flatnonzero(mask).tolist():
-            p = int(b.topic_pos[i])
-            if run.buf[p:p + len(topic)] != topic:
-                mask[i] = False
+        if mask.any():
+            view = np.frombuffer(run.buf, dtype=np.uint8)
+            pos = b.topic_pos[mask]
+            same = np.ones(len(pos), dtype=bool)
+            for j, byte in enumerate(topic):  # one vector compare per topic byte (at most 127 for a V1 topic)
+                same &= view[pos + j] == byte
+            del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
+            mask[np.flatnonzero(mask)[~same]] = False
     if mask.all():
         return run
     idx = np.flatnonzero(mask)
