@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import InvalidArgumentError
 from rmqtool import render
 from rmqtool.cli import handles_errors
 
@@ -54,6 +53,8 @@ def _compare_rebuilt(directory: Path) -> None:
     render.out.print(f"{len(new)} rebuilt index file(s), byte-identical to put's: {'yes' if same else 'NO'}",
                      markup=False)
     if not same:
+        from engine.errors import InvalidArgumentError
+
         raise InvalidArgumentError("the rebuilt index differs from the incrementally built one")
 
 
@@ -74,6 +75,8 @@ def demo(
     marker = directory / ".rmqtool-sample"
     if directory.exists():
         if not marker.exists():
+            from engine.errors import InvalidArgumentError
+
             raise InvalidArgumentError(f"{directory} exists and is not an rmqtool sample store; pick another path")
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
