@@ -69,14 +69,13 @@ def demo(
                                         "JVM; 'none' skips the step).")] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
+    from engine.errors import InvalidArgumentError
     root = ctx.find_root().command  # the rmqtool app itself, without importing it
 
     directory = directory.resolve()
     marker = directory / ".rmqtool-sample"
     if directory.exists():
         if not marker.exists():
-            from engine.errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"{directory} exists and is not an rmqtool sample store; pick another path")
         shutil.rmtree(directory)
     directory.mkdir(parents=True)

@@ -93,8 +93,10 @@ def query_key(
                   cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
                   tiered_max_index=tiered_max_index)
     if tiered_dir is not None:
-        _query_tiered(tiered_dir, topic, key, max_num, b, e, unique_key, raw, store, broker_conf, tiered,
-                      (hash_slots, max_index, commitlog_file_size), json_out, explain)
+        tiered.update(tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
+                      raw=raw, store=store, broker_conf=broker_conf, hash_slots=hash_slots, max_index=max_index,
+                      commitlog_file_size=commitlog_file_size)
+        _query_tiered(tiered, json_out, explain)
         return
     _refuse_tiered_only(tiered)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
@@ -114,17 +116,13 @@ def _refuse_tiered_only(tiered: dict) -> None:
         raise InvalidArgumentError(f"--{given[0].replace('_', '-')} only applies with --tiered-dir")
 
 
-def _query_tiered(tiered_dir, topic, key, max_num, b, e, unique, raw, store, broker_conf, tiered: dict,
-                  geometry: tuple, json_out: bool, explain: bool) -> None:  # the options of one tiered query
+def _query_tiered(fields: dict, json_out: bool, explain: bool) -> None:
+    """One tiered query: `fields` are those of engine.tiered.index.TieredKeyQuery."""
     from engine.tiered.index import TieredKeyQuery, query_tiered_key
     from rmqtool.render_tiered import render_key_answer
 
-    hash_slots, max_index, commitlog_file_size = geometry
-    answer = query_tiered_key(TieredKeyQuery(
-        tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique, raw=raw,
-        store=store, broker_conf=broker_conf, hash_slots=hash_slots, max_index=max_index,
-        commitlog_file_size=commitlog_file_size, **tiered))
-    render_key_answer(answer, topic, key, json_out, explain)
+    answer = query_tiered_key(TieredKeyQuery(**fields))
+    render_key_answer(answer, fields["topic"], fields["key"], json_out, explain)
 
 
 def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
