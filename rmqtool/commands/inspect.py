@@ -128,7 +128,7 @@ def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
 def _render_report(rep, json_out: bool) -> None:
     if rep.walk is not None:
         _walk(rep.walk, json_out)
-        if rep.walk["stop"] == "limit":
+        if "(limit)" in str(rep.walk["stop"]):
             from rmqtool import tables
 
             tables.cut_note(len(rep.walk["items"]), "--max", f"items of the chain of slot {rep.walk['slot']}")

@@ -20,12 +20,16 @@ app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, he
 
 TIER_PANEL = "Tiered store"
 def _topic_not_path(value):
-    """-t is --topic in every command; it used to be --tiered-store-path here: a path given to it is refused (a topic
-    name has no '/'), so an old script fails loudly instead of filtering on a topic that does not exist."""
+    """-t is --topic in every command; it used to be --tiered-store-path here: a directory given to it is refused,
+    so an old script fails loudly instead of filtering on a topic that does not exist."""
+    import os
+
     for v in (value if isinstance(value, list) else [value]):
-        if v is not None and "/" in v:
-            raise typer.BadParameter(f"{v!r} is not a topic name: -t means --topic in every command; give the tiered "
-                                     "store path with -T/--tiered-store-path")
+        if v is not None and "/" in v and os.path.isdir(v):
+            from rmqtool.cli import fail
+
+            fail(f"-t {v}: -t means --topic in every command; give the tiered store path with "
+                 "-T/--tiered-store-path")
     return value
 
 
@@ -91,6 +95,20 @@ def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str],
 
 def _time(v) -> str:
     return "" if v is None else ("empty" if v == 2**63 - 1 else times.format_time(v))
+
+
+def _java_time(text: str, option: str) -> int:
+    """A time the broker's API takes as a Java long: any integer as it is (flat stores written by tests and tools
+    carry synthetic store times), else the one time grammar (rmqtool.times)."""
+    t = text.strip()
+    if t.lstrip("+-").isdigit():
+        v = int(t)
+        if not -(2**63) <= v < 2**63:
+            from engine.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"{option} {text} is not a Java long")
+        return v
+    return times.parse_time(t, option)
 
 
 def _one_of(*given: tuple[str, object]):
@@ -184,8 +202,9 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
 @app.command("offset-by-time")
 @handles_errors
 def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
-                   timestamp: Annotated[list[str], typer.Option("--timestamp", help=f"{times.GRAMMAR} (repeat the "
-                                                                "option for several).")],
+                   timestamp: Annotated[list[str], typer.Option("--timestamp", help=f"Any epoch in ms as the broker "
+                                                                f"takes it, or {times.GRAMMAR} (repeat the option "
+                                                                "for several).")],
                    boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
                    tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
@@ -193,7 +212,7 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
     """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
     from engine.tiered.flat.answers import offsets_by_time
 
-    stamps = [times.parse_time(t, "--timestamp") for t in timestamp]
+    stamps = [_java_time(t, "--timestamp") for t in timestamp]
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         rows = offsets_by_time(st, topic, queue_id, stamps, boundary)
         _emit_rows(json_out, f"offset by time, {topic}/{queue_id}", rows, ["timestamp", "boundary", "result", "error"])
@@ -298,8 +317,8 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
 def clean(reserved_hours: Annotated[Optional[int], typer.Option(
               "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
               "reserveTime (required).")] = None,
-          now: Annotated[Optional[str], typer.Option("--now", help=f"The time retention is judged at: {times.GRAMMAR} "
-                                                     "(default: now).")] = None,
+          now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
+                                                     f"{times.GRAMMAR} (default: now).")] = None,
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
           tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
@@ -312,7 +331,7 @@ def clean(reserved_hours: Annotated[Optional[int], typer.Option(
     from engine.tiered.flat.retention import apply_clean, plan_clean
 
     reserve_hours = _one_of(("--reserved-hours", reserved_hours), ("--reserve-hours", reserve_hours))
-    now_ms = times.now_ms() if now is None else times.parse_time(now, "--now")
+    now_ms = times.now_ms() if now is None else _java_time(now, "--now")
     if not -(2**31) <= reserve_hours <= 2**31 - 1:
         raise InvalidArgumentError(f"--reserved-hours {reserve_hours} is not a Java int")
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
