@@ -19,6 +19,7 @@ import pytest
 from engine.broker.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
 from engine.java.lang import java_is_blank
+from engine.tiered.index import compaction
 from engine.tiered.index import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
@@ -362,7 +363,7 @@ def test_golden_compact_from_read_only_source(golden, tmp_path):
         for method in ("fast", "slow"):
             out = u.compact(tmp_path / f"c_{method}", method=method)
             assert Path(out).read_bytes() == (T2 / "compacted.bin").read_bytes()
-        assert u._compaction_plan_fast() is not None  # the golden file is well-formed
+        assert compaction.plan_fast(u) is not None  # the golden file is well-formed
 
 
 def test_golden_stats_and_walk_match_brute_force(golden):
@@ -470,7 +471,7 @@ def test_fast_and_slow_compaction_agree_on_larger_file(tmp_path):
         assert r == ref.put(*args)
         if r == "FILE_FULL":
             break
-    assert f._compaction_plan_fast() is not None
+    assert compaction.plan_fast(f) is not None
     a = Path(f.compact(tmp_path / "fast", method="fast")).read_bytes()
     b = Path(f.compact(tmp_path / "slow", method="slow")).read_bytes()
     f.close()

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
+from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
                                    MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
                                    MessageEncodeError, MessageRecord, blank_record, check_message, encode_record)
 from engine.broker.records import is_zero_area
@@ -60,15 +60,6 @@ class ScanEntry:
     pos: int
     reason: str
     segment: str
-
-
-def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:
-    """Why a record-by-record scan of one segment stops at pos: ("blank" | "zero" | "corrupt", reason)."""
-    if r.status == BLANK:
-        return "blank", ""
-    if is_zero_area(buf, pos, n):
-        return "zero", ""
-    return "corrupt", r.reason
 
 
 def quick_valid_size(buf, pos: int, n: int, check_crc: bool) -> int:
@@ -177,10 +168,6 @@ class CommitLog:
             if quick_valid_size(buf, pos, len(buf), check_crc) > 0 and _Q.unpack_from(buf, pos + 28)[0] == offset:
                 return buf, pos
         return self.check_at(offset, check_crc)
-
-    def read_message(self, offset: int, check_crc: bool = True) -> MessageRecord | None:
-        r = self.check_at(offset, check_crc)
-        return r.record if r.status == VALID else None
 
     def max_file_offset(self) -> int:
         return self.segments[-1].end if self.segments else 0

@@ -63,13 +63,6 @@ def file_path(broker: str, topic: str, queue_id: int) -> str:
     return f"{broker}/{topic}/{queue_id}"
 
 
-def parse_file_path(path: str) -> tuple[str, str, int] | None:
-    parts = path.split("/")
-    if len(parts) != 3 or not _QUEUE_DIR.match(parts[2]) or int(parts[2]) > JAVA_INT_MAX:
-        return None
-    return parts[0], parts[1], int(parts[2])
-
-
 def validate_component(kind: str, name: str) -> str:
     """A cluster or broker name becomes one directory name: refuse what would leave the tier."""
     if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
@@ -223,12 +216,6 @@ class TieredLayout:
                     queues.append((t.name, int(q.name)))
         queues.sort()
         return queues, problems
-
-    def list_brokers(self) -> list[str]:
-        if not _is_dir(self.cluster_dir):
-            return []
-        return sorted(e.name for e in os.scandir(self.cluster_dir) if e.is_dir(follow_symlinks=False))
-
 
 def brokers_of(root: Path, cluster_dirname: str) -> list[str]:
     d = root / cluster_dirname

@@ -443,11 +443,6 @@ class IndexStoreFile:
         self._status = SEALED
         return out
 
-    def _compaction_plan_fast(self):
-        """The vectorised compaction plan, or None when the file needs the item-by-item walk (tests use it to
-        check that a file takes the fast path)."""
-        return compaction.plan_fast(self)
-
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int, *,
               reader: Optional[Reader] = None, begin_timestamp: Optional[int] = None) -> list[dict]:
         """``IndexStoreFile.queryAsync`` for this file's state; see :func:`engine.tiered.index.queries.query`."""
