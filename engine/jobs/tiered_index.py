@@ -60,7 +60,7 @@ from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
                                       HEADER_SIZE, INDEX_ITEM_SIZE)
-from engine.tiered.index.service import load_tiered_metadata
+from engine.tiered.flat.metadata import read_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
 TIERED_DEFAULT_INDEX_NUM = 20_000_000
@@ -436,7 +436,8 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
     if metadata_path is None:
         cand = layout.tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
-    meta = load_tiered_metadata(metadata_path) if metadata_path is not None else None
+    loaded = read_metadata(metadata_path) if metadata_path is not None else None
+    meta = loaded.metadata if loaded is not None else None
     known_ids, next_id = metadata_topic_ids(meta)
     result = TieredReindexResult(master, dry_run, str(config.root), str(target.directory) if target else "",
                                  hash_slot_num=hash_slot_num, index_num=index_num, format="tiered",
@@ -447,6 +448,8 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
         summaries = job.scan(segment_ranges(config, range_bytes), scan_fn, progress)
         plan = make_tiered_plan(job.runner, summaries, hash_slot_num, index_num, known_ids, next_id)
         _report(result, summaries, plan)
+        if loaded is not None:
+            result.anomalies += loaded.warnings   # the main file was unusable and its .bak was read
         if not dry_run:
             _build_and_publish(job, plan, progress)
         return result
