@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from engine.broker.config import BrokerConfig
-from engine.broker.layout import StoreLayout, list_index_files
+from engine.broker.layout import StoreLayout, is_inside, list_index_files
 from engine.broker.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
@@ -146,12 +146,12 @@ def resolve_output(layout: StoreLayout, out: Optional[Path], fmt: str, replace: 
     if why:
         raise InvalidArgumentError(f"--out {d}: {why}; choose a directory outside the store's data")
     tiered_dir = layout.tiered_index_dir.resolve()
-    if d == tiered_dir or _inside(d, tiered_dir):
+    if d == tiered_dir or is_inside(d, tiered_dir):
         raise InvalidArgumentError(f"--out {d}: the broker loads every numeric file under {tiered_dir} as an "
                                    "unsealed working file; choose another directory")
     if d == index_dir and fmt == "tiered":
         raise InvalidArgumentError(f"--out {d}: that is the broker's own index directory; choose another directory")
-    if _inside(d, index_dir):
+    if is_inside(d, index_dir):
         raise InvalidArgumentError(f"--out {d} lies inside the store's index directory; choose another directory")
     if d == index_dir:
         return _target(d, True, replace, index_file_size)
@@ -181,14 +181,6 @@ def _target(index_dir: Path, into_store: bool, replace: bool, file_size: Optiona
                 "only an index directory it built or one with nothing but index files: drop --replace to keep the "
                 "old directory as a backup")
     return OutputTarget(index_dir, into_store, replace)
-
-
-def _inside(p: Path, parent: Path) -> bool:
-    try:
-        p.relative_to(parent)
-    except ValueError:
-        return False
-    return p != parent
 
 
 # ============================================================================ the job
