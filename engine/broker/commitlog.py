@@ -180,6 +180,13 @@ class CommitLog:
         yielded, then the scan goes on at the next segment; in the last segment a zero area is the end of data
         (not yielded) and any other failure is yielded and ends the scan.
         """
+        return self.walk_segments(start, end, lambda seg, pos, last: self._scan_segment(
+            seg, pos, last, check_crc, end, check_position))
+
+    def walk_segments(self, start: int | None, end: int | None, per_segment) -> Iterator:
+        """The one walk over the segment files from `start` (default: the first segment) that scan and the bulk
+        reader (engine.broker.logrun) share: `per_segment(seg, pos, last)` yields a segment's entries and returns
+        True when the whole walk must stop; a missing segment is a GAP entry; one segment is mapped at a time."""
         segs = self.segments
         if not segs:
             return
@@ -196,7 +203,7 @@ class CommitLog:
         while idx < len(segs):
             seg = segs[idx]
             mapped_before = self.queue.is_mapped(seg)
-            stop = yield from self._scan_segment(seg, pos, idx == len(segs) - 1, check_crc, end, check_position)
+            stop = yield from per_segment(seg, pos, idx == len(segs) - 1)
             if not mapped_before:
                 self.queue.release(seg)  # a long walk keeps one segment mapped at a time
             if stop:
@@ -209,7 +216,7 @@ class CommitLog:
                     return
                 yield ScanEntry(GAP, seg.end, nxt.start - seg.end, None, 0,
                                 f"segment files missing: bytes {seg.end}..{nxt.start} are not in the store",
-                                seg.path.with_name(f"{seg.end:020d}").name)
+                                f"{seg.end:020d}")
 
     def _scan_segment(self, seg: Segment, pos: int, last: bool, check_crc: bool, end, check_position: bool):
         """Yield the entries of one segment from pos; returns True when the whole scan must stop."""
