@@ -56,7 +56,8 @@ from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
 from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
                                    check_store, no_progress, resolve_output)
-from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
+from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
+                               walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
                                       HEADER_SIZE, INDEX_ITEM_SIZE)
@@ -101,10 +102,8 @@ def check_tiered_geometry(hash_slot_num: int, index_num: int) -> None:
 # ============================================================================ scan
 
 @dataclass
-class TieredSegmentScan:
+class TieredSegmentScan(RangeScan):
     """One range's copied records (per record arrays) and their keys (key_hash, per key, HashSet order)."""
-    index: int
-    start: int
     topics: list[str]        # topics of the copied records, first-seen order
     rec_topic: np.ndarray    # int32 index into topics
     rec_qid: np.ndarray      # int32 QUEUEID
@@ -113,24 +112,8 @@ class TieredSegmentScan:
     rec_nkeys: np.ndarray    # int32 size of the key set
     key_hash: np.ndarray     # int32 tiered hashCode of "topic#key" (sign flipped), record by record
     valid_records: int = 0   # valid records walked (copied or not)
-    bytes_scanned: int = 0
-    end_kind: str = "empty"
-    end_offset: int = 0
-    end_reason: str = ""
-    length_mismatches: int = 0
     tx_skipped: int = 0      # PREPARED / ROLLBACK records: no consume-queue unit, never copied
     filtered: int = 0        # records of topics the tiered store does not copy
-    segment: int = 0
-    begin: int = 0
-    end: Optional[int] = None
-    first: Optional[int] = 0
-    exit: int = 0
-    seconds: float = 0.0
-    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
-
-    @property
-    def records(self) -> int:
-        return len(self.rec_ts)
 
     @property
     def nbytes(self) -> int:
