@@ -1154,3 +1154,29 @@ def test_inspect_files_and_compact_file_entry_points(golden, tmp_path):
     with pytest.raises(TieredIndexError, match="already compacted"):
         compact_file(T2 / "compacted.bin", tmp_path / "again")
     assert not (tmp_path / "again").exists()
+
+
+def test_create_on_a_full_disk_is_a_one_line_error_not_sigbus(tmp_path, monkeypatch):
+    # The file is allocated for real before it is mapped for writing (a store into a hole of a mapping on a
+    # full disk is a SIGBUS): a failed allocation is a DiskFullError naming the file, and no file is left.
+    import errno
+    import os
+
+    from engine.errors import StoreError
+    from engine.fsutil import DiskFullError
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    for overwrite in (False, True):
+        path = tmp_path / f"u{overwrite}"
+        with pytest.raises(DiskFullError, match="free") as e:
+            IndexStoreFile.create(path, 16, 64, 1_700_000_000_000, overwrite=overwrite)
+        msg = str(e.value)
+        assert isinstance(e.value, StoreError) and str(path) in msg and "\n" not in msg
+        assert not path.exists()
+    monkeypatch.undo()
+    f = IndexStoreFile.create(tmp_path / "ok", 16, 64, 1_700_000_000_000)
+    f.close()
+    assert os.stat(tmp_path / "ok").st_blocks * 512 >= os.path.getsize(tmp_path / "ok")  # no holes left

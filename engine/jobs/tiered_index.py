@@ -52,6 +52,7 @@ from engine.broker.keycolumns import distinct_ranges, tiered_keys
 from engine.broker.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from engine.broker.records import SCAN_WINDOW, RecordBatch
 from engine.errors import InvalidArgumentError
+from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
 from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
@@ -360,9 +361,7 @@ def build_tiered_file(k: int, pieces: list, plan: TieredPlan, staging: str, run_
     path = os.path.join(staging, temp_name(fp.number, run_id, attempt))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_fully(fd, data, 0, path, undo=False)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -26,6 +26,7 @@ import numpy as np
 from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
 from engine.broker.segments import SegmentQueue
 from engine.errors import StoreError
+from engine.fsutil import write_fully
 from engine.ops.queues import queue_min_offset
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, TieredLayout
@@ -229,11 +230,10 @@ class SegmentWriter:
             if old != mv[:k]:
                 raise SegmentConflict(self._conflict(base, pos, old, mv[:k]))
             mv, pos = mv[k:], pos + k
-        while len(mv):
-            n = os.pwrite(fd, mv, pos)
-            if n <= 0:
-                raise OSError(f"short write to {self.path(base)}")
-            mv, pos = mv[n:], pos + n
+        # Checked (a short write or a full disk is a WriteFailedError naming the file); the bytes a failed write
+        # left are this dispatch's own, so a rerun compares equal over them and goes on (no undo).
+        write_fully(fd, mv, pos, self.path(base), undo=False)
+        pos += len(mv)
         self._fds[base] = (fd, max(length, pos))
         self._dirty.add(base)
 
