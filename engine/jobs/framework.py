@@ -212,12 +212,11 @@ class Job:
         return self
 
     def start_runner(self, spark_conf: Optional[dict] = None):
-        from engine.jobs.runners import InlineRunner, SparkRunner
+        from engine.jobs.runners import open_runner
 
-        self.runner = InlineRunner() if self.master == INLINE else SparkRunner(self.master, spark_conf)
+        self.runner = open_runner(self.master, spark_conf)
         self.result.spark_log = getattr(self.runner, "log_path", None)
-        if isinstance(self.runner, SparkRunner):
-            self.result.master = self.runner.sc.master
+        self.result.master = self.runner.master_used
         return self.runner
 
     def scan(self, units: list[SegmentRange], scan_fn, progress: Progress) -> list[dict]:
