@@ -35,21 +35,22 @@ _LONG_FIELDS = {"preparedTransactionOffset": "prepared_transaction_offset", "bor
                 "storeTimestamp": "store_timestamp"}
 
 
-def java_int(what: str, v) -> int:
-    """`v` as a Java int field, or a one-line InvalidArgumentError."""
+def _java_integer(what: str, v, lo: int, hi: int, kind: str) -> int:
     if type(v) is not int:
         raise InvalidArgumentError(f"{what} must be an integer, not {v!r}")
-    if not INT_MIN <= v <= INT_MAX:
-        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java int ({INT_MIN}..{INT_MAX})")
+    if not lo <= v <= hi:
+        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java {kind} ({lo}..{hi})")
     return v
+
+
+def java_int(what: str, v) -> int:
+    """`v` as a Java int field, or a one-line InvalidArgumentError."""
+    return _java_integer(what, v, INT_MIN, INT_MAX, "int")
 
 
 def java_long(what: str, v) -> int:
-    if type(v) is not int:
-        raise InvalidArgumentError(f"{what} must be an integer, not {v!r}")
-    if not LONG_MIN <= v <= LONG_MAX:
-        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java long ({LONG_MIN}..{LONG_MAX})")
-    return v
+    """`v` as a Java long field, or a one-line InvalidArgumentError."""
+    return _java_integer(what, v, LONG_MIN, LONG_MAX, "long")
 
 
 def check_property_text(what: str, text) -> str:

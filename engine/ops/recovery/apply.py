@@ -229,11 +229,7 @@ def _rewalk(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, q: Quara
     if hooks:
         cl = open_commitlog(cfg)
         try:
-            redispatch(cl, plan, hooks, progress)
-        except BaseException:
-            if replay is not None:
-                replay.abort()
-            raise
+            redispatch(cl, plan, hooks, progress, replay)
         finally:
             cl.close()
     if dispatch is not None:

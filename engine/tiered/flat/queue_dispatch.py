@@ -26,7 +26,7 @@ import numpy as np
 from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
 from engine.broker.segments import SegmentQueue
 from engine.errors import StoreError
-from engine.fsutil import write_fully
+from engine.fsutil import fsync_dir, write_fully
 from engine.ops.queues import queue_min_offset
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, TieredLayout
@@ -257,7 +257,7 @@ class SegmentWriter:
             d = self.layout.type_dir(self.topic, self.queue_id, self.file_type)
             for p in (d, d.parent, d.parent.parent, d.parent.parent.parent):
                 if p.is_dir():
-                    _fsync_dir(p)
+                    fsync_dir(p)
         self._dirty.clear()
         self._new_dirs = False
 
@@ -265,14 +265,6 @@ class SegmentWriter:
         for fd, _ in self._fds.values():
             os.close(fd)
         self._fds.clear()
-
-
-def _fsync_dir(p: Path) -> None:
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class SegmentConflict(Exception):
