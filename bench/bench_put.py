@@ -86,8 +86,7 @@ def pipeline(path: Path, store: Path, sync: bool) -> tuple[float, int]:
     with render.gc_paused(), MessageStore(cfg, writable=True, create=True) as st, open(path, "rb") as f:
         for objs, _, err in read_jsonl(f, str(path)):
             b = MessageBatch()
-            for o in objs:
-                b.add_json(o)
+            b.extend_json(objs)  # what rmqtool/commands/put.py does with each chunk
             res = st.put_batch(b, sync)
             out.write(acks.lines(res))
             n += len(res)

@@ -36,7 +36,13 @@ from engine.broker.layout import StoreLayout, index_file_name, segment_name  # n
 from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, MessageRecord, blank_record,  # noqa: E402
                                    encode_record)
 from engine.java.lang import java_string_hash  # noqa: E402
-from engine.ops.indexwrite import IndexFileBuilder, write_all  # noqa: E402
+from engine.fsutil import write_fully  # noqa: E402
+from engine.ops.indexwrite import IndexFileBuilder  # noqa: E402
+
+
+def write_all(fd: int, data, pos: int) -> None:
+    """A checked pwrite (engine.fsutil.write_fully) of the generator's own files."""
+    write_fully(fd, data, pos, "generated store file", undo=False)
 
 CHUNK_BYTES = 64 << 20
 BODY_POOL = 4096

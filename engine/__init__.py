@@ -1,0 +1,23 @@
+"""rmqtool's storage engine: RocketMQ store files read and written byte for byte as the broker does.
+
+Nothing is imported here, so that each command imports only what it needs (docs/architecture.md has the layers).
+The entry points the command line calls, one per command or concern:
+
+  the store              engine.broker.store.MessageStore (put, get, walk), engine.broker.config.load_config,
+                         engine.broker.putbatch.MessageBatch (messages to put), engine.broker.lock.StoreLock
+  reading the log        engine.broker.logrun.scan_runs / lookup_runs, engine.broker.recordjson.run_json_lines /
+                         run_table_rows (dump-commitlog, get)
+  query by key           engine.broker.keyquery (broker index), engine.tiered.index.query_tiered_key (tiered)
+  index files            engine.ops.inspect_index.inspect_index_files, engine.tiered.index.inspect_files /
+                         compact_file
+  operations             engine.ops.recovery.recover, engine.ops.clean.clean, engine.ops.queues.queue_status /
+                         dump_cq, engine.ops.timerange.scan_time_range, engine.ops.consumers.consumer_progress /
+                         delay_status
+  jobs                   engine.jobs.broker_index.spark_reindex, engine.jobs.tiered_index.tiered_reindex
+  tiered flat store      engine.tiered.flat.store.open_flat_store, engine.tiered.flat.answers (queue_rows,
+                         segment_rows, get_messages, offsets_by_time, cq_rows), engine.tiered.flat.verify.verify,
+                         engine.tiered.flat.dispatch.dispatch, engine.tiered.flat.retention.plan_clean /
+                         apply_clean, engine.tiered.flat.rebuild.rebuild_metadata
+
+Every error meant for the user is an engine.errors.StoreError (one line, with an exit code).
+"""

@@ -1,27 +1,30 @@
-"""Rendering: rich tables for people on stdout, NDJSON for programs, messages and progress on stderr."""
+"""Rendering: tables for people on stdout (through rmqtool.tables), NDJSON for programs, messages and progress on stderr.
+
+Light at import: rich is imported only when a console or a progress bar is first used (start-up, issue 13 item 3).
+"""
 from __future__ import annotations
 
 import json
 import sys
 from datetime import datetime
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from engine.errors import InvalidArgumentError
-
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, highlight=False)
+def __getattr__(name: str):
+    """`render.out` / `render.err`: rich consoles, made on first use (rich costs start-up time)."""
+    if name in ("out", "err"):
+        reset_consoles()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def reset_consoles() -> None:
     """Re-bind the consoles to the current sys.stdout/stderr (CliRunner swaps them per invocation)."""
-    global out, err
-    # Piped output is not cut to 80 columns: tables stay one row per line for grep and less.
+    from rich.console import Console
+
+    # Piped output is not cut to 80 columns: lines stay whole for grep and less.
     width = None if sys.stdout.isatty() else 220
-    out = Console(file=sys.stdout, soft_wrap=True, highlight=False, width=width)
-    err = Console(file=sys.stderr, highlight=False)
+    globals()["out"] = Console(file=sys.stdout, soft_wrap=True, highlight=False, width=width)
+    globals()["err"] = Console(file=sys.stderr, highlight=False)
 
 
 def emit_json(obj) -> None:
@@ -31,32 +34,47 @@ def emit_json(obj) -> None:
 
 def note(msg: str) -> None:
     """One message on stderr, never wrapped (a warning or a summary is one line, whatever the terminal width)."""
-    err.print(msg, markup=False, soft_wrap=True)
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
 
 
-def table(title: str | None, columns: list[str], rows: list[list], **kw) -> None:
-    t = Table(title=title, **kw)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*["" if v is None else str(v) for v in r])
-    out.print(t)
+def line(text: str = "") -> None:
+    """One line of data on stdout, as it is (no markup, no wrapping)."""
+    sys.stdout.write(text + "\n")
+
+
+def table(title: str | None, columns: list[str], rows: list[list], **_kw) -> None:
+    """A table of rows (lists, in column order) through rmqtool.tables: numbers never fold, a table too wide for
+    the terminal drops to one block per record. Column kinds are read from the values."""
+    from rmqtool import tables
+
+    keys = [str(i) for i in range(len(columns))]
+    dict_rows = [dict(zip(keys, r)) for r in rows]
+    cols = []
+    for i, (k, c) in enumerate(zip(keys, columns)):
+        values = [r[i] if i < len(r) else None for r in rows]
+        cols.append(tables.Column(k, c, tables.infer_kind(values), min_width=max(10, tables.longest_number(values))))
+    tables.table(dict_rows, cols, title=title)
 
 
 def kv_table(title: str, pairs: list[tuple[str, object]]) -> None:
-    t = Table(title=title, show_header=False)
-    t.add_column("field", style="bold")
-    t.add_column("value", overflow="fold")
-    for k, v in pairs:
-        t.add_row(k, "" if v is None else str(v))
-    out.print(t)
+    """Field/value pairs, one per line (the value wraps at spaces only; a number is never cut)."""
+    from rmqtool import tables
+
+    tables.table([{"field": k, "value": v} for k, v in pairs],
+                 [tables.Column("field", "field", tables.FIXED),
+                  tables.Column("value", "value", tables.TEXT, min_width=tables.NUMBER_WIDTH)],
+                 title=title, header=False)
 
 
-def progress(total: int | None, description: str) -> Progress:
+def progress(total: int | None, description: str):
     """A progress bar on stderr (only when stderr is a terminal). It never captures stdout: data written while
     it runs (NDJSON acknowledgements, rows) goes straight to stdout, whatever stderr is."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = globals()["err"] if "err" in globals() else __getattr__("err")
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True, disable=not err.is_terminal, redirect_stdout=False,
+                    console=console, transient=True, disable=not console.is_terminal, redirect_stdout=False,
                     redirect_stderr=False)
 
 
@@ -92,22 +110,12 @@ def fmt_time(ms: int | None) -> str:
 
 
 def parse_time(text: str | None, default: int, what: str) -> int:
-    """Epoch milliseconds or ISO-8601 (naive = local time) -> epoch ms."""
+    """Deprecated: every time option goes through rmqtool.times (kept for callers outside rmqtool/commands)."""
+    from rmqtool import times
+
     if text is None:
         return default
-    t = text.strip()
-    if t.lstrip("-").isdigit():
-        v = int(t)
-        if not -(2**63) <= v < 2**63:
-            raise InvalidArgumentError(f"{what} {text!r} is out of range")
-        return v
-    try:
-        dt = datetime.fromisoformat(t)
-    except ValueError:
-        raise InvalidArgumentError(f"{what} {text!r} is not a time: use epoch milliseconds or ISO-8601") from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return int(dt.timestamp() * 1000)
+    return times.parse_time(text, what, end=what == "--end")
 
 
 def body_preview(j: dict, width: int = 40) -> str:

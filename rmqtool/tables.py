@@ -12,6 +12,7 @@ caller's hints, and a value wider than its hint widens its own line rather than 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -19,9 +20,13 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 
 NUM, FIXED, TEXT = "num", "fixed", "text"
+_INT = re.compile(r"-?\d+")
+_DIGITS = re.compile(r"[-+]?[\d.,]+")
 GAP = "  "
 WIDE = 220
 NARROWEST = 20
+#: The widest number a cell holds (a Java long with its sign): a TEXT column that may hold numbers never wraps below it.
+NUMBER_WIDTH = 20
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,21 @@ def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, a
         note(f"showing the first {shown} {what} ({limit_flag} {shown}); more may follow")
 
 
+def infer_kind(values) -> str:
+    """The kind of a column from its values: NUM when every value is an integer, TEXT when some value has spaces
+    (it may wrap there), else FIXED (names, paths, times: never folded)."""
+    texts = [cell(v) for v in values if v is not None and v != ""]
+    if texts and all(isinstance(v, int) and not isinstance(v, bool) or _INT.fullmatch(cell(v))
+                     for v in values if v is not None and v != ""):
+        return NUM
+    return TEXT if any(" " in t for t in texts) else FIXED
+
+
+def longest_number(values) -> int:
+    """The widest number (a run of digits) in any of the values: a TEXT column holding them never wraps below it."""
+    return max((len(m) for v in values for m in _DIGITS.findall(cell(v))), default=0)
+
+
 def cell(value) -> str:
     if value is None:
         return ""
@@ -73,12 +93,13 @@ class Stream:
     """A table printed row by row. `hints` gives the expected widest value of a column (by key)."""
 
     def __init__(self, columns: list[Column], hints: dict[str, int] | None = None, title: str | None = None,
-                 width: int | None = None, out=None):
+                 width: int | None = None, out=None, header: bool = True):
         self.out = out or sys.stdout
+        self.header = header
         self.width = width or terminal_width()
         self.columns = list(columns)
         self.title = title
-        natural = {c.key: max(cell_len(c.header), (hints or {}).get(c.key, 0)) for c in columns}
+        natural = {c.key: max(cell_len(c.header) if header else 0, (hints or {}).get(c.key, 0)) for c in columns}
         self.shown, self.widths, self.dropped = _plan(self.columns, natural, self.width)
         self.vertical = self.shown is None
         self._started = False
@@ -94,7 +115,7 @@ class Stream:
                  "(a wider terminal, COLUMNS=..., or --json gives one row per record)")
         if self.title:
             self._write(self.title)
-        if not self.vertical:
+        if not self.vertical and self.header:
             self._write(GAP.join(_pad(c.header, self.widths[c.key], c.kind) for c in self.shown).rstrip())
             self._write(GAP.join("-" * self.widths[c.key] for c in self.shown))
 
@@ -157,10 +178,11 @@ class Stream:
 
 
 def table(rows: list[dict], columns: list[Column], title: str | None = None, width: int | None = None,
-          empty: str | None = None, out=None) -> Stream:
-    """A whole table at once: widths come from the rows themselves. Returns the Stream (see Stream.shows)."""
+          empty: str | None = None, out=None, header: bool = True) -> Stream:
+    """A whole table at once: widths come from the rows themselves. Returns the Stream (see Stream.shows).
+    header=False: no header line (field/value lists)."""
     hints = {c.key: max((cell_len(cell(r.get(c.key))) for r in rows), default=0) for c in columns}
-    s = Stream(columns, hints, title=title, width=width, out=out)
+    s = Stream(columns, hints, title=title, width=width, out=out, header=header)
     s.rows(rows)
     s.finish(empty)
     return s

@@ -4,6 +4,7 @@ Accepted: ISO-8601 dates and times (`2024-01-31`, `2024-01-31T10:00`, `2024-01-3
 means the local time zone, as the broker's own index file names use), `now`, `now-1h` / `now-30m` / `now-2d` /
 `now+10s` (units ms, s, m, h, d, w, combinable: `now-1h30m`), and epoch milliseconds. An epoch in seconds (10
 digits today, or any value that cannot be epoch milliseconds) is refused with the value it probably meant.
+0 and 9223372036854775807 (Long.MAX_VALUE, the broker's "no limit") are taken as they are.
 An end given as a date alone means the end of that day (23:59:59.999 local time).
 Every refusal is an InvalidArgumentError: one line on stderr, exit 2.
 """
@@ -119,8 +120,8 @@ def _epoch(t: str, option: str) -> int:
     v = int(t)
     if v < 0:
         raise InvalidArgumentError(f"{option} {t} is negative: store times are epoch milliseconds >= 0")
-    if v == 0:
-        return 0
+    if v in (0, LONG_MAX):
+        return v  # 0 and Long.MAX_VALUE: the broker's own "from the start" and "no limit"
     digits = t.lstrip("+0")
     if v < MIN_PLAUSIBLE_MS:
         if MIN_PLAUSIBLE_MS <= v * 1000 <= MAX_PLAUSIBLE_MS:

@@ -9,11 +9,20 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.broker.commitlog import scan_stop
-from engine.broker.message import LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, check_message
+from engine.broker.message import BLANK, LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, CheckResult, check_message
+from engine.broker.records import is_zero_area
 from engine.java.lang import java_string_hash
 from engine.jobs.broker_index import SegmentScan
 from engine.jobs.ranges import SegmentRange
+
+
+def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:
+    """Why a record-by-record scan of one segment stops at pos: ("blank" | "zero" | "corrupt", reason)."""
+    if r.status == BLANK:
+        return "blank", ""
+    if is_zero_area(buf, pos, n):
+        return "zero", ""
+    return "corrupt", r.reason
 
 
 def scan_segment_reference(seg: SegmentRange) -> SegmentScan:

@@ -394,7 +394,7 @@ def test_bad_inputs_one_line_errors(store, tmp_path):
          "bytes"),  # a geometry given that the files do not have
         ([*q, "--max", "0"], "--max"),
         ([*q, "--max", "99999999999"], "--max"),
-        ([*q, "--begin", "10", "--end", "5"], "after"),
+        ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),
         ([*q, "--begin", "yesterday"], "not a time"),
         (["get", "--store", store, "--offset", "3"], "no valid message"),
         (["get", "--store", store, "--offset", "-1"], "negative"),

@@ -128,8 +128,8 @@ def test_tree_bins_order_equal_hashes_by_utf16_code_units(monkeypatch):
     # U+10FC00 (UTF-16 DBFF DC00) sorts before U+E000 in Java's compareTo, after it by code point.
     case = next(c for c in JVM if c["mode"] == "map" and "\U0010fc00AaAaAa" in c["keys"])
     assert case["treeBins"] and model(case).keys() == case["order"]
-    import engine.java.collections as jc
-    monkeypatch.setattr(jc._TreeNode, "units", lambda self: self.key.encode("utf-32-be", "surrogatepass"))
+    import engine.java.hashbins as hb
+    monkeypatch.setattr(hb.TreeNode, "order_key", lambda self: self.key.encode("utf-32-be", "surrogatepass"))
     assert model(case).keys() != case["order"]  # comparing code points would give another tree
 
 

@@ -80,3 +80,55 @@ def test_each_module_imports_in_a_fresh_interpreter(mod):
     assert "pyspark" not in heavy, f"{mod} imports pyspark at start-up"
     if mod.startswith("engine"):
         assert heavy == [], f"engine module {mod} imports {heavy}"
+
+
+# The engine's layers, lowest first (docs/architecture.md): a module imports only its own subpackage and the ones
+# below it, and never rmqtool. Imports inside functions count too.
+LAYERS = (("engine.errors", "engine.fsutil"), ("engine.java",), ("engine.broker",), ("engine.ops",),
+          ("engine.tiered",), ("engine.jobs",))
+# The one import against the arrows, written down in docs/architecture.md: the tier-out runs on the jobs' runners.
+UPWARD_ALLOWED = {("engine.tiered.flat.runner", "engine.jobs.runners")}
+
+
+def _layer(name: str) -> int | None:
+    for i, group in enumerate(LAYERS):
+        if any(name == g or name.startswith(g + ".") for g in group):
+            return i
+    return None
+
+
+def engine_imports():
+    import ast
+
+    for p in sorted((ROOT / "engine").rglob("*.py")):
+        mod = ".".join(p.relative_to(ROOT).with_suffix("").parts).replace(".__init__", "")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                yield mod, node.module
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    yield mod, a.name
+
+
+def test_engine_imports_go_down_the_layers_only():
+    bad = []
+    seen = 0
+    for mod, target in engine_imports():
+        if target.split(".")[0] == "rmqtool":
+            bad.append(f"{mod} imports {target}")
+        if not target.startswith("engine"):
+            continue
+        seen += 1
+        lm, lt = _layer(mod), _layer(target)
+        if lm is None and mod != "engine":
+            bad.append(f"{mod} is in no layer (add it to LAYERS and docs/architecture.md)")
+        elif lt is not None and lm is not None and lt > lm and (mod, target) not in UPWARD_ALLOWED:
+            bad.append(f"{mod} imports {target}, a higher layer")
+    assert seen > 100  # the walk saw the real engine
+    assert not bad, bad
+
+
+def test_the_layer_check_catches_an_upward_import():
+    assert _layer("engine.tiered.flat.reader") > _layer("engine.ops.queues") > _layer("engine.broker.store")
+    assert _layer("engine.jobs.runners") > _layer("engine.tiered.flat.runner")
+    assert _layer("engine.fsutil") < _layer("engine.java.lang")

@@ -323,7 +323,7 @@ def _damaged_store(tmp_path):
 
 def test_run_views_equal_the_one_record_views(tmp_path):
     from engine.broker.logrun import RecordRun, lookup_runs, scan_runs
-    from engine.broker.recordjson import parse_props_re, run_json_lines, run_table_rows, table_cells
+    from engine.broker.recordjson import _PROP_RE, run_json_lines, run_table_rows, table_cells
 
     cfg, res, segs = _damaged_store(tmp_path)
     p5 = res.phy[5]
@@ -354,4 +354,4 @@ def test_run_views_equal_the_one_record_views(tmp_path):
         assert "misplaced" in out[3][1] and "CRC" in out[1][1]
     for text in ["a\x01b\x02c\x01d", "a\x01b\x01c\x02", "\x01x\x02k\x01\x02kk\x01v\x02", "", "ab\x02\x02k\x01v",
                  "x\x01\x01\x02y\x01z"]:
-        assert parse_props_re(text) == parse_properties(text)
+        assert dict(_PROP_RE.findall(text)) == parse_properties(text)

@@ -19,6 +19,7 @@ import pytest
 from engine.broker.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
 from engine.java.lang import java_is_blank
+from engine.tiered.index import compaction
 from engine.tiered.index import (
     BEGIN_MAGIC_CODE,
     END_MAGIC_CODE,
@@ -362,7 +363,7 @@ def test_golden_compact_from_read_only_source(golden, tmp_path):
         for method in ("fast", "slow"):
             out = u.compact(tmp_path / f"c_{method}", method=method)
             assert Path(out).read_bytes() == (T2 / "compacted.bin").read_bytes()
-        assert u._compaction_plan_fast() is not None  # the golden file is well-formed
+        assert compaction.plan_fast(u) is not None  # the golden file is well-formed
 
 
 def test_golden_stats_and_walk_match_brute_force(golden):
@@ -470,7 +471,7 @@ def test_fast_and_slow_compaction_agree_on_larger_file(tmp_path):
         assert r == ref.put(*args)
         if r == "FILE_FULL":
             break
-    assert f._compaction_plan_fast() is not None
+    assert compaction.plan_fast(f) is not None
     a = Path(f.compact(tmp_path / "fast", method="fast")).read_bytes()
     b = Path(f.compact(tmp_path / "slow", method="slow")).read_bytes()
     f.close()
@@ -1153,3 +1154,29 @@ def test_inspect_files_and_compact_file_entry_points(golden, tmp_path):
     with pytest.raises(TieredIndexError, match="already compacted"):
         compact_file(T2 / "compacted.bin", tmp_path / "again")
     assert not (tmp_path / "again").exists()
+
+
+def test_create_on_a_full_disk_is_a_one_line_error_not_sigbus(tmp_path, monkeypatch):
+    # The file is allocated for real before it is mapped for writing (a store into a hole of a mapping on a
+    # full disk is a SIGBUS): a failed allocation is a DiskFullError naming the file, and no file is left.
+    import errno
+    import os
+
+    from engine.errors import StoreError
+    from engine.fsutil import DiskFullError
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    for overwrite in (False, True):
+        path = tmp_path / f"u{overwrite}"
+        with pytest.raises(DiskFullError, match="free") as e:
+            IndexStoreFile.create(path, 16, 64, 1_700_000_000_000, overwrite=overwrite)
+        msg = str(e.value)
+        assert isinstance(e.value, StoreError) and str(path) in msg and "\n" not in msg
+        assert not path.exists()
+    monkeypatch.undo()
+    f = IndexStoreFile.create(tmp_path / "ok", 16, 64, 1_700_000_000_000)
+    f.close()
+    assert os.stat(tmp_path / "ok").st_blocks * 512 >= os.path.getsize(tmp_path / "ok")  # no holes left

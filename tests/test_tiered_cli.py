@@ -99,7 +99,7 @@ def test_walk_slot_unsealed_chain_equals_compacted_range(work):
                 and q["endTime"] == 2**63 - 1)
     assert pairs(i for i in w["items"] if i["hashCode"] == K0_HASH) == pairs(full["unsealed"])
     t = run(["inspect-index", work / "compacted.bin", "--walk-key", "TopicF#k0"])
-    assert t.exit_code == 0 and t.stdout.count(" match ") == len(full["unsealed"]) and "other key" in t.stdout
+    assert t.exit_code == 0 and sum(ln.split()[-1:] == ["match"] for ln in t.stdout.splitlines()) == len(full["unsealed"]) and "other key" in t.stdout
     assert "stopped:" in t.stdout
 
 
@@ -458,7 +458,7 @@ def test_bad_inputs_one_line_errors(work, tdir, tmp_path):
         (["inspect-index", "--tiered-dir", tmp_path / "missing"], "does not exist"),
         (["inspect-index", work / "unsealed.bin", "--tiered-dir", tdir], "not both"),
         ([*q[:2], broker_dir, *q[3:]], "not a tiered index file"),
-        ([*q, "--begin", "10", "--end", "5"], "after"),
+        ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),
         ([*q, "--max", "0"], "--max"),
         ([*q, "--max", "99999999999"], "--max"),
         ([*q, "--tiered-metadata", tmp_path / "bad.json"], "tiered metadata"),

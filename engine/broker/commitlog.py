@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
+from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
                                    MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
                                    MessageEncodeError, MessageRecord, blank_record, check_message, encode_record)
 from engine.broker.records import is_zero_area
@@ -60,15 +60,6 @@ class ScanEntry:
     pos: int
     reason: str
     segment: str
-
-
-def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:
-    """Why a record-by-record scan of one segment stops at pos: ("blank" | "zero" | "corrupt", reason)."""
-    if r.status == BLANK:
-        return "blank", ""
-    if is_zero_area(buf, pos, n):
-        return "zero", ""
-    return "corrupt", r.reason
 
 
 def quick_valid_size(buf, pos: int, n: int, check_crc: bool) -> int:
@@ -178,10 +169,6 @@ class CommitLog:
                 return buf, pos
         return self.check_at(offset, check_crc)
 
-    def read_message(self, offset: int, check_crc: bool = True) -> MessageRecord | None:
-        r = self.check_at(offset, check_crc)
-        return r.record if r.status == VALID else None
-
     def max_file_offset(self) -> int:
         return self.segments[-1].end if self.segments else 0
 
@@ -193,6 +180,13 @@ class CommitLog:
         yielded, then the scan goes on at the next segment; in the last segment a zero area is the end of data
         (not yielded) and any other failure is yielded and ends the scan.
         """
+        return self.walk_segments(start, end, lambda seg, pos, last: self._scan_segment(
+            seg, pos, last, check_crc, end, check_position))
+
+    def walk_segments(self, start: int | None, end: int | None, per_segment) -> Iterator:
+        """The one walk over the segment files from `start` (default: the first segment) that scan and the bulk
+        reader (engine.broker.logrun) share: `per_segment(seg, pos, last)` yields a segment's entries and returns
+        True when the whole walk must stop; a missing segment is a GAP entry; one segment is mapped at a time."""
         segs = self.segments
         if not segs:
             return
@@ -209,7 +203,7 @@ class CommitLog:
         while idx < len(segs):
             seg = segs[idx]
             mapped_before = self.queue.is_mapped(seg)
-            stop = yield from self._scan_segment(seg, pos, idx == len(segs) - 1, check_crc, end, check_position)
+            stop = yield from per_segment(seg, pos, idx == len(segs) - 1)
             if not mapped_before:
                 self.queue.release(seg)  # a long walk keeps one segment mapped at a time
             if stop:
@@ -222,7 +216,7 @@ class CommitLog:
                     return
                 yield ScanEntry(GAP, seg.end, nxt.start - seg.end, None, 0,
                                 f"segment files missing: bytes {seg.end}..{nxt.start} are not in the store",
-                                seg.path.with_name(f"{seg.end:020d}").name)
+                                f"{seg.end:020d}")
 
     def _scan_segment(self, seg: Segment, pos: int, last: bool, check_crc: bool, end, check_position: bool):
         """Yield the entries of one segment from pos; returns True when the whole scan must stop."""

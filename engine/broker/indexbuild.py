@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE, IndexFile
-from engine.fsutil import allocate
+from engine.fsutil import allocate, write_fully
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, java_string_hashes
 
@@ -120,7 +120,7 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
         allocate(fd, 0, size, path)
         if n == 0:
             # IndexFile.create with no put: the seeds in the header, indexCount still 0 on disk.
-            _pwrite_all(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0)
+            write_fully(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0, path, undo=False)
             return 0
         kh = index_hashes(hashes)
         slots = kh % np.int32(hash_slot_num)
@@ -159,15 +159,6 @@ def build_index_file(path, keys, phy_offsets, store_timestamps, hash_slot_num: i
     hashes = java_string_hashes(keys)
     return build_index_file_from_hashes(path, hashes, phy_offsets, store_timestamps, hash_slot_num, index_num,
                                         end_phy_offset, end_timestamp)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        if n <= 0:
-            raise OSError(f"short write at offset {offset}")
-        view, offset = view[n:], offset + n
 
 
 def append_puts(f: IndexFile, java_hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:

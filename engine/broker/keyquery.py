@@ -28,6 +28,7 @@ class QueryResult:
     rejected: list[dict] = field(default_factory=list)  # candidates dropped, with the reason
     files_searched: int = 0
     damaged: list[DamagedIndexFile] = field(default_factory=list)  # files not used, or not used whole
+    more: bool = False               # max_num cut the answer: at least one more message matches
 
     @property
     def partial(self) -> bool:
@@ -101,16 +102,20 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
         res.rejected.append({"phyOffset": None, "reason": f"the store has no index files in {store.index_dir}"})
     kh = index_hash(java_string_hash(f"{topic}#{key}"))
     seen: set[int] = set()
+    walk_max = max_num + 1  # one more than asked: whether max_num cut the answer (res.more)
     for f in reversed(idx.files):
-        if len(res.messages) >= max_num:
+        if len(res.messages) >= walk_max:
             break
         h = f.header
         # Header times are the real store times of the file's first and last items.
         if f.item_count and h.endTimestamp >= begin and h.beginTimestamp <= end:
             res.files_searched += 1
-            _search_file(store, f, kh, (topic, key, unique, begin, end), max_num, res, seen)
+            _search_file(store, f, kh, (topic, key, unique, begin, end), walk_max, res, seen)
         if f.item_count and h.beginTimestamp < begin:
             break  # older files hold only older messages
+    if len(res.messages) > max_num:
+        del res.messages[max_num:]  # in walk order: the one past max_num is the oldest found
+        res.more = True
     res.messages.sort(key=lambda r: r.physical_offset)
     return res
 

@@ -11,6 +11,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from engine.errors import InvalidArgumentError, NotAStoreError
 
@@ -195,31 +196,9 @@ class StoreLayout:
         Symlinks are reported and never followed, so a listing cannot leave the store.
         """
         out = QueueListing()
-        base = self.consumequeue_dir
-        if not base.is_dir():
-            return out
-        for t in sorted(os.scandir(base), key=lambda e: e.name):
-            rel = f"{CONSUMEQUEUE_DIR}/{t.name}"
-            if t.is_symlink():
-                out.problems.append(NameProblem(rel, "symlink (not followed)"))
-                continue
-            if not t.is_dir(follow_symlinks=False):
-                out.problems.append(NameProblem(rel, "not a directory"))
-                continue
-            why = topic_problem(t.name)
-            if why:
-                out.problems.append(NameProblem(rel, f"not a valid topic name: {why}"))
-                continue
-            for q in sorted(os.scandir(t.path), key=lambda e: e.name):
-                qrel = f"{rel}/{q.name}"
-                if q.is_symlink():
-                    out.problems.append(NameProblem(qrel, "symlink (not followed)"))
-                elif not q.is_dir(follow_symlinks=False):
-                    out.problems.append(NameProblem(qrel, "not a directory"))
-                elif not QUEUE_DIR_NAME.match(q.name) or int(q.name) > JAVA_INT_MAX:
-                    out.problems.append(NameProblem(qrel, "not a queue id (the broker ignores it)"))
-                else:
-                    out.queues.append((t.name, int(q.name)))
+        if self.consumequeue_dir.is_dir():
+            out.queues, out.problems = list_queue_dirs(self.consumequeue_dir, lambda p: f"{CONSUMEQUEUE_DIR}/"
+                                                       + p.relative_to(self.consumequeue_dir).as_posix())
         return out
 
     def protected_paths(self) -> list[Path]:
@@ -244,10 +223,10 @@ class StoreLayout:
         root = _real(self.root)
         if t == root:
             return f"{target} is the store root"
-        if _inside(root, t):
+        if is_inside(root, t):
             return f"{target} contains the store {self.root}"
         for p in self.protected_paths():
-            if t == p or _inside(t, p) or _inside(p, t):
+            if t == p or is_inside(t, p) or is_inside(p, t):
                 return f"{target} overlaps the store's {p.name}"
         return None
 
@@ -276,13 +255,59 @@ def _real(p: Path) -> Path:
     return Path(os.path.realpath(os.path.abspath(p)))
 
 
-def _inside(p: Path, parent: Path) -> bool:
+def is_inside(p: Path, parent: Path) -> bool:
     """True when p lies strictly inside parent."""
     try:
         p.relative_to(parent)
     except ValueError:
         return False
     return p != parent
+
+
+def is_dir_no_follow(path) -> bool:
+    """A directory that is not a symlink."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def entry_problem(e: os.DirEntry, want_dir: bool) -> str | None:
+    """Why a directory entry cannot stand where a directory (want_dir) or a regular file belongs, or None.
+    Listings report symlinks and never follow them, so they cannot leave the store."""
+    if e.is_symlink():
+        return "symlink (not followed)"
+    if want_dir and not e.is_dir(follow_symlinks=False):
+        return "not a directory"
+    if not want_dir and not e.is_file(follow_symlinks=False):
+        return "not a regular file"
+    return None
+
+
+def list_queue_dirs(base: Path, rel: Callable[[Path], str], skip_topics: tuple = ()
+                    ) -> tuple[list[tuple[str, int]], list[NameProblem]]:
+    """Every `<topic>/<queueId>` directory under base (a broker's consumequeue/, a tiered broker directory), by
+    name, and the entries a broker would not load; `rel` names an entry in a problem."""
+    queues: list[tuple[str, int]] = []
+    problems: list[NameProblem] = []
+    for t in sorted(os.scandir(base), key=lambda e: e.name):
+        why = entry_problem(t, want_dir=True)
+        if why is None and t.name in skip_topics:
+            continue
+        if why is None and topic_problem(t.name):
+            why = f"not a valid topic name: {topic_problem(t.name)}"
+        if why:
+            problems.append(NameProblem(rel(Path(t.path)), why))
+            continue
+        for q in sorted(os.scandir(t.path), key=lambda e: e.name):
+            why = entry_problem(q, want_dir=True)
+            if why is None and (not QUEUE_DIR_NAME.match(q.name) or int(q.name) > JAVA_INT_MAX):
+                why = "not a queue id (the broker ignores it)"
+            if why:
+                problems.append(NameProblem(rel(Path(q.path)), why))
+            else:
+                queues.append((t.name, int(q.name)))
+    return queues, problems
 
 
 def is_regular_file(path) -> bool:

@@ -18,11 +18,10 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.commitlog import GAP, MISPLACED, CommitLog, ScanEntry, misplaced_reason
+from engine.broker.commitlog import MISPLACED, CommitLog, ScanEntry, misplaced_reason
 from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
 from engine.broker.records import SegmentEnd, decode_segment
 from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
-from engine.errors import InvalidArgumentError
 
 #: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
 RUN_WINDOW = 4 << 20
@@ -47,32 +46,11 @@ class RecordRun:
 
 def scan_runs(cl: CommitLog, start: int | None = None, check_crc: bool = True,
               check_position: bool = True, max_size: int | None = None) -> Iterator[RecordRun | ScanEntry]:
-    """The entries from `start` (a record boundary; default: the first segment) to the end of the log. With
+    """Runs of valid records (and the entries that are not records) in commit-log order from `start`. With
     `max_size`, a record whose TOTALSIZE is above it is reported CORRUPT and its size is not trusted: the rest of
     its segment is not read (the walk goes on with the next segment)."""
-    segs = cl.segments
-    if not segs:
-        return
-    if start is None:
-        start = segs[0].start
-    seg = cl.queue.find(start)
-    if seg is None:
-        raise InvalidArgumentError(f"offset {start} is outside the commit log [{cl.min_offset}, "
-                                   f"{cl.max_file_offset()}) or in a gap between its segment files")
-    idx, pos = cl.queue.index_of(seg), start - seg.start
-    while idx < len(segs):
-        seg = segs[idx]
-        mapped_before = cl.queue.is_mapped(seg)
-        stop = yield from _segment(cl, seg, pos, idx == len(segs) - 1, check_crc, check_position, max_size)
-        if not mapped_before:
-            cl.queue.release(seg)
-        if stop:
-            return
-        idx, pos = idx + 1, 0
-        if idx < len(segs) and segs[idx].start != seg.end:
-            yield ScanEntry(GAP, seg.end, segs[idx].start - seg.end, None, 0,
-                            f"segment files missing: bytes {seg.end}..{segs[idx].start} are not in the store",
-                            f"{seg.end:020d}")
+    return cl.walk_segments(start, None, lambda seg, pos, last: _segment(cl, seg, pos, last, check_crc,
+                                                                          check_position, max_size))
 
 
 def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_position: bool,

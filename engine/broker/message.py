@@ -440,14 +440,6 @@ def _need(upto: int, rend: int) -> None:
         raise ValueError("field runs past TOTALSIZE")
 
 
-def decode_record(buf, pos: int = 0, check_crc: bool = True) -> MessageRecord:
-    """Decode one stored record or raise ValueError saying why it is not a valid message."""
-    r = check_message(buf, pos, check_crc=check_crc)
-    if r.status != VALID:
-        raise ValueError(f"no valid message at position {pos}: {r.status.lower()} ({r.reason})")
-    return r.record
-
-
 def encode_record(rec: MessageRecord, trailing_separator: bool = True, append_prop_crc: bool = False,
                   v2: bool | None = None) -> bytes:
     """MessageExtEncoder.encode: the stored bytes of `rec` (its physical/queue offsets as set).

@@ -35,21 +35,22 @@ _LONG_FIELDS = {"preparedTransactionOffset": "prepared_transaction_offset", "bor
                 "storeTimestamp": "store_timestamp"}
 
 
-def java_int(what: str, v) -> int:
-    """`v` as a Java int field, or a one-line InvalidArgumentError."""
+def _java_integer(what: str, v, lo: int, hi: int, kind: str) -> int:
     if type(v) is not int:
         raise InvalidArgumentError(f"{what} must be an integer, not {v!r}")
-    if not INT_MIN <= v <= INT_MAX:
-        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java int ({INT_MIN}..{INT_MAX})")
+    if not lo <= v <= hi:
+        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java {kind} ({lo}..{hi})")
     return v
+
+
+def java_int(what: str, v) -> int:
+    """`v` as a Java int field, or a one-line InvalidArgumentError."""
+    return _java_integer(what, v, INT_MIN, INT_MAX, "int")
 
 
 def java_long(what: str, v) -> int:
-    if type(v) is not int:
-        raise InvalidArgumentError(f"{what} must be an integer, not {v!r}")
-    if not LONG_MIN <= v <= LONG_MAX:
-        raise InvalidArgumentError(f"{what} {v} is out of range: it must fit a Java long ({LONG_MIN}..{LONG_MAX})")
-    return v
+    """`v` as a Java long field, or a one-line InvalidArgumentError."""
+    return _java_integer(what, v, LONG_MIN, LONG_MAX, "long")
 
 
 def check_property_text(what: str, text) -> str:
@@ -201,8 +202,9 @@ class MessageBatch:
         for c in COLUMNS:
             del getattr(self, c)[n:]
 
-    def _append(self, parts: tuple, topic, qid, store_ts, in_cq, tc, uniq, keys, rollback, sh, sp, blen,
-                size) -> None:  # noqa: PLR0913 - one argument per column
+    def _append(self, parts: tuple, row: tuple) -> None:
+        """One encoded message: its PARTS byte strings, and its value in each column (the order of COLUMNS)."""
+        topic, qid, store_ts, in_cq, tc, uniq, keys, rollback, sh, sp, blen, size = row
         self.parts += parts
         self.topic.append(topic)
         self.queue_id.append(qid)
@@ -259,9 +261,10 @@ class MessageBatch:
                 props[PROP_UNIQ_KEY] = self._uniq()
             _check_none_props(props)
             text = serialize_properties(props)
-        self._encode(rec.topic, tinfo, rec.queue_id, bytes(rec.body), props, rec.flag, rec.sys_flag,
-                     rec.born_timestamp, rec.store_timestamp, bytes(rec.born_host), rec.born_port,
-                     bytes(rec.store_host), rec.store_port, rec.reconsume_times, rec.prepared_transaction_offset, text)
+        self._encode(rec.topic, tinfo, rec.queue_id, bytes(rec.body), props, rec.store_timestamp,
+                     (rec.flag, rec.sys_flag, rec.born_timestamp, bytes(rec.born_host), rec.born_port,
+                      bytes(rec.store_host), rec.store_port, rec.reconsume_times, rec.prepared_transaction_offset),
+                     text)
 
     def add_json(self, obj) -> None:
         """A message object in the CLI's JSON shape (MessageExt field names; unknown fields are ignored)."""
@@ -331,7 +334,7 @@ class MessageBatch:
         self._append((_HEAD44.pack(size, magic, zlib.crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
                                    0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
                       body_b, tpart, plen.to_bytes(2, "big"), praw),
-                     topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen, size)
+                     (topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen, size))
 
     def _add_general(self, obj: dict, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts) -> None:
         """add_json for every other shape: user properties, hosts, flags, transactions, timestamps."""
@@ -356,8 +359,9 @@ class MessageBatch:
             vals[js] = 0 if get(js) is None else java_long(js, get(js))
         bh, bp = _host("bornHost", get("bornHost")) if get("bornHost") else (LOCALHOST, 0)
         sh, sp = _host("storeHost", get("storeHost")) if get("storeHost") else (LOCALHOST, DEFAULT_STORE_PORT)
-        self._encode(topic, tinfo, qid, body_b, props, vals["flag"], vals["sysFlag"], vals["bornTimestamp"],
-                     store_ts, bh, bp, sh, sp, vals["reconsumeTimes"], vals["preparedTransactionOffset"], None)
+        self._encode(topic, tinfo, qid, body_b, props, store_ts,
+                     (vals["flag"], vals["sysFlag"], vals["bornTimestamp"], bh, bp, sh, sp, vals["reconsumeTimes"],
+                      vals["preparedTransactionOffset"]), None)
 
     def _uniq(self) -> str:
         """The next UNIQ_KEY (MessageClientIDSetter's format), taken from blocks of 256 reserved at once."""
@@ -388,9 +392,11 @@ class MessageBatch:
             self._uniq_left -= k
         return out
 
-    def _encode(self, topic, tinfo, qid, body, props, flag, sys_flag, born_ts, store_ts, bh, bp, sh, sp, recon,
-                prep, text) -> None:  # noqa: PLR0913 - one argument per record field, for speed
-        """Encode one checked message (MessageExtEncoder.encode) and append it; raises before appending."""
+    def _encode(self, topic, tinfo, qid, body, props, store_ts, fields: tuple, text) -> None:
+        """Encode one checked message (MessageExtEncoder.encode) and append it; raises before appending.
+        `fields`: (flag, sysFlag, bornTimestamp, bornHost, bornPort, storeHost, storePort, reconsumeTimes,
+        preparedTransactionOffset), a plain tuple (this runs once per message)."""
+        flag, sys_flag, born_ts, bh, bp, sh, sp, recon, prep = fields
         blen = len(body)
         if blen > self.max_body:
             raise MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {self.max_body}")
@@ -442,8 +448,9 @@ class MessageBatch:
         if "DELAY" in props:
             tc = tags_code(topic, tags, props, store_ts)
         tx = sys_flag & 0xC
-        self._append((head, body, tpart, plen.to_bytes(2, "big"), praw), topic, qid, store_ts, tx == 0 or tx == 8,
-                     tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen, size)
+        self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),
+                     (topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen,
+                      size))
 
 
 def _check_none_props(props: dict) -> None:

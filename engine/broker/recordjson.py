@@ -183,11 +183,6 @@ _JSON_LINE = ('{"topic": %s, "queueId": %d, "queueOffset": %d, "commitLogOffset"
               '"magicVersion": "%s", "transactionType": "%s", "body": %s}')  # %-formatting: far cheaper than format
 
 
-def parse_props_re(text: str) -> dict[str, str]:
-    """parse_properties through _PROP_RE (tested equal)."""
-    return dict(_PROP_RE.findall(text))
-
-
 def _gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
     """One fixed-position header field of every record (record starts `pos`), as Python ints."""
     width = np.dtype(dtype).itemsize

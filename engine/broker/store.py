@@ -19,7 +19,7 @@ from engine.broker.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
                                    decode_offset_msg_id, offset_msg_id, parse_host)
 from engine.broker.putbatch import MessageBatch
-from engine.broker.putwriter import allocate_file, now_ms, put_batch, store_full
+from engine.broker.putwriter import allocate_file, put_batch, store_full
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 

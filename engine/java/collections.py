@@ -25,13 +25,11 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Union
 
+from engine.java.hashbins import (MAXIMUM_CAPACITY, MIN_TREEIFY_CAPACITY, TREEIFY_THRESHOLD, UNTREEIFY_THRESHOLD,
+                                  TreeNode, insert, table_size_for, treeify)
 from engine.java.lang import java_string_hash
 
 DEFAULT_INITIAL_CAPACITY = 16
-MAXIMUM_CAPACITY = 1 << 30
-TREEIFY_THRESHOLD = 8
-UNTREEIFY_THRESHOLD = 6
-MIN_TREEIFY_CAPACITY = 64
 
 
 def spread(key: str) -> int:
@@ -41,177 +39,25 @@ def spread(key: str) -> int:
     return s - (1 << 32) if s >= 1 << 31 else s
 
 
-def table_size_for(capacity: int) -> int:
-    """HashMap.tableSizeFor: the power of two a ``new HashMap<>(capacity)`` starts with."""
-    if capacity < 0:
-        raise ValueError(f"illegal initial capacity: {capacity}")
-    n = 1
-    while n < capacity:
-        n <<= 1
-    return min(n, MAXIMUM_CAPACITY)
-
-
-class _TreeNode:
-    __slots__ = ("key", "hash", "parent", "left", "right", "red", "_units")
-
-    def __init__(self, key: str, h: int):
-        self.key, self.hash = key, h
-        self.parent = self.left = self.right = None
-        self.red = False
-        self._units: Optional[bytes] = None
-
-    def units(self) -> bytes:
-        # Big-endian UTF-16 bytes compare like String.compareTo compares chars (code units, then length).
-        if self._units is None:
-            self._units = self.key.encode("utf-16-be", "surrogatepass")
-        return self._units
-
-
-def _direction(x: _TreeNode, p: _TreeNode) -> int:
-    """<= 0: x goes left of p. Hash first (signed), then compareTo; distinct strings never compare equal."""
-    if p.hash > x.hash:
-        return -1
-    if p.hash < x.hash:
-        return 1
-    return -1 if x.units() < p.units() else 1
-
-
-def _rotate_left(root, p):
-    r = p.right
-    if r is not None:
-        rl = p.right = r.left
-        if rl is not None:
-            rl.parent = p
-        pp = r.parent = p.parent
-        if pp is None:
-            root = r
-            r.red = False
-        elif pp.left is p:
-            pp.left = r
-        else:
-            pp.right = r
-        r.left = p
-        p.parent = r
-    return root
-
-
-def _rotate_right(root, p):
-    lft = p.left
-    if lft is not None:
-        lr = p.left = lft.right
-        if lr is not None:
-            lr.parent = p
-        pp = lft.parent = p.parent
-        if pp is None:
-            root = lft
-            lft.red = False
-        elif pp.right is p:
-            pp.right = lft
-        else:
-            pp.left = lft
-        lft.right = p
-        p.parent = lft
-    return root
-
-
-def _balance_insertion(root, x):
-    """Red-black insert fix-up exactly as TreeNode.balanceInsertion (its rotations decide the root)."""
-    x.red = True
-    while True:
-        xp = x.parent
-        if xp is None:
-            x.red = False
-            return x
-        xpp = xp.parent
-        if not xp.red or xpp is None:
-            return root
-        xppl = xpp.left
-        if xp is xppl:
-            xppr = xpp.right
-            if xppr is not None and xppr.red:
-                xppr.red = xp.red = False
-                xpp.red = True
-                x = xpp
-                continue
-            if x is xp.right:
-                x = xp
-                root = _rotate_left(root, x)
-                xp = x.parent
-                xpp = None if xp is None else xp.parent
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_right(root, xpp)
-        else:
-            if xppl is not None and xppl.red:
-                xppl.red = xp.red = False
-                xpp.red = True
-                x = xpp
-                continue
-            if x is xp.left:
-                x = xp
-                root = _rotate_right(root, x)
-                xp = x.parent
-                xpp = None if xp is None else xp.parent
-            if xp is not None:
-                xp.red = False
-                if xpp is not None:
-                    xpp.red = True
-                    root = _rotate_left(root, xpp)
-
-
 class _TreeBin:
-    """A TreeNode bin: the red-black tree and the next-link list that iteration follows."""
+    """A TreeNode bin: the red-black tree (engine.java.hashbins) and the next-link list that iteration follows."""
 
-    def __init__(self, nodes: list[_TreeNode]):
+    def __init__(self, nodes: list[TreeNode]):
         # TreeNode.treeify: insert the nodes in list order, then move the root to the front of the list.
         self.order = list(nodes)
-        root = None
-        for x in self.order:
-            x.left = x.right = None
-            if root is None:
-                x.parent = None
-                x.red = False
-                root = x
-                continue
-            p = root
-            while True:
-                d = _direction(x, p)
-                child = p.left if d <= 0 else p.right
-                if child is None:
-                    x.parent = p
-                    if d <= 0:
-                        p.left = x
-                    else:
-                        p.right = x
-                    root = _balance_insertion(root, x)
-                    break
-                p = child
-        self._move_root_to_front(root)
+        self._move_root_to_front(treeify(self.order))
 
-    def _move_root_to_front(self, root: _TreeNode) -> None:
+    def _move_root_to_front(self, root: TreeNode) -> None:
         if self.order[0] is not root:
             self.order.remove(root)
             self.order.insert(0, root)
 
     def put(self, key: str, h: int) -> None:
         """TreeNode.putTreeVal for a key not yet present: the new node follows its parent in the list."""
-        x = _TreeNode(key, h)
-        p = self.order[0]  # the root is always first
-        while True:
-            d = _direction(x, p)
-            child = p.left if d <= 0 else p.right
-            if child is None:
-                break
-            p = child
-        if d <= 0:
-            p.left = x
-        else:
-            p.right = x
-        x.parent = p
+        x = TreeNode(h, key)
+        root, p = insert(self.order[0], x)  # the root is always first
         self.order.insert(self.order.index(p) + 1, x)
-        self._move_root_to_front(_balance_insertion(self.order[0], x))
+        self._move_root_to_front(root)
 
     def split(self, bit: int) -> tuple:
         """TreeNode.split on resize: (low bin, high bin), each None, a plain list or a tree bin."""
@@ -219,7 +65,7 @@ class _TreeBin:
         hi = [n for n in self.order if n.hash & bit]
         return self._half(lo, bool(hi)), self._half(hi, bool(lo))
 
-    def _half(self, nodes: list[_TreeNode], other_half: bool):
+    def _half(self, nodes: list[TreeNode], other_half: bool):
         if not nodes:
             return None
         if len(nodes) <= UNTREEIFY_THRESHOLD:
@@ -284,7 +130,7 @@ class JavaHashMap:
             self._resize()  # small tables grow instead of treeifying
         else:
             self._count("treeify")
-            self._bins[i] = _TreeBin([_TreeNode(k, h) for k, h in self._bins[i]])
+            self._bins[i] = _TreeBin([TreeNode(h, k) for k, h in self._bins[i]])
 
     def _resize(self) -> None:
         old_cap, old_thr = self.capacity, self._threshold

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator
 
+from engine.java import hashbins
+from engine.java.hashbins import (MAXIMUM_CAPACITY, MIN_TREEIFY_CAPACITY, TREEIFY_THRESHOLD, UNTREEIFY_THRESHOLD,
+                                  TreeNode, table_size_for)
 from engine.java.lang import java_string_hash
 
 HASH_BITS = 0x7FFFFFFF
-MAXIMUM_CAPACITY = 1 << 30
 DEFAULT_CAPACITY = 16
-TREEIFY_THRESHOLD = 8
-UNTREEIFY_THRESHOLD = 6
-MIN_TREEIFY_CAPACITY = 64
 
 
 def long_hash(v: int) -> int:
@@ -51,82 +50,30 @@ def spread(h: int) -> int:
     return (u ^ (u >> 16)) & HASH_BITS
 
 
-def table_size_for(c: int) -> int:
-    """The smallest power of two >= c (1 for c <= 1), capped at MAXIMUM_CAPACITY."""
-    if c <= 1:
-        return 1
-    return min(1 << (c - 1).bit_length(), MAXIMUM_CAPACITY)
-
-
-class _TreeNode:
-    __slots__ = ("hash", "key", "val", "left", "right", "parent", "red")
-
-    def __init__(self, h, key, val):
-        self.hash, self.key, self.val = h, key, val
-        self.left = self.right = self.parent = None
-        self.red = False
-
-
 class _TreeBin:
-    """A treeified bin: a red-black tree ordered by (hash, key) plus the `first` list that iteration follows."""
+    """A treeified bin: the red-black tree (engine.java.hashbins) plus the `first` list that iteration follows."""
 
-    def __init__(self, nodes: list[_TreeNode]):
-        self.order: list[_TreeNode] = list(nodes)   # the `first` list
-        self.root = None
-        for x in self.order:
-            x.left = x.right = None
-            if self.root is None:
-                x.parent, x.red = None, False
-                self.root = x
-                continue
-            p = self.root
-            while True:
-                d = _dir(x.hash, x.key, p)
-                nxt = p.left if d <= 0 else p.right
-                if nxt is None:
-                    x.parent = p
-                    if d <= 0:
-                        p.left = x
-                    else:
-                        p.right = x
-                    self.root = _balance_insertion(self.root, x)
-                    break
-                p = nxt
+    def __init__(self, nodes: list[TreeNode]):
+        self.order: list[TreeNode] = list(nodes)   # the `first` list
+        self.root = hashbins.treeify(self.order)
 
-    def find(self, key) -> _TreeNode | None:
+    def find(self, key) -> TreeNode | None:
         for n in self.order:
             if n.key == key:
                 return n
         return None
 
-    def put(self, h: int, key, val) -> _TreeNode | None:
+    def put(self, h: int, key, val) -> TreeNode | None:
         """putTreeVal: the existing node, or None after inserting a new one at the head of `first`."""
         found = self.find(key)
         if found is not None:
             return found
-        x = _TreeNode(h, key, val)
+        x = TreeNode(h, key, val)
         self.order.insert(0, x)
-        p = self.root
-        if p is None:
-            self.root = x
-            return None
-        while True:
-            d = _dir(h, key, p)
-            nxt = p.left if d <= 0 else p.right
-            if nxt is None:
-                x.parent = p
-                if d <= 0:
-                    p.left = x
-                else:
-                    p.right = x
-                if not p.red:
-                    x.red = True
-                else:
-                    self.root = _balance_insertion(self.root, x)
-                return None
-            p = nxt
+        self.root, _ = hashbins.insert(self.root, x)
+        return None
 
-    def remove(self, p: _TreeNode) -> bool:  # long: one step of Java's removeTreeNode per block, kept in its order
+    def remove(self, p: TreeNode) -> bool:
         """removeTreeNode: True when the bin is now too small and must become a plain list again."""
         self.order.remove(p)
         if not self.order:
@@ -135,196 +82,8 @@ class _TreeBin:
         r = self.root
         if r is None or r.right is None or r.left is None or r.left.left is None:
             return True
-        pl, pr = p.left, p.right
-        if pl is not None and pr is not None:
-            s = pr
-            while s.left is not None:
-                s = s.left
-            s.red, p.red = p.red, s.red
-            sr, pp = s.right, p.parent
-            if s is pr:
-                p.parent = s
-                s.right = p
-            else:
-                sp = s.parent
-                p.parent = sp
-                if sp is not None:
-                    if s is sp.left:
-                        sp.left = p
-                    else:
-                        sp.right = p
-                s.right = pr
-                pr.parent = s
-            p.left = None
-            p.right = sr
-            if sr is not None:
-                sr.parent = p
-            s.left = pl
-            pl.parent = s
-            s.parent = pp
-            if pp is None:
-                r = s
-            elif p is pp.left:
-                pp.left = s
-            else:
-                pp.right = s
-            replacement = sr if sr is not None else p
-        elif pl is not None:
-            replacement = pl
-        elif pr is not None:
-            replacement = pr
-        else:
-            replacement = p
-        if replacement is not p:
-            pp = replacement.parent = p.parent
-            if pp is None:
-                r = replacement
-            elif p is pp.left:
-                pp.left = replacement
-            else:
-                pp.right = replacement
-            p.left = p.right = p.parent = None
-        self.root = r if p.red else _balance_deletion(r, replacement)
-        if p is replacement and p.parent is not None:
-            pp = p.parent
-            if p is pp.left:
-                pp.left = None
-            elif p is pp.right:
-                pp.right = None
-            p.parent = None
+        self.root = hashbins.delete(r, p)
         return False
-
-
-def _dir(h: int, key, p: _TreeNode) -> int:
-    """Tree direction: by hash, then by the keys' natural order (Long, Integer and String are Comparable)."""
-    if p.hash > h:
-        return -1
-    if p.hash < h:
-        return 1
-    if type(key) is type(p.key) and key != p.key:
-        return -1 if key < p.key else 1
-    return -1  # tieBreakOrder: only equal keys get here, and those are found before inserting
-
-
-def _rotate_left(root, p):
-    if p is not None and p.right is not None:
-        r = p.right
-        p.right = rl = r.left
-        if rl is not None:
-            rl.parent = p
-        r.parent = pp = p.parent
-        if pp is None:
-            root = r
-            r.red = False
-        elif pp.left is p:
-            pp.left = r
-        else:
-            pp.right = r
-        r.left = p
-        p.parent = r
-    return root
-
-
-def _rotate_right(root, p):
-    if p is not None and p.left is not None:
-        lft = p.left
-        p.left = lr = lft.right
-        if lr is not None:
-            lr.parent = p
-        lft.parent = pp = p.parent
-        if pp is None:
-            root = lft
-            lft.red = False
-        elif pp.right is p:
-            pp.right = lft
-        else:
-            pp.left = lft
-        lft.right = p
-        p.parent = lft
-    return root
-
-
-def _child(n, side: str):
-    return None if n is None else getattr(n, side)
-
-
-def _red(n) -> bool:
-    return n is not None and n.red
-
-
-def _balance_insertion(root, x):
-    """Red-black insertion fix-up, as TreeBin.balanceInsertion (its two mirrored halves folded into one)."""
-    x.red = True
-    while True:
-        xp = x.parent
-        if xp is None:
-            x.red = False
-            return x
-        xpp = xp.parent
-        if not xp.red or xpp is None:
-            return root
-        near, far = ("left", "right") if xp is xpp.left else ("right", "left")
-        rot_up, rot_down = (_rotate_right, _rotate_left) if near == "left" else (_rotate_left, _rotate_right)
-        uncle = getattr(xpp, far)
-        if _red(uncle):
-            uncle.red = xp.red = False
-            xpp.red = True
-            x = xpp
-            continue
-        if x is getattr(xp, far):
-            x = xp
-            root = rot_down(root, x)
-            xp = x.parent
-            xpp = _child(xp, "parent")
-        if xp is not None:
-            xp.red = False
-            if xpp is not None:
-                xpp.red = True
-                root = rot_up(root, xpp)
-
-
-def _balance_deletion(root, x):
-    """Red-black deletion fix-up, as TreeBin.balanceDeletion (its two mirrored halves folded into one)."""
-    while True:
-        if x is None or x is root:
-            return root
-        xp = x.parent
-        if xp is None:
-            x.red = False
-            return x
-        if x.red:
-            x.red = False
-            return root
-        near, far = ("left", "right") if xp.left is x else ("right", "left")
-        rot_near, rot_far = (_rotate_left, _rotate_right) if near == "left" else (_rotate_right, _rotate_left)
-        sib = getattr(xp, far)
-        if _red(sib):
-            sib.red = False
-            xp.red = True
-            root = rot_near(root, xp)
-            xp = x.parent
-            sib = _child(xp, far)
-        if sib is None:
-            x = xp
-        elif not _red(sib.left) and not _red(sib.right):
-            sib.red = True
-            x = xp
-        else:
-            if not _red(getattr(sib, far)):
-                if getattr(sib, near) is not None:
-                    getattr(sib, near).red = False
-                sib.red = True
-                root = rot_far(root, sib)
-                xp = x.parent
-                sib = _child(xp, far)
-            if sib is not None:
-                sib.red = False if xp is None else xp.red
-                if getattr(sib, far) is not None:
-                    getattr(sib, far).red = False
-            if xp is not None:
-                xp.red = False
-                root = rot_near(root, xp)
-            x = root
 
 
 class ConcurrentHashMap:
@@ -530,7 +289,7 @@ class ConcurrentHashMap:
             return
         b = self.table[i]
         if b is not None and not isinstance(b, _TreeBin):
-            self.table[i] = _TreeBin([_TreeNode(h, k, v) for h, k, v in b])
+            self.table[i] = _TreeBin([TreeNode(h, k, v) for h, k, v in b])
 
     def _transfer(self) -> None:
         """Double the table: each bin splits into the low and high halves (ConcurrentHashMap.transfer)."""
@@ -541,8 +300,8 @@ class ConcurrentHashMap:
             if b is None:
                 continue
             if isinstance(b, _TreeBin):
-                lo = [_TreeNode(x.hash, x.key, x.val) for x in b.order if not x.hash & n]
-                hi = [_TreeNode(x.hash, x.key, x.val) for x in b.order if x.hash & n]
+                lo = [TreeNode(x.hash, x.key, x.val) for x in b.order if not x.hash & n]
+                hi = [TreeNode(x.hash, x.key, x.val) for x in b.order if x.hash & n]
                 new[i] = _split_tree(lo, len(hi), b)
                 new[i + n] = _split_tree(hi, len(lo), b)
                 continue
@@ -565,7 +324,7 @@ class ConcurrentHashMap:
         self.size_ctl = (n << 1) - (n >> 1)
 
 
-def _split_tree(nodes: list[_TreeNode], other: int, old: _TreeBin):
+def _split_tree(nodes: list[TreeNode], other: int, old: _TreeBin):
     if not nodes:
         return None
     if len(nodes) <= UNTREEIFY_THRESHOLD:

@@ -33,7 +33,8 @@ from engine.broker.records import SCAN_WINDOW, RecordBatch
 from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
 from engine.jobs.framework import (DEFAULT_MASTER, INLINE, Job, Progress, ReindexError, ReindexResult, check_master,
                                    check_store, no_progress, resolve_output)
-from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
+from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
+                               walk_range)
 
 __all__ = ["spark_reindex", "scan_range", "SegmentScan", "rebuild_from_scans", "ReindexResult", "ReindexError",
            "DEFAULT_MASTER", "INLINE"]
@@ -42,32 +43,14 @@ __all__ = ["spark_reindex", "scan_range", "SegmentScan", "rebuild_from_scans", "
 # ============================================================================ scan
 
 @dataclass
-class SegmentScan:
+class SegmentScan(RangeScan):
     """What one segment range contributes. Arrays are per dispatched record, except key_hash (per key)."""
-    index: int               # the range's position in commit-log order
-    start: int               # commit-log offset of its segment
     rec_phy: np.ndarray      # int64 PHYSICALOFFSET field
     rec_ts: np.ndarray       # int64 STORETIMESTAMP
     rec_nkeys: np.ndarray    # int32 keys the broker would put (0: none / rollback)
     key_hash: np.ndarray     # int32 Java hashCode of each "topic#key", in put order
-    bytes_scanned: int = 0   # bytes of records walked (up to the blank filler / end of data / range end)
-    end_kind: str = "empty"  # range (went on in the next range) | blank | zero | corrupt | empty | void
-    end_offset: int = 0      # commit-log offset where the walk of this range stopped
-    end_reason: str = ""
-    length_mismatches: int = 0
     rollbacks: int = 0
     phy_mismatches: int = 0  # records whose PHYSICALOFFSET field differs from their position
-    segment: int = 0
-    begin: int = 0           # the range: records starting in [begin, end) of the segment file
-    end: Optional[int] = None
-    first: Optional[int] = 0  # where its walk began / went past the range or stopped
-    exit: int = 0
-    seconds: float = 0.0
-    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
-
-    @property
-    def records(self) -> int:
-        return len(self.rec_phy)
 
     @property
     def keys(self) -> int:

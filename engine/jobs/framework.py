@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from engine.broker.config import BrokerConfig
-from engine.broker.layout import StoreLayout, list_index_files
+from engine.broker.layout import StoreLayout, is_inside, list_index_files
 from engine.broker.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
@@ -146,12 +146,12 @@ def resolve_output(layout: StoreLayout, out: Optional[Path], fmt: str, replace: 
     if why:
         raise InvalidArgumentError(f"--out {d}: {why}; choose a directory outside the store's data")
     tiered_dir = layout.tiered_index_dir.resolve()
-    if d == tiered_dir or _inside(d, tiered_dir):
+    if d == tiered_dir or is_inside(d, tiered_dir):
         raise InvalidArgumentError(f"--out {d}: the broker loads every numeric file under {tiered_dir} as an "
                                    "unsealed working file; choose another directory")
     if d == index_dir and fmt == "tiered":
         raise InvalidArgumentError(f"--out {d}: that is the broker's own index directory; choose another directory")
-    if _inside(d, index_dir):
+    if is_inside(d, index_dir):
         raise InvalidArgumentError(f"--out {d} lies inside the store's index directory; choose another directory")
     if d == index_dir:
         return _target(d, True, replace, index_file_size)
@@ -183,14 +183,6 @@ def _target(index_dir: Path, into_store: bool, replace: bool, file_size: Optiona
     return OutputTarget(index_dir, into_store, replace)
 
 
-def _inside(p: Path, parent: Path) -> bool:
-    try:
-        p.relative_to(parent)
-    except ValueError:
-        return False
-    return p != parent
-
-
 # ============================================================================ the job
 
 class Job:
@@ -220,12 +212,11 @@ class Job:
         return self
 
     def start_runner(self, spark_conf: Optional[dict] = None):
-        from engine.jobs.runners import InlineRunner, SparkRunner
+        from engine.jobs.runners import open_runner
 
-        self.runner = InlineRunner() if self.master == INLINE else SparkRunner(self.master, spark_conf)
+        self.runner = open_runner(self.master, spark_conf)
         self.result.spark_log = getattr(self.runner, "log_path", None)
-        if isinstance(self.runner, SparkRunner):
-            self.result.master = self.runner.sc.master
+        self.result.master = self.runner.master_used
         return self.runner
 
     def scan(self, units: list[SegmentRange], scan_fn, progress: Progress) -> list[dict]:

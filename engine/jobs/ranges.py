@@ -15,7 +15,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -69,6 +69,31 @@ def segment_ranges(config, range_bytes: int = RANGE_BYTES) -> list[SegmentRange]
 def whole_segment(index: int, path: str, seg_start: int) -> SegmentRange:
     """One segment file as a single range (tools and tests)."""
     return SegmentRange(index, index, str(path), seg_start, os.path.getsize(path))
+
+
+@dataclass
+class RangeScan:
+    """What both index jobs' scans of one segment range share (SegmentScan, TieredSegmentScan extend it): the
+    range, where its walk went and stopped, and its timing. The per-record arrays are the subclasses' own."""
+    index: int               # the range's position in commit-log order
+    start: int               # commit-log offset of its segment
+    _: KW_ONLY
+    bytes_scanned: int = 0   # bytes of records walked (up to the blank filler / end of data / range end)
+    end_kind: str = "empty"  # range (went on in the next range) | blank | zero | corrupt | empty | void
+    end_offset: int = 0      # commit-log offset where the walk of this range stopped
+    end_reason: str = ""
+    length_mismatches: int = 0
+    segment: int = 0
+    begin: int = 0           # the range: records starting in [begin, end) of the segment file
+    end: Optional[int] = None
+    first: Optional[int] = 0  # where its walk began / went past the range or stopped
+    exit: int = 0
+    seconds: float = 0.0
+    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
+
+    @property
+    def records(self) -> int:
+        return len(self.rec_ts)
 
 
 # ============================================================================ walking one range

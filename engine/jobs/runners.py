@@ -50,12 +50,19 @@ MASTER_PROBE_SECONDS = 5
 
 # ============================================================================ inline
 
+def open_runner(master: str, spark_conf: Optional[dict] = None):
+    """The runner for `master` (the public entry point of this module, with each runner's `scan`, `build_with`,
+    `master_used` and `close`): InlineRunner for "inline", else a SparkRunner on that master."""
+    return InlineRunner() if master == INLINE else SparkRunner(master, spark_conf)
+
+
 class InlineRunner:
     """The whole job without a JVM: in this process, range after range (each starts exactly where the last
     one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by forked worker processes, one
     range per task as on Spark (guessed starts, settled afterwards)."""
 
     name = INLINE
+    master_used = INLINE   # the master the job ran on, as reported
 
     def __init__(self, scans: Optional[list] = None, memory_budget: Optional[int] = None,
                  workers: Optional[int] = None):
@@ -267,6 +274,11 @@ class SparkRunner:
     the output directory must be on storage every executor can read at the same paths, and the engine
     package is shipped to the executors with addPyFile.
     """
+
+    @property
+    def master_used(self) -> str:
+        """The master Spark resolved (what the job reports)."""
+        return self.sc.master
 
     def __init__(self, master: str, conf: Optional[dict] = None):
         self.master = master

@@ -52,15 +52,17 @@ from engine.broker.keycolumns import distinct_ranges, tiered_keys
 from engine.broker.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from engine.broker.records import SCAN_WINDOW, RecordBatch
 from engine.errors import InvalidArgumentError
+from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
 from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
                                    check_store, no_progress, resolve_output)
-from engine.jobs.ranges import RANGE_BYTES, SegmentRange, range_summary, segment_ranges, walk_buffer, walk_range
+from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
+                               walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
                                       HEADER_SIZE, INDEX_ITEM_SIZE)
-from engine.tiered.index.service import load_tiered_metadata
+from engine.tiered.flat.metadata import read_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
 TIERED_DEFAULT_INDEX_NUM = 20_000_000
@@ -101,10 +103,8 @@ def check_tiered_geometry(hash_slot_num: int, index_num: int) -> None:
 # ============================================================================ scan
 
 @dataclass
-class TieredSegmentScan:
+class TieredSegmentScan(RangeScan):
     """One range's copied records (per record arrays) and their keys (key_hash, per key, HashSet order)."""
-    index: int
-    start: int
     topics: list[str]        # topics of the copied records, first-seen order
     rec_topic: np.ndarray    # int32 index into topics
     rec_qid: np.ndarray      # int32 QUEUEID
@@ -113,24 +113,8 @@ class TieredSegmentScan:
     rec_nkeys: np.ndarray    # int32 size of the key set
     key_hash: np.ndarray     # int32 tiered hashCode of "topic#key" (sign flipped), record by record
     valid_records: int = 0   # valid records walked (copied or not)
-    bytes_scanned: int = 0
-    end_kind: str = "empty"
-    end_offset: int = 0
-    end_reason: str = ""
-    length_mismatches: int = 0
     tx_skipped: int = 0      # PREPARED / ROLLBACK records: no consume-queue unit, never copied
     filtered: int = 0        # records of topics the tiered store does not copy
-    segment: int = 0
-    begin: int = 0
-    end: Optional[int] = None
-    first: Optional[int] = 0
-    exit: int = 0
-    seconds: float = 0.0
-    started: float = 0.0     # wall clock (epoch seconds) when its walk began, to show tasks overlapping
-
-    @property
-    def records(self) -> int:
-        return len(self.rec_ts)
 
     @property
     def nbytes(self) -> int:
@@ -377,9 +361,7 @@ def build_tiered_file(k: int, pieces: list, plan: TieredPlan, staging: str, run_
     path = os.path.join(staging, temp_name(fp.number, run_id, attempt))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_fully(fd, data, 0, path, undo=False)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -436,7 +418,8 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
     if metadata_path is None:
         cand = layout.tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
-    meta = load_tiered_metadata(metadata_path) if metadata_path is not None else None
+    loaded = read_metadata(metadata_path) if metadata_path is not None else None
+    meta = loaded.metadata if loaded is not None else None
     known_ids, next_id = metadata_topic_ids(meta)
     result = TieredReindexResult(master, dry_run, str(config.root), str(target.directory) if target else "",
                                  hash_slot_num=hash_slot_num, index_num=index_num, format="tiered",
@@ -447,6 +430,8 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
         summaries = job.scan(segment_ranges(config, range_bytes), scan_fn, progress)
         plan = make_tiered_plan(job.runner, summaries, hash_slot_num, index_num, known_ids, next_id)
         _report(result, summaries, plan)
+        if loaded is not None:
+            result.anomalies += loaded.warnings   # the main file was unusable and its .bak was read
         if not dry_run:
             _build_and_publish(job, plan, progress)
         return result

@@ -17,9 +17,9 @@ from typing import Optional
 
 import numpy as np
 
-from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MIN, java_rem
 from engine.jobs.framework import ReindexError
+from engine.tiered.flat.metadata import TieredMetadata
 
 
 @dataclass
@@ -48,23 +48,11 @@ class TieredPlan:
     failed_sets: int = 0        # puts that ended in UNKNOWN_ERROR (a MIN_VALUE key before the header)
 
 
-def metadata_topic_ids(meta: Optional[dict]) -> tuple[dict[str, int], int]:
-    """topic -> topicId from a decoded tieredStoreMetadata.json, and the next id the broker would assign."""
+def metadata_topic_ids(meta: Optional[TieredMetadata]) -> tuple[dict[str, int], int]:
+    """topic -> topicId from the tiered metadata, and the next id the broker would assign."""
     if meta is None:
         return {}, 0
-    table = meta.get("topicMetadataTable") or {}
-    if not isinstance(table, dict):
-        raise InvalidArgumentError("tiered metadata: topicMetadataTable is not an object")
-    ids: dict[str, int] = {}
-    for name, entry in table.items():
-        tid = entry.get("topicId") if isinstance(entry, dict) else None
-        if isinstance(tid, bool) or not isinstance(tid, int):
-            raise InvalidArgumentError(f"tiered metadata: topic {name!r} has no integer topicId ({tid!r})")
-        ids[str(name)] = tid
-    serial = meta.get("topicSerialNumber")
-    top = max([serial if isinstance(serial, int) and not isinstance(serial, bool) else -1] + list(ids.values()),
-              default=-1)
-    return ids, top + 1
+    return meta.topic_ids(), meta.next_topic_id()
 
 
 class _Planner:

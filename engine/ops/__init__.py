@@ -4,7 +4,7 @@ The public surface, imported lazily so that `import engine.ops.verify` stays lig
 
     plan_recovery, apply_recovery, recover, RecoveryPlan      engine.ops.recovery
     plan_clean, apply_clean, clean, CleanPlan                 engine.ops.clean
-    verify_index_file, VerifyReport, index_stats              engine.ops.verify
+    verify_index_file, VerifyReport                           engine.ops.verify
 
 Both store-changing operations share engine.ops.operation (lock, re-plan under the lock, dry run) and
 everything recovery removes is kept by engine.ops.quarantine first.
@@ -18,7 +18,7 @@ _WHERE = {
     "RecoveryPlan": "engine.ops.recovery",
     "plan_clean": "engine.ops.clean", "apply_clean": "engine.ops.clean", "clean": "engine.ops.clean",
     "CleanPlan": "engine.ops.clean",
-    "verify_index_file": "engine.ops.verify", "VerifyReport": "engine.ops.verify", "index_stats": "engine.ops.verify",
+    "verify_index_file": "engine.ops.verify", "VerifyReport": "engine.ops.verify",
 }
 __all__ = sorted(_WHERE)
 

@@ -21,20 +21,11 @@ import numpy as np
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains
 from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE
+from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX
 
 _SEEDS = struct.Struct(">qqqq")
 _IO_CHUNK = 1 << 20
-
-
-def write_all(fd: int, data, pos: int) -> None:
-    """pwrite everything or raise: os.pwrite may write short on a full disk."""
-    view = memoryview(data).cast("B")
-    while len(view):
-        n = os.pwrite(fd, view, pos)
-        if n <= 0:
-            raise OSError(28, "short write (no space left on device?)")
-        view, pos = view[n:], pos + n
 
 
 def read_exact(fd: int, n: int, pos: int) -> bytes:
@@ -202,7 +193,7 @@ class IndexFileBuilder:
         if self.counting:
             return
         if not self.comparing:
-            write_all(self.fd, data, pos)
+            write_fully(self.fd, data, pos, self.path, undo=False)
         elif self.equal and read_exact(self.fd, len(data), pos) != data:
             self.equal = False
 

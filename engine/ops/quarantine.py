@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import StoreError
-from engine.fsutil import atomic_write, fsync_dir
-from engine.ops.indexwrite import read_exact, write_all
+from engine.fsutil import atomic_write, fsync_dir, write_fully
+from engine.ops.indexwrite import read_exact
 
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
 QUARANTINE_DIR = "quarantine"
@@ -149,7 +149,7 @@ class Quarantine:
                 if not data:
                     break
                 h.update(data)
-                write_all(out, data, done)
+                write_fully(out, data, done, target, undo=False)
                 done += len(data)
             os.fsync(out)
         finally:

@@ -41,9 +41,8 @@ def queue_min_offset(cq: ConsumeQueue, cl_min: int) -> int:
     """getMinOffsetInQueue, as the broker settles it once it has loaded the queue and its consume-queue clean-up
     has run with the commit log's min offset `cl_min` (deleteExpiredFile then correctMinOffset, format §8.3).
 
-    The one rule for "the first queue offset a consumer can read" (LocalQueue in
-    engine/tiered/flat/queue_dispatch.py computes the same value on its own for healthy queues;
-    tests/test_parity_queues.py checks that they agree).
+    The one rule for "the first queue offset a consumer can read": the read commands and the tier-out
+    (LocalQueue in engine/tiered/flat/queue_dispatch.py, where a new tiered queue starts) both use it.
 
     Steps: no unit, or the last unit points below `cl_min`: min = max. Else drop the files (but the last) whose
     last unit points below `cl_min`, oldest first, stopping at the first that stays; the min is the first unit

@@ -1,4 +1,4 @@
-"""Index file statistics and verification (the `inspect-index --stats/--verify` engine side; recovery uses the
+"""Index file verification (the `inspect-index --verify` engine side; recovery uses the
 same structural check to decide which index files it can trust).
 
 Memory is bounded whatever the file size: items are read a chunk at a time (VERIFY_CHUNK items, about 100 MB
@@ -22,37 +22,6 @@ VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working array
 _LISTED = 50                    # problems of one kind listed before they are only counted
 
 Progress = Callable[[str, int, int], None]
-
-
-def index_stats(f: IndexFile, top: int = 10) -> dict:
-    """Slot occupancy, chain-length histogram and the longest chains, computed from the arrays."""
-    slots = f.slots_array()
-    items = f.items_array()
-    n_items = len(items)
-    occupied = int(np.count_nonzero(slots))
-    if n_items:
-        hashes = items["hash"].astype(np.int64)
-        item_slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0)
-        counts = np.bincount(item_slots, minlength=f.hash_slot_num)
-    else:
-        counts = np.zeros(f.hash_slot_num, dtype=np.int64)
-    used = counts[counts > 0]
-    hist_vals, hist_counts = np.unique(used, return_counts=True) if len(used) else ([], [])
-    longest_idx = np.argsort(-counts, kind="stable")[:top] if len(counts) else []
-    longest = [{"slot": int(s), "length": int(counts[s])} for s in longest_idx if counts[s] > 0]
-    return {
-        "file": f.path.name,
-        "hashSlotNum": f.hash_slot_num,
-        "indexNum": f.index_num,
-        "items": n_items,
-        "occupiedSlots": occupied,
-        "slotOccupancy": occupied / f.hash_slot_num,
-        "fill": n_items / (f.index_num - 1),
-        "meanChainLength": float(used.mean()) if len(used) else 0.0,
-        "maxChainLength": int(used.max()) if len(used) else 0,
-        "chainLengthHistogram": {int(v): int(c) for v, c in zip(hist_vals, hist_counts)},
-        "longestChains": longest,
-    }
 
 
 @dataclass

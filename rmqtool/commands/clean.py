@@ -5,7 +5,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.ops.clean import CleanPlan, clean as run_clean
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -21,10 +20,10 @@ def _size(n: int) -> str:
 
 
 def _note(msg: str) -> None:
-    render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
+    render.note(f"note: {msg}")  # one line, however long
 
 
-def _render(plan: CleanPlan, dry_run: bool) -> None:
+def _render(plan, dry_run: bool) -> None:
     verb = "would delete" if dry_run else "deleted"
     rows = [[it.kind, it.path, it.size, it.disk, it.reason] for it in plan.items]
     if rows:
@@ -74,6 +73,8 @@ def clean(
     Takes the store lock. Never deletes or follows anything outside the store: symlinks are reported and left.
     """
     # Index geometry is accepted like every store command takes it; clean reads only index headers.
+    from engine.ops.clean import clean as run_clean
+
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     with render.progress(None, "clean") as bar:
         task = bar.add_task("clean", total=None)

@@ -5,29 +5,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker.store import MessageStore
-from engine.ops.consumers import consumer_progress, delay_status
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
-
-CONSUMERS_EXAMPLES = """Examples:
-
-  rmqtool consumers -s ~/store
-
-  rmqtool consumers -s ~/store --group please_rename_unique_group_name
-
-  rmqtool consumers -s ~/store --json | jq '.groups[] | {group, diffTotal}'
-"""
-
-DELAYS_EXAMPLES = """Examples:
-
-  rmqtool delays -s ~/store
-
-  rmqtool delays -c /opt/rocketmq/conf/broker.conf
-
-  rmqtool delays -s ~/store --json | jq '.levels[] | select(.pending > 0)'
-"""
 
 PROGRESS_COLUMNS = [
     tables.Column("group", "group", tables.TEXT, min_width=12),
@@ -69,6 +49,9 @@ def consumers(
     from consumerOffset.json.bak, as the broker does, and said so on stderr. The queues of a topic are
     0..readQueueNums-1 from config/topics.json when it lists the topic.
     """
+    from engine.broker.store import MessageStore
+    from engine.ops.consumers import consumer_progress
+
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
         rep = consumer_progress(st, group)
@@ -110,6 +93,9 @@ def delays(
     (or its .bak), clamped into the queue as the broker does at load. nextDelivery is the delivery time stored
     in the next pending unit (its store time + the level's delay). Exits 3 when a pending message cannot be read.
     """
+    from engine.broker.store import MessageStore
+    from engine.ops.consumers import delay_status
+
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
         rep = delay_status(st, broker_conf)

@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 
-from engine.errors import InvalidArgumentError
 from rmqtool import render
 from rmqtool.cli import handles_errors
 
@@ -54,6 +53,8 @@ def _compare_rebuilt(directory: Path) -> None:
     render.out.print(f"{len(new)} rebuilt index file(s), byte-identical to put's: {'yes' if same else 'NO'}",
                      markup=False)
     if not same:
+        from engine.errors import InvalidArgumentError
+
         raise InvalidArgumentError("the rebuilt index differs from the incrementally built one")
 
 
@@ -68,6 +69,7 @@ def demo(
                                         "JVM; 'none' skips the step).")] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
+    from engine.errors import InvalidArgumentError
     root = ctx.find_root().command  # the rmqtool app itself, without importing it
 
     directory = directory.resolve()

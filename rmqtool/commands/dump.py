@@ -133,14 +133,6 @@ def _resolve(st, kind: str, text: str) -> int:
 
 
 QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
-GET_EXAMPLES = """Examples:
-
-  rmqtool get -s ~/store --offset 1234567
-
-  rmqtool get -s ~/store --msg-id 7F0000010000A7F100000000000012D6 --json
-
-  rmqtool get -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50 --json
-"""
 
 
 # one parameter per option: typer builds the command from the signature
@@ -337,14 +329,6 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
     return bad, total
 
 
-DUMP_EXAMPLES = """Examples:
-
-  rmqtool dump-commitlog -s ~/store --topic TopicTest --begin now-1h --json
-
-  rmqtool dump-commitlog -s ~/store --files 00000000001073741824 --body hex --json | head
-
-  rmqtool dump-commitlog -s ~/store --from-offset 1073741824 --to-offset 1100000000 --body-dir /tmp/bodies
-"""
 
 
 # one parameter per option: typer builds the command from the signature

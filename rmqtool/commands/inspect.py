@@ -6,86 +6,112 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker.config import load_config
-from engine.errors import InvalidArgumentError
-from engine.ops.inspect_index import InspectRequest, inspect_index_files
-from rmqtool import render
+from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config
 
 VERIFY_FAILED = 3
+DEFAULT_MAX = 10_000
+
+FileArg = Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
+                                                   dir_okay=False)]
+WalkSlotOpt = Annotated[Optional[int], typer.Option("--walk-slot", help="Print the chain of hash slot N.")]
+WalkKeyOpt = Annotated[Optional[str], typer.Option("--walk-key", help="Print the chain of the slot of TOPIC#KEY.")]
+MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many chain items per walk (default 10000); "
+                                     "a cut is reported on stderr.", min=1)]
+LimitAlias = Annotated[Optional[int], typer.Option("--limit", hidden=True, min=1, help="Old spelling of --max.")]
+StatsOpt = Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")]
+VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check every item against the commit log (tiered files: "
+                                         "structural check of slots and chains); exit 3 on problems.")]
+TieredDirOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-dir", help="Inspect every tiered index file (numeric name) in this directory, e.g. "
+    "<store>/tiered_index_file.", file_okay=False)]
 
 
 def _render_headers(rows: list[dict]) -> None:
     damage = any(r["damage"] for r in rows)
     render.table("index files", ["file", "beginTime", "endTime", "beginPhyOffset", "endPhyOffset", "hashSlotCount",
                                  "indexCount", "fill"] + (["damage"] if damage else []),
-                 [[r["file"], render.fmt_time(r["beginTimestamp"]), render.fmt_time(r["endTimestamp"]),
+                 [[r["file"], times.format_time(r["beginTimestamp"]), times.format_time(r["endTimestamp"]),
                    r["beginPhyOffset"], r["endPhyOffset"], r["hashSlotCount"], r["indexCount"],
                    f"{r['fill']:.1%}"] + ([r["damage"] or ""] if damage else []) for r in rows])
 
 
-# one parameter per option: typer builds the command from the signature
 @handles_errors
 def inspect_index(
-    file: Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
-                                                   dir_okay=False)] = None,
+    file: FileArg = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    walk_slot: Annotated[Optional[int], typer.Option("--walk-slot", help="Print the chain of hash slot N.")] = None,
-    walk_key: Annotated[Optional[str], typer.Option("--walk-key", help="Print the chain of the slot of TOPIC#KEY.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="At most this many chain items per walk.", min=1)] = 10_000,
-    stats: Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Check every item against the commit log (tiered files: "
-                                         "structural check of slots and chains); exit 3 on problems.")] = False,
+    walk_slot: WalkSlotOpt = None,
+    walk_key: WalkKeyOpt = None,
+    max_items: MaxOpt = DEFAULT_MAX,
+    stats: StatsOpt = False,
+    verify: VerifyOpt = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    tiered_dir: Annotated[Optional[Path], typer.Option(
-        "--tiered-dir", help="Inspect every tiered index file (numeric name) in this directory, e.g. "
-        "<store>/tiered_index_file.", file_okay=False)] = None,
+    tiered_dir: TieredDirOpt = None,
+    limit: LimitAlias = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
     Tiered index files (RocketMQ 5 tiered storage, unsealed or compacted) are recognised by their header: for
     them --walk-* shows the chain or the compacted slot range, TOPIC#KEY is hashed with the tiered rules,
     --verify is a structural check (no commit log needed) and --hash-slots/--max-index give the tiered
     geometry (default: inferred from the file)."""
+    # (a typer command: one parameter per option)
+    from engine.errors import InvalidArgumentError
+    from engine.ops.inspect_index import InspectRequest
+
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
+    req = InspectRequest(walk_slot, walk_key, limit if limit is not None else max_items, stats, verify)
     if tiered_dir is not None or (file is not None and _is_tiered(file)):
-        from engine.tiered.index import inspect_files, list_tiered_index_files
-        from rmqtool.render_tiered import render_inspection
-
-        if tiered_dir is not None:
-            if file is not None:
-                raise InvalidArgumentError("give FILE or --tiered-dir, not both")
-            paths = [p for _ts, p in list_tiered_index_files(tiered_dir)]
-            if not paths:
-                raise InvalidArgumentError(f"no tiered index files (numeric names) in {tiered_dir}")
-        else:
-            paths = [file]
-        if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=walk_slot,
-                                           walk_key=walk_key, limit=limit, stats=stats, verify=verify), json_out):
-            render.note("verification found problems")
-            raise typer.Exit(VERIFY_FAILED)
+        _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out)
         return
     with_store = not (file is not None and store is None and broker_conf is None)
     if with_store:
         cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     else:
+        from engine.broker.config import load_config
+
         cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
-    req = InspectRequest(walk_slot, walk_key, limit, stats, verify)
+    _inspect_broker(cfg, file, with_store, req, json_out)
+
+
+def _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out: bool) -> None:
+    from engine.errors import InvalidArgumentError
+    from engine.tiered.index import inspect_files, list_tiered_index_files
+    from rmqtool.render_tiered import render_inspection
+
+    if tiered_dir is not None:
+        if file is not None:
+            raise InvalidArgumentError("give FILE or --tiered-dir, not both")
+        paths = [p for _ts, p in list_tiered_index_files(tiered_dir)]
+        if not paths:
+            raise InvalidArgumentError(f"no tiered index files (numeric names) in {tiered_dir}")
+    else:
+        paths = [file]
+    if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=req.walk_slot,
+                                       walk_key=req.walk_key, limit=req.limit, stats=req.stats, verify=req.verify),
+                         json_out):
+        render.note("verification found problems")
+        raise typer.Exit(VERIFY_FAILED)
+
+
+def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
+    from engine.ops.inspect_index import inspect_index_files
+
     headers, damaged, failed = [], [], False
     with render.progress(None, "slot statistics") as bar:
-        task = bar.add_task("slot statistics", total=None, visible=stats)
+        task = bar.add_task("slot statistics", total=None, visible=req.stats)
         for rep in inspect_index_files(cfg, file, with_store, req, progress=lambda _phase, done, total: bar.update(
                 task, completed=done, total=total)):
             damaged += [rep] if rep.damage is not None else []
             headers += [rep.header] if rep.header is not None else []
             _render_report(rep, json_out)
             failed |= rep.verify is not None and not rep.verify.ok
-    if not (walk_slot is not None or walk_key is not None or stats or verify):
+    if not (req.walk_slot is not None or req.walk_key is not None or req.stats or req.verify):
         if json_out:
             for h in headers:
                 render.emit_json(h)
@@ -95,13 +121,17 @@ def inspect_index(
     problems = ["verification found problems"] if failed else []
     problems += [f"index file {rep.path.name} is damaged: {rep.damage}" for rep in damaged]
     if problems:
-        render.err.print("; ".join(problems), markup=False, soft_wrap=True)
+        render.note("; ".join(problems))
         raise typer.Exit(VERIFY_FAILED)
 
 
 def _render_report(rep, json_out: bool) -> None:
     if rep.walk is not None:
         _walk(rep.walk, json_out)
+        if "(limit)" in str(rep.walk["stop"]):
+            from rmqtool import tables
+
+            tables.cut_note(len(rep.walk["items"]), "--max", f"items of the chain of slot {rep.walk['slot']}")
     if rep.stats is not None:
         if json_out:
             render.emit_json({"stats": rep.stats})
@@ -140,10 +170,10 @@ def _walk(w: dict, json_out: bool) -> None:
     rows = []
     for it in w["items"]:
         mark = "" if key is None else ("match" if it["keyHash"] == kh else "other key")
-        rows.append([it["item"], it["keyHash"], it["phyOffset"], render.fmt_time(it["timestamp"]), it["timeDiff"],
+        rows.append([it["item"], it["keyHash"], it["phyOffset"], times.format_time(it["timestamp"]), it["timeDiff"],
                      it["prevIndex"], mark])
     render.table(title, ["item", "keyHash", "phyOffset", "time", "timeDiff", "prevIndex", ""], rows)
-    render.out.print(f"stopped: {w['stop']}", markup=False)
+    render.line(f"stopped: {w['stop']}")
 
 
 def _render_stats(s: dict) -> None:
@@ -159,6 +189,6 @@ def _render_stats(s: dict) -> None:
 
 def _render_verify(rep) -> None:
     status = "OK" if rep.ok else f"{rep.problem_count} problem(s)"
-    render.out.print(f"{rep.file}: {rep.items_checked} items checked, {status}", markup=False)
+    render.line(f"{rep.file}: {rep.items_checked} items checked, {status}")
     for p in rep.problems:
-        render.out.print(f"  {p}", markup=False)
+        render.line(f"  {p}")

@@ -5,24 +5,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker.store import MessageStore
-from engine.errors import InvalidArgumentError
-from engine.ops.timerange import scan_time_range
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
 
 MAX_LIMIT = 1_000_000_000
 SHOWN_PROBLEMS = 20
-
-EXAMPLES = """Examples:
-
-  rmqtool print-msg -s ~/store --topic TopicTest --begin now-1h --end now
-
-  rmqtool print-msg -s ~/store -t TopicTest -q 2 --begin 2024-01-31 --end 2024-01-31 --tags 'TagA || TagB'
-
-  rmqtool print-msg -s ~/store -t TopicTest --begin 1706659200000 --end now --max 100 --json | jq .msgId
-"""
 
 COLUMNS = [
     tables.Column("queueId", "queueId"),
@@ -60,6 +48,10 @@ def print_msg(
     per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names). Exits 3 when a unit in the
     range points at a message that cannot be read.
     """
+    from engine.broker.store import MessageStore
+    from engine.errors import InvalidArgumentError
+    from engine.ops.timerange import scan_time_range
+
     if max_num is not None and not 0 < max_num <= MAX_LIMIT:
         raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
     b, e = times.parse_range(begin, end)

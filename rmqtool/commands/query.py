@@ -6,29 +6,53 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker import keyquery
-from engine.errors import InvalidArgumentError
-from engine.java.lang import LONG_MAX
-from rmqtool import render
+from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
 TIERED_PANEL = "Tiered storage (RocketMQ 5 tiered index, --tiered-dir)"
+DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
+
+MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many messages (default 64, as mqadmin; not "
+                                     "capped by maxMsgsNumBatch); a cut is reported on stderr.")]
+UniqueKeyOpt = Annotated[bool, typer.Option("--unique-key", help="Look up by UNIQ_KEY (mqadmin queryMsgByUniqueKey).")]
+RawOpt = Annotated[bool, typer.Option(
+    "--raw", help="Print what the broker itself returns: unverified offsets, its decoded-time filter and its "
+    "maxMsgsNumBatch clamp (with --tiered-dir: the tiered service's items after its topicId filter, unverified).")]
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also list index candidates that were rejected and why "
+                                          "(hash collisions, stale entries).")]
+TieredDirOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-dir", help="Answer from this directory of tiered index files (tiered_index_file/, numeric names) as "
+    "the tiered store does: files whose begin timestamp lies in [--begin, --end], newest first, merged by "
+    "queueId-offset and cut to --max. Items are offsets in the tiered commit log of their queue.",
+    file_okay=False, rich_help_panel=TIERED_PANEL)]
+TieredMetadataOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-metadata", help="tieredStoreMetadata.json to map the topic to its topicId (default: "
+    "<store>/config/tieredStoreMetadata.json when --store is given); items of other topicIds are dropped.",
+    dir_okay=False, rich_help_panel=TIERED_PANEL)]
+TopicIdOpt = Annotated[Optional[int], typer.Option(
+    "--topic-id", help="The topic's tiered topicId, instead of reading the metadata.", rich_help_panel=TIERED_PANEL)]
+TieredStorePathOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-store-path", help="tieredStoreFilePath of a POSIX tiered backend: each item is verified by decoding "
+    "the record at its offset in the queue's tiered commit log and checking size, queue, topic, key and store "
+    "time; items that fail are dropped (see --explain).", file_okay=False, rich_help_panel=TIERED_PANEL)]
+ClusterNameOpt = Annotated[Optional[str], typer.Option(
+    "--cluster-name", help="brokerClusterName under --tiered-store-path (default: the only one there).",
+    rich_help_panel=TIERED_PANEL)]
+BrokerNameOpt = Annotated[Optional[str], typer.Option(
+    "--broker-name", help="brokerName under --tiered-store-path (default: the only one holding the topic).",
+    rich_help_panel=TIERED_PANEL)]
+TieredHashSlotsOpt = Annotated[Optional[int], typer.Option(
+    "--tiered-hash-slots", help="Slots per tiered index file (tieredStoreIndexFileMaxHashSlotNum; default: "
+    "broker.conf, else --hash-slots when no store is given, else inferred from each file).",
+    rich_help_panel=TIERED_PANEL)]
+TieredMaxIndexOpt = Annotated[Optional[int], typer.Option(
+    "--tiered-max-index", help="Items per tiered index file (tieredStoreIndexFileMaxIndexNum; default as for "
+    "--tiered-hash-slots).", rich_help_panel=TIERED_PANEL)]
 
 
-def message_rows(recs) -> tuple[list[str], list[list]]:
-    cols = ["commitLogOffset", "storeTime", "topic", "queueId", "queueOffset", "keys", "uniqKey", "tags", "body"]
-    rows = []
-    for r in recs:
-        j = r.to_json()
-        rows.append([r.physical_offset, render.fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
-                     " ".join(r.keys), r.uniq_key, r.tags, render.body_preview(j)])
-    return cols, rows
-
-
-# one parameter per option: typer builds the command from the signature
 @handles_errors
 def query_key(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the messages.")],
@@ -38,90 +62,87 @@ def query_key(
     broker_conf: BrokerConfOpt = None,
     begin: BeginOpt = None,
     end: EndOpt = None,
-    max_num: Annotated[int, typer.Option("--max", "-n", help="At most this many messages (default 64, as mqadmin; "
-                                         "not capped by maxMsgsNumBatch).")] = 64,
-    unique_key: Annotated[bool, typer.Option("--unique-key", help="Look up by UNIQ_KEY (mqadmin "
-                                             "queryMsgByUniqueKey).")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="Print what the broker itself returns: unverified offsets, "
-                                      "its decoded-time filter and its maxMsgsNumBatch clamp (with --tiered-dir: "
-                                      "the tiered service's items after its topicId filter, unverified).")] = False,
-    explain: Annotated[bool, typer.Option("--explain", help="Also list index candidates that were rejected and "
-                                          "why (hash collisions, stale entries).")] = False,
+    max_num: MaxOpt = DEFAULT_MAX,
+    unique_key: UniqueKeyOpt = False,
+    raw: RawOpt = False,
+    explain: ExplainOpt = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    tiered_dir: Annotated[Optional[Path], typer.Option(
-        "--tiered-dir", help="Answer from this directory of tiered index files (tiered_index_file/, numeric names) "
-        "as the tiered store does: files whose begin timestamp lies in [--begin, --end], newest first, merged by "
-        "queueId-offset and cut to --max. Items are offsets in the tiered commit log of their queue.",
-        file_okay=False, rich_help_panel=TIERED_PANEL)] = None,
-    tiered_metadata: Annotated[Optional[Path], typer.Option(
-        "--tiered-metadata", help="tieredStoreMetadata.json to map the topic to its topicId (default: "
-        "<store>/config/tieredStoreMetadata.json when --store is given); items of other topicIds are dropped.",
-        dir_okay=False, rich_help_panel=TIERED_PANEL)] = None,
-    topic_id: Annotated[Optional[int], typer.Option(
-        "--topic-id", help="The topic's tiered topicId, instead of reading the metadata.",
-        rich_help_panel=TIERED_PANEL)] = None,
-    tiered_store_path: Annotated[Optional[Path], typer.Option(
-        "--tiered-store-path", help="tieredStoreFilePath of a POSIX tiered backend: each item is verified by "
-        "decoding the record at its offset in the queue's tiered commit log and checking size, queue, topic, key "
-        "and store time; items that fail are dropped (see --explain).", file_okay=False,
-        rich_help_panel=TIERED_PANEL)] = None,
-    cluster_name: Annotated[Optional[str], typer.Option(
-        "--cluster-name", help="brokerClusterName under --tiered-store-path (default: the only one there).",
-        rich_help_panel=TIERED_PANEL)] = None,
-    broker_name: Annotated[Optional[str], typer.Option(
-        "--broker-name", help="brokerName under --tiered-store-path (default: the only one holding the topic).",
-        rich_help_panel=TIERED_PANEL)] = None,
-    tiered_hash_slots: Annotated[Optional[int], typer.Option(
-        "--tiered-hash-slots", help="Slots per tiered index file (tieredStoreIndexFileMaxHashSlotNum; default: "
-        "broker.conf, else --hash-slots when no store is given, else inferred from each file).",
-        rich_help_panel=TIERED_PANEL)] = None,
-    tiered_max_index: Annotated[Optional[int], typer.Option(
-        "--tiered-max-index", help="Items per tiered index file (tieredStoreIndexFileMaxIndexNum; default as for "
-        "--tiered-hash-slots).", rich_help_panel=TIERED_PANEL)] = None,
+    tiered_dir: TieredDirOpt = None,
+    tiered_metadata: TieredMetadataOpt = None,
+    topic_id: TopicIdOpt = None,
+    tiered_store_path: TieredStorePathOpt = None,
+    cluster_name: ClusterNameOpt = None,
+    broker_name: BrokerNameOpt = None,
+    tiered_hash_slots: TieredHashSlotsOpt = None,
+    tiered_max_index: TieredMaxIndexOpt = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
     time really match (no hash-collision false positives, exact time range). With --tiered-dir, answers from
     tiered index files instead; those items are checked against the messages only with --tiered-store-path
     (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
     shown unverified)."""
-    b = render.parse_time(begin, 0, "--begin")
-    e = render.parse_time(end, LONG_MAX, "--end")
-    keyquery.check_query_args(max_num, b, e)
-    tiered_only = {"--tiered-metadata": tiered_metadata, "--topic-id": topic_id,
-                   "--tiered-store-path": tiered_store_path, "--cluster-name": cluster_name,
-                   "--broker-name": broker_name, "--tiered-hash-slots": tiered_hash_slots,
-                   "--tiered-max-index": tiered_max_index}
-    if tiered_dir is None:
-        given = [k for k, v in tiered_only.items() if v is not None]
-        if given:
-            raise InvalidArgumentError(f"{given[0]} only applies with --tiered-dir")
-    else:
-        from engine.tiered.index import TieredKeyQuery, query_tiered_key
-        from rmqtool.render_tiered import render_key_answer
+    # (a typer command: one parameter per option)
+    from engine.broker import keyquery
 
-        answer = query_tiered_key(TieredKeyQuery(
-            tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
-            raw=raw, store=store, broker_conf=broker_conf, tiered_metadata=tiered_metadata, topic_id=topic_id,
-            tiered_store_path=tiered_store_path, cluster_name=cluster_name, broker_name=broker_name,
-            tiered_hash_slots=tiered_hash_slots, tiered_max_index=tiered_max_index, hash_slots=hash_slots,
-            max_index=max_index, commitlog_file_size=commitlog_file_size))
-        render_key_answer(answer, topic, key, json_out, explain)
+    b, e = times.parse_range(begin, end)
+    keyquery.check_query_args(max_num, b, e)
+    tiered = dict(tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,
+                  cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
+                  tiered_max_index=tiered_max_index)
+    if tiered_dir is not None:
+        tiered.update(tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
+                      raw=raw, store=store, broker_conf=broker_conf, hash_slots=hash_slots, max_index=max_index,
+                      commitlog_file_size=commitlog_file_size)
+        _query_tiered(tiered, json_out, explain)
         return
+    _refuse_tiered_only(tiered)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     res = keyquery.query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     if raw:
         _render_raw(res, f"{topic}#{key}", json_out)
     else:
-        _render_messages(res, topic, key, explain, json_out)
-    if res.partial:
-        # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
-        none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
-        render.err.print(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
-                         + " (`rmqtool recover` rebuilds the index)", markup=False, soft_wrap=True)
-        raise typer.Exit(PARTIAL)
+        _render_messages(res, topic, key, explain, json_out, max_num)
+    _warn_partial(res, topic, key, raw)
+
+
+def _refuse_tiered_only(tiered: dict) -> None:
+    given = [k for k, v in tiered.items() if v is not None]
+    if given:
+        from engine.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"--{given[0].replace('_', '-')} only applies with --tiered-dir")
+
+
+def _query_tiered(fields: dict, json_out: bool, explain: bool) -> None:
+    """One tiered query: `fields` are those of engine.tiered.index.TieredKeyQuery."""
+    from engine.tiered.index import TieredKeyQuery, query_tiered_key
+    from rmqtool.render_tiered import render_key_answer
+
+    answer = query_tiered_key(TieredKeyQuery(**fields))
+    render_key_answer(answer, fields["topic"], fields["key"], json_out, explain)
+
+
+def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
+    if not res.partial:
+        return
+    # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
+    none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
+    render.note(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
+                + " (`rmqtool recover` rebuilds the index)")
+    raise typer.Exit(PARTIAL)
+
+
+def message_rows(recs) -> tuple[list[str], list[list]]:
+    cols = ["commitLogOffset", "storeTime", "topic", "queueId", "queueOffset", "keys", "uniqKey", "tags", "body"]
+    rows = []
+    for r in recs:
+        j = r.to_json()
+        rows.append([r.physical_offset, times.format_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+                     " ".join(r.keys), r.uniq_key, r.tags, render.body_preview(j)])
+    return cols, rows
 
 
 def _render_raw(res, key_string: str, json_out: bool) -> None:
@@ -136,7 +157,9 @@ def _render_raw(res, key_string: str, json_out: bool) -> None:
     ])
 
 
-def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool) -> None:
+def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, max_num: int) -> None:
+    from rmqtool import tables
+
     if json_out:
         for r in res.messages:
             render.emit_json(r.to_json())
@@ -149,6 +172,8 @@ def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool) -
         if explain and res.rejected:
             render.table("rejected index candidates", ["phyOffset", "reason"],
                          [[r["phyOffset"], r["reason"]] for r in res.rejected])
+    if getattr(res, "more", False):
+        tables.cut_note(len(res.messages), "--max", f"messages for key {key!r}")
     if not res.messages and not res.partial:
         render.note(f"no message found for key {key!r} in topic {topic!r} "
                     f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")

@@ -5,32 +5,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker.store import MessageStore
-from engine.errors import InvalidArgumentError
-from engine.ops.queues import OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq, queue_status
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
 
 COUNT_LIMIT = 1_000_000_000
-
-QUEUES_EXAMPLES = """Examples:
-
-  rmqtool queues -s ~/store
-
-  rmqtool queues -s ~/store --topic TopicTest
-
-  rmqtool queues -s ~/store --json | jq '.queues[] | select(.messages > 0)'
-"""
-
-DUMP_CQ_EXAMPLES = """Examples:
-
-  rmqtool dump-cq -s ~/store --topic TopicTest --queue-id 0
-
-  rmqtool dump-cq -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50
-
-  rmqtool dump-cq -s ~/store -t TopicTest -q 0 --count 1000 --json | jq 'select(.status != "OK")'
-"""
 
 QUEUE_COLUMNS = [
     tables.Column("topic", "topic", tables.TEXT, min_width=14),
@@ -69,6 +48,9 @@ def queues(
     log's old segments do not count (correctMinOffset). Reads every unit between min and max (20 bytes per
     message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
     """
+    from engine.broker.store import MessageStore
+    from engine.ops.queues import queue_status
+
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
         with render.progress(None, "queues") as bar:
@@ -98,7 +80,8 @@ def dump_cq(
     queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="First unit to show (default: "
                                                         "the queue's min offset; lower units still in the files "
                                                         "can be asked for).")] = None,
-    count: Annotated[int, typer.Option("--count", "-c", help="How many units (default 10, as mqadmin queryCq).")] = 10,
+    count: Annotated[int, typer.Option("--count", "-n", help="How many units from the start position (default 10, "
+                                       "as mqadmin queryCq).")] = 10,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -109,6 +92,10 @@ def dump_cq(
     log, or not a valid unit), UNREADABLE (no valid record there), MISMATCH (a record of another queue or size),
     BLANK (a pre-fill unit). Exits 3 when a unit shown points outside the commit log or cannot be read.
     """
+    from engine.broker.store import MessageStore
+    from engine.errors import InvalidArgumentError
+    from engine.ops.queues import OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+
     if not 0 < count <= COUNT_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
     if queue_offset is not None and queue_offset < 0:

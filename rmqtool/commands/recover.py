@@ -5,8 +5,6 @@ from typing import Annotated
 
 import typer
 
-from engine.broker.lock import StoreLock
-from engine.ops.recovery import RecoveryPlan, recover as run_recovery
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -21,10 +19,10 @@ def _names(names: list[str], limit: int = 6) -> str:
 
 
 def _note(msg: str) -> None:
-    render.err.print(f"note: {msg}", markup=False, soft_wrap=True)  # one line, however long
+    render.note(f"note: {msg}")  # one line, however long
 
 
-def _summary(plan: RecoveryPlan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
+def _summary(plan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
     cb, ca = d["checkpointBefore"], d["checkpointAfter"]
     if plan.nothing_to_do:
         status = "already consistent: nothing to do"
@@ -72,7 +70,7 @@ def _summary(plan: RecoveryPlan, d: dict, dry_run: bool) -> list[tuple[str, obje
     return pairs
 
 
-def _render(plan: RecoveryPlan, dry_run: bool) -> None:
+def _render(plan, dry_run: bool) -> None:
     d = plan.as_dict()
     cq, ix = d["consumeQueues"], d["index"]
     render.kv_table("recovery" + (" plan (dry run)" if dry_run else ""), _summary(plan, d, dry_run))
@@ -126,6 +124,9 @@ def recover(  # typer: one parameter per option
 
     Takes the store lock. A store that is already consistent is left untouched.
     """
+    from engine.broker.lock import StoreLock
+    from engine.ops.recovery import recover as run_recovery
+
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     if broker_conf is not None and no_check_crc is False and not cfg.checkCRCOnRecover:
         no_check_crc = True  # broker.conf checkCRCOnRecover=false

@@ -6,13 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.errors import InvalidArgumentError
-from engine.jobs.framework import DEFAULT_MASTER, ReindexResult
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
                              build_config)
 
+DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
 TIERED_PANEL = "Tiered format (--format tiered)"
 FORMATS = ("broker", "tiered")
@@ -76,6 +75,8 @@ def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max
         try:
             return int(v)
         except ValueError:
+            from engine.errors import InvalidArgumentError
+
             raise InvalidArgumentError(f"{broker_conf}: {name}={v!r} is not a number") from None
 
     slots = hash_slots if hash_slots is not None else conf("tieredStoreIndexFileMaxHashSlotNum",
@@ -87,7 +88,7 @@ def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max
     return slots, items, black
 
 
-def _render(r: ReindexResult) -> None:
+def _render(r) -> None:
     title = "spark-reindex (dry run: nothing written)" if r.dry_run else "spark-reindex"
     rows = [
         ("master", r.master),
@@ -126,6 +127,8 @@ def _spark_conf(pairs: Optional[list[str]]) -> dict:
     for p in pairs or []:
         key, sep, value = p.partition("=")
         if not sep or not key.strip():
+            from engine.errors import InvalidArgumentError
+
             raise InvalidArgumentError(f"--conf {p!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
         out[key.strip()] = value
     return out
@@ -152,48 +155,57 @@ def _run(job, labels: dict[str, str], json_out: bool, render_fn) -> None:
         render_fn(result)
 
 
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o",
+    help="Write the index files to this directory instead of <store>/index (the store's index and "
+         "checkpoint are then left alone). Required with --format tiered. Never the store root, nor "
+         "anything that is, holds or lies in commitlog/, consumequeue/, config/, checkpoint, index/ or "
+         "tiered_index_file/.")]
+MasterOpt = Annotated[str, typer.Option(
+    "--master", rich_help_panel=SPARK_PANEL,
+    help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
+         "spark://host:port, yarn, k8s://...; or 'inline' to run in this process without a JVM (small "
+         "stores). On a cluster the commit log and the output directory must be on storage every "
+         "executor can read at the same paths.")]
+SparkConfOpt = Annotated[Optional[list[str]], typer.Option(
+    "--conf", rich_help_panel=SPARK_PANEL,
+    help="A Spark property KEY=VALUE, as spark-submit --conf (repeatable), e.g. "
+         "spark.executor.memory=4g, spark.executor.cores=2, spark.pyspark.python=/usr/bin/python3.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Scan and plan, report, write nothing.")]
+ReplaceOpt = Annotated[bool, typer.Option(
+    "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
+                      "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
+                      "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
+                      "index/ only if it holds nothing but index files.")]
+FormatOpt = Annotated[str, typer.Option(
+    "--format", "-f", rich_help_panel=TIERED_PANEL,
+    help="broker (default): the broker's index files. tiered: compacted RocketMQ 5 tiered-storage index "
+         "files (the uploaded form, numeric names = begin timestamp) into --out DIR; the store's index, "
+         "checkpoint and tiered_index_file/ are left alone. --hash-slots/--max-index then mean "
+         "tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum (default: broker.conf's tiered keys, else "
+         "5000000/20000000).")]
+TieredMetadataOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-metadata", rich_help_panel=TIERED_PANEL,
+    help="tieredStoreMetadata.json giving topic ids (default: <store>/config/tieredStoreMetadata.json "
+         "when present). Topics not in it get new ids after its largest, in first-seen order; without "
+         "metadata ids start at 0.")]
+
+
 @handles_errors
-def spark_reindex_cmd(  # a typer command: one parameter per option
+def spark_reindex_cmd(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", "-o",
-        help="Write the index files to this directory instead of <store>/index (the store's index and "
-             "checkpoint are then left alone). Required with --format tiered. Never the store root, nor "
-             "anything that is, holds or lies in commitlog/, consumequeue/, config/, checkpoint, index/ or "
-             "tiered_index_file/.")] = None,
-    master: Annotated[str, typer.Option(
-        "--master", rich_help_panel=SPARK_PANEL,
-        help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
-             "spark://host:port, yarn, k8s://...; or 'inline' to run in this process without a JVM (small "
-             "stores). On a cluster the commit log and the output directory must be on storage every "
-             "executor can read at the same paths.")] = DEFAULT_MASTER,
-    spark_conf: Annotated[Optional[list[str]], typer.Option(
-        "--conf", rich_help_panel=SPARK_PANEL,
-        help="A Spark property KEY=VALUE, as spark-submit --conf (repeatable), e.g. "
-             "spark.executor.memory=4g, spark.executor.cores=2, spark.pyspark.python=/usr/bin/python3.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and plan, report, write nothing.")] = False,
-    replace: Annotated[bool, typer.Option(
-        "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
-                          "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
-                          "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
-                          "index/ only if it holds nothing but index files.")] = False,
+    out: OutOpt = None,
+    master: MasterOpt = DEFAULT_MASTER,
+    spark_conf: SparkConfOpt = None,
+    dry_run: DryRunOpt = False,
+    replace: ReplaceOpt = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    fmt: Annotated[str, typer.Option(
-        "--format", "-f", rich_help_panel=TIERED_PANEL,
-        help="broker (default): the broker's index files. tiered: compacted RocketMQ 5 tiered-storage index "
-             "files (the uploaded form, numeric names = begin timestamp) into --out DIR; the store's index, "
-             "checkpoint and tiered_index_file/ are left alone. --hash-slots/--max-index then mean "
-             "tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum (default: broker.conf's tiered keys, else "
-             "5000000/20000000).")] = "broker",
-    tiered_metadata: Annotated[Optional[Path], typer.Option(
-        "--tiered-metadata", rich_help_panel=TIERED_PANEL,
-        help="tieredStoreMetadata.json giving topic ids (default: <store>/config/tieredStoreMetadata.json "
-             "when present). Topics not in it get new ids after its largest, in first-seen order; without "
-             "metadata ids start at 0.")] = None,
+    fmt: FormatOpt = "broker",
+    tiered_metadata: TieredMetadataOpt = None,
 ) -> None:
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 
@@ -215,25 +227,32 @@ def spark_reindex_cmd(  # a typer command: one parameter per option
     A file's name (begin timestamp) is the store time of its first message (kept increasing). Equal byte for
     byte to the tiered IndexStoreFile putKey loop then compaction.
     """
+    # (a typer command: one parameter per option)
+    from engine.errors import InvalidArgumentError
+
     if fmt not in FORMATS:
         raise InvalidArgumentError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    conf = _spark_conf(spark_conf)
+    job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=_spark_conf(spark_conf))
     if fmt == "tiered":
-        from engine.jobs.tiered_index import check_tiered_geometry, tiered_reindex
-
-        slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
-        check_tiered_geometry(slots, items)
-        cfg = build_config(store, broker_conf, None, None, commitlog_file_size)
-        _run(lambda progress: tiered_reindex(
-            cfg, out=out, master=master, dry_run=dry_run, replace=replace, progress=progress, hash_slot_num=slots,
-            index_num=items, metadata_path=tiered_metadata, black_topics=black, spark_conf=conf),
-            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, _render_tiered)
+        _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job,
+                        json_out)
         return
     if tiered_metadata is not None:
         raise InvalidArgumentError("--tiered-metadata only applies with --format tiered")
     from engine.jobs.broker_index import spark_reindex
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    _run(lambda progress: spark_reindex(cfg, out=out, master=master, dry_run=dry_run, replace=replace,
-                                        progress=progress, spark_conf=conf),
+    _run(lambda progress: spark_reindex(cfg, progress=progress, **job),
          {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)
+
+
+def _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job: dict,
+                    json_out: bool) -> None:
+    from engine.jobs.tiered_index import check_tiered_geometry, tiered_reindex
+
+    slots, items, black = _tiered_geometry(broker_conf, hash_slots, max_index)
+    check_tiered_geometry(slots, items)
+    cfg = build_config(store, broker_conf, None, None, commitlog_file_size)
+    _run(lambda progress: tiered_reindex(cfg, progress=progress, hash_slot_num=slots, index_num=items,
+                                         metadata_path=tiered_metadata, black_topics=black, **job),
+         {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, _render_tiered)

@@ -11,17 +11,30 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.errors import InvalidArgumentError
-from rmqtool import render
+from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt
 
-app = typer.Typer(name="tiered", no_args_is_help=True, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
+app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
                   "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
 
 TIER_PANEL = "Tiered store"
+def _topic_not_path(value):
+    """-t is --topic in every command; it used to be --tiered-store-path here: a directory given to it is refused,
+    so an old script fails loudly instead of filtering on a topic that does not exist."""
+    import os
+
+    for v in (value if isinstance(value, list) else [value]):
+        if v is not None and "/" in v and os.path.isdir(v):
+            from rmqtool.cli import fail
+
+            fail(f"-t {v}: -t means --topic in every command; give the tiered store path with "
+                 "-T/--tiered-store-path")
+    return value
+
+
 TieredPathOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-store-path", "-t", help="Root of the flat files (tieredStoreFilePath; default: broker.conf).",
+    "--tiered-store-path", "-T", help="Root of the flat files (tieredStoreFilePath; default: broker.conf).",
     rich_help_panel=TIER_PANEL, file_okay=False)]
 MetadataOpt = Annotated[Optional[Path], typer.Option(
     "--metadata", help="tieredStoreMetadata.json (default: <store>/config/tieredStoreMetadata.json with --store).",
@@ -30,8 +43,9 @@ ClusterOpt = Annotated[Optional[str], typer.Option(
     "--cluster-name", help="brokerClusterName (default: the only cluster under the root).", rich_help_panel=TIER_PANEL)]
 BrokerOpt = Annotated[Optional[str], typer.Option(
     "--broker-name", help="brokerName (default: the only broker of the cluster).", rich_help_panel=TIER_PANEL)]
-TopicOpt = Annotated[str, typer.Option("--topic", help="Topic.")]
-TopicFilterOpt = Annotated[Optional[str], typer.Option("--topic", help="Only this topic.")]
+TopicOpt = Annotated[str, typer.Option("--topic", "-t", help="Topic.", callback=_topic_not_path)]
+TopicFilterOpt = Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.",
+                                                       callback=_topic_not_path)]
 QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
 
 
@@ -42,6 +56,8 @@ def _tier(tiered_store_path, metadata, store, broker_conf, cluster, broker, **ov
     cfg = load_tiered_config(broker_conf, **overrides)
     root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
     if root is None:
+        from engine.errors import InvalidArgumentError
+
         raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR (or --broker-conf with "
                                    "tieredStoreFilePath)")
     if metadata is None:
@@ -65,7 +81,7 @@ def _opened(*args, **kw):
 
 def _note(msg: str) -> None:
     """A message on stderr, one line whatever the terminal width."""
-    render.err.print(msg, markup=False, highlight=False, soft_wrap=True)
+    render.note(msg)
 
 
 def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str], fmt=None) -> None:
@@ -78,7 +94,33 @@ def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str],
 
 
 def _time(v) -> str:
-    return "" if v is None else ("empty" if v == 2**63 - 1 else render.fmt_time(v))
+    return "" if v is None else ("empty" if v == 2**63 - 1 else times.format_time(v))
+
+
+def _java_time(text: str, option: str) -> int:
+    """A time the broker's API takes as a Java long: any integer as it is (flat stores written by tests and tools
+    carry synthetic store times), else the one time grammar (rmqtool.times)."""
+    t = text.strip()
+    if t.lstrip("+-").isdigit():
+        v = int(t)
+        if not -(2**63) <= v < 2**63:
+            from engine.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"{option} {text} is not a Java long")
+        return v
+    return times.parse_time(t, option)
+
+
+def _one_of(*given: tuple[str, object]):
+    """The value of a required option given under its name or its old spelling (a hidden alias), not both."""
+    from engine.errors import InvalidArgumentError
+
+    present = [(name, v) for name, v in given if v is not None]
+    if not present:
+        raise InvalidArgumentError(f"missing option {given[0][0]}")
+    if len(present) > 1:
+        raise InvalidArgumentError(f"give {given[0][0]} once (not also {present[1][0]})")
+    return present[0][1]
 
 
 @app.command("queues")
@@ -120,15 +162,21 @@ def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPat
 @app.command("get")
 @handles_errors
 def get(topic: TopicOpt, queue_id: QueueIdOpt,
-        queue_offset: Annotated[int, typer.Option("--queue-offset", "-o", help="Queue offset of the first message.")],
-        count: Annotated[int, typer.Option("--count", "-n", help="How many messages (default 1).")] = 1,
+        queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Queue offset of the first "
+                                                            "message (required).")] = None,
+        count: Annotated[int, typer.Option("--count", "-n", help="How many messages from --queue-offset (default "
+                                           "1).")] = 1,
         raw: Annotated[bool, typer.Option("--raw", help="Answer exactly as the broker's batch read, including its "
                                           "two-segment cut (flat-store §7).")] = False,
         tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
         broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-        json_out: JsonOpt = False) -> None:
+        json_out: JsonOpt = False,
+        queue_offset_o: Annotated[Optional[int], typer.Option("-o", hidden=True, help="Old spelling of -i.")] = None,
+        ) -> None:
     """Messages by queue offset, with the fetcher's status. Exits 3 when a read stopped on a damaged record."""
     from engine.tiered.flat.answers import fetch_json, get_messages
+
+    queue_offset = _one_of(("--queue-offset", queue_offset), ("-o", queue_offset_o))
 
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         res = get_messages(st, topic, queue_id, queue_offset, count, raw)
@@ -141,7 +189,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
             render.table(None, ["queueOffset", "commitLogOffset", "storeSize", "storeTime", "keys", "tags", "msgId",
                                 "body"],
                          [[m.get("queueOffset"), m.get("commitLogOffset"), m.get("storeSize"),
-                           render.fmt_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
+                           times.format_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
                            m.get("msgId"), render.body_preview(m)] for m in out["messages"]])
     if raw and res.left_out:
         _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
@@ -154,8 +202,9 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
 @app.command("offset-by-time")
 @handles_errors
 def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
-                   timestamp: Annotated[list[str], typer.Option("--timestamp", help="Epoch ms or ISO-8601 (repeat "
-                                                                "the option for several).")],
+                   timestamp: Annotated[list[str], typer.Option("--timestamp", help=f"Any epoch in ms as the broker "
+                                                                f"takes it, or {times.GRAMMAR} (repeat the option "
+                                                                "for several).")],
                    boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
                    tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
@@ -163,7 +212,7 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
     """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
     from engine.tiered.flat.answers import offsets_by_time
 
-    stamps = [render.parse_time(t, 0, "--timestamp") for t in timestamp]
+    stamps = [_java_time(t, "--timestamp") for t in timestamp]
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         rows = offsets_by_time(st, topic, queue_id, stamps, boundary)
         _emit_rows(json_out, f"offset by time, {topic}/{queue_id}", rows, ["timestamp", "boundary", "result", "error"])
@@ -204,7 +253,7 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
             render.emit_json(rep.as_dict())
         else:
             for p in rep.problems:
-                render.out.print(p.line(), markup=False, highlight=False)
+                render.line(p.line())
             for n in rep.notes:
                 _note(f"note: {n.line()}")
             _note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
@@ -217,7 +266,8 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
 @handles_errors
 def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, broker_conf: BrokerConfOpt = None,
              metadata: MetadataOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-             topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Only these topics (repeat).")] = None,
+             topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Only these topics (repeat).",
+                                                                callback=_topic_not_path)] = None,
              commitlog_max_size: Annotated[Optional[int], typer.Option(
                  "--commitlog-max-size", help="tieredStoreCommitLogMaxSize (default 1 GiB).")] = None,
              consume_queue_max_size: Annotated[Optional[int], typer.Option(
@@ -231,6 +281,8 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
     from engine.tiered.flat.dispatch import DispatchRequest, dispatch as run_dispatch
 
     local = load_config(broker_conf, storePathRootDir=str(store) if store is not None else None)
+    from engine.errors import InvalidArgumentError
+
     if store is None and broker_conf is None:
         raise InvalidArgumentError("no local store given: pass --store DIR (or --broker-conf)")
     cfg = load_tiered_config(broker_conf, tieredStoreCommitLogMaxSize=commitlog_max_size,
@@ -262,21 +314,26 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
 
 @app.command("clean")
 @handles_errors
-def clean(reserve_hours: Annotated[int, typer.Option("--reserve-hours", help="tieredStoreFileReservedTime: hours "
-                                                     "to keep, for topics without their own reserveTime.")],
-          now: Annotated[Optional[str], typer.Option("--now", help="Epoch ms or ISO-8601 (default: now).")] = None,
+def clean(reserved_hours: Annotated[Optional[int], typer.Option(
+              "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
+              "reserveTime (required).")] = None,
+          now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
+                                                     f"{times.GRAMMAR} (default: now).")] = None,
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
           tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-          topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+          topic: TopicFilterOpt = None, json_out: JsonOpt = False,
+          reserve_hours: Annotated[Optional[int], typer.Option("--reserve-hours", hidden=True,
+                                                               help="Old spelling of --reserved-hours.")] = None,
+          ) -> None:
     """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
-    import time
-
+    from engine.errors import InvalidArgumentError
     from engine.tiered.flat.retention import apply_clean, plan_clean
 
-    now_ms = render.parse_time(now, int(time.time() * 1000), "--now")
+    reserve_hours = _one_of(("--reserved-hours", reserved_hours), ("--reserve-hours", reserve_hours))
+    now_ms = times.now_ms() if now is None else _java_time(now, "--now")
     if not -(2**31) <= reserve_hours <= 2**31 - 1:
-        raise InvalidArgumentError(f"--reserve-hours {reserve_hours} is not a Java int")
+        raise InvalidArgumentError(f"--reserved-hours {reserve_hours} is not a Java int")
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
         if not dry_run:
@@ -294,7 +351,7 @@ def clean(reserve_hours: Annotated[int, typer.Option("--reserve-hours", help="ti
 
 @app.command("rebuild-metadata")
 @handles_errors
-def rebuild_metadata(out: Annotated[Path, typer.Option("--out", help="Where to write the rebuilt metadata (must not "
+def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the rebuilt metadata (must not "
                                                        "exist).", dir_okay=False)],
                      tiered_store_path: TieredPathOpt = None, broker_name: BrokerOpt = None,
                      cluster_name: ClusterOpt = None,
@@ -306,6 +363,8 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", help="Where to w
     from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
 
     if tiered_store_path is None:
+        from engine.errors import InvalidArgumentError
+
         raise InvalidArgumentError("pass --tiered-store-path DIR")
     res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
     for w in res.warnings:

@@ -7,10 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.tiered.index import compact_file
 from rmqtool.cli import handles_errors
 from rmqtool.options import GEOMETRY_PANEL, JsonOpt
-from rmqtool.render_tiered import render_compaction
 
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="Slots of the tiered file (tieredStoreIndexFileMaxHashSlotNum; default: inferred from the "
@@ -36,5 +34,8 @@ def compact_index(
 ) -> None:
     """Compact a tiered index file into the layout the broker uploads (format §9.4), byte for byte. The input is
     only read; the output is written to a temporary name and renamed."""
+    from engine.tiered.index import compact_file
+    from rmqtool.render_tiered import render_compaction
+
     summary = compact_file(file, out, force=force, mapped=mapped, hash_slot_num=hash_slots, index_num=max_index)
     render_compaction(summary, file.name, json_out)

@@ -19,8 +19,7 @@ from engine.broker.layout import StoreLayout
 from engine.broker.lock import mark_clean, mark_in_use
 from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, encode_record
 from engine.errors import CorruptFileError
-from engine.fsutil import fsync_dir
-from engine.ops.indexwrite import write_all
+from engine.fsutil import fsync_dir, write_fully
 from engine.ops.operation import Progress, no_progress
 from engine.ops.quarantine import Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
@@ -54,7 +53,7 @@ def _zero_range(path: Path, lo: int, hi: int) -> None:
         pos = lo
         while pos < hi:
             n = min(_ZERO_CHUNK, hi - pos)
-            write_all(fd, bytes(n), pos)
+            write_fully(fd, bytes(n), pos, path, undo=False)
             pos += n
         os.fsync(fd)
     finally:
@@ -64,11 +63,11 @@ def _zero_range(path: Path, lo: int, hi: int) -> None:
 def _overwrite(path: Path, pos: int, data: bytes, zero_to: int | None = None) -> None:
     fd = os.open(path, os.O_RDWR)
     try:
-        write_all(fd, data, pos)
+        write_fully(fd, data, pos, path, undo=False)
         p = pos + len(data)
         while zero_to is not None and p < zero_to:
             n = min(_ZERO_CHUNK, zero_to - p)
-            write_all(fd, bytes(n), p)
+            write_fully(fd, bytes(n), p, path, undo=False)
             p += n
         os.fsync(fd)
     finally:
@@ -230,11 +229,7 @@ def _rewalk(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, q: Quara
     if hooks:
         cl = open_commitlog(cfg)
         try:
-            redispatch(cl, plan, hooks, progress)
-        except BaseException:
-            if replay is not None:
-                replay.abort()
-            raise
+            redispatch(cl, plan, hooks, progress, replay)
         finally:
             cl.close()
     if dispatch is not None:

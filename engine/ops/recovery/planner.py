@@ -360,12 +360,7 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
     if replay is not None and plan.index.start.offset is None:
         begin.append(cl.segments[0].start if cl.segments else 0)
     plan.walk_from = min(begin) if begin else None
-    try:
-        redispatch(cl, plan, hooks, progress)
-    except BaseException:
-        if replay is not None:
-            replay.abort()
-        raise
+    redispatch(cl, plan, hooks, progress, replay)
     if replay is not None:
         _index_outcome(plan, files, k, replay.finish())
     for qp in plan.queues:
@@ -378,7 +373,17 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
             plan.queues.append(QueuePlan(topic, qid, 0, f.max_offset_after, units_added=f.added, exists=False))
 
 
-def redispatch(cl: CommitLog, plan: RecoveryPlan, hooks: list, progress: Progress) -> None:
+def redispatch(cl: CommitLog, plan: RecoveryPlan, hooks: list, progress: Progress, replay=None) -> None:
+    """The second walk, with the index replay (when there is one) aborted if the walk fails."""
+    try:
+        _redispatch(cl, plan, hooks, progress)
+    except BaseException:
+        if replay is not None:
+            replay.abort()
+        raise
+
+
+def _redispatch(cl: CommitLog, plan: RecoveryPlan, hooks: list, progress: Progress) -> None:
     """The second walk (planning and applying walk the same records): from plan.walk_from to the end, over the
     ranges the first walk stepped over, CRCs already checked."""
     start, end = plan.walk_from, plan.end_offset

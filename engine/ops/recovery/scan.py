@@ -290,10 +290,6 @@ class LogScan:
 
     KINDS = (HOLE, SEGMENT_TAIL, LOG_END)
 
-    @property
-    def gap_count(self) -> int:
-        return len(self.gap_offsets) // 4
-
     def gap_ranges(self) -> list[tuple[int, int]]:
         g = self.gap_offsets
         return [(g[i], g[i + 1]) for i in range(0, len(g), 4)]

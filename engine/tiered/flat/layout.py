@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.broker.layout import JAVA_INT_MAX, NameProblem, topic_problem, validate_queue_id
+from engine.broker.layout import (NameProblem, entry_problem, is_dir_no_follow, list_queue_dirs,
+                                  topic_problem, validate_queue_id)
 from engine.errors import InvalidArgumentError, NotAStoreError
 
 COMMIT_LOG, CONSUME_QUEUE, INDEX = 0, 1, 2
@@ -25,7 +25,6 @@ DEFAULT_CLUSTER = "DefaultCluster"
 
 _SEGMENT_NAME = re.compile(r"^([0-9a-f]{8})([0-9]{20})$")
 _CLUSTER_DIR = re.compile(r"^([0-9a-f]{8})_(.+)$")
-_QUEUE_DIR = re.compile(r"^[0-9]+$")
 
 
 def md5_prefix(text: str) -> str:
@@ -63,13 +62,6 @@ def file_path(broker: str, topic: str, queue_id: int) -> str:
     return f"{broker}/{topic}/{queue_id}"
 
 
-def parse_file_path(path: str) -> tuple[str, str, int] | None:
-    parts = path.split("/")
-    if len(parts) != 3 or not _QUEUE_DIR.match(parts[2]) or int(parts[2]) > JAVA_INT_MAX:
-        return None
-    return parts[0], parts[1], int(parts[2])
-
-
 def validate_component(kind: str, name: str) -> str:
     """A cluster or broker name becomes one directory name: refuse what would leave the tier."""
     if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
@@ -82,20 +74,6 @@ def validate_tiered_topic(topic: str) -> str:
     if why:
         raise InvalidArgumentError(why)
     return topic
-
-
-def _is_dir(p: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(p).st_mode)
-    except OSError:
-        return False
-
-
-def _is_file(p: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(p).st_mode)
-    except OSError:
-        return False
 
 
 @dataclass
@@ -115,7 +93,7 @@ class SegmentListing:
 def list_clusters(root: Path) -> list[tuple[str, str]]:
     """(cluster, directory name) for every `<8 hex>_<cluster>` directory under the root."""
     out = []
-    if not _is_dir(root):
+    if not is_dir_no_follow(root):
         return out
     for e in sorted(os.scandir(root), key=lambda e: e.name):
         m = _CLUSTER_DIR.match(e.name)
@@ -177,15 +155,13 @@ class TieredLayout:
         """The segment files of one queue and type, by base offset; bad names and symlinks are reported."""
         out = SegmentListing()
         d = self.type_dir(topic, queue_id, file_type)
-        if not _is_dir(d):
+        if not is_dir_no_follow(d):
             return out
         for e in sorted(os.scandir(d), key=lambda e: e.name):
             rel = self.rel(Path(e.path))
-            if e.is_symlink():
-                out.problems.append(NameProblem(rel, "symlink (not followed)"))
-                continue
-            if not e.is_file(follow_symlinks=False):
-                out.problems.append(NameProblem(rel, "not a regular file"))
+            why = entry_problem(e, want_dir=False)
+            if why:
+                out.problems.append(NameProblem(rel, why))
                 continue
             why = segment_name_problem(e.name)
             if why:   # the broker computes names from offsets: a file with another name is never read
@@ -198,41 +174,15 @@ class TieredLayout:
 
     def list_queues(self) -> tuple[list[tuple[str, int]], list[NameProblem]]:
         """(topic, queueId) of every queue directory under the broker directory (the INDEX queue excluded)."""
-        queues: list[tuple[str, int]] = []
-        problems: list[NameProblem] = []
-        if not _is_dir(self.broker_dir):
-            return queues, problems
-        for t in sorted(os.scandir(self.broker_dir), key=lambda e: e.name):
-            rel = self.rel(Path(t.path))
-            if t.is_symlink() or not t.is_dir(follow_symlinks=False):
-                problems.append(NameProblem(rel, "symlink (not followed)" if t.is_symlink() else "not a directory"))
-                continue
-            if t.name == INDEX_TOPIC:
-                continue
-            why = topic_problem(t.name)
-            if why:
-                problems.append(NameProblem(rel, f"not a topic name: {why}"))
-                continue
-            for q in sorted(os.scandir(t.path), key=lambda e: e.name):
-                qrel = self.rel(Path(q.path))
-                if q.is_symlink() or not q.is_dir(follow_symlinks=False):
-                    problems.append(NameProblem(qrel, "symlink (not followed)" if q.is_symlink() else "not a directory"))
-                elif not _QUEUE_DIR.match(q.name) or int(q.name) > JAVA_INT_MAX:
-                    problems.append(NameProblem(qrel, "not a queue id"))
-                else:
-                    queues.append((t.name, int(q.name)))
-        queues.sort()
-        return queues, problems
-
-    def list_brokers(self) -> list[str]:
-        if not _is_dir(self.cluster_dir):
-            return []
-        return sorted(e.name for e in os.scandir(self.cluster_dir) if e.is_dir(follow_symlinks=False))
+        if not is_dir_no_follow(self.broker_dir):
+            return [], []
+        queues, problems = list_queue_dirs(self.broker_dir, self.rel, skip_topics=(INDEX_TOPIC,))
+        return sorted(queues), problems
 
 
 def brokers_of(root: Path, cluster_dirname: str) -> list[str]:
     d = root / cluster_dirname
-    if not _is_dir(d):
+    if not is_dir_no_follow(d):
         return []
     return sorted(e.name for e in os.scandir(d) if e.is_dir(follow_symlinks=False))
 
@@ -251,7 +201,7 @@ def resolve_names(root: Path, cluster: str | None, broker: str | None, for_writi
             names = ", ".join(sorted(c for c, _ in clusters))
             raise InvalidArgumentError(f"{root} holds several clusters ({names}): pass --cluster-name")
     validate_component("cluster", cluster)
-    if not for_writing and not _is_dir(root / cluster_dir_name(cluster)):
+    if not for_writing and not is_dir_no_follow(root / cluster_dir_name(cluster)):
         names = ", ".join(c for c, _ in clusters) or "none"
         raise InvalidArgumentError(f"cluster {cluster!r} has no directory {cluster_dir_name(cluster)} under {root} "
                                    f"(clusters there: {names})")
@@ -265,12 +215,8 @@ def resolve_names(root: Path, cluster: str | None, broker: str | None, for_writi
             raise InvalidArgumentError(f"cluster {cluster!r} under {root} holds several brokers "
                                        f"({', '.join(brokers)}): pass --broker-name")
     validate_component("broker", broker)
-    if not for_writing and not _is_dir(root / cluster_dir_name(cluster) / broker):
+    if not for_writing and not is_dir_no_follow(root / cluster_dir_name(cluster) / broker):
         brokers = brokers_of(root, cluster_dir_name(cluster))
         raise InvalidArgumentError(f"broker {broker!r} has no directory under {root / cluster_dir_name(cluster)} "
                                    f"(brokers there: {', '.join(brokers) or 'none'})")
     return cluster, broker
-
-
-def is_regular_file(p: Path) -> bool:
-    return _is_file(p)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.errors import CorruptFileError
+from engine.errors import CorruptFileError, InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.java.concurrent import ConcurrentHashMap, int_hash, long_hash, string_hash
@@ -240,6 +240,23 @@ class TieredMetadata:
             out.update(self.segments[t].keys())
         return out
 
+    def topic_ids(self) -> dict[str, int]:
+        return {t: m.topic_id for t, m in self.topics.items()}
+
+    def next_topic_id(self) -> int:
+        """The id the broker's addTopic gives the next new topic (after topicSerialNumber and every id)."""
+        return max([self.topic_serial] + [m.topic_id for m in self.topics.values()]) + 1
+
+    def broker_names(self, topic: str) -> set[str]:
+        """Broker names the metadata knows for `topic` (its queue entries and commit-log segment paths)."""
+        inner = self.queues.get(topic)
+        names = {q.broker_name for q in inner.values() if q.broker_name} if inner is not None else set()
+        for path in self.segments[COMMIT_LOG].keys():
+            parts = str(path).split("/")
+            if len(parts) == 3 and parts[1] == topic:
+                names.add(parts[0])
+        return names
+
     # ------------------------------------------------------------------ changes (each one a broker persist)
     def add_topic(self, topic: str, reserve_time: int, now: int) -> TopicMetadata:
         old = self.topics.get(topic)
@@ -367,6 +384,18 @@ def load_metadata(path: Path | None) -> LoadedMetadata:
     else:
         out.warnings.append(f"metadata {path} does not exist (nor {bak.name}); segment lists come from the files")
     return out
+
+
+def read_metadata(path) -> LoadedMetadata:
+    """The tables for a reader that cannot go on without them (query-key's topic ids, spark-reindex --format
+    tiered): the main file, else the `.bak` (said in the warnings); an InvalidArgumentError when neither parses."""
+    path = Path(path)
+    loaded = load_metadata(path)
+    if loaded.metadata is None:
+        why = (f"neither it nor {bak_path(path).name} parses" if loaded.exists else
+               f"it does not exist (nor {bak_path(path).name})")
+        raise InvalidArgumentError(f"cannot read the tiered metadata {path}: {why}")
+    return loaded
 
 
 def persist_texts(loaded: LoadedMetadata, md: TieredMetadata, changes: list[Callable[[TieredMetadata], None]]

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE
-from engine.broker.layout import StoreLayout
+from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
 from engine.broker.segments import SegmentQueue
 from engine.errors import StoreError
+from engine.fsutil import fsync_dir, write_fully
+from engine.ops.queues import queue_min_offset
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, TieredLayout
 from engine.tiered.flat.scan import decode_records
@@ -91,14 +92,12 @@ class LocalQueue:
     """A queue of the local store: its consume queue units and the commit-log records they point at."""
 
     def __init__(self, task: QueueTask):
-        layout = StoreLayout(task.local_root, task.commitlog_dirs)
-        self.cq = SegmentQueue(layout.cq_dir(task.topic, task.queue_id), None, what="consume queue")
-        if self.cq.file_size is None:
-            self.cq.file_size = task.cq_file_size
+        self.cq = ConsumeQueue(Path(task.local_root), task.topic, task.queue_id, task.cq_file_size)
         self.cl = SegmentQueue([Path(d) for d in task.commitlog_dirs], task.commitlog_file_size, what="commitlog")
         self._fds: dict[int, int] = {}
-        self.max_offset = self._max_offset()
-        self.min_offset = self._min_offset()
+        # The broker's own rules (format §4.4, §8.3): end of data as its recovery finds it, min as it settles it.
+        self.max_offset = self.cq.max_offset_in_queue
+        self.min_offset = queue_min_offset(self.cq, self.cl.min_offset)
 
     def close(self) -> None:
         self.cq.close()
@@ -107,42 +106,15 @@ class LocalQueue:
             os.close(fd)
         self._fds.clear()
 
-    def _file_units(self, seg) -> np.ndarray:
-        buf = self.cq.buffer(seg)
-        return np.frombuffer(buf, dtype=LOCAL_UNIT_DTYPE, count=len(buf) // CQ_UNIT_SIZE)
-
-    def _max_offset(self) -> int:
-        """The end of data, as the broker's consume-queue recovery finds it: the first unit that is not valid."""
-        segs = self.cq.segments
-        for i, seg in enumerate(segs):
-            u = self._file_units(seg)
-            bad = np.flatnonzero(~((u["offset"] >= 0) & (u["size"] > 0)))
-            if len(bad) or i == len(segs) - 1:
-                n = int(bad[0]) if len(bad) else len(u)
-                return (seg.start + n * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
-        return 0
-
-    def _min_offset(self) -> int:
-        """getMinOffsetInQueue: the first unit that points into the commit log (correctMinOffset skips units whose
-        records were deleted, and the blank units a queue that starts inside a file begins with)."""
-        cl_min = self.cl.min_offset
-        for seg in self.cq.segments:
-            u = self._file_units(seg)
-            ok = (u["offset"] >= cl_min) & (u["size"] > 0) & (u["size"] != BLANK_UNIT_SIZE)
-            hit = np.flatnonzero(ok)
-            if len(hit):
-                return min((seg.start // CQ_UNIT_SIZE) + int(hit[0]), self.max_offset)
-        return self.max_offset
-
     def units(self, first: int, last: int) -> np.ndarray:
         """Units [first, last) as (offset, size, tags_code) columns."""
         parts = []
         q = first
         while q < last:
-            seg = self.cq.find(q * CQ_UNIT_SIZE)
+            seg = self.cq.queue.find(q * CQ_UNIT_SIZE)
             if seg is None:
                 raise ValueError(f"no local consume-queue file holds queue offset {q}")
-            u = self._file_units(seg)
+            u = self.cq.file_units(seg)
             i = q - seg.start // CQ_UNIT_SIZE
             take = u[i:i + (last - q)]
             if not len(take):
@@ -258,11 +230,10 @@ class SegmentWriter:
             if old != mv[:k]:
                 raise SegmentConflict(self._conflict(base, pos, old, mv[:k]))
             mv, pos = mv[k:], pos + k
-        while len(mv):
-            n = os.pwrite(fd, mv, pos)
-            if n <= 0:
-                raise OSError(f"short write to {self.path(base)}")
-            mv, pos = mv[n:], pos + n
+        # Checked (a short write or a full disk is a WriteFailedError naming the file); the bytes a failed write
+        # left are this dispatch's own, so a rerun compares equal over them and goes on (no undo).
+        write_fully(fd, mv, pos, self.path(base), undo=False)
+        pos += len(mv)
         self._fds[base] = (fd, max(length, pos))
         self._dirty.add(base)
 
@@ -286,7 +257,7 @@ class SegmentWriter:
             d = self.layout.type_dir(self.topic, self.queue_id, self.file_type)
             for p in (d, d.parent, d.parent.parent, d.parent.parent.parent):
                 if p.is_dir():
-                    _fsync_dir(p)
+                    fsync_dir(p)
         self._dirty.clear()
         self._new_dirs = False
 
@@ -294,14 +265,6 @@ class SegmentWriter:
         for fd, _ in self._fds.values():
             os.close(fd)
         self._fds.clear()
-
-
-def _fsync_dir(p: Path) -> None:
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class SegmentConflict(Exception):

@@ -1,7 +1,7 @@
 """The one place the tier-out touches a job runner: run the per-queue dispatch function on every queue, in this
 process or on Spark (one partition per queue). Everything else in engine.tiered.flat is runner-free.
 
-Uses engine.jobs.runners through three public methods only: `InlineRunner()` / `SparkRunner(master)`,
+Uses engine.jobs.runners through its public API only: `open_runner(master)`, `runner.master_used`,
 `runner.scan(items, progress, scan_fn=...)` (items carry `.index`; scan_fn returns an object with `.index` and
 `.summary()`, and scan returns the summaries), and `runner.close(failed=...)`.
 """
@@ -11,18 +11,16 @@ from typing import Callable
 
 from engine.tiered.flat.queue_dispatch import QueueTask, dispatch_queue
 
-INLINE = "inline"
-
 
 def run_queue_tasks(master: str, tasks: list[QueueTask], progress: Callable[[str, int, int], None]
                     ) -> tuple[list[dict], str]:
     """QueueResult summaries (in task order) and the master actually used."""
-    from engine.jobs.runners import InlineRunner, SparkRunner
+    from engine.jobs.runners import open_runner
 
     if not tasks:
         return [], master
-    runner = InlineRunner() if master == INLINE else SparkRunner(master)
-    used = master if master == INLINE else runner.spark.sparkContext.master
+    runner = open_runner(master)
+    used = runner.master_used
     try:
         summaries = runner.scan(tasks, lambda phase, done, total: progress("dispatch", done, total),
                                 scan_fn=dispatch_queue)

@@ -28,6 +28,7 @@ The query rules are in :mod:`engine.tiered.index.queries`, compaction in :mod:`.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import stat as _stat
@@ -37,6 +38,7 @@ from typing import Optional
 import numpy as np
 
 from engine.errors import InvalidArgumentError
+from engine.fsutil import allocate
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_div, java_is_blank, java_rem, to_i32, to_i64
 from engine.tiered.index import checks, compaction, inspection, queries
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, CLOSED, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER,
@@ -97,10 +99,14 @@ class IndexStoreFile:
         except OSError as e:
             raise TieredIndexError(f"{path}: cannot create: {e.strerror or e}") from None
         try:
-            fh.truncate(size)
+            # Real blocks before the file is mapped for writing: a store into a hole of a mapping on a full disk
+            # is a SIGBUS; a failed allocation is a DiskFullError naming the file and the free space.
+            allocate(fh.fileno(), 0, size, path)
             mm = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_WRITE)
-        except Exception:
+        except BaseException:
             fh.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # no half-made file is left behind
             raise
         self = cls(_PRIVATE)
         self.path, self.layout, self.writable = path, "unsealed", True
@@ -205,6 +211,8 @@ class IndexStoreFile:
             self.hash_slot_num, self.index_num, self._status = s, m, UNSEALED
         self._begin = head.begin if begin_override is None else begin_override
         self._end, self._slot_count, self._item_count = head.end, head.slot_count, head.item_count
+        if writable:
+            allocate(fd, 0, size, path)  # a broker's file may be sparse: no holes where puts will write
         self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
         self._closed = False
         self.writable = writable
@@ -442,11 +450,6 @@ class IndexStoreFile:
         out = compaction.compact(self, dest_path, form=form, method=method)
         self._status = SEALED
         return out
-
-    def _compaction_plan_fast(self):
-        """The vectorised compaction plan, or None when the file needs the item-by-item walk (tests use it to
-        check that a file takes the fast path)."""
-        return compaction.plan_fast(self)
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int, *,
               reader: Optional[Reader] = None, begin_timestamp: Optional[int] = None) -> list[dict]:

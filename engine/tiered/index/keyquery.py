@@ -16,9 +16,8 @@ from typing import Optional
 from engine.broker.config import load_config, read_properties_file
 from engine.broker.layout import StoreLayout
 from engine.errors import InvalidArgumentError
-from engine.tiered.index.service import (FlatCommitLogVerifier, LocalStoreLocator, TieredQueryResult,
-                                         load_tiered_metadata, metadata_broker_names, metadata_topic_id,
-                                         query_tiered_dir)
+from engine.tiered.flat.metadata import TieredMetadata, read_metadata
+from engine.tiered.index.service import FlatCommitLogVerifier, LocalStoreLocator, TieredQueryResult, query_tiered_dir
 
 UNVERIFIED = "unverified"
 TIERED_COMMITLOG = "tiered-commitlog"
@@ -82,19 +81,21 @@ def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
     """Query the tiered index files of ``q.tiered_dir`` for ``q.topic``/``q.key``; everything that can fail on bad
     input (broker.conf, metadata, the flat commit log or the local store) is opened before the files are read."""
     src = _resolve_sources(q)
-    topic_id, meta, topic_missing = _resolve_topic_id(q, src.root)
+    topic_id, meta, meta_notes = _resolve_topic_id(q, src.root)
+    topic_missing = meta is not None and topic_id is None
     with contextlib.ExitStack() as stack:
         verifier = locator = None
         if not q.raw and src.tiered_store_path is not None:
-            hints = metadata_broker_names(meta, q.topic) if meta is not None else set()
+            hints = meta.broker_names(q.topic) if meta is not None else set()
             verifier = FlatCommitLogVerifier(src.tiered_store_path, q.topic, cluster_name=src.cluster_name,
                                              broker_name=src.broker_name, broker_hints=hints)
+            stack.callback(verifier.close)
         elif not q.raw and src.have_store:
             locator = LocalStoreLocator(stack.enter_context(_open_local_store(q)), q.topic)
         res = query_tiered_dir(q.tiered_dir, q.topic, q.key, q.max_num, q.begin, q.end, topic_id=topic_id,
                                hash_slot_num=src.hash_slots, index_num=src.max_index)
         ans = TieredKeyAnswer(index=res)
-        ans.notes = [f"query failed on {e}" for e in res.errors]
+        ans.notes = meta_notes + [f"query failed on {e}" for e in res.errors]
         if topic_id is None and meta is None:
             ans.notes.append("no tiered metadata (pass --tiered-metadata, --topic-id or --store): items are not "
                              "filtered by topicId")
@@ -139,21 +140,22 @@ def _resolve_sources(q: TieredKeyQuery) -> _Sources:
                     q.broker_name or _conf_value(props, "brokerName"))
 
 
-def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]) -> tuple[Optional[int], Optional[dict], bool]:
-    """(topicId, decoded metadata, topic missing from it): --topic-id, else the tiered metadata (the given file,
-    else the one under the store root when it exists)."""
+def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]
+                      ) -> tuple[Optional[int], Optional[TieredMetadata], list[str]]:
+    """(topicId, the tiered metadata, what loading it said): --topic-id, else the tiered metadata (the given file,
+    else the one under the store root when it exists; its `.bak` when the main file is unusable, as the broker)."""
     if q.topic_id is not None:
-        return q.topic_id, None, False
+        return q.topic_id, None, []
     meta_path = q.tiered_metadata
     if meta_path is None and root is not None:
         cand = StoreLayout(root).tiered_metadata
         if cand.exists() or cand.with_name(cand.name + ".bak").exists():
             meta_path = cand
     if meta_path is None:
-        return None, None, False
-    meta = load_tiered_metadata(meta_path)
-    topic_id = metadata_topic_id(meta, q.topic)
-    return topic_id, meta, topic_id is None
+        return None, None, []
+    loaded = read_metadata(meta_path)
+    topic = loaded.metadata.topic(q.topic)
+    return (topic.topic_id if topic is not None else None), loaded.metadata, loaded.warnings
 
 
 def _open_local_store(q: TieredKeyQuery):

@@ -1,5 +1,5 @@
-"""Query by key over a directory of tiered index files (``IndexStoreService.queryAsync``, format §9.7), the
-tiered metadata (topic ids) and checking the answers against the messages themselves.
+"""Query by key over a directory of tiered index files (``IndexStoreService.queryAsync``, format §9.7), and
+checking the answers against the messages themselves (the topic ids come from engine.tiered.flat.metadata).
 
 Service-level rules reproduced from the Java code (``IndexStoreService`` / ``MessageStoreFetcherImpl``):
 
@@ -14,8 +14,7 @@ Item offsets are offsets in the **tiered** commit log of the item's queue, not i
 commit log.  Two ways to check an item against a real message are offered:
 
 * :class:`FlatCommitLogVerifier` reads the record at that offset from the tiered store's flat commit log
-  (POSIX backend layout ``<tieredStoreFilePath>/<md5(cluster)[:8]>_<cluster>/<broker>/<topic>/<queueId>/
-  COMMIT_LOG/<md5(str(base))[:8]><base:020d>``, format §9.1) and decodes it;
+  (the POSIX backend layout of engine.tiered.flat.layout, format §9.1) and decodes it;
 * :class:`LocalStoreLocator` looks for the same message in the broker's local store: the tiered record is
   a copy of the local one, so it is searched in the local consume queue of ``topic/queueId`` by store
   time (the item's timeDiff pins it to one second), then matched on size, topic and key.
@@ -24,8 +23,6 @@ Only stdlib + numpy + engine modules are used (no typer/rich).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +31,8 @@ from typing import Optional
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
 from engine.broker.message import VALID, check_message
+from engine.tiered.flat.layout import COMMIT_LOG, TieredLayout, brokers_of, cluster_dir_name, list_clusters
+from engine.tiered.flat.segments import FlatAppendFile, Segment, TieredReadError
 from engine.tiered.index.file import IndexStoreFile
 from engine.tiered.index.format import TieredQueryError
 
@@ -41,12 +40,6 @@ __all__ = [
     "TieredQueryResult",
     "list_tiered_index_files",
     "query_tiered_dir",
-    "load_tiered_metadata",
-    "metadata_topic_id",
-    "metadata_broker_names",
-    "md5_prefix",
-    "offset_to_file_name",
-    "FlatCommitLog",
     "FlatCommitLogVerifier",
     "LocalStoreLocator",
     "check_record",
@@ -146,169 +139,8 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
 
 
 # --------------------------------------------------------------------------------------------------
-# Tiered metadata (DefaultMetadataStore, config/tieredStoreMetadata.json)
+# Checking items against the tiered flat commit log (POSIX backend, engine.tiered.flat)
 # --------------------------------------------------------------------------------------------------
-
-
-def _quote_bare_keys(text: str) -> str:
-    """fastjson writes maps with integer keys unquoted (``{0:{...}}``, format §1.2); quote them for json."""
-    out = []
-    i, n = 0, len(text)
-    in_str = False
-    expect_key = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            expect_key = False
-        elif c in "{,":
-            expect_key = True
-        elif c.isspace():
-            pass
-        elif expect_key and (c == "-" or c.isdigit()):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            k = j
-            while k < n and text[k].isspace():
-                k += 1
-            if k < n and text[k] == ":":
-                out.append('"' + text[i:j] + '"')
-                i = j
-                expect_key = False
-                continue
-            expect_key = False
-        else:
-            expect_key = False
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _parse_metadata(path: Path) -> dict:
-    raw = path.read_text(encoding="utf-8")
-    if not raw.strip():
-        raise ValueError("empty file")
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError:
-        obj = json.loads(_quote_bare_keys(raw))
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    return obj
-
-
-def load_tiered_metadata(path) -> dict:
-    """The decoded metadata; like the broker's ConfigManager, ``<file>.bak`` is used when the file is
-    missing, empty or unparsable.  Raises :class:`InvalidArgumentError` when neither can be read."""
-    path = Path(path)
-    problems = []
-    for p in (path, path.with_name(path.name + ".bak")):
-        if not p.exists():
-            problems.append(f"{p} does not exist")
-            continue
-        try:
-            return _parse_metadata(p)
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            problems.append(f"{p}: {e}")
-    raise InvalidArgumentError("cannot read the tiered metadata: " + "; ".join(problems))
-
-
-def metadata_topic_id(meta: dict, topic: str) -> Optional[int]:
-    """``topicMetadataTable[topic].topicId``, or None when the topic is not in the metadata."""
-    table = meta.get("topicMetadataTable") or {}
-    if not isinstance(table, dict):
-        raise InvalidArgumentError("tiered metadata: topicMetadataTable is not an object")
-    entry = table.get(topic)
-    if entry is None:
-        return None
-    tid = entry.get("topicId") if isinstance(entry, dict) else None
-    if isinstance(tid, bool) or not isinstance(tid, int):
-        raise InvalidArgumentError(f"tiered metadata: topic {topic!r} has no integer topicId ({tid!r})")
-    return tid
-
-
-def metadata_broker_names(meta: dict, topic: str) -> set[str]:
-    """Broker names the metadata knows for ``topic`` (queue entries and commit-log segment paths)."""
-    names: set[str] = set()
-    queues = (meta.get("queueMetadataTable") or {}).get(topic) or {}
-    if isinstance(queues, dict):
-        for q in queues.values():
-            mq = q.get("queue") if isinstance(q, dict) else None
-            if isinstance(mq, dict) and isinstance(mq.get("brokerName"), str):
-                names.add(mq["brokerName"])
-    segs = meta.get("commitLogFileSegmentTable") or {}
-    if isinstance(segs, dict):
-        for p in segs:
-            parts = str(p).split("/")
-            if len(parts) == 3 and parts[1] == topic:
-                names.add(parts[0])
-    return names
-
-
-# --------------------------------------------------------------------------------------------------
-# Tiered flat commit log (POSIX backend)
-# --------------------------------------------------------------------------------------------------
-
-
-def md5_prefix(text: str) -> str:
-    """``MessageStoreUtil.getHash``: first 8 hex digits of the MD5 of the UTF-8 bytes."""
-    return hashlib.md5(text.encode("utf-8")).hexdigest()[:8]
-
-
-def offset_to_file_name(offset: int) -> str:
-    """``MessageStoreUtil.offset2FileName``: md5 prefix of the decimal offset + 20-digit offset."""
-    return md5_prefix(str(offset)) + f"{offset:020d}"
-
-
-_SEGMENT = re.compile(r"^[0-9a-f]{8}([0-9]{20})$")
-
-
-class FlatCommitLog:
-    """Read-only view of one queue's tiered commit log: ``.../<topic>/<queueId>/COMMIT_LOG/`` segments
-    named by base offset; a segment's committed bytes are the file's bytes."""
-
-    def __init__(self, directory):
-        self.dir = Path(directory)
-        self.segments: list[tuple[int, Path, int]] = []
-        if self.dir.is_dir():
-            for p in self.dir.iterdir():
-                m = _SEGMENT.match(p.name)
-                if m and p.is_file():
-                    self.segments.append((int(m.group(1)), p, p.stat().st_size))
-        self.segments.sort()
-
-    def read(self, offset: int, length: int) -> bytes:
-        """Up to ``length`` bytes from the global offset (``FlatAppendFile.readAsync``: may span two segments)."""
-        idx = None
-        for i, (base, _p, _s) in enumerate(self.segments):
-            if base <= offset:
-                idx = i
-            else:
-                break
-        if idx is None or length <= 0:
-            return b""
-        out = b""
-        while idx < len(self.segments) and len(out) < length:
-            base, p, size = self.segments[idx]
-            pos = offset + len(out) - base
-            if pos < 0 or pos >= size:
-                break
-            with open(p, "rb") as fh:
-                fh.seek(pos)
-                out += fh.read(min(length - len(out), size - pos))
-            idx += 1
-        return out
 
 
 def check_record(rec, topic: str, key: str, unique: bool, begin: int, end: int) -> str:
@@ -334,64 +166,71 @@ class FlatCommitLogVerifier:
         if not root.is_dir():
             raise InvalidArgumentError(f"tiered store path {root} is not a directory")
         self.topic = topic
-        self.cluster_dir = self._cluster_dir(root, cluster_name)
-        self.broker_dir = self._broker_dir(self.cluster_dir, topic, broker_name, broker_hints or set())
-        self._logs: dict[int, FlatCommitLog] = {}
+        cluster = self._cluster(root, cluster_name)
+        broker = self._broker(root / cluster_dir_name(cluster), topic, broker_name, broker_hints or set())
+        self.layout = TieredLayout(root, cluster, broker)
+        self._logs: dict[int, FlatAppendFile] = {}
 
     @staticmethod
-    def _cluster_dir(root: Path, cluster: Optional[str]) -> Path:
+    def _cluster(root: Path, cluster: Optional[str]) -> str:
         if cluster is not None:
-            d = root / f"{md5_prefix(cluster)}_{cluster}"
-            if not d.is_dir():
-                raise InvalidArgumentError(f"no directory {d.name} for cluster {cluster!r} under {root}")
-            return d
-        found = []
-        for d in sorted(root.iterdir()):
-            if d.is_dir() and len(d.name) > 9 and d.name[8] == "_" and md5_prefix(d.name[9:]) == d.name[:8]:
-                found.append(d)
+            if not (root / cluster_dir_name(cluster)).is_dir():
+                raise InvalidArgumentError(f"no directory {cluster_dir_name(cluster)} for cluster {cluster!r} "
+                                           f"under {root}")
+            return cluster
+        found = [c for c, dirname in list_clusters(root) if dirname == cluster_dir_name(c)]
         if not found:
             raise InvalidArgumentError(
                 f"no <md5>_<clusterName> directory under {root}: is it the tieredStoreFilePath of a POSIX backend?")
         if len(found) > 1:
-            names = ", ".join(d.name[9:] for d in found)
-            raise InvalidArgumentError(f"{root} holds several clusters ({names}); pass --cluster-name")
+            raise InvalidArgumentError(f"{root} holds several clusters ({', '.join(found)}); pass --cluster-name")
         return found[0]
 
     @staticmethod
-    def _broker_dir(cluster_dir: Path, topic: str, broker: Optional[str], hints: set[str]) -> Path:
+    def _broker(cluster_dir: Path, topic: str, broker: Optional[str], hints: set[str]) -> str:
         if broker is not None:
-            d = cluster_dir / broker
-            if not d.is_dir():
-                raise InvalidArgumentError(f"no broker directory {d}")
-            return d
-        brokers = [d for d in sorted(cluster_dir.iterdir()) if d.is_dir()]
-        with_topic = [d for d in brokers if (d / topic).is_dir()]
-        if hints:
-            hinted = [d for d in with_topic if d.name in hints]
-            if len(hinted) == 1:
-                return hinted[0]
+            if not (cluster_dir / broker).is_dir():
+                raise InvalidArgumentError(f"no broker directory {cluster_dir / broker}")
+            return broker
+        with_topic = [b for b in brokers_of(cluster_dir.parent, cluster_dir.name) if (cluster_dir / b / topic).is_dir()]
+        hinted = [b for b in with_topic if b in hints]
+        if len(hinted) == 1:
+            return hinted[0]
         if len(with_topic) == 1:
             return with_topic[0]
         if not with_topic:
             raise InvalidArgumentError(f"no broker under {cluster_dir} has tiered data for topic {topic!r}")
-        names = ", ".join(d.name for d in with_topic)
-        raise InvalidArgumentError(f"several brokers under {cluster_dir} hold topic {topic!r} ({names}); "
-                                   "pass --broker-name")
+        raise InvalidArgumentError(f"several brokers under {cluster_dir} hold topic {topic!r} "
+                                   f"({', '.join(with_topic)}); pass --broker-name")
 
     def queue_dir(self, queue_id: int) -> Path:
-        return self.broker_dir / self.topic / str(queue_id) / "COMMIT_LOG"
+        return self.layout.type_dir(self.topic, queue_id, COMMIT_LOG)
+
+    def _log(self, queue_id: int) -> FlatAppendFile:
+        log = self._logs.get(queue_id)
+        if log is None:
+            # The POSIX backend's committed bytes are the file's bytes.
+            files = self.layout.list_segments(self.topic, queue_id, COMMIT_LOG).files
+            log = self._logs[queue_id] = FlatAppendFile(
+                COMMIT_LOG, [Segment(COMMIT_LOG, f.base, f.length, -1, -1, f.path, f.length) for f in files])
+        return log
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
 
     def verify(self, item: dict, key: str, unique: bool, begin: int, end: int):
         """(record or None, reason): reason is '' when the item's record really matches."""
         qid = item["queueId"]
-        log = self._logs.get(qid)
-        if log is None:
-            log = self._logs[qid] = FlatCommitLog(self.queue_dir(qid))
+        log = self._log(qid)
         if not log.segments:
             return None, f"no tiered commit log for queue {qid} ({self.queue_dir(qid)})"
         if item["size"] <= 0:
             return None, f"index item size {item['size']} is not a record size"
-        buf = log.read(item["offset"], item["size"])
+        try:
+            buf = log.read(item["offset"], item["size"])
+        except TieredReadError:
+            buf = b""
         if not buf:
             return None, f"tiered offset {item['offset']} is outside the committed tiered commit log of queue {qid}"
         r = check_message(buf, 0, len(buf), check_crc=True)

@@ -1,0 +1,132 @@
+"""The examples every command's --help ends with (issue 14 item 10), kept in one place.
+
+rmqtool.app applies them as the epilog when it registers each command, so command modules need not change for
+them; tests/test_help_examples.py checks every command has two or three and that their options exist. Each
+example is a real command on a store written by `rmqtool put` (~/store) or on the files it names.
+"""
+from __future__ import annotations
+
+EXAMPLES: dict[str, list[str]] = {
+    "put": [
+        "rmqtool put -s ~/store -t TopicTest --keys 'order-1 user-7' --tags TagA --body hello",
+        "rmqtool put -s ~/store --from-jsonl messages.jsonl --sync-flush -Q",
+        "rmqtool put -s ~/store -t TopicTest -q 3 -p TRACE_ON=false --body-file payload.bin --json",
+    ],
+    "query-key": [
+        "rmqtool query-key -s ~/store -t TopicTest -k order-1",
+        "rmqtool query-key -s ~/store -t TopicTest -k order-1 --begin now-1d --max 10 --explain",
+        "rmqtool query-key -s ~/store -t TopicTest -k 7F00000120582A48AFD974F7F4DA4E1C --unique-key --json",
+    ],
+    "get": [
+        "rmqtool get -s ~/store --offset 0",
+        "rmqtool get -s ~/store --msg-id 7F00000100002A9F0000000000000000 --json",
+        "rmqtool get -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50 --json",
+    ],
+    "dump-commitlog": [
+        "rmqtool dump-commitlog -s ~/store --topic TopicTest --begin now-1h --count 20",
+        "rmqtool dump-commitlog -s ~/store --from-offset 1048576 --json | jq -c '[.queueOffset, .keys]'",
+        "rmqtool dump-commitlog -s ~/store --files 00000000001073741824 --body hex --json > seg1.ndjson",
+    ],
+    "inspect-index": [
+        "rmqtool inspect-index -s ~/store",
+        "rmqtool inspect-index -s ~/store --walk-key TopicTest#order-1 --max 50",
+        "rmqtool inspect-index -s ~/store --stats --verify --json",
+    ],
+    "compact-index": [
+        "rmqtool compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx",
+        "rmqtool compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx --mapped --json",
+    ],
+    "recover": [
+        "rmqtool recover -s ~/store --dry-run",
+        "rmqtool recover -s ~/store --full-scan --json",
+        "rmqtool recover -c /opt/rocketmq/conf/broker.conf",
+    ],
+    "clean": [
+        "rmqtool clean -s ~/store --dry-run",
+        "rmqtool clean -s ~/store --reserved-hours 48",
+        "rmqtool clean -s ~/store --force-now --dry-run --json",
+    ],
+    "spark-reindex": [
+        "rmqtool spark-reindex -s ~/store --master inline --dry-run",
+        "rmqtool spark-reindex -s ~/store -o /tmp/index-rebuilt --master 'local[2]'",
+        "rmqtool spark-reindex -s ~/store --format tiered -o /tmp/tiered-index --master inline",
+    ],
+    "demo": [
+        "rmqtool demo",
+        "rmqtool demo /tmp/sample-store --messages 500 --master inline",
+    ],
+    "print-msg": [
+        "rmqtool print-msg -s ~/store --topic TopicTest --begin now-1h --end now",
+        "rmqtool print-msg -s ~/store -t TopicTest -q 2 --begin 2024-01-31 --end 2024-01-31 --tags 'TagA || TagB'",
+        "rmqtool print-msg -s ~/store -t TopicTest --begin 1706659200000 --end now --max 100 --json | jq .msgId",
+    ],
+    "queues": [
+        "rmqtool queues -s ~/store",
+        "rmqtool queues -s ~/store --topic TopicTest",
+        "rmqtool queues -s ~/store --json | jq '.queues[] | select(.messages > 0)'",
+    ],
+    "dump-cq": [
+        "rmqtool dump-cq -s ~/store --topic TopicTest --queue-id 0",
+        "rmqtool dump-cq -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50",
+        "rmqtool dump-cq -s ~/store -t TopicTest -q 0 --count 1000 --json | jq 'select(.status != \"OK\")'",
+    ],
+    "consumers": [
+        "rmqtool consumers -s ~/store",
+        "rmqtool consumers -s ~/store --group please_rename_unique_group_name",
+        "rmqtool consumers -s ~/store --json | jq '.groups[] | {group, diffTotal}'",
+    ],
+    "delays": [
+        "rmqtool delays -s ~/store",
+        "rmqtool delays -c /opt/rocketmq/conf/broker.conf",
+        "rmqtool delays -s ~/store --json | jq '.levels[] | select(.pending > 0)'",
+    ],
+    "tiered": [
+        "rmqtool tiered queues -T /data/tiered -s ~/store",
+        "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 -i 0 -n 10",
+        "rmqtool tiered verify -T /data/tiered -s ~/store --json",
+    ],
+    "tiered queues": [
+        "rmqtool tiered queues -T /data/tiered -s ~/store",
+        "rmqtool tiered queues -c /opt/rocketmq/conf/broker.conf --topic TopicTest --json",
+    ],
+    "tiered segments": [
+        "rmqtool tiered segments -T /data/tiered -s ~/store -t TopicTest -q 0",
+        "rmqtool tiered segments -T /data/tiered --metadata meta.json -t TopicTest -q 0 --json",
+    ],
+    "tiered get": [
+        "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 --queue-offset 0",
+        "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 -i 100 --count 32 --raw --json",
+    ],
+    "tiered offset-by-time": [
+        "rmqtool tiered offset-by-time -T /data/tiered -s ~/store -t TopicTest -q 0 --timestamp now-1h",
+        "rmqtool tiered offset-by-time -T /data/tiered -s ~/store -t TopicTest -q 0 --timestamp 2024-01-31 "
+        "--timestamp 1706659200000 --boundary upper --json",
+    ],
+    "tiered dump-cq": [
+        "rmqtool tiered dump-cq -T /data/tiered -s ~/store -t TopicTest -q 0",
+        "rmqtool tiered dump-cq -T /data/tiered -s ~/store -t TopicTest -q 0 --json | jq .commitLogOffset",
+    ],
+    "tiered verify": [
+        "rmqtool tiered verify -T /data/tiered -s ~/store",
+        "rmqtool tiered verify -T /data/tiered -s ~/store --topic TopicTest --json",
+    ],
+    "tiered dispatch": [
+        "rmqtool tiered dispatch -s ~/store -T /data/tiered --master inline --dry-run",
+        "rmqtool tiered dispatch -s ~/store -T /data/tiered -t TopicTest --master 'local[2]' --json",
+    ],
+    "tiered clean": [
+        "rmqtool tiered clean -T /data/tiered -s ~/store --reserved-hours 72 --dry-run",
+        "rmqtool tiered clean -T /data/tiered -s ~/store --reserved-hours 24 --now 2024-02-01T00:00 --json",
+    ],
+    "tiered rebuild-metadata": [
+        "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json",
+        "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json --from old.json.bak --json",
+    ],
+}
+
+
+def epilog(name: str) -> str:
+    """The help epilog of command `name` ("tiered get" for a subcommand): its examples, one paragraph each."""
+    lines = EXAMPLES[name]
+    # \b: click prints the paragraph as it is (no re-wrapping of a command line)
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines) + "\n"

@@ -1,0 +1,60 @@
+"""Start-up (issue 13 item 3): importing the CLI imports nothing heavy; bare `rmqtool` is help with exit 0.
+
+The timing target itself is measured by bench/bench_startup.py (ratios to `python -c pass`), not here.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("numpy", "rich.table", "rich.console", "pyspark", "pydantic", "engine.broker.store", "engine.java.lang")
+
+
+def _modules_after(code: str) -> set[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out.splitlines()[-1]))
+
+
+def test_importing_the_app_imports_no_heavy_module():
+    mods = _modules_after("import rmqtool.app")
+    assert not [m for m in HEAVY if m in mods], [m for m in HEAVY if m in mods]
+    # no command pulls in another command's engine module, nor Spark's
+    assert not [m for m in mods if m.startswith(("engine.ops", "engine.jobs", "engine.tiered", "pyspark"))]
+
+
+def test_version_runs_without_heavy_modules():
+    mods = _modules_after("import sys\nsys.argv = ['rmqtool', '--version']\nfrom rmqtool.app import main\n"
+                          "try:\n    main()\nexcept SystemExit:\n    pass")
+    assert not [m for m in HEAVY if m in mods]
+
+
+def test_bare_rmqtool_in_a_fresh_interpreter_is_help_with_exit_0():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "rmqtool"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Usage: rmqtool") and "Commands:" in r.stdout
+
+
+def test_one_command_is_built_alone_and_behaves_like_the_full_app():
+    """main() builds only the command it runs: its help is the same as in the full application."""
+    from typer.testing import CliRunner
+
+    from rmqtool.app import app, build
+
+    full = CliRunner().invoke(app, ["query-key", "--help"], prog_name="rmqtool")
+    alone = CliRunner().invoke(build(["query-key"]), ["query-key", "--help"], prog_name="rmqtool")
+    assert full.exit_code == alone.exit_code == 0
+    assert full.stdout == alone.stdout
+
+
+def test_reindex_default_master_matches_the_engine():
+    from engine.jobs.framework import DEFAULT_MASTER
+    from rmqtool.commands import reindex
+
+    assert reindex.DEFAULT_MASTER == DEFAULT_MASTER
