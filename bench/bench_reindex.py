@@ -119,7 +119,7 @@ def c_builder(n: int, slots: int, items: int, path: str, form: str) -> dict:
     import numpy as np
 
     from engine.broker.indexbuild import build_index_file, build_index_file_from_hashes
-    from engine.java.lang import java_string_hashes
+    from engine.java.hashes import java_string_hashes
 
     keys = LazyKeys(n) if form == "unicode" else LazyStrKeys(n)
     phy = np.arange(n, dtype=np.int64) * MSG_SIZE

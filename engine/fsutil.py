@@ -236,13 +236,31 @@ def _can_overlay() -> bool:
     return bool(_libc) and hasattr(mmap, "MAP_PRIVATE")
 
 
+def _address_of(m) -> int:
+    """The address of a mapping's first byte, through the buffer protocol (a read-only buffer too; the export is
+    released before this returns, so the mapping can still be closed)."""
+    import ctypes
+
+    if not hasattr(ctypes.pythonapi, "PyObject_AsReadBuffer"):  # gone from newer CPythons: numpy knows it too
+        import numpy as np
+
+        return np.frombuffer(m, dtype=np.uint8).ctypes.data
+    with memoryview(m) as view:
+        obj = ctypes.py_object(view)
+        buf = ctypes.c_void_p()
+        size = ctypes.c_ssize_t()
+        ctypes.pythonapi.PyObject_AsReadBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_void_p),
+                                                          ctypes.POINTER(ctypes.c_ssize_t)]
+        if ctypes.pythonapi.PyObject_AsReadBuffer(obj, ctypes.byref(buf), ctypes.byref(size)) != 0:
+            raise OSError("cannot take the address of a mapping")
+        return buf.value
+
+
 def _overlay(m, fd: int, length: int, extents: list[tuple[int, int]]) -> None:
     """Map each data extent of the file over the anonymous mapping m, at its own offset (MAP_FIXED)."""
     import ctypes
 
-    import numpy as np
-
-    base = np.frombuffer(m, dtype=np.uint8).ctypes.data  # the address of m; the view is dropped at once
+    base = _address_of(m)
     page = mmap.PAGESIZE
     map_fixed, map_shared = 0x10, getattr(mmap, "MAP_SHARED", 1)
     for a, b in extents:

@@ -12,7 +12,8 @@ from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
 from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains, build_index_file, build_index_file_from_hashes
 from engine.broker.indexfile import IndexFile
-from engine.java.lang import INT_MAX, hash_code_units, java_string_hash, java_string_hashes
+from engine.java.hashes import hash_code_units, java_string_hashes
+from engine.java.lang import INT_MAX, java_string_hash
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
 NASTY = ["", "polygenelubricants", "Aa", "BB", "😀", "T#😀x", "\ud800", "é#ß", "x" * 300, "T#k\x00", "\x00"]

@@ -17,8 +17,8 @@ import pytest
 from engine.broker.keys import tiered_key_set
 from engine.broker.message import VALID, MessageRecord, check_message, encode_record
 from engine.java.collections import JavaHashMap, hashmap_order, hashset_order
-from engine.java.lang import (index_hash, java_div, java_rem, java_string_hash, java_string_hashes,
-                             rmq_crc32, tiered_hash, to_i32)
+from engine.java.hashes import java_string_hashes
+from engine.java.lang import index_hash, java_div, java_rem, java_string_hash, rmq_crc32, tiered_hash, to_i32
 
 
 def test_spec_check_values():

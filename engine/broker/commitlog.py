@@ -12,17 +12,17 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterator
 
 from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
                                    MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
                                    MessageEncodeError, MessageRecord, blank_record, check_message, encode_record)
-from engine.broker.records import is_zero_area
 from engine.broker.segments import Segment, SegmentQueue
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import sync as sync_fd
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A well-formed record whose PHYSICALOFFSET names another place: its segment file is misplaced (issue 10).
 MISPLACED = "MISPLACED"
@@ -257,7 +257,7 @@ class CommitLog:
                 yield ScanEntry(LENGTH_MISMATCH, off, r.size, buf, pos, r.reason, name)
                 pos += r.size
                 continue
-            at_zero = is_zero_area(buf, pos, n)
+            at_zero = _is_zero_area(buf, pos, n)
             if at_zero and last:
                 return True  # the normal end of data
             if at_zero and pos >= n and seg.file_len < seg.size:
@@ -335,6 +335,8 @@ class CommitLog:
         """Where records of these sizes land, from the current end: their physical offsets (int64) and the
         pieces (one per segment) they are written in. Rolls when TOTALSIZE + 8 > the space left (format §3.1)."""
         F = self.file_size
+        import numpy as np  # put paths only: reading commands start without numpy
+
         sizes = np.asarray(sizes, dtype=np.int64)
         n = len(sizes)
         if self._write_seg is None:
@@ -414,3 +416,10 @@ def open_commitlog(config, writable: bool = False) -> CommitLog:
     (broker.conf or an option); a log without files takes the configured (or default) size."""
     size = config.mappedFileSizeCommitLog if config.commitLogSizeGiven else None
     return CommitLog(config.commitlog_dirs, size, writable=writable, default_size=config.mappedFileSizeCommitLog)
+
+
+def _is_zero_area(buf, pos: int, n: int) -> bool:
+    from engine.broker.records import is_zero_area  # numpy: imported when a walk meets a zero area
+
+    return is_zero_area(buf, pos, n)
+

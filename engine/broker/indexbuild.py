@@ -17,7 +17,8 @@ from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_
 from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE, IndexFile
 from engine.fsutil import allocate, write_fully
 from engine.errors import InvalidArgumentError
-from engine.java.lang import INT_MAX, INT_MIN, java_string_hashes
+from engine.java.hashes import java_string_hashes
+from engine.java.lang import INT_MAX, INT_MIN
 
 ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 

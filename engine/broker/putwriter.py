@@ -25,7 +25,8 @@ from engine.broker.keys import broker_index_keys
 from engine.broker.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
 from engine.broker.putbatch import PARTS, QUEUE_OFFSET_POS, MessageBatch
 from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
-from engine.java.lang import java_string_hash, java_string_hashes
+from engine.java.hashes import java_string_hashes
+from engine.java.lang import java_string_hash
 
 #: Room kept free beyond a new index file before one is started (checkpoint rewrites, index headers).
 INDEX_SLACK = 64 << 10

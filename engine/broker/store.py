@@ -4,12 +4,11 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from engine.broker.checkpoint import Checkpoint
 from engine.broker.commitlog import MISPLACED, CommitLog, LogEntry, open_commitlog
 from engine.broker.config import BrokerConfig
-from engine.broker.consumequeue import ConsumeQueue
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
 from engine.broker import keyquery
 from engine.broker.indexservice import IndexService
@@ -18,10 +17,12 @@ from engine.java.lang import LONG_MAX
 from engine.broker.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
                                    decode_offset_msg_id, offset_msg_id, parse_host)
-from engine.broker.putbatch import MessageBatch
-from engine.broker.putwriter import allocate_file, put_batch, store_full
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
+
+if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
+    from engine.broker.consumequeue import ConsumeQueue
+    from engine.broker.putbatch import MessageBatch
 
 
 @dataclass
@@ -69,6 +70,7 @@ class BatchResult:
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
     store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
+    from engine.broker.putbatch import MessageBatch  # the write path: imported when a message is checked
     MessageBatch(default_queue_id).add_json(obj)  # every check, or a one-line InvalidArgumentError
     body = obj.get("body") or ""
     props = dict(obj.get("properties") or {})
@@ -175,6 +177,7 @@ class MessageStore:
         key = (topic, queue_id)
         cq = self._cqs.get(key)
         if cq is None:
+            from engine.broker.consumequeue import ConsumeQueue  # numpy: imported when a queue is read
             cq = ConsumeQueue(self.root, topic, queue_id, self.config.cq_file_size, writable=self.writable)
             self._cqs[key] = cq
         return cq
@@ -193,6 +196,7 @@ class MessageStore:
                 try:
                     self._shutdown_flush()
                 except WriteFailedError as e:
+                    from engine.broker.putwriter import store_full
                     raise store_full(self, e) from None
         finally:
             for cq in self._cqs.values():
@@ -228,12 +232,14 @@ class MessageStore:
                 self.checkpoint.save(self.layout.checkpoint)
             mark_in_use(self.layout)
         except WriteFailedError as e:
+            from engine.broker.putwriter import store_full
             raise store_full(self, e) from None
         self._put_started = True
 
     def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
         """Append one message: commit log, consume queue, index; with sync_flush it is durable on return.
         The record's offsets, timestamps and UNIQ_KEY are filled in as stored."""
+        from engine.broker.putbatch import MessageBatch
         batch = MessageBatch(rec.queue_id)
         batch.add_record(rec)
         res = self.put_batch(batch, sync_flush)
@@ -253,6 +259,7 @@ class MessageStore:
         commit log for the whole batch (group commit). See engine.broker.putwriter for the steps."""
         if not self.writable:
             raise InvalidArgumentError(f"store {self.root} is open read-only: open it with writable=True to put")
+        from engine.broker.putwriter import put_batch
         return put_batch(self, batch, sync_flush)
 
     def _secure_index_files(self) -> None:
@@ -260,6 +267,7 @@ class MessageStore:
         unallocated page on a full disk would be a SIGBUS)."""
         files = self.index.files
         if files and not files[-1].is_write_full() and files[-1].path not in self._index_allocated:
+            from engine.broker.putwriter import allocate_file
             allocate_file(files[-1].path)
             self._index_allocated.add(files[-1].path)
 
