@@ -17,8 +17,6 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from engine.broker.config import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
@@ -100,19 +98,20 @@ class Candidates:
         return max(0, (self.hi - self.lo) // 5 + 1)
 
     def chunks(self):
+        """The candidates as (n, 2) int64 arrays of CHUNK rows (numpy: only an ambiguous size needs it)."""
+        import numpy as np
+
         for a in range(self.lo, self.hi + 1, 5 * CHUNK):
             s = np.arange(a, min(self.hi, a + 5 * (CHUNK - 1)) + 1, 5, dtype=np.int64)
             yield np.stack([s, (self.units - s) // 5], axis=1)
 
-    def first(self, k: int) -> np.ndarray:
-        return next(self.chunks())[:k] if len(self) else np.empty((0, 2), dtype=np.int64)
+    def first(self, k: int) -> list[tuple[int, int]]:
+        return [(s, (self.units - s) // 5) for s in range(self.lo, self.hi + 1, 5)[:k]]
 
-    def ratio(self) -> np.ndarray:
+    def ratio(self) -> tuple[int, int] | None:
         """The broker's default shape (items = 4*slots, so size = 40 + 84*slots) when it is a candidate."""
         s = self.units // 21
-        if self.units % 21 == 0 and self.lo <= s <= self.hi:
-            return np.array([[s, 4 * s]], dtype=np.int64)
-        return np.empty((0, 2), dtype=np.int64)
+        return (s, 4 * s) if self.units % 21 == 0 and self.lo <= s <= self.hi else None
 
 
 def infer_index_geometry(facts: list, size: int, slots: int | None = None, items: int | None = None) -> tuple[int, int]:
@@ -128,31 +127,27 @@ def infer_index_geometry(facts: list, size: int, slots: int | None = None, items
                             f"(40 + 4*slots + 20*items){_given(slots, items)}; the file is damaged or not an index "
                             "file")
     if len(cands) == 1:
-        return _pair(cands.first(1))
+        return cands.first(1)[0]
     richest = max(facts, key=lambda f: f[3])
     ratio = cands.ratio()
     if richest[3] <= 1:  # no item to decide by
-        if len(ratio):
-            return _pair(ratio)
+        if ratio:
+            return ratio
         _ambiguous(richest, size, cands.first(LISTED), len(cands), "")
-    if len(ratio) and len(_content_check(richest[0], ratio, richest[3])):
-        return _pair(ratio)
+    if ratio and fits(richest[0], ratio, richest[3]):
+        return ratio  # the broker's default shape, confirmed by the items (no numpy on this, the usual, path)
     passing = [c for c in (_content_check(richest[0], ch, richest[3]) for ch in cands.chunks()) if len(c)]
-    passing = np.concatenate(passing) if passing else np.empty((0, 2), dtype=np.int64)
+    passing = [tuple(map(int, row)) for c in passing for row in c.tolist()]
     if len(passing) == 1:
-        return _pair(passing)
-    if len(passing):
+        return passing[0]
+    if passing:
         _ambiguous(richest, size, passing[:LISTED], len(passing), "")
     _ambiguous(richest, size, cands.first(LISTED), len(cands),
                " (under none of them do its items read as the broker writes them: the file may be damaged)")
 
 
-def _pair(a: np.ndarray) -> tuple[int, int]:
-    return int(a[0, 0]), int(a[0, 1])
-
-
-def _ambiguous(fact, size: int, shown: np.ndarray, total: int, why: str):
-    listed = ", ".join(f"--hash-slots {s} --max-index {i}" for s, i in shown.tolist())
+def _ambiguous(fact, size: int, shown: list, total: int, why: str):
+    listed = ", ".join(f"--hash-slots {s} --max-index {i}" for s, i in shown)
     more = f", ... ({total} in all)" if total > len(shown) else ""
     raise GeometryError(f"cannot tell the index geometry from {fact[0]} ({size} bytes, {max(fact[3] - 1, 0)} "
                         f"items): it fits {listed}{more}{why}; give --hash-slots and --max-index (or --broker-conf)")
@@ -161,6 +156,43 @@ def _ambiguous(fact, size: int, shown: np.ndarray, total: int, why: str):
 def _given(slots, items) -> str:
     parts = [f"--hash-slots {slots}"] * (slots is not None) + [f"--max-index {items}"] * (items is not None)
     return f" with {' and '.join(parts)}" if parts else ""
+
+
+def _sample(n: int) -> list[int]:
+    """The items checked: the first and the last SAMPLE_ITEMS written (1 <= k < n)."""
+    return sorted(set(range(1, min(n, SAMPLE_ITEMS + 1))) | set(range(max(1, n - SAMPLE_ITEMS), n)))
+
+
+def fits(path: Path, geometry: tuple[int, int], index_count: int) -> bool:
+    """One candidate checked as _items_fit checks many, in plain Python (a few hundred small reads)."""
+    s, i = geometry
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        def i32(pos: int) -> int:
+            b = os.pread(fd, 4, pos)
+            return int.from_bytes(b, "big", signed=True) if len(b) == 4 else -1
+
+        base = INDEX_HEADER_SIZE + SLOT_SIZE * s
+        if os.pread(fd, ITEM_SIZE, base) != bytes(ITEM_SIZE):
+            return False  # item 0 is never written (pitfall 20)
+        for k in _sample(index_count):
+            if k >= i:
+                return False
+            item = base + ITEM_SIZE * k
+            key_hash, time_diff, prev = i32(item), i32(item + 12), i32(item + 16)
+            if key_hash < 0 or time_diff < 0 or not 0 <= prev < k:
+                return False
+            slot = key_hash % s
+            if not k <= i32(INDEX_HEADER_SIZE + SLOT_SIZE * slot) < i:
+                return False
+            if prev and (i32(base + ITEM_SIZE * prev) < 0 or i32(base + ITEM_SIZE * prev) % s != slot):
+                return False
+        return True
+    finally:
+        os.close(fd)
 
 
 def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarray:
@@ -174,15 +206,15 @@ def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarra
         mm = map_readonly(fd, os.fstat(fd).st_size)  # holes read as zeros, never a fault (a sparse file)
     finally:
         os.close(fd)
+    import numpy as np
+
     try:
         view = np.frombuffer(mm, dtype=np.uint8)
         n = index_count
         keep = _items_fit(view, cands, np.array([n - 1], dtype=np.int64))
         cands = cands[keep]
         if len(cands) > 1:
-            ks = np.unique(np.concatenate([np.arange(1, min(n, SAMPLE_ITEMS + 1)),
-                                           np.arange(max(1, n - SAMPLE_ITEMS), n)])).astype(np.int64)
-            cands = cands[_items_fit(view, cands, ks)]
+            cands = cands[_items_fit(view, cands, np.array(_sample(n), dtype=np.int64))]
         del view
         return cands
     finally:
