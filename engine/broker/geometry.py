@@ -223,6 +223,8 @@ def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarra
 
 def _i32(view: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """Big-endian int32 at byte positions pos (positions past the end read as -1)."""
+    import numpy as np
+
     ok = (pos >= 0) & (pos + 4 <= len(view))
     p = np.where(ok, pos, 0)
     v = ((view[p].astype(np.int64) << 24) | (view[p + 1].astype(np.int64) << 16) | (view[p + 2].astype(np.int64) << 8)
@@ -233,6 +235,8 @@ def _i32(view: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 def _items_fit(view: np.ndarray, cands: np.ndarray, ks: np.ndarray) -> np.ndarray:
     """For each candidate (row), do items ks (1 <= k < n) read as the broker's? Vectorised over both."""
+    import numpy as np
+
     s = cands[:, 0:1]
     base = INDEX_HEADER_SIZE + SLOT_SIZE * s                        # (m, 1)
     k = ks[None, :]                                                 # (1, K)
