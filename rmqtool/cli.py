@@ -11,8 +11,7 @@ state = {"debug": False}
 def fail(message: str, code: int = 2) -> None:
     from rmqtool import render
 
-    render.reset_consoles()
-    render.err.print(f"error: {message}", markup=False, soft_wrap=True)
+    render.note(f"error: {message}")  # one plain line, never wrapped
     raise typer.Exit(code)
 
 
@@ -37,7 +36,7 @@ def handles_errors(fn):
         from engine.errors import StoreError
         from rmqtool import render
 
-        render.reset_consoles()
+        render.forget_consoles()
         kwargs = {k: _expand(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)

@@ -27,6 +27,13 @@ def reset_consoles() -> None:
     globals()["err"] = Console(file=sys.stderr, highlight=False)
 
 
+def forget_consoles() -> None:
+    """Drop the consoles, so that the next use binds them to the current sys.stdout/stderr (without importing
+    rich when the command never prints through one)."""
+    globals().pop("out", None)
+    globals().pop("err", None)
+
+
 def emit_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
