@@ -20,12 +20,12 @@ EXAMPLES: dict[str, list[str]] = {
     "get": [
         "rmqtool get -s ~/store --offset 0",
         "rmqtool get -s ~/store --msg-id 7F00000100002A9F0000000000000000 --json",
-        "rmqtool get -s ~/store --from-file offsets.txt --json | jq .topic",
+        "rmqtool get -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50 --json",
     ],
     "dump-commitlog": [
-        "rmqtool dump-commitlog -s ~/store --count 20",
-        "rmqtool dump-commitlog -s ~/store --from 1048576 --json | jq -c '[.queueOffset, .keys]'",
-        "rmqtool dump-commitlog -s ~/store --no-check-crc --json > all.ndjson",
+        "rmqtool dump-commitlog -s ~/store --topic TopicTest --begin now-1h --count 20",
+        "rmqtool dump-commitlog -s ~/store --from-offset 1048576 --json | jq -c '[.queueOffset, .keys]'",
+        "rmqtool dump-commitlog -s ~/store --files 00000000001073741824 --body hex --json > seg1.ndjson",
     ],
     "inspect-index": [
         "rmqtool inspect-index -s ~/store",

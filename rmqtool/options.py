@@ -11,7 +11,7 @@ from engine.broker.config import BrokerConfig, load_config
 
 STORE_PANEL = "Store"
 OUTPUT_PANEL = "Output"
-GEOMETRY_PANEL = "Geometry (default: broker.conf, else RocketMQ's defaults)"
+GEOMETRY_PANEL = "Geometry (default: broker.conf, else read from the files, else RocketMQ's defaults)"
 
 StoreOpt = Annotated[Optional[Path], typer.Option(
     "--store", "-s", help="Store root directory (storePathRootDir).", rich_help_panel=STORE_PANEL,
@@ -22,9 +22,11 @@ BrokerConfOpt = Annotated[Optional[Path], typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (NDJSON for message streams).",
                                        rich_help_panel=OUTPUT_PANEL)]
 HashSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--hash-slots", help="Index hash slots per file (maxHashSlotNum, default 5000000).", rich_help_panel=GEOMETRY_PANEL)]
+    "--hash-slots", help="Index hash slots per file (maxHashSlotNum; readers: from the index files, else 5000000).",
+    rich_help_panel=GEOMETRY_PANEL)]
 MaxIndexOpt = Annotated[Optional[int], typer.Option(
-    "--max-index", help="Index items per file (maxIndexNum, default 20000000).", rich_help_panel=GEOMETRY_PANEL)]
+    "--max-index", help="Index items per file (maxIndexNum; readers: from the index files, else 20000000).",
+    rich_help_panel=GEOMETRY_PANEL)]
 CommitLogSizeOpt = Annotated[Optional[int], typer.Option(
     "--commitlog-file-size", help="Commit-log segment size (mappedFileSizeCommitLog; default: from the files, "
     "else 1 GiB).", rich_help_panel=GEOMETRY_PANEL)]

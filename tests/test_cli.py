@@ -250,7 +250,8 @@ def test_inspect_single_file_without_store(store):
     f = list_index_files(store / "index")[0]
     r = run(["inspect-index", f, *READ_GEOM, "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["indexCount"] == 3
-    r = run(["inspect-index", f])
+    assert run(["inspect-index", f, "--json"]).stdout == r.stdout  # the geometry is read from the file (issue 14)
+    r = run(["inspect-index", f, "--hash-slots", "5", "--max-index", "20"])  # a wrong one given still fails
     assert_one_line_error(r, contains="1384 bytes")
     assert "--hash-slots 16 --max-index 64" in r.stderr
 
@@ -389,7 +390,8 @@ def test_bad_inputs_one_line_errors(store, tmp_path):
         (["query-key", "--store", not_store, "--topic", "T", "--key", "k"], "not a RocketMQ store"),
         (["query-key", "--store", tmp_path / "missing", "--topic", "T", "--key", "k"], "does not exist"),
         (["query-key", "--topic", "T", "--key", "k"], "--store"),
-        (["query-key", "--store", store, "--topic", "T", "--key", "k"], "bytes"),  # default geometry: wrong size
+        (["query-key", "--store", store, "--hash-slots", "5", "--max-index", "20", "--topic", "T", "--key", "k"],
+         "bytes"),  # a geometry given that the files do not have
         ([*q, "--max", "0"], "--max"),
         ([*q, "--max", "99999999999"], "--max"),
         ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),

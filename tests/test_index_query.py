@@ -202,9 +202,14 @@ def test_a_broken_chain_is_used_up_to_the_break_and_named(rolled):
 
 def test_no_file_of_the_geometry_is_an_error_not_a_partial_answer(rolled):
     store, *_ = rolled
-    assert_one_line_error(run(["query-key", "--store", store, "--topic", "T", "--key", "common"]), code=2,
+    wrong = ["--hash-slots", "5", "--max-index", "20"]   # given, so it wins over the files' geometry (issue 14)
+    assert_one_line_error(run(["query-key", "--store", store, *wrong, "--topic", "T", "--key", "common"]), code=2,
                           contains="bytes")
-    assert_one_line_error(run(["inspect-index", "--store", store]), code=2, contains="bytes")
+    assert_one_line_error(run(["inspect-index", "--store", store, *wrong]), code=2, contains="bytes")
+    # without flags the geometry is read from the files: the same answer as with the right flags
+    plain = run(["query-key", "--store", store, "--topic", "T", "--key", "common", "--json"])
+    assert plain.exit_code == 0 and plain.stdout == run(["query-key", "--store", store, *READ_GEOM, "--topic", "T",
+                                                         "--key", "common", "--json"]).stdout
 
 
 def test_inspect_index_lists_the_healthy_files_and_names_the_damaged(rolled):

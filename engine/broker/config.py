@@ -34,6 +34,10 @@ class BrokerConfig:
     checkCRCOnRecover: bool = True
     # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
     commitLogSizeGiven: bool = False
+    # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files
+    # (engine.broker.geometry.resolve_index_geometry) rather than defaulted.
+    hashSlotNumGiven: bool = False
+    indexNumGiven: bool = False
 
     @property
     def root(self) -> Path:
@@ -113,7 +117,7 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
         for f in fields(BrokerConfig):
-            if f.name in props and f.name != "commitLogSizeGiven":
+            if f.name in props and not f.name.endswith("Given"):
                 raw = props[f.name]
                 try:
                     if f.type in ("int", int):
@@ -126,11 +130,15 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
                     raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
                 setattr(cfg, f.name, val)
         given_size = "mappedFileSizeCommitLog" in props
+        cfg.hashSlotNumGiven = "maxHashSlotNum" in props
+        cfg.indexNumGiven = "maxIndexNum" in props
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
     if overrides.get("mappedFileSizeCommitLog") is not None:
         given_size = True
     cfg.commitLogSizeGiven = given_size
+    cfg.hashSlotNumGiven |= overrides.get("maxHashSlotNum") is not None
+    cfg.indexNumGiven |= overrides.get("maxIndexNum") is not None
     cfg.validate()
     return cfg

@@ -45,18 +45,30 @@ class RecordRun:
 
 
 def scan_runs(cl: CommitLog, start: int | None = None, check_crc: bool = True,
-              check_position: bool = True) -> Iterator[RecordRun | ScanEntry]:
-    """Runs of valid records (and the entries that are not records) in commit-log order from `start`."""
+              check_position: bool = True, max_size: int | None = None) -> Iterator[RecordRun | ScanEntry]:
+    """Runs of valid records (and the entries that are not records) in commit-log order from `start`. With
+    `max_size`, a record whose TOTALSIZE is above it is reported CORRUPT and its size is not trusted: the rest of
+    its segment is not read (the walk goes on with the next segment)."""
     return cl.walk_segments(start, None, lambda seg, pos, last: _segment(cl, seg, pos, last, check_crc,
-                                                                          check_position))
+                                                                          check_position, max_size))
 
 
-def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_position: bool):
+def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_position: bool,
+             max_size: int | None = None):
     """Entries of one segment from pos; returns True when the whole walk must stop."""
     buf = cl.queue.buffer(seg)
     name = seg.path.name
     for item in decode_segment(buf, pos, RUN_WINDOW):
         if not isinstance(item, SegmentEnd):
+            over = np.flatnonzero(item.total > max_size) if max_size is not None else ()
+            if len(over):
+                j = int(over[0])
+                if j:
+                    yield from _runs(seg, buf, item.select(slice(0, j)), check_crc, check_position)
+                p, total = int(item.pos[j]), int(item.total[j])
+                yield ScanEntry(CORRUPT, seg.start + p, total, buf, p, f"TOTALSIZE {total} is above the maximum "
+                                f"message size {max_size}: not trusted, the rest of segment {name} is not read", name)
+                return last
             yield from _runs(seg, buf, item, check_crc, check_position)
             continue
         off = seg.start + item.pos

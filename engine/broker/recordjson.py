@@ -11,6 +11,7 @@ import base64
 import json
 import re
 import struct
+import zlib
 from datetime import datetime
 from itertools import repeat
 from json.encoder import encode_basestring as _q
@@ -112,23 +113,27 @@ def split_keys_fast(k: str | None) -> list[str]:
     return parts
 
 
-def json_line(buf, pos: int, extra: str = "") -> str:
+def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
     """json.dumps(MessageRecord.to_json() | extra, ensure_ascii=False) for the VALID record at buf[pos:];
-    `extra` is already-encoded `, "name": value` text appended before the closing brace."""
+    `extra` is already-encoded `, "name": value` text appended before the closing brace; `body` is a BODY_MODES
+    name (auto: as to_json)."""
     f = decode_fields(buf, pos)
     props = parse_props(f.props_text)
     if f.sys_flag & COMPRESSED_FLAG or PROP_CRC32 in props:
-        j = check_message(buf, pos, check_crc=False).record.to_json()
+        rec = check_message(buf, pos, check_crc=False).record
+        j = rec.to_json()
+        if body != "auto":
+            j.pop("bodyEncoding", None)
+            try:
+                raw = rec.uncompressed_body()
+            except zlib.error:
+                raw = rec.body
+            del j["body"]
+            return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + _body_json(raw, extra, body) + "}"
         return json.dumps(j, ensure_ascii=False)[:-1] + extra + "}"
     prop_json = ", ".join([f"{_q(k)}: {_q(v)}" for k, v in props.items()])
     keys = split_keys_fast(props.get(PROP_KEYS))
     tags, uniq = props.get(PROP_TAGS), props.get(PROP_UNIQ_KEY)
-    try:
-        body = _q(f.body.decode("utf-8"))
-        enc = ""
-    except UnicodeDecodeError:
-        body = '"' + base64.b64encode(f.body).decode("ascii") + '"'
-        enc = ', "bodyEncoding": "base64"'
     return (f'{{"topic": {_q(_topic(f.topic_raw))}, "queueId": {f.queue_id}, "queueOffset": {f.queue_offset}, '
             f'"commitLogOffset": {f.phy}, "storeSize": {f.total}, "storeTimestamp": {f.store_ts}, '
             f'"bornTimestamp": {f.born_ts}, "bornHost": "{_host(f.born_host, f.born_port)}", '
@@ -138,7 +143,7 @@ def json_line(buf, pos: int, extra: str = "") -> str:
             f'"tags": {"null" if tags is None else _q(tags)}, "uniqKey": {"null" if uniq is None else _q(uniq)}, '
             f'"msgId": "{msg_id(f.store_host, f.store_port, f.phy)}", '
             f'"magicVersion": "{"V2" if f.magic == MESSAGE_MAGIC_CODE_V2 else "V1"}", '
-            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body}{enc}{extra}}}')
+            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {_body_json(f.body, extra, body)}}}')
 
 
 def fmt_time(ms: int) -> str:
@@ -225,11 +230,11 @@ def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
     return list(map(_host4, ips, ports))
 
 
-def run_json_lines(run, extra: str = "") -> list[str]:
-    """json_line(buf, pos, extra) for every record of a RecordRun (the same text, tested)."""
+def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
+    """json_line(buf, pos, extra, body) for every record of a RecordRun (the same text, tested)."""
     f = _run_fields(run)
     if f is None:
-        return [json_line(run.buf, p, extra) for p in run.batch.pos.tolist()]
+        return [json_line(run.buf, p, extra, body) for p in run.batch.pos.tolist()]
     props, raw_topics, store = f
     b, buf = run.batch, run.buf
     born = _hosts_of(buf, b.pos, 48)
@@ -243,7 +248,7 @@ def run_json_lines(run, extra: str = "") -> list[str]:
                [_nq(d.get(PROP_TAGS)) for d in props], [_nq(d.get(PROP_UNIQ_KEY)) for d in props],
                [h[1] for h in store], phy, ["V2" if v else "V1" for v in b.v2.tolist()],
                map(TX_TYPE_NAMES.__getitem__, (b.sys_flag & 0xC).tolist()),
-               [_body_json(x, extra) for x in run.bodies])
+               [_body_json(x, extra, body) for x in run.bodies])
     return list(map(_JSON_LINE.__mod__, rows))
 
 
@@ -267,8 +272,23 @@ def _nq(v: str | None) -> str:
     return "null" if v is None else _q(v)
 
 
-def _body_json(body: bytes, extra: str) -> str:
-    try:
-        return _q(body.decode("utf-8")) + extra
-    except UnicodeDecodeError:
+#: How a JSON line shows the body: auto (UTF-8 text, else base64 with "bodyEncoding"), utf8 (text, undecodable
+#: bytes replaced by U+FFFD), hex, base64 (both with "bodyEncoding"), none (null).
+BODY_MODES = ("auto", "utf8", "hex", "base64", "none")
+
+
+def _body_json(body: bytes, extra: str, mode: str = "auto") -> str:
+    if mode == "auto":
+        try:
+            return _q(body.decode("utf-8")) + extra
+        except UnicodeDecodeError:
+            return '"' + base64.b64encode(body).decode("ascii") + '", "bodyEncoding": "base64"' + extra
+    if mode == "utf8":
+        return _q(body.decode("utf-8", "replace")) + extra
+    if mode == "hex":
+        return '"' + body.hex() + '", "bodyEncoding": "hex"' + extra
+    if mode == "base64":
         return '"' + base64.b64encode(body).decode("ascii") + '", "bodyEncoding": "base64"' + extra
+    if mode == "none":
+        return "null" + extra
+    raise ValueError(f"body mode {mode!r} is not one of {', '.join(BODY_MODES)}")

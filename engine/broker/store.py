@@ -166,6 +166,9 @@ class MessageStore:
     @property
     def index(self) -> IndexService:
         if self._index is None:
+            if not self.writable:
+                from engine.broker.geometry import resolve_index_geometry
+                resolve_index_geometry(self.config)  # a reader needs no --hash-slots when the files tell
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
         return self._index

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from engine.broker.config import BrokerConfig, index_file_size
+from engine.broker.geometry import resolve_index_geometry
 from engine.broker.indexfile import IndexFile, open_failure
 from engine.broker.indexstats import Progress, index_file_stats
 from engine.broker.layout import list_index_files
@@ -69,6 +70,7 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
         paths = [file] if file is not None else list_index_files(st.index_dir)
         if not paths:
             raise InvalidArgumentError(f"no index files in {st.index_dir}")
+        resolve_index_geometry(cfg, paths)  # what broker.conf and the flags leave open, from the files
         if file is None:
             _check_geometry(paths, cfg)
         previous = None

@@ -7,15 +7,17 @@ answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
 
 import typer
 
-from rmqtool import render
+from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, JsonOpt, StoreOpt, build_config, expand_path
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
+                             build_config, expand_path)
 
 DUMP_LIMIT = 1_000_000_000
 #: Lines written between two flushes once the first line is out (the first goes out alone: `| head -1`).
@@ -130,51 +132,154 @@ def _resolve(st, kind: str, text: str) -> int:
         raise InvalidArgumentError(str(e)) from None
 
 
+QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
+
+
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def get(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
                                                         "(repeatable).")] = None,
-    msg_id: Annotated[Optional[List[str]], typer.Option("--msg-id", "-m", help="Offset message id (store host + "
-                                                        "port + offset, as mqadmin queryMsgById takes; repeatable).")] = None,
+    msg_id: Annotated[Optional[List[str]], typer.Option(
+        "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
+        "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
+        "every topic).")] = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", "-f", help="Read offsets or message ids, one "
                                                       "per line ('-' for stdin).")] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic: of --queue-id/--queue-offset, or "
+                                                 "where a UNIQ_KEY given as --msg-id is looked up.")] = None,
+    queue_id: QueueIdOpt = None,
+    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
+                                                        "at this queue offset of --topic/--queue-id and its message "
+                                                        "(mqadmin queryMsgByOffset).")] = None,
+    count: Annotated[Optional[int], typer.Option("--count", "-n", help="With --queue-offset: this many units from "
+                                                 "it (streamed like several messages; cut at the max offset).")] = None,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
 ) -> None:
-    """Messages by commit-log offset or offset message id.
+    """Messages by commit-log offset, message id (offset message id or UNIQ_KEY), or queue offset.
 
-    One message is shown in full; several stream as NDJSON (--json) or one table row each. A message that is
-    not where it was asked for, or not valid there, is reported on stderr and the exit code is 3 (2 when it
-    was the only one asked for).
+    One message is shown in full; several stream as NDJSON (--json) or one table row each.
+
+    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 3 (2 when
+    it was the only one asked for).
+
+    A queue offset outside the queue's [min, max) is an error naming both; a unit that points outside the
+    commit log, or at a record of another topic, queue or queue offset, is reported (exit 3), never answered
+    with that record.
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
+    from engine.ops.read import find_by_msg_id
 
+    by_queue = _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count)
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
+    if by_queue:
+        with MessageStore(cfg) as st:
+            _get_by_queue(st, topic, queue_id, queue_offset, count, json_out)
+        return
     if not offset and not msg_id and from_file is None:
-        raise InvalidArgumentError("give --offset, --msg-id or --from-file")
-    cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+        raise InvalidArgumentError("give --offset, --msg-id, --from-file or --topic/--queue-id/--queue-offset")
     asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kind, text = next(asked)
-            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else st.get_by_msg_id(text)
+            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
-            if json_out:
-                render.emit_json(rec.to_json())
-            else:
-                _show_message(rec)
+            _show_one(rec, json_out)
             return
         _warn_problems(st)
         with render.gc_paused():
-            bad, total = _get_many(st, asked, json_out)
+            bad, total = _get_many(st, asked, json_out, topic)
     if bad:
         render.note(f"{bad} of {total} message(s) could not be returned")
         raise typer.Exit(3)
 
 
-def _get_many(st, asked, json_out: bool) -> int:
+def _show_one(rec, json_out: bool) -> None:
+    if json_out:
+        render.emit_json(rec.to_json())
+    else:
+        _show_message(rec)
+
+
+def _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count) -> bool:
+    """True for a read by queue offset; InvalidArgumentError for options that do not go together."""
+    from engine.errors import InvalidArgumentError
+
+    if queue_offset is None:
+        if queue_id is not None:
+            raise InvalidArgumentError("--queue-id goes with --queue-offset (and --topic)")
+        if count is not None:
+            raise InvalidArgumentError("--count goes with --queue-offset (give several --offset or --msg-id instead)")
+        return False
+    if offset or msg_id or from_file is not None:
+        raise InvalidArgumentError("give --queue-offset or --offset/--msg-id/--from-file, not both")
+    if topic is None or queue_id is None:
+        raise InvalidArgumentError("--queue-offset needs --topic and --queue-id")
+    return True
+
+
+def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[int], json_out: bool) -> None:
+    """Units from a queue offset and their messages (engine.ops.read.read_by_queue_offset), rendered as get
+    renders messages: one in full without --count, else streamed."""
+    from engine.ops.read import read_by_queue_offset
+
+    qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
+    _warn_problems(st)
+    if count is None:
+        c = next(qr.units)
+        if c.record is None or c.status != "OK":
+            render.note(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
+            raise typer.Exit(3)
+        _show_one(c.record, json_out)
+        return
+    out = LineWriter()
+    if not json_out:
+        out.line(table_row(*TABLE_HEADER))
+    bad = 0
+    for c in qr.units:
+        if c.status != "OK" or c.record is None:
+            bad += 1
+            out.flush()
+            render.note(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
+            continue
+        r = c.record
+        out.line(json.dumps(r.to_json(), ensure_ascii=False) if json_out else
+                 message_rows([_cells(r)])[0])
+    out.flush()
+    if qr.count < qr.asked:
+        render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
+    if bad:
+        render.note(f"{bad} of {qr.count} unit(s) could not be answered with their message")
+        raise typer.Exit(3)
+
+
+def _cells(r) -> tuple:
+    """The table cells of one decoded record (as run_table_rows gives them for many)."""
+    from engine.broker.recordjson import fmt_time
+
+    return (r.physical_offset, r.total_size, fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+            r.msg_id, " ".join(r.keys))
+
+
+def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
+    """(the message whose UNIQ_KEY is `text`, "") for an id that is no valid offset message id, else (None, why
+    neither form found a message)."""
+    from engine.errors import InvalidArgumentError
+    from engine.ops.read import find_by_msg_id
+
+    try:
+        return find_by_msg_id(st, text, topic), ""
+    except InvalidArgumentError as e:
+        return None, str(e)
+
+
+def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
     from engine.broker.message import decode_offset_msg_id
@@ -208,59 +313,103 @@ def _get_many(st, asked, json_out: bool) -> int:
                 out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
                 continue
             i, reason = item
+            kind, text = chunk[i]
+            why = ""
+            if kind == "msgId":
+                rec, why = _uniq_fallback(st, text, topic)
+                if rec is not None:
+                    out.line(json.dumps(rec.to_json(), ensure_ascii=False) if json_out else
+                             message_rows([_cells(rec)])[0])
+                    continue
             bad += 1
             out.flush()
-            kind, text = chunk[i]
-            render.note(f"error: {kind} {text}: " + (errors[i] if i in errors else
-                        f"no valid message at commit-log offset {offsets[i]}: {reason}"))
+            render.note(f"error: {why}" if why else f"error: {kind} {text}: " + (
+                errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
     return bad, total
 
 
+
+
+# one parameter per option: typer builds the command from the signature
 @handles_errors
 def dump_commitlog(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    from_offset: Annotated[Optional[int], typer.Option("--from", help="Start at this record boundary (default: the "
-                                                       "first segment).")] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only messages of this topic.")] = None,
+    begin: Annotated[Optional[str], typer.Option("--begin", "-b", help=times.BEGIN_HELP)] = None,
+    end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP)] = None,
+    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Start at this commit-log offset, a "
+                                                       "record boundary (default: the first segment).")] = None,
+    from_alias: Annotated[Optional[int], typer.Option("--from", hidden=True, help="Same as --from-offset.")] = None,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Stop before this commit-log offset "
+                                                     "(exclusive).")] = None,
+    files: Annotated[Optional[List[str]], typer.Option("--files", help="Only these segment files of the store "
+                                                       "(20-digit names; repeatable or comma-separated, as "
+                                                       "kafka-dump-log --files).")] = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
+    body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
+                                      "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
+                                      metavar="none|utf8|hex|base64")] = "auto",
+    body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
+                                                     "commit-log offset>.body (DIR outside the store, new or "
+                                                     "empty).", file_okay=False)] = None,
+    max_message_size: Annotated[Optional[int], typer.Option("--max-message-size", help="A record whose TOTALSIZE "
+                                                            "is above this is reported CORRUPT, not trusted (the rest "
+                                                            "of its segment is skipped).")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
-    (not skipped silently).
+    (not skipped silently); filtered by topic, store time, offset range or segment files.
 
     Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
+
+    The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
+    --topic and --begin/--end say.
     """
-    from engine.broker.message import BLANK, VALID
+    from engine.broker.recordjson import BODY_MODES
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
+    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
 
     if count is not None and not 0 < count <= DUMP_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_offset is not None and not 0 <= from_offset < 2**63:
-        raise InvalidArgumentError(f"--from {from_offset} is negative" if from_offset < 0 else
-                                   f"--from {from_offset} is out of range: it must fit a Java long")
+    if from_alias is not None:
+        if from_offset is not None:
+            raise InvalidArgumentError("give --from-offset or --from, not both")
+        if not 0 <= from_alias < 2**63:
+            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
+                                       f"--from {from_alias} is out of range: it must fit a Java long")
+        from_offset = from_alias
+    if body not in BODY_MODES:
+        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
+    if body != "auto" and not json_out:
+        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
+                                   "or use --body-dir")
+    b, e = times.parse_range(begin, end)
+    flt = DumpFilter(topic, b, e, from_offset, to_offset, files, max_message_size, not no_check_crc)
+    flt.check()
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with MessageStore(cfg) as st:
+        bodies = BodyDir(body_dir, st) if body_dir is not None else None
+        entries = dump_entries(st, flt)
         _warn_problems(st)
-        if from_offset is not None:
-            r = st.commitlog.check_at(from_offset, check_crc=False, check_position=False)
-            if r.status not in (VALID, BLANK):
-                raise InvalidArgumentError(f"--from {from_offset} is not a record boundary: {r.reason}")
+        if bodies is not None:
+            bodies.create()
         with render.gc_paused():
-            bad = _dump(st, from_offset, count, not no_check_crc, json_out)
+            bad = _dump(entries, count, json_out, body, bodies)
+    if bodies is not None:
+        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}")
     if bad:
         render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
         raise typer.Exit(3)
 
 
-def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
+def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
-    import json
-
-    from engine.broker.logrun import RecordRun, scan_runs
+    from engine.broker.logrun import RecordRun
     from engine.broker.message import BLANK
     from engine.broker.recordjson import run_json_lines, run_table_rows
 
@@ -268,14 +417,16 @@ def _dump(st, start, count, check_crc: bool, json_out: bool) -> int:
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
     bad = n = 0
-    for e in scan_runs(st.commitlog, start, check_crc=check_crc):
+    for e in entries:
         if count is not None and n >= count:
             break
         if isinstance(e, RecordRun):
             if count is not None and n + len(e) > count:
                 e = e.head(count - n)
             n += len(e)
-            out.lines(run_json_lines(e, ', "type": "MESSAGE"') if json_out else message_rows(run_table_rows(e)))
+            if bodies is not None:
+                bodies.write_run(e)
+            out.lines(run_json_lines(e, ', "type": "MESSAGE"', body) if json_out else message_rows(run_table_rows(e)))
             continue
         n += 1
         bad += e.kind != BLANK

@@ -20,6 +20,7 @@ import numpy as np
 from engine.broker.checkpoint import Checkpoint
 from engine.broker.commitlog import CommitLog
 from engine.broker.config import BrokerConfig, index_file_size
+from engine.broker.geometry import resolve_index_geometry
 from engine.broker.indexfile import IndexFile, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.message import BLANK, VALID, check_message
@@ -113,6 +114,7 @@ class IndexFacts:
 
 def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
     paths = list_index_files(index_dir)
+    resolve_index_geometry(cfg, paths)  # what broker.conf and the flags leave open, from the files
     expected = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
     sizes = {}
     for p in paths:

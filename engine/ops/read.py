@@ -1,0 +1,143 @@
+"""Messages read by position as mqadmin reads them: by queue offset (queryMsgByOffset) and by message id, where an
+id is an offset message id (queryMsgById) or the client's UNIQ_KEY (queryMsgByUniqueKey).
+
+Every answer is checked before it is given: a consume-queue unit whose record is not the one it should point at
+(another topic or queue, another size, another QUEUEOFFSET) is reported, never answered with (format §4; pitfall 17).
+Read-only; memory: one unit and one record at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from engine.broker import keyquery
+from engine.broker.message import VALID, MessageRecord, decode_offset_msg_id
+from engine.errors import InvalidArgumentError, StoreError
+from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, select_queues
+
+#: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
+COUNT_LIMIT = 10_000_000
+#: A UNIQ_KEY looked up without --topic is searched in at most this many topics.
+MAX_TOPICS_SEARCHED = 10_000
+
+
+@dataclass
+class QueueRead:
+    """read_by_queue_offset's answer: the queue's bounds, then the units one by one (iterate `units`)."""
+    topic: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    start: int
+    asked: int                     # the --count asked for
+    count: int                     # the units that exist from `start` (asked, cut at maxOffset)
+    units: Iterator[UnitCheck]     # status OK: .record is the message; anything else: .reason says why not
+
+
+def read_by_queue_offset(store, topic: str, queue_id: int, queue_offset: int, count: int = 1,
+                         check_crc: bool = True) -> QueueRead:
+    """The units at queue offsets [queue_offset, queue_offset + count) of topic/queue_id and the messages they
+    point at (mqadmin queryMsgByOffset). The offset must lie in [min, max) of the queue, as the broker serves it
+    (queue_min_offset); the count is cut at max. The caller iterates .units (streamed)."""
+    if not 0 < count <= COUNT_LIMIT:
+        raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
+    if queue_id < 0:
+        raise InvalidArgumentError(f"--queue-id {queue_id} is negative")
+    select_queues(store, topic, queue_id)  # an unknown topic or queue: an error naming what exists
+    view = QueueView(store, topic, queue_id)
+    lo, hi = view.min_offset, view.max_offset
+    if not lo <= queue_offset < hi:
+        view.close()
+        where = "below" if queue_offset < lo else "at or after"
+        bounds = (f"the queue is empty (min offset = max offset = {hi})" if lo == hi else
+                  f"its min offset is {lo} and its max offset is {hi}, so queue offsets {lo}..{hi - 1} can be read")
+        raise InvalidArgumentError(f"queue offset {queue_offset} is {where} the readable range of {topic}/{queue_id}: "
+                                   f"{bounds}")
+    n = min(count, hi - queue_offset)
+
+    def units() -> Iterator[UnitCheck]:
+        try:
+            for q in range(queue_offset, queue_offset + n):
+                yield strict_check(view, q, check_crc)
+        finally:
+            view.close()
+
+    return QueueRead(topic, queue_id, lo, hi, queue_offset, count, n, units())
+
+
+def strict_check(view: QueueView, q: int, check_crc: bool) -> UnitCheck:
+    """QueueView.check, with a record whose QUEUEOFFSET is not q counted as a mismatch: a read by queue offset
+    answers only with the message that says it is there (pitfall 17 explains how they can differ)."""
+    c = view.check(q, check_crc=check_crc)
+    if c.status == OK and c.record is not None and c.record.queue_offset != q:
+        c.status = MISMATCH
+        c.reason = (f"the unit points at commit-log offset {c.commit_log_offset}, whose record says queue offset "
+                    f"{c.record.queue_offset}, not {q} (pitfall 17); `rmqtool get --offset {c.commit_log_offset}` "
+                    "shows it")
+    return c
+
+
+# ------------------------------------------------------------------------------------------- by message id
+
+
+def find_by_msg_id(store, msg_id: str, topic: str | None = None) -> MessageRecord:
+    """The message with this id: an offset message id (store host, port and commit-log offset, mqadmin
+    queryMsgById) whose record carries that id, else a UNIQ_KEY found through the index as query-key
+    --unique-key finds it (in `topic`, else in every topic with a consume queue). InvalidArgumentError says
+    which forms were tried and why each failed."""
+    text = msg_id.strip()
+    if not text:
+        raise InvalidArgumentError("--msg-id is empty")
+    rec, why_offset = _by_offset_id(store, text)
+    if rec is not None:
+        return rec
+    rec, why_uniq = _by_uniq_key(store, text, topic)
+    if rec is not None:
+        return rec
+    raise InvalidArgumentError(f"message id {text} is neither an offset message id nor a UNIQ_KEY found in the index: "
+                               f"as an offset message id, {why_offset}; as a UNIQ_KEY, {why_uniq}")
+
+
+def _by_offset_id(store, text: str) -> tuple[MessageRecord | None, str]:
+    try:
+        _host, _port, off = decode_offset_msg_id(text)
+    except ValueError as e:
+        return None, str(e)
+    r = store.commitlog.check_at(off, check_crc=True)
+    if r.status != VALID:
+        return None, f"it names commit-log offset {off}, where there is no valid message ({r.reason or r.status})"
+    if r.record.msg_id.upper() != text.upper():
+        return None, f"it names commit-log offset {off}, but the message there has id {r.record.msg_id}"
+    return r.record, ""
+
+
+def _by_uniq_key(store, text: str, topic: str | None) -> tuple[MessageRecord | None, str]:
+    if topic is not None:
+        topics = [topic]
+    else:
+        topics = sorted({t for t, _q in store.layout.list_queues().queues})
+        if not topics:
+            return None, "the store has no consume queue to take a topic from (give --topic)"
+        if len(topics) > MAX_TOPICS_SEARCHED:
+            return None, f"the store has {len(topics)} topics, too many to search them all (give --topic)"
+    damaged: set[str] = set()
+    keys = [text] if text == text.upper() else [text, text.upper()]  # client ids are upper-case hex
+    try:
+        store.index  # noqa: B018 -- opened once here, so an unreadable index is a reason, not a second error
+    except StoreError as e:
+        return None, f"the index cannot be searched: {e}"
+    for t in topics:
+        for k in keys:
+            res = keyquery.query(store, t, k, max_num=1, unique=True)
+            damaged.update(d.line() for d in res.damaged)
+            if res.messages:
+                return res.messages[0], ""
+    where = f"topic {topic!r}" if topic is not None else f"{len(topics)} topic(s) ({_few(topics)})"
+    why = f"no message has it in {where}"
+    if damaged:
+        why += "; the index is damaged, so the answer may be incomplete: " + "; ".join(sorted(damaged))
+    return None, why
+
+
+def _few(names: list[str], k: int = 5) -> str:
+    return ", ".join(names[:k]) + (f", ... {len(names) - k} more" if len(names) > k else "")
