@@ -531,3 +531,25 @@ def test_locked_store_is_refused_and_unchanged(tmp_path, locked, command):
     r = cli("recover", "--store", str(store), "--dry-run", *GEOM)
     assert "locked" in r.stderr
     assert hashes(store) == before
+
+
+def test_recover_dispatches_a_stored_topic_longer_than_a_client_may_send(tmp_path):
+    """RocketMQ 5 stores a topic of more than 127 characters in the v2 record layout (the golden commit log holds one
+    of 150): recover dispatches it like any other (a put of such a topic is still refused)."""
+    from helpers import GOLDEN, run
+
+    store = tmp_path / "s"
+    (store / "commitlog").mkdir(parents=True)
+    for seg in ("00000000000000000000", "00000000000000004096"):
+        shutil.copy(GOLDEN / "commitlog" / seg, store / "commitlog" / seg)
+    expected = [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]
+    long_topic = next(m["topic"] for m in expected if len(m["topic"]) > 127)
+    r = run(["recover", "--store", store, "--commitlog-file-size", "4096", "--json"])
+    assert r.exit_code == 0, r.stderr
+    queues = {(t, q) for t, q in list_queues(store)}
+    assert {(m["topic"], m["queueId"]) for m in expected if m["type"] == "MESSAGE"} <= queues
+    r = run(["queues", "--store", store, "--topic", long_topic, "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert [q["maxOffset"] for q in json.loads(r.stdout)["queues"]] == [1]
+    r = run(["put", "--store", store, "--topic", long_topic, "--body", "x", "--commitlog-file-size", "4096"])
+    assert r.exit_code == 2 and "127" in r.stderr

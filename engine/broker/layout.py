@@ -63,6 +63,23 @@ def topic_problem(topic) -> str | None:
     return None
 
 
+# A name a store already holds (a record's topic, a consume-queue directory) may be longer than a client may send:
+# RocketMQ 5 writes a topic over 127 characters in the v2 record layout (format §2.2). It still names one directory,
+# so it must be path-safe: TopicValidator's characters, and at most 255 bytes (a file name's limit).
+STORED_TOPIC_MAX_LENGTH = 255
+
+
+def stored_topic_problem(topic) -> str | None:
+    """Why a topic found in a store cannot name its consume-queue directory, or None (topic_problem's characters,
+    the file system's length limit instead of the client's)."""
+    why = topic_problem(topic)
+    if why is None or not isinstance(topic, str) or not _TOPIC_CHARS.match(topic):
+        return why
+    if len(topic) > STORED_TOPIC_MAX_LENGTH:
+        return f"topic {topic[:40]!r}... is {len(topic)} characters; a directory name holds {STORED_TOPIC_MAX_LENGTH}"
+    return None
+
+
 def validate_topic(topic) -> str:
     why = topic_problem(topic)
     if why:
@@ -168,8 +185,11 @@ class StoreLayout:
         return self.config_dir / TIERED_METADATA_FILE
 
     def cq_dir(self, topic: str, queue_id: int) -> Path:
-        """consumequeue/<topic>/<queueId>; the names are checked so they cannot leave the store."""
-        validate_topic(topic)
+        """consumequeue/<topic>/<queueId>; the names are checked so they cannot leave the store (the put path
+        checks a new topic against the client's rules before it gets here)."""
+        why = stored_topic_problem(topic)
+        if why:
+            raise InvalidArgumentError(why)
         validate_queue_id(queue_id)
         return self.consumequeue_dir / topic / str(queue_id)
 
@@ -294,8 +314,8 @@ def list_queue_dirs(base: Path, rel: Callable[[Path], str], skip_topics: tuple =
         why = entry_problem(t, want_dir=True)
         if why is None and t.name in skip_topics:
             continue
-        if why is None and topic_problem(t.name):
-            why = f"not a valid topic name: {topic_problem(t.name)}"
+        if why is None and stored_topic_problem(t.name):
+            why = f"not a valid topic name: {stored_topic_problem(t.name)}"
         if why:
             problems.append(NameProblem(rel(Path(t.path)), why))
             continue

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from engine.broker import configfiles
 from engine.broker.config import read_properties_file
 from engine.broker.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
-from engine.broker.layout import topic_problem
+from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset
 
@@ -133,7 +133,7 @@ def _progress(store, topic: str, qid: int, committed: int | None, cl_min: int, o
     consumer = committed if committed is not None and committed >= 0 else 0
     p = QueueProgress(topic, qid, 0, consumer, -consumer, 0, committed is not None, None)
     if not on_disk:
-        why = topic_problem(topic)
+        why = stored_topic_problem(topic)
         p.note = f"not a valid topic name: {why}" if why else "no consume queue on disk"
         return p
     try:

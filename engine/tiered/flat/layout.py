@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.broker.layout import (NameProblem, entry_problem, is_dir_no_follow, list_queue_dirs,
-                                  topic_problem, validate_queue_id)
+                                  stored_topic_problem, validate_queue_id)
 from engine.errors import InvalidArgumentError, NotAStoreError
 
 COMMIT_LOG, CONSUME_QUEUE, INDEX = 0, 1, 2
@@ -70,7 +70,7 @@ def validate_component(kind: str, name: str) -> str:
 
 
 def validate_tiered_topic(topic: str) -> str:
-    why = topic_problem(topic)
+    why = stored_topic_problem(topic)
     if why:
         raise InvalidArgumentError(why)
     return topic
