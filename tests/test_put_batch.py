@@ -355,3 +355,31 @@ def test_run_views_equal_the_one_record_views(tmp_path):
     for text in ["a\x01b\x02c\x01d", "a\x01b\x01c\x02", "\x01x\x02k\x01\x02kk\x01v\x02", "", "ab\x02\x02k\x01v",
                  "x\x01\x01\x02y\x01z"]:
         assert dict(_PROP_RE.findall(text)) == parse_properties(text)
+
+
+def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path):
+    """Clean properties are turned into JSON by replacing the separators; anything json escapes, or a name given
+    twice, takes the per-entry path. Both must give json_line's text."""
+    from engine.broker.logrun import RecordRun, scan_runs
+    from engine.broker.recordjson import _is_clean, _PROP_RE, run_json_lines
+
+    cfg = load_config(None, storePathRootDir=str(tmp_path / "s"))
+    odd = [{"keys": " a  b  ", "tags": "T"}, {"keys": "   ", "tags": 'q"uote'}, {"keys": "x\\y", "tags": "t"},
+           {"keys": "k", "properties": {"p": "tab\there", "ü": "ünïcode ☃", "del": "\x7f"}},
+           {"keys": "k2 ", "uniqKey": "U1"}, {"properties": {"a": "b"}}, {}]
+    with MessageStore(cfg, writable=True, create=True) as st:
+        b = MessageBatch()
+        for i, extra in enumerate(odd * 3):
+            b.add_json({"topic": "T", "body": f"b{i}", **extra})
+        st.put_batch(b)
+    with MessageStore(cfg) as st:
+        seen = 0
+        for e in scan_runs(st.commitlog):  # a run's buffer is valid only while the walk is in its segment
+            if isinstance(e, RecordRun):
+                assert run_json_lines(e) == [json_line(e.buf, p) for p in e.batch.pos.tolist()]
+                seen += len(e.batch.pos)
+        assert seen == 3 * len(odd)
+    dup = "a\x01b\x02a\x01c\x02"
+    assert not _is_clean(dup, dict(_PROP_RE.findall(dup)))
+    assert _is_clean("a\x01b\x02c\x01d\x02", {"a": "b", "c": "d"}) and _is_clean("", {})
+    assert not _is_clean('a\x01"\x02', {"a": '"'}) and not _is_clean("a\x01b\x01c\x02", {"a": "b\x01c"})

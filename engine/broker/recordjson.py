@@ -214,12 +214,51 @@ def _run_fields(run):
         return None
     ends = (b.props_pos + np.maximum(b.props_len, 0)).tolist()
     raw_props = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends)))
-    props = list(map(dict, map(_PROP_RE.findall, map(bytes.decode, raw_props, repeat("utf-8"), repeat("replace")))))
+    texts = list(map(bytes.decode, raw_props, repeat("utf-8"), repeat("replace")))
+    props = list(map(dict, map(_PROP_RE.findall, texts)))
     if any(PROP_CRC32 in d for d in props):
         return None
     raw_topics = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
     store = _hosts_of(buf, b.pos, 64)
-    return props, raw_topics, store
+    return props, raw_topics, store, texts
+
+
+# Properties text that JSON shows as it is: every entry "name\x01value\x02" with a non-empty name and value and no
+# character json escapes (", \\, controls). Such a text (with no name twice) is turned into its JSON object by
+# replacing the separators, which is what the per-entry encoding gives for it.
+_CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
+
+
+def _is_clean(text: str, d: dict) -> bool:
+    return len(d) == text.count("\x02") and _CLEAN_PROPS.fullmatch(text) is not None
+
+
+def _props_json(text: str, d: dict, clean: bool) -> str:
+    if clean:
+        return '{"' + text[:-1].replace("\x01", '": "').replace("\x02", '", "') + '"}' if d else "{}"
+    return "{" + ", ".join([f"{_q(k)}: {_q(v)}" for k, v in d.items()]) + "}"
+
+
+def _keys_json(keys: str | None, clean: bool) -> str:
+    """The "keys" array: Java's split on " " (trailing empty tokens dropped), as split_keys_fast."""
+    if not keys:
+        return "[]"
+    if clean:
+        k = keys.rstrip(" ")
+        return '["' + k.replace(" ", '", "') + '"]' if k else "[]"
+    return "[" + ", ".join(map(_q, split_keys_fast(keys))) + "]"
+
+
+def _quoted_topic(raw: bytes) -> str:
+    q = _quoted_topics.get(raw)
+    if q is None:
+        if len(_quoted_topics) > _CACHE_LIMIT:
+            _quoted_topics.clear()
+        q = _quoted_topics[raw] = _q(_topic(raw))
+    return q
+
+
+_quoted_topics: dict[bytes, str] = {}
 
 
 def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
@@ -235,17 +274,20 @@ def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
     f = _run_fields(run)
     if f is None:
         return [json_line(run.buf, p, extra, body) for p in run.batch.pos.tolist()]
-    props, raw_topics, store = f
+    props, raw_topics, store, texts = f
     b, buf = run.batch, run.buf
     born = _hosts_of(buf, b.pos, 48)
     phy = b.phy.tolist()
-    rows = zip([_q(_topic(t)) for t in raw_topics], b.queue_id.tolist(), b.queue_offset.tolist(), phy,
+    clean = list(map(_is_clean, texts, props))
+    props_json = list(map(_props_json, texts, props, clean))
+    rows = zip(list(map(_quoted_topic, raw_topics)), b.queue_id.tolist(), b.queue_offset.tolist(), phy,
                b.total.tolist(), b.store_ts.tolist(), b.born_ts.tolist(), [h[0] for h in born],
                [h[0] for h in store], b.sys_flag.tolist(), b.body_crc.tolist(), _gather(buf, b.pos, 16, ">i4"),
                _gather(buf, b.pos, 72, ">i4"), _gather(buf, b.pos, 76, ">i8"),
-               ["{" + ", ".join([f"{_q(k)}: {_q(v)}" for k, v in d.items()]) + "}" for d in props],
-               ["[" + ", ".join(map(_q, split_keys_fast(d.get(PROP_KEYS)))) + "]" for d in props],
-               [_nq(d.get(PROP_TAGS)) for d in props], [_nq(d.get(PROP_UNIQ_KEY)) for d in props],
+               props_json,
+               [_keys_json(d.get(PROP_KEYS), c) for d, c in zip(props, clean)],
+               [_nq_clean(d.get(PROP_TAGS), c) for d, c in zip(props, clean)],
+               [_nq_clean(d.get(PROP_UNIQ_KEY), c) for d, c in zip(props, clean)],
                [h[1] for h in store], phy, ["V2" if v else "V1" for v in b.v2.tolist()],
                map(TX_TYPE_NAMES.__getitem__, (b.sys_flag & 0xC).tolist()),
                [_body_json(x, extra, body) for x in run.bodies])
@@ -261,7 +303,7 @@ def run_table_rows(run) -> list[tuple]:
     if f is None:
         return [(o, *(c[i] for i in (0, 1, 2, 3, 4, 6, 5))) for o, c in
                 zip(offsets, (table_cells(buf, p) for p in b.pos.tolist()))]
-    props, raw_topics, store = f
+    props, raw_topics, store, _ = f
     ids = [f"{h[1]}{p:016X}" for h, p in zip(store, b.phy.tolist())]
     keys = [" ".join(split_keys_fast(d.get(PROP_KEYS))) for d in props]
     return list(zip(offsets, b.total.tolist(), map(fmt_time, b.store_ts.tolist()), map(_topic, raw_topics),
@@ -270,6 +312,12 @@ def run_table_rows(run) -> list[tuple]:
 
 def _nq(v: str | None) -> str:
     return "null" if v is None else _q(v)
+
+
+def _nq_clean(v: str | None, clean: bool) -> str:
+    if v is None:
+        return "null"
+    return '"' + v + '"' if clean else _q(v)
 
 
 #: How a JSON line shows the body: auto (UTF-8 text, else base64 with "bodyEncoding"), utf8 (text, undecodable
