@@ -133,6 +133,15 @@ def _resolve(st, kind: str, text: str) -> int:
 
 
 QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
+MsgIdOpt = Annotated[Optional[List[str]], typer.Option(
+    "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
+    "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
+    "every topic).")]
+QueueOffsetOpt = Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
+                                                       "at this queue offset of --topic/--queue-id and its message "
+                                                       "(mqadmin queryMsgByOffset).")]
+GetCountOpt = Annotated[Optional[int], typer.Option("--count", "-n", help="With --queue-offset: this many units from "
+                                                    "it (streamed like several messages; cut at the max offset).")]
 
 
 # one parameter per option: typer builds the command from the signature
@@ -142,20 +151,14 @@ def get(
     broker_conf: BrokerConfOpt = None,
     offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
                                                         "(repeatable).")] = None,
-    msg_id: Annotated[Optional[List[str]], typer.Option(
-        "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
-        "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
-        "every topic).")] = None,
+    msg_id: MsgIdOpt = None,
     from_file: Annotated[Optional[Path], typer.Option("--from-file", "-f", help="Read offsets or message ids, one "
                                                       "per line ('-' for stdin).")] = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic: of --queue-id/--queue-offset, or "
                                                  "where a UNIQ_KEY given as --msg-id is looked up.")] = None,
     queue_id: QueueIdOpt = None,
-    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
-                                                        "at this queue offset of --topic/--queue-id and its message "
-                                                        "(mqadmin queryMsgByOffset).")] = None,
-    count: Annotated[Optional[int], typer.Option("--count", "-n", help="With --queue-offset: this many units from "
-                                                 "it (streamed like several messages; cut at the max offset).")] = None,
+    queue_offset: QueueOffsetOpt = None,
+    count: GetCountOpt = None,
     json_out: JsonOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
     hash_slots: HashSlotsOpt = None,
@@ -369,25 +372,10 @@ def dump_commitlog(
     The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
     --topic and --begin/--end say.
     """
-    from engine.broker.recordjson import BODY_MODES
     from engine.broker.store import MessageStore
-    from engine.errors import InvalidArgumentError
     from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
 
-    if count is not None and not 0 < count <= DUMP_LIMIT:
-        raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_alias is not None:
-        if from_offset is not None:
-            raise InvalidArgumentError("give --from-offset or --from, not both")
-        if not 0 <= from_alias < 2**63:
-            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
-                                       f"--from {from_alias} is out of range: it must fit a Java long")
-        from_offset = from_alias
-    if body not in BODY_MODES:
-        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
-    if body != "auto" and not json_out:
-        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
-                                   "or use --body-dir")
+    from_offset = _checked_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)
     flt = DumpFilter(topic, b, e, from_offset, to_offset, files, max_message_size, not no_check_crc)
     flt.check()
@@ -405,6 +393,28 @@ def dump_commitlog(
     if bad:
         render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
         raise typer.Exit(3)
+
+
+def _checked_dump_options(count, from_offset, from_alias, body: str, json_out: bool):
+    """The options dump-commitlog checks itself (the filter checks the rest); returns the start offset."""
+    from engine.broker.recordjson import BODY_MODES
+    from engine.errors import InvalidArgumentError
+
+    if count is not None and not 0 < count <= DUMP_LIMIT:
+        raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
+    if from_alias is not None:
+        if from_offset is not None:
+            raise InvalidArgumentError("give --from-offset or --from, not both")
+        if not 0 <= from_alias < 2**63:
+            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
+                                       f"--from {from_alias} is out of range: it must fit a Java long")
+        from_offset = from_alias
+    if body not in BODY_MODES:
+        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
+    if body != "auto" and not json_out:
+        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
+                                   "or use --body-dir")
+    return from_offset
 
 
 def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
