@@ -1,11 +1,18 @@
 """Shared fixtures (helpers live in tests/helpers.py)."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from engine.broker.config import load_config
+from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.layout import topic_problem
+from engine.broker.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
+from engine.broker.store import MessageStore
 from helpers import GOLDEN
 
 
@@ -17,3 +24,27 @@ def golden() -> Path:
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture
+def golden_store(tmp_path):
+    """The golden commit log (written by RocketMQ's encoder) with consume queues dispatched by the engine."""
+    root = tmp_path / "g"
+    (root / "commitlog").mkdir(parents=True)
+    for name in ("00000000000000000000", "00000000000000004096"):
+        shutil.copy(GOLDEN / "commitlog" / name, root / "commitlog" / name)
+    cfg = load_config(None, storePathRootDir=str(root), mappedFileSizeConsumeQueue=200)
+    with MessageStore(cfg) as st:
+        cqs = {}
+        for e in st.walk():
+            rec = e.record
+            if e.kind != VALID or rec.tx_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                continue
+            if topic_problem(rec.topic):
+                continue  # the 150-character topic: a client's name rules are the ones checked here
+            key = (rec.topic, rec.queue_id)
+            cqs.setdefault(key, ConsumeQueue(root, *key, 200, writable=True))
+            cqs[key].put(e.offset, e.size, rec.tags_code(), rec.queue_offset)
+        for cq in cqs.values():
+            cq.close()
+    return root, [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from engine.broker.config import load_config
 from engine.broker.consumequeue import ConsumeQueue
 from engine.broker.layout import topic_problem
-from engine.broker.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
-from engine.broker.store import MessageStore
 from engine.ops.queues import queue_min_offset
-from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import assert_one_line_error, put_jsonl, run, snapshot
 
 T0 = 1_700_000_000_000
 TAGS = ["TagA", "TagB", "TagC"]
@@ -310,30 +307,6 @@ def test_dump_cq_bad_input(store):
 
 
 # ------------------------------------------------------------------------------------------- golden
-
-
-@pytest.fixture
-def golden_store(tmp_path):
-    """The golden commit log (written by RocketMQ's encoder) with consume queues dispatched by the engine."""
-    root = tmp_path / "g"
-    (root / "commitlog").mkdir(parents=True)
-    for name in ("00000000000000000000", "00000000000000004096"):
-        shutil.copy(GOLDEN / "commitlog" / name, root / "commitlog" / name)
-    cfg = load_config(None, storePathRootDir=str(root), mappedFileSizeConsumeQueue=200)
-    with MessageStore(cfg) as st:
-        cqs = {}
-        for e in st.walk():
-            rec = e.record
-            if e.kind != VALID or rec.tx_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-                continue
-            if topic_problem(rec.topic):
-                continue   # the 150-character topic: TopicValidator refuses it as a directory name
-            key = (rec.topic, rec.queue_id)
-            cqs.setdefault(key, ConsumeQueue(root, *key, 200, writable=True))
-            cqs[key].put(e.offset, e.size, rec.tags_code(), rec.queue_offset)
-        for cq in cqs.values():
-            cq.close()
-    return root, [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]
 
 
 def test_golden_queues_and_print_msg(golden_store):
