@@ -93,6 +93,10 @@ tiered.app.callback(invoke_without_command=True)(_help_when_bare)
 app = build()
 
 
+# Commands that run other commands through the application they were invoked from: they need all of it built.
+NEEDS_ALL_COMMANDS = {"demo"}
+
+
 def _command_named(argv: list[str]):
     """The command an argument list runs (the first word after the global options), when it is one we know."""
     for arg in argv:
@@ -106,6 +110,8 @@ def main() -> None:
     import os
 
     name = None if any(k.endswith("_COMPLETE") for k in os.environ) else _command_named(sys.argv[1:])
+    if name in NEEDS_ALL_COMMANDS:
+        name = None
     try:
         (build([name]) if name else app)(prog_name="rmqtool")
     except BrokenPipeError:

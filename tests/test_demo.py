@@ -19,3 +19,18 @@ def test_demo_inline_runs_every_step(tmp_path):
     (other / "keep").write_text("x")
     assert_one_line_error(run(["demo", other, "--master", "none"]), contains="not an rmqtool sample store")
     assert (other / "keep").read_text() == "x"
+
+
+def test_demo_through_the_real_entry_point(tmp_path):
+    """As the README runs it: a new process through rmqtool.app.main, which builds only the invoked command
+    unless that command runs others (demo does)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    d = tmp_path / "sample"
+    r = subprocess.run([sys.executable, "-m", "rmqtool", "demo", str(d), "--messages", "300", "--master", "inline"],
+                       cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "byte-identical to put's: yes" in r.stdout and "Error" not in r.stderr
