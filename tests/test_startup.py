@@ -71,3 +71,18 @@ def test_query_key_reads_a_store_without_numpy_or_pydantic(tmp_path):
                           "    assert not e.code, e.code")
     assert "engine.broker.keyquery" in mods  # the query really ran
     assert not [m for m in ("numpy", "pydantic", "pyspark") if m in mods], [m for m in ("numpy", "pydantic") if m in mods]
+
+
+def test_every_command_runs_through_the_real_entry_point():
+    """main() builds only the invoked command: each one's --help through a new process equals the full app's."""
+    from typer.testing import CliRunner
+
+    from rmqtool.app import COMMANDS, GROUPS, app
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    for name in sorted(COMMANDS) + sorted(GROUPS):
+        r = subprocess.run([sys.executable, "-m", "rmqtool", name, "--help"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, (name, r.stderr)
+        full = CliRunner().invoke(app, [name, "--help"], prog_name="rmqtool", env={"COLUMNS": "100"})
+        assert r.stdout.split() == full.stdout.split(), name  # the same help (wrapping aside)
