@@ -109,7 +109,10 @@ def run_cmd(args: list[str], timeout: float, o: Outcome, what: str) -> subproces
         o.tracebacks.append(f"{what}: traceback: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''}")
     elif r.returncode < 0:
         o.tracebacks.append(f"{what}: killed by signal {-r.returncode}")
-    elif r.returncode != 0 and len(r.stderr.strip().splitlines()) != 1:
+    elif r.returncode == 3 and not r.stderr.strip():
+        # exit 3 is a partial answer: what is healthy on stdout, one line per damage found on stderr
+        o.failures.append(f"{what}: exit 3 (damage found) without naming the damage on stderr")
+    elif r.returncode not in (0, 3) and len(r.stderr.strip().splitlines()) != 1:
         o.failures.append(f"{what}: exit {r.returncode} without a one-line error: {r.stderr.strip()[:300]!r}")
     return r
 
