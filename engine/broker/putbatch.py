@@ -167,6 +167,17 @@ COLUMNS = ("topic", "queue_id", "store_ts", "in_cq", "tags_code", "uniq", "keys"
 PARTS = 5  # per message: fixed header, body, topic length + topic, properties length, properties
 
 
+def _properties_bytes(text: str) -> bytes:
+    """The PROPERTIES field of a record: the text as UTF-8, within the broker's length limit."""
+    try:
+        praw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("a property is not valid Unicode text (a lone surrogate)") from None
+    if len(praw) > MAX_PROPERTIES_LEN:
+        raise MessageEncodeError(f"properties are {len(praw)} bytes; the broker's limit is {MAX_PROPERTIES_LEN}")
+    return praw
+
+
 class MessageBatch:
     """Messages checked and encoded for putting, in order.
 
@@ -316,13 +327,8 @@ class MessageBatch:
         n_props = shape[1]
         if text.count(NAME_VALUE_SEPARATOR) != n_props or text.count(PROPERTY_SEPARATOR) != n_props:
             raise _separator_error({PROP_KEYS: keys or "", PROP_TAGS: tags or "", PROP_UNIQ_KEY: uniq})
-        try:
-            praw = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgumentError("a property is not valid Unicode text (a lone surrogate)") from None
+        praw = _properties_bytes(text)
         plen = len(praw)
-        if plen > MAX_PROPERTIES_LEN:
-            raise MessageEncodeError(f"properties are {plen} bytes; the broker's limit is {MAX_PROPERTIES_LEN}")
         blen = len(body_b)
         if blen > self.max_body:
             raise MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {self.max_body}")
@@ -414,13 +420,8 @@ class MessageBatch:
                 raise _separator_error(props)
         else:
             uniq = props.get(PROP_UNIQ_KEY)
-        try:
-            praw = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgumentError("a property is not valid Unicode text (a lone surrogate)") from None
+        praw = _properties_bytes(text)
         plen = len(praw)
-        if plen > MAX_PROPERTIES_LEN:
-            raise MessageEncodeError(f"properties are {plen} bytes; the broker's limit is {MAX_PROPERTIES_LEN}")
         if not store_ts:
             store_ts = int(time.time() * 1000)
         if not born_ts:
