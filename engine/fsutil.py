@@ -113,9 +113,16 @@ def allocate(fd: int, offset: int, length: int, path) -> None:
         if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
             raise _failure(path, e, f"cannot allocate {length} bytes at offset {offset}") from None
     for start, end in holes(fd, offset, offset + length):
-        step = 1 << 20
-        for p in range(start, end, step):
-            write_fully(fd, bytes(min(step, end - p)), p, path, undo=False)
+        write_zeros(fd, start, end - start, path)
+
+
+def write_zeros(fd: int, pos: int, length: int, path, chunk: int = 1 << 20) -> None:
+    """Write `length` zero bytes at pos, a chunk at a time (write_fully each: a failure names the file)."""
+    zeros = memoryview(bytes(min(chunk, max(length, 0))))
+    while length > 0:
+        n = min(chunk, length)
+        write_fully(fd, zeros[:n], pos, path, undo=False)
+        pos, length = pos + n, length - n
 
 
 def sync(fd: int, path, data_only: bool = True) -> None:

@@ -16,7 +16,7 @@ from typing import Optional
 from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
-from engine.fsutil import allocate, write_fully
+from engine.fsutil import allocate, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
@@ -60,14 +60,6 @@ def suggest_geometry(size: int) -> str:
     return ""
 
 
-def _write_zeros(fd: int, offset: int, length: int, path, block: int = 4 << 20) -> None:
-    zeros = bytes(min(block, length))
-    while length > 0:
-        n = min(block, length)
-        write_fully(fd, memoryview(zeros)[:n], offset, path, undo=False)
-        offset, length = offset + n, length - n
-
-
 class IndexFile:
     """One index file."""
 
@@ -100,7 +92,7 @@ class IndexFile:
             allocate(fd, 0, size, path)
             # Puts write slots all over the slot table: writing it once now (zeros, as it is) costs one
             # sequential write instead of a block-initialising page fault per slot page later.
-            _write_zeros(fd, INDEX_HEADER_SIZE, SLOT_SIZE * hash_slot_num, path)
+            write_zeros(fd, INDEX_HEADER_SIZE, SLOT_SIZE * hash_slot_num, path, chunk=4 << 20)
             mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         except BaseException:
             os.close(fd)

@@ -19,7 +19,7 @@ from engine.broker.layout import StoreLayout
 from engine.broker.lock import mark_clean, mark_in_use
 from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, encode_record
 from engine.errors import CorruptFileError
-from engine.fsutil import fsync_dir, write_fully
+from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.ops.operation import Progress, no_progress
 from engine.ops.quarantine import Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
@@ -48,27 +48,16 @@ def placeholder_record(offset: int, length: int, store_ts: int, note: str) -> by
 
 
 def _zero_range(path: Path, lo: int, hi: int) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        pos = lo
-        while pos < hi:
-            n = min(_ZERO_CHUNK, hi - pos)
-            write_fully(fd, bytes(n), pos, path, undo=False)
-            pos += n
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _overwrite(path, lo, b"", zero_to=hi)
 
 
 def _overwrite(path: Path, pos: int, data: bytes, zero_to: int | None = None) -> None:
+    """Write data at pos, then zeros up to zero_to, and force the file."""
     fd = os.open(path, os.O_RDWR)
     try:
         write_fully(fd, data, pos, path, undo=False)
-        p = pos + len(data)
-        while zero_to is not None and p < zero_to:
-            n = min(_ZERO_CHUNK, zero_to - p)
-            write_fully(fd, bytes(n), p, path, undo=False)
-            p += n
+        if zero_to is not None:
+            write_zeros(fd, pos + len(data), zero_to - pos - len(data), path, chunk=_ZERO_CHUNK)
         os.fsync(fd)
     finally:
         os.close(fd)
