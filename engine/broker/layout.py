@@ -72,12 +72,12 @@ STORED_TOPIC_MAX_LENGTH = 255
 def stored_topic_problem(topic) -> str | None:
     """Why a topic found in a store cannot name its consume-queue directory, or None (topic_problem's characters,
     the file system's length limit instead of the client's)."""
-    why = topic_problem(topic)
-    if why is None or not isinstance(topic, str) or not _TOPIC_CHARS.match(topic):
-        return why
-    if len(topic) > STORED_TOPIC_MAX_LENGTH:
-        return f"topic {topic[:40]!r}... is {len(topic)} characters; a directory name holds {STORED_TOPIC_MAX_LENGTH}"
-    return None
+    if isinstance(topic, str) and topic.strip() and _TOPIC_CHARS.match(topic):
+        if len(topic) > STORED_TOPIC_MAX_LENGTH:
+            return (f"topic {topic[:40]!r}... is {len(topic)} characters; a directory name holds "
+                    f"{STORED_TOPIC_MAX_LENGTH}")
+        return None
+    return topic_problem(topic)
 
 
 def validate_topic(topic) -> str:

@@ -51,20 +51,9 @@ class StoreLock:
         self.release()
 
     def is_locked_elsewhere(self) -> bool:
-        """True when another process holds the lock (checked without taking it for long)."""
-        if not self.path.exists():
-            return False
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            # F_GETLK through lockf is not exposed; take a shared test lock on a read-only fd instead.
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.lockf(fd, fcntl.LOCK_UN)
-            return False
-        finally:
-            os.close(fd)
+        """True when another process holds the lock (lock_held_elsewhere: read from /proc/locks, so that no
+        descriptor of the lock file is opened and closed here, which would drop a lock this process holds)."""
+        return lock_held_elsewhere(self.path.parent)
 
 
 def mark_in_use(layout: StoreLayout) -> None:
