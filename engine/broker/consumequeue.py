@@ -62,6 +62,21 @@ class ConsumeQueue:
         n = len(buf) // CQ_STORE_UNIT_SIZE
         return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
 
+    def units_view(self, seg) -> np.ndarray:
+        """The units of one file as a view of its mapping (no copy, no anonymous memory): drop every reference
+        before the queue is closed."""
+        buf = self.queue.buffer(seg)
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n) if n else np.empty(0, dtype=UNIT_DTYPE)
+
+    def _valid_prefix(self, seg) -> tuple[int, int, int]:
+        """(units in the file, leading valid units, offset + size of the last of them or -1), read in place."""
+        units = self.units_view(seg)
+        bad = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0))
+        n_valid = int(bad[0]) if len(bad) else len(units)
+        end = int(units["offset"][n_valid - 1]) + int(units["size"][n_valid - 1]) if n_valid else -1
+        return len(units), n_valid, end
+
     def _recover(self) -> None:
         """Find the end of data as the broker's recover does (format §4.4): the first invalid unit, looking from the third
         last file on (so opening a queue reads at most three files, whatever its length)."""
@@ -72,14 +87,10 @@ class ConsumeQueue:
         self.min_logic_offset = segs[0].start
         for i in range(max(0, len(segs) - 3), len(segs)):
             seg = segs[i]
-            units = self.file_units(seg)
-            valid = (units["offset"] >= 0) & (units["size"] > 0)
-            bad = np.flatnonzero(~valid)
-            n_valid = int(bad[0]) if len(bad) else len(units)
+            n_units, n_valid, end = self._valid_prefix(seg)
             if n_valid:
-                last = units[n_valid - 1]
-                self.max_physic_offset = int(last["offset"]) + int(last["size"])
-            if n_valid < len(units) or i == len(segs) - 1:
+                self.max_physic_offset = end
+            if n_valid < n_units or i == len(segs) - 1:
                 # Files after the end are left alone here; recover (issue 3) truncates them.
                 self._end_seg_index = i
                 self._write_pos = n_valid * CQ_STORE_UNIT_SIZE

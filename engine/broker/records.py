@@ -6,8 +6,14 @@ without the CRC: callers that need it check `body_crc` against zlib over the bod
 (index rebuilds, recovery scans, tiering) reads records through decode_segment.
 
 Walking is sequential by nature: only TOTALSIZE and MAGICCODE are needed to find the next record (phase A).
-Every other field is gathered for a whole window of records at once (phase B). A record whose fields run
-past its TOTALSIZE ends the walk there, exactly where check_message would stop.
+Phase A is vectorised all the same: every position of a window whose MAGICCODE bytes match is a candidate
+(found with array compares, about 0.3 ns a byte), each candidate's TOTALSIZE says where its successor must
+start, and the chain from the known start follows the candidates that link up, jumping over false ones (a
+body that happens to hold the magic bytes) with a binary search. Where the chain reaches a position that is
+not a candidate, the per-record walk (_chain) takes one step and says why the data ends there, so both walks
+return the same starts and the same end, byte for byte. Every other field is gathered for a whole window of
+records at once (phase B). A record whose fields run past its TOTALSIZE ends the walk there, exactly where
+check_message would stop.
 """
 from __future__ import annotations
 
@@ -172,6 +178,78 @@ def _chain(buf, pos: int, n: int, limit: int) -> tuple[list[int], int, SegmentEn
         pos += total
 
 
+_MAGIC_HEAD = (MESSAGE_MAGIC_CODE & 0xFFFFFFFF).to_bytes(4, "big")
+assert _MAGIC_HEAD[:3] == (MESSAGE_MAGIC_CODE_V2 & 0xFFFFFFFF).to_bytes(4, "big")[:3]  # one prefix, two last bytes
+_MAGIC_LAST = (_MAGIC_HEAD[3], MESSAGE_MAGIC_CODE_V2 & 0xFF)
+#: Bytes compared per block while looking for MAGICCODE candidates: the compare buffers stay in the CPU cache.
+_CANDIDATE_BLOCK = 1 << 20
+#: Below this many bytes the per-record walk is as fast as setting up the vectorised one.
+_VECTOR_MIN = 256 << 10
+#: The vectorised walk costs about 0.3 ns a byte, the per-record one about 0.35 us a record: records larger
+#: than this on average (in the window before) are walked one by one.
+_VECTOR_MAX_RECORD = 1200
+
+
+def _magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
+    """Every c in [pos, hi) whose bytes c+4..c+7 are a message MAGICCODE (v1 or v2); b must reach hi + 7."""
+    m0, m1, m2 = _MAGIC_HEAD[0], _MAGIC_HEAD[1], _MAGIC_HEAD[2]
+    block = min(_CANDIDATE_BLOCK, hi - pos)
+    x, y = np.empty(block, bool), np.empty(block, bool)
+    found = []
+    for s in range(pos, hi, block):
+        k = min(block, hi - s)
+        xk, yk = x[:k], y[:k]
+        np.equal(b[s + 4:s + 4 + k], m0, out=xk)
+        np.equal(b[s + 5:s + 5 + k], m1, out=yk)
+        xk &= yk
+        idx = np.flatnonzero(xk)
+        if len(idx):
+            found.append(idx + s)
+    if not found:
+        return np.empty(0, np.int64)
+    c = np.concatenate(found) if len(found) > 1 else found[0]
+    c = c.astype(np.int64, copy=False)
+    last = b[c + 7]
+    return c[(b[c + 6] == m2) & ((last == _MAGIC_LAST[0]) | (last == _MAGIC_LAST[1]))]
+
+
+def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0
+                  ) -> tuple[np.ndarray, int, SegmentEnd | None]:
+    """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
+    per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks."""
+    n = v.n
+    hi = min(limit, n - 7)
+    if hi - pos < _VECTOR_MIN or per_record > _VECTOR_MAX_RECORD:
+        starts, pos, end = _chain(buf, pos, n, limit)
+        return np.array(starts, dtype=np.int64), pos, end
+    cand = _magic_candidates(v.b, pos, hi)
+    if not len(cand):
+        starts, pos, end = _chain(buf, pos, n, limit)
+        return np.array(starts, dtype=np.int64), pos, end
+    total = v.i32[cand].astype(np.int64)
+    good = (total >= 4) & (total <= n - cand)  # the TOTALSIZE test of _chain
+    nxt = cand + total
+    # run ends: the candidates whose successor is not the next candidate (or that are not good themselves)
+    linked = np.empty(len(cand), bool)
+    linked[:-1] = good[:-1] & (nxt[:-1] == cand[1:])
+    linked[-1] = False
+    breaks = np.flatnonzero(~linked)
+    pieces = []
+    while pos < limit:
+        j = int(np.searchsorted(cand, pos))
+        if j == len(cand) or int(cand[j]) != pos or not good[j]:
+            # not a record start the candidates vouch for: one step of the per-record walk says why
+            starts, pos, end = _chain(buf, pos, n, limit)
+            pieces.append(np.array(starts, dtype=np.int64))
+            return np.concatenate(pieces), pos, end
+        k = int(breaks[np.searchsorted(breaks, j)])
+        if not good[k]:
+            k -= 1  # k itself is refused by the TOTALSIZE test: the run ends before it (k > j, as good[j])
+        pieces.append(cand[j:k + 1])
+        pos = int(nxt[k])
+    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+
+
 def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW) -> Iterator[RecordBatch | SegmentEnd]:
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
 
@@ -188,11 +266,14 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW) -> Iterator[R
         yield SegmentEnd(ZERO, pos)
         return
     views = _BufferViews(buf)
+    per_record = 0.0
     try:
         while True:
-            starts, pos, end = _chain(buf, pos, n, pos + window)
-            if starts:
-                batch, cut = _decode(views, np.array(starts, dtype=np.int64))
+            was = pos
+            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record)
+            if len(starts):
+                per_record = (pos - was) / len(starts)
+                batch, cut = _decode(views, starts)
                 if len(batch):
                     yield batch
                 if cut is not None:

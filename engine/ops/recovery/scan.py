@@ -190,7 +190,7 @@ def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int) -> QueueStat
 
 def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
     """One file's share of read_queue (its views of the mapping end with this call)."""
-    fu = cq.file_units(seg)
+    fu = cq.units_view(seg)
     nz = np.flatnonzero((fu["offset"] != 0) | (fu["size"] != 0) | (fu["tags_code"] != 0))
     qs.files.append((seg.path.name, seg.start, (int(nz[-1]) + 1) * CQ_STORE_UNIT_SIZE if len(nz) else 0))
     n_valid = max(0, min(len(fu), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))

@@ -139,14 +139,29 @@ def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
 
 
 def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int) -> None:
-    """The checks that need no walk (see the module docstring); sets each file's problem."""
+    """The checks that need no walk (see the module docstring); sets each file's problem.
+
+    The files' structure checks are numpy work that releases the GIL: two run at once on two threads (memory:
+    two files' chunk columns and slot heads instead of one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def structure(x: IndexFacts) -> tuple[VerifyReport, Structure]:
+        rep = VerifyReport(x.name, max_listed=3)
+        return rep, check_structure(x.f, rep)
+
+    todo = [x for x in files if x.f is not None]
+    if len(todo) > 1:
+        with ThreadPoolExecutor(2) as pool:
+            checked = dict(zip(map(id, todo), pool.map(structure, todo)))
+    else:
+        checked = {id(x): structure(x) for x in todo}
     prev: IndexFacts | None = None
     for x in files:
         if x.f is None:
             prev = x
             continue
-        rep = VerifyReport(x.name, max_listed=3)
-        x.structure = s = check_structure(x.f, rep)
+        rep, s = checked[id(x)]
+        x.structure = s
         h = x.f.header
         x.full = h.indexCount >= index_num
         x.flushed = cp.ok and h.endTimestamp <= cp.cp.indexMsgTimestamp

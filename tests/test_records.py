@@ -1,0 +1,113 @@
+"""engine.broker.records: the vectorised phase A walk returns exactly what the per-record walk returns."""
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from engine.broker import records
+from engine.broker.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
+from engine.broker.records import _BufferViews, _chain, _chain_vector, decode_segment
+
+
+def _record(rnd: random.Random, pos: int, fake_chain: bool = False) -> bytes:
+    if fake_chain:  # a body that holds record headers (MAGICCODE bytes at plausible places)
+        body, p = bytearray(), 0
+        for i in range(rnd.randrange(1, 5)):
+            inner = encode_record(MessageRecord(topic="F", body=b"f" * rnd.randrange(0, 30), physical_offset=p))
+            body += inner
+            p += len(inner)
+        body = bytes(body)
+    else:
+        body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 300)))
+    topic = "T" * rnd.randrange(1, 6) if rnd.random() < 0.9 else "V" * 130  # > 127 chars: a v2 record
+    r = MessageRecord(topic=topic, body=body, properties={"KEYS": f"k{pos}"}, physical_offset=pos,
+                      queue_id=rnd.randrange(4))
+    return encode_record(r)
+
+
+def _buffer(seed: int) -> bytearray:
+    """Records, then one ending chosen at random: a BLANK filler, a zero tail, or damage of some kind."""
+    rnd = random.Random(seed)
+    out = bytearray()
+    for _ in range(rnd.randrange(0, 120)):
+        out += _record(rnd, len(out), fake_chain=rnd.random() < 0.15)
+    ending = rnd.choice(["blank", "zeros", "none", "magic", "total_big", "total_small", "total_neg", "short",
+                         "partial"])
+    if ending == "blank":
+        out += struct.pack(">ii", 64, BLANK_MAGIC_CODE) + bytes(56)
+    elif ending == "zeros":
+        out += bytes(rnd.randrange(1, 200))
+    elif ending == "short":
+        out += b"\x01\x02\x03"
+    elif ending == "partial":
+        out += _record(rnd, len(out))[:rnd.randrange(8, 60)]
+    elif ending != "none" and out:
+        # damage one record in the middle (its successors stay, and must not be returned)
+        starts, _, _ = _chain(bytes(out), 0, len(out), len(out))
+        at = rnd.choice(starts)
+        if ending == "magic":
+            out[at + 4:at + 8] = b"\x00\x00\x00\x01"
+        elif ending == "total_big":
+            struct.pack_into(">i", out, at, len(out) - at + 1)
+        elif ending == "total_small":
+            struct.pack_into(">i", out, at, rnd.choice([4, 5, 7, 13]))
+        else:
+            struct.pack_into(">i", out, at, -rnd.randrange(1, 1000))
+    return out
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch):
+    monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    monkeypatch.setattr(records, "_CANDIDATE_BLOCK", 97)  # block edges fall inside headers
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_vector_walk_equals_per_record_walk(tiny_blocks, seed):
+    buf = bytes(_buffer(seed))
+    rnd = random.Random(1000 + seed)
+    v = _BufferViews(buf)
+    n = len(buf)
+    plain_starts, _, _ = _chain(buf, 0, n, n + 1)
+    starts_from = [0] + rnd.sample(plain_starts, min(3, len(plain_starts)))
+    for pos in starts_from:
+        for limit in (n + 1, pos + rnd.randrange(1, max(2, n - pos + 1)), pos + 1):
+            want_starts, want_pos, want_end = _chain(buf, pos, n, limit)
+            got_starts, got_pos, got_end = _chain_vector(v, buf, pos, limit)
+            assert got_starts.tolist() == want_starts
+            assert got_pos == want_pos
+            assert got_end == want_end
+    v.close()
+
+
+def test_false_magic_candidates_are_jumped_over(tiny_blocks):
+    rnd = random.Random(7)
+    buf = bytearray()
+    for _ in range(30):
+        buf += _record(rnd, len(buf), fake_chain=True)
+    buf = bytes(buf)
+    v = _BufferViews(buf)
+    cand = records._magic_candidates(v.b, 0, len(buf) - 7)
+    starts = _chain_vector(v, buf, 0, len(buf) + 1)[0]
+    assert len(cand) > len(starts) == 30  # the bodies' headers are candidates, and are not records
+    v.close()
+
+
+def test_decode_segment_batches_are_unchanged_by_the_vector_walk(monkeypatch):
+    buf = bytes(_buffer(3)) + bytes(100)
+    monkeypatch.setattr(records, "_VECTOR_MIN", 1 << 40)  # the per-record walk only
+    want = list(decode_segment(buf, window=4096))
+    monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    monkeypatch.setattr(records, "_CANDIDATE_BLOCK", 1000)
+    got = list(decode_segment(buf, window=4096))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is type(w)
+        if isinstance(w, records.SegmentEnd):
+            assert g == w
+        else:
+            for f in w.__dataclass_fields__:
+                assert np.array_equal(getattr(g, f), getattr(w, f)), f
