@@ -8,6 +8,8 @@ For each size (default 1, 2 and 4 GiB of commit log) a store is generated once w
 median of --runs:
 
 * plain read: every commit-log file read once with readinto in 16 MiB blocks (page cache warm), the reference;
+* body CRCs alone: the seconds spent in zlib.crc32, one call per message body as the broker checks them, in one
+  process (the decoding that finds the bodies is not counted): the floor of a CRC-checking recovery per core;
 * recover (abnormal): the abort marker is put back before each run (a writer killed after its last flush);
 * recover --full-scan (no abort marker): validates every record and every index item;
 * clean --dry-run --force-now (plans the deletion of every segment but the last: the reading clean does);
@@ -88,6 +90,37 @@ def plain_read(files: list[Path]) -> float:
     return float(r.stdout)
 
 
+_CRC_FLOOR = """
+import mmap, sys, time, zlib
+import numpy as np
+from engine.broker.records import RecordBatch, decode_segment
+spent = 0.0
+for p in sys.argv[1:]:
+    with open(p, 'rb') as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    mv = memoryview(m)
+    for b in decode_segment(m):
+        if not isinstance(b, RecordBatch):
+            break
+        s = b.body_pos.tolist(); e = (b.body_pos + np.maximum(b.body_len, 0)).tolist()
+        t = time.monotonic()
+        for x in map(zlib.crc32, map(mv.__getitem__, map(slice, s, e))):
+            pass
+        spent += time.monotonic() - t
+        del b
+    mv.release(); m.close()
+print(spent)
+"""
+
+
+def crc_floor(files: list[Path]) -> float:
+    """Seconds of CRC-32 alone over every body (one zlib call per body, as the broker checks them), the
+    decoding that finds the bodies not counted: a floor for any recovery that checks CRCs on one core."""
+    r = subprocess.run([sys.executable, "-c", _CRC_FLOOR, *map(str, files)], capture_output=True, text=True,
+                       check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return float(r.stdout)
+
+
 def store_for(work: Path, gib: int) -> Path:
     root = work / f"recover-{gib}g"
     done = root / ".generated"
@@ -105,10 +138,11 @@ def run_size(work: Path, gib: int, runs: int) -> dict:
     root = store_for(work, gib)
     files = sorted((root / "commitlog").iterdir())
     s = ["--store", str(root)]
-    rows: dict[str, list] = {k: [] for k in ("read", "recover", "full", "clean", "verify")}
+    rows: dict[str, list] = {k: [] for k in ("read", "crc", "recover", "full", "clean", "verify")}
     for _ in range(runs):
         plain_read(files)  # warm the page cache
         rows["read"].append(plain_read(files))
+        rows["crc"].append(crc_floor(files))
         (root / "abort").write_text("1")
         rows["recover"].append(measure(RMQTOOL + ["recover", "--json", *s, *GEOM]))
         rows["full"].append(measure(RMQTOOL + ["recover", "--full-scan", "--json", *s, *GEOM]))
@@ -120,17 +154,19 @@ def run_size(work: Path, gib: int, runs: int) -> dict:
             raise SystemExit(f"recover found damage in the generated store: {d['actions']}")
     info = json.loads((root / ".generated").read_text())
     out = {"gib": gib, "bytes": sum(f.stat().st_size for f in files), "messages": info["messages"],
-           "index_files": len(info["index_files"]), "read": statistics.median(rows["read"])}
+           "index_files": len(info["index_files"]), "read": statistics.median(rows["read"]),
+           "crc": statistics.median(rows["crc"])}
     for k in ("recover", "full", "clean", "verify"):
         out[k] = {m: statistics.median(r[m] for r in rows[k]) for m in ("s", "anon", "hwm")}
     return out
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| commit log | messages | index files | plain read | recover (abnormal) | recover --full-scan | "
-             "clean --dry-run | inspect-index --verify |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| commit log | messages | index files | plain read | body CRCs alone (1 core) | recover (abnormal) | "
+             "recover --full-scan | clean --dry-run | inspect-index --verify |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        cells = [f"{r['gib']} GiB", f"{r['messages']:,}", str(r["index_files"]), f"{r['read']:.2f} s"]
+        cells = [f"{r['gib']} GiB", f"{r['messages']:,}", str(r["index_files"]), f"{r['read']:.2f} s",
+                 f"{r['crc']:.2f} s = {r['crc'] / r['read']:.1f}x"]
         for k in ("recover", "full", "clean", "verify"):
             m = r[k]
             cells.append(f"{m['s']:.2f} s = **{m['s'] / r['read']:.1f}x**; RssAnon {m['anon']:.0f} MiB, "

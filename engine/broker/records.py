@@ -196,13 +196,20 @@ def _magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
     block = min(_CANDIDATE_BLOCK, hi - pos)
     x, y = np.empty(block, bool), np.empty(block, bool)
     found = []
+    pairs = False  # text bodies rarely hold the first magic byte: one compare, then the second byte gathered
     for s in range(pos, hi, block):
         k = min(block, hi - s)
-        xk, yk = x[:k], y[:k]
+        xk = x[:k]
         np.equal(b[s + 4:s + 4 + k], m0, out=xk)
-        np.equal(b[s + 5:s + 5 + k], m1, out=yk)
-        xk &= yk
-        idx = np.flatnonzero(xk)
+        if pairs:  # binary bodies: the first byte is common, compare the second one too
+            yk = y[:k]
+            np.equal(b[s + 5:s + 5 + k], m1, out=yk)
+            xk &= yk
+            idx = np.flatnonzero(xk)
+        else:
+            idx = np.flatnonzero(xk)
+            pairs = len(idx) > k >> 9
+            idx = idx[b[idx + (s + 5)] == m1]
         if len(idx):
             found.append(idx + s)
     if not found:

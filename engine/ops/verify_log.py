@@ -70,17 +70,26 @@ def _record_of_window(w: Window, phy: np.ndarray):
 def keys_match(w: Window, r: np.ndarray, ih: np.ndarray) -> np.ndarray:
     """For items pointing at records r of the window (record numbers) with key hashes ih (as stored: abs of
     the Java hashCode, format §5.5): is the hash one of the record's index keys (format §5.8)?"""
-    rows = np.unique(r)
-    cols = key_columns(w, rows)
+    if len(r) and bool((r[1:] >= r[:-1]).all()):  # items in commit-log order: no sort needed
+        first = np.empty(len(r), dtype=bool)
+        first[0] = True
+        np.not_equal(r[1:], r[:-1], out=first[1:])
+        rows = r[first]
+        local = np.cumsum(first) - 1
+    else:
+        rows = np.unique(r)
+        local = np.searchsorted(rows, r)
+    # every record of the window (the usual case): its key columns as they are, no selection
+    cols = key_columns(w, None if len(rows) == len(w.batch) else rows)
     nk = cols["nkeys"].astype(np.int64)
     kstart = np.concatenate(([0], np.cumsum(nk)[:-1])) if len(nk) else nk
     kh = np.abs(cols["key_hash"].astype(np.int64))
     kh[kh == 2**31] = 0  # index_hash: abs(Integer.MIN_VALUE) becomes 0
-    local = np.searchsorted(rows, r)
     found = np.zeros(len(r), dtype=bool)
+    n_of, start_of = nk[local], kstart[local]
     for j in range(int(nk.max()) if len(nk) else 0):
-        has = nk[local] > j
-        found |= has & (kh[np.where(has, kstart[local] + j, 0)] == ih)
+        has = n_of > j
+        found |= has & (kh[np.where(has, start_of + j, 0)] == ih)
     return found
 
 
