@@ -370,7 +370,9 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     n = len(buf)
     kw = {} if window is None else {"window": window}
     while pos < n:
-        gap = next(((a - seg.start, b - seg.start) for a, b in known if seg.start + pos <= a < seg.start + n), None)
+        # an empty gap (a segment tail found at the end of a short file, padded since) has nothing to step over
+        gap = next(((a - seg.start, b - seg.start) for a, b in known
+                    if a < b and seg.start + pos <= a < seg.start + n), None)
         if gap is not None and pos >= gap[0]:
             pos = gap[1]
             continue

@@ -151,6 +151,9 @@ def _scan_start(cl: CommitLog, plan: RecoveryPlan, files, k, queues: dict[tuple,
     wanted = []
     if plan.full_scan:
         wanted.append((segs[0].start, "--full-scan: the whole commit log"))
+    for name, length, size in plan.segment_resizes:
+        if length < size:  # the bytes past its length are gone: what pointed at them must be found and repaired
+            wanted.append((int(name), f"commit-log segment {name} is short ({length} of {size} bytes)"))
     need, why = _index_need(cl, files, k, plan.index.enabled)
     if need is not None:
         wanted.append((_segment_of(cl, need), why))
