@@ -13,7 +13,7 @@ import re
 import struct
 import zlib
 from datetime import datetime
-from itertools import repeat
+from itertools import chain, repeat
 from json.encoder import encode_basestring as _q
 
 import numpy as np
@@ -271,27 +271,318 @@ def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
 
 def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
     """json_line(buf, pos, extra, body) for every record of a RecordRun (the same text, tested)."""
-    f = _run_fields(run)
-    if f is None:
-        return [json_line(run.buf, p, extra, body) for p in run.batch.pos.tolist()]
-    props, raw_topics, store, texts = f
+    return run_json_text(run, extra, body).split("\n")[:-1]  # JSON escapes every "\n" inside a line
+
+
+def run_json_text(run, extra: str = "", body: str = "auto") -> str:
+    """The NDJSON text of every record of a RecordRun: json_line(buf, pos, extra, body) + "\\n" for each, in order
+    (the same bytes, tested), built as one %-format over the whole run whose constant fields (hosts, flags,
+    magic, ...) are written into the template once."""
+    b, buf, n = run.batch, run.buf, len(run)
+    if not n:
+        return ""
+    if (b.sys_flag & (COMPRESSED_FLAG | 0x30)).any() or (b.phy < 0).any():
+        return "".join([json_line(buf, p, extra, body) + "\n" for p in b.pos.tolist()])
+    props = _run_props(run)
+    if props is None:  # a __CRC32# property: the one-record path drops it as to_json does
+        return "".join([json_line(buf, p, extra, body) + "\n" for p in b.pos.tolist()])
+    t = _Template(n)
+    t.lit('{"topic": ')
+    t.col("%s", _quoted_topics_of(run))
+    for name, values in (("queueId", b.queue_id), ("queueOffset", b.queue_offset), ("commitLogOffset", b.phy),
+                         ("storeSize", b.total), ("storeTimestamp", b.store_ts), ("bornTimestamp", b.born_ts)):
+        t.num(f', "{name}": ', values)
+    born, store = _host_columns(buf, b.pos, 48), _host_columns(buf, b.pos, 64)
+    t.lit(', "bornHost": "')
+    t.text(born[0])
+    t.lit('", "storeHost": "')
+    t.text(store[0])
+    t.lit('"')
+    for name, values in (("sysFlag", b.sys_flag), ("bodyCRC", b.body_crc), ("flag", _column(buf, b.pos, 16, ">i4")),
+                         ("reconsumeTimes", _column(buf, b.pos, 72, ">i4")),
+                         ("preparedTransactionOffset", _column(buf, b.pos, 76, ">i8"))):
+        t.num(f', "{name}": ', values)
+    props.write(t)
+    t.lit(', "msgId": "')
+    t.text(store[1])
+    t.col("%016X", b.phy.tolist())
+    t.lit('", "magicVersion": "')
+    t.text(np.where(b.v2, "V2", "V1"))
+    t.lit('", "transactionType": "')
+    t.text(np.array(["NOT_TYPE", "?", "?", "?", "PREPARED", "?", "?", "?", "COMMIT", "?", "?", "?", "ROLLBACK"])[
+        b.sys_flag & 0xC])
+    t.lit('", "body": ')
+    _body_columns(t, run.bodies, body)
+    t.lit(extra + "}\n")
+    return t.render()
+
+
+class _Template:
+    """One line's %-template and the columns that fill it: `render` formats the template repeated n times with
+    every column interleaved, in one call (far cheaper than n calls, and no list of lines to join)."""
+
+    def __init__(self, n: int):
+        self.n, self.parts, self.cols = n, [], []
+
+    def lit(self, text: str) -> None:
+        self.parts.append(text.replace("%", "%%"))
+
+    def col(self, spec: str, values: list) -> None:
+        self.parts.append(spec)
+        self.cols.append(values)
+
+    def num(self, label: str, values: np.ndarray) -> None:
+        """A number field: written into the template when the run has one value."""
+        self.lit(label)
+        if values[0] == values.min() == values.max():
+            self.lit(str(int(values[0])))
+        else:
+            self.col("%d", values.tolist())
+
+    def text(self, values) -> None:
+        """Text that needs no escaping: a str for the whole run, or a numpy array / list of one per record."""
+        if isinstance(values, str):
+            self.lit(values)
+        elif isinstance(values, np.ndarray) and (values == values[0]).all():
+            self.lit(str(values[0]))
+        else:
+            self.col("%s", values.tolist() if isinstance(values, np.ndarray) else values)
+
+    def render(self) -> str:
+        line = "".join(self.parts)
+        if not self.cols:
+            return line * self.n
+        return "".join(map(line.__mod__, zip(*self.cols)))
+
+
+def _column(buf, pos: np.ndarray, rel: int, dtype: str) -> np.ndarray:
+    """One fixed-position header field of every record (record starts `pos`), as an int64 array."""
+    width = np.dtype(dtype).itemsize
+    view = np.ndarray((len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
+    out = view[pos + rel].astype(np.int64)
+    del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
+    return out
+
+
+def _host_columns(buf, pos: np.ndarray, rel: int) -> tuple:
+    """(host:port texts, offsetMsgId prefixes) of the IPv4 address at rel and the port after it: one str each
+    when the whole run has one host, else lists."""
+    ips, ports = _column(buf, pos, rel, ">u4"), _column(buf, pos, rel + 4, ">i4")
+    if (ips == ips[0]).all() and (ports == ports[0]).all():
+        return _host4(int(ips[0]), int(ports[0]))
+    hosts = list(map(_host4, ips.tolist(), ports.tolist()))
+    return [h[0] for h in hosts], [h[1] for h in hosts]
+
+
+def _quoted_topics_of(run) -> list[str]:
+    """The JSON string of every record's topic (decoded and quoted once per distinct topic)."""
     b, buf = run.batch, run.buf
-    born = _hosts_of(buf, b.pos, 48)
-    phy = b.phy.tolist()
-    clean = list(map(_is_clean, texts, props))
-    props_json = list(map(_props_json, texts, props, clean))
-    rows = zip(list(map(_quoted_topic, raw_topics)), b.queue_id.tolist(), b.queue_offset.tolist(), phy,
-               b.total.tolist(), b.store_ts.tolist(), b.born_ts.tolist(), [h[0] for h in born],
-               [h[0] for h in store], b.sys_flag.tolist(), b.body_crc.tolist(), _gather(buf, b.pos, 16, ">i4"),
-               _gather(buf, b.pos, 72, ">i4"), _gather(buf, b.pos, 76, ">i8"),
-               props_json,
-               [_keys_json(d.get(PROP_KEYS), c) for d, c in zip(props, clean)],
-               [_nq_clean(d.get(PROP_TAGS), c) for d, c in zip(props, clean)],
-               [_nq_clean(d.get(PROP_UNIQ_KEY), c) for d, c in zip(props, clean)],
-               [h[1] for h in store], phy, ["V2" if v else "V1" for v in b.v2.tolist()],
-               map(TX_TYPE_NAMES.__getitem__, (b.sys_flag & 0xC).tolist()),
-               [_body_json(x, extra, body) for x in run.bodies])
-    return list(map(_JSON_LINE.__mod__, rows))
+    raw = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
+    quoted = list(map(_quoted_topics.get, raw))
+    if None in quoted:
+        quoted = list(map(_quoted_topic, raw))
+    return quoted
+
+
+#: Bytes a JSON string shows as they are (ensure_ascii=False): all but the controls, '"' and '\\'. Deleting them
+#: from a text leaves exactly what json would escape (and the separators of properties and of our joins).
+_PLAIN = bytes(c for c in range(256) if c >= 0x20 and c not in b'"\\')
+
+
+def _body_columns(t: _Template, bodies: list, mode: str) -> None:
+    """The "body" value of every record (BODY_MODES; the caller writes `extra` after it)."""
+    if mode == "none":
+        t.lit("null")
+        return
+    if mode == "hex":
+        t.col('"%s", "bodyEncoding": "hex"', list(map(bytes.hex, bodies)))
+        return
+    if mode == "auto":
+        joined = b"\n".join(bodies)
+        if joined.translate(None, _PLAIN) == b"\n" * (len(bodies) - 1):  # nothing to escape in any body
+            try:
+                text = joined.decode("utf-8")  # valid as a whole: so is every body (ASCII "\n" between them)
+            except UnicodeDecodeError:
+                pass
+            else:
+                t.col('"%s"', text.split("\n"))
+                return
+    t.col("%s", [_body_json(x, "", mode) for x in bodies])
+
+
+class _RunProps:
+    """The properties of every record of a run, for the JSON view: clean ones (see _CLEAN_PROPS) handled as one
+    text for the whole run, the others (`dirty`: index -> (text, parsed)) one by one as json_line does."""
+
+    def __init__(self, n: int, text: str, dirty: dict):
+        self.n, self.dirty = n, dirty
+        lines = text.split("\n")
+        counts = np.fromiter(map(str.count, lines, repeat("\x02")), dtype=np.int64, count=n)
+        flat = text.replace("\n", "").replace("\x01", "\x02").split("\x02")  # name, value, name, value, ..., ""
+        names, values = flat[0:-1:2], np.array(flat[1::2], dtype=object)
+        codes = {k: i for i, k in enumerate(set(names))}
+        self.crc32 = PROP_CRC32 in codes
+        rec = np.repeat(np.arange(n, dtype=np.int64), counts)
+        code = np.fromiter(map(codes.__getitem__, names), dtype=np.int64, count=len(names))
+        pair = rec * max(len(codes), 1) + code
+        self.twice = []
+        if len(np.unique(pair)) < len(pair):  # a name given twice: the one-record path (the last value wins)
+            s = np.sort(pair)
+            self.twice = np.unique(s[1:][s[1:] == s[:-1]] // max(len(codes), 1)).tolist()
+        self.columns = {}
+        for name in (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY):
+            col = np.full(n, None, dtype=object)
+            if name in codes:
+                at = code == codes[name]
+                col[rec[at]] = values[at]
+            self.columns[name] = col.tolist()
+        text = ("\x03" + text.replace("\n", "\n\x03") + "\n").replace("\x03\n", "{}\n").replace("\x02\n", '"}\n')
+        self.json = text.replace("\x03", '{"').replace("\x01", '": "').replace("\x02", '", "').split("\n")[:-1]
+
+    def write(self, t: _Template) -> None:
+        keys, tags, uniq = (self.columns[k] for k in (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY))
+        t.lit(', "properties": ')
+        t.col("%s", self._patched(self.json, lambda tx, d: _props_json(tx, d, False)))
+        t.lit(', "keys": ')
+        stripped = None if None in keys or self.dirty else list(map(str.rstrip, keys, repeat(" ")))
+        if stripped is not None and "" not in stripped:  # Java's split on " " as one replace for the whole run
+            t.lit('["')
+            t.col("%s", "\n".join(stripped).replace(" ", '", "').split("\n"))
+            t.lit('"]')
+        else:
+            t.col("%s", self._patched([_keys_json(k, True) for k in keys],
+                                      lambda tx, d: _keys_json(d.get(PROP_KEYS), False)))
+        for label, name, col in ((', "tags": ', PROP_TAGS, tags), (', "uniqKey": ', PROP_UNIQ_KEY, uniq)):
+            t.lit(label)
+            if None in col or self.dirty:
+                t.col("%s", self._patched([_nq_clean(v, True) for v in col],
+                                          lambda tx, d, name=name: _nq(d.get(name))))
+            else:
+                t.col('"%s"', col)
+
+    def _patched(self, col: list, one) -> list:
+        for i, (tx, d) in self.dirty.items():
+            col[i] = one(tx, d)
+        return col
+
+
+def _run_props(run) -> _RunProps | None:
+    """The properties of a run's records; None when one carries __CRC32# (json_line's path drops it)."""
+    b, buf, n = run.batch, run.buf, len(run)
+    ends = b.props_pos + np.maximum(b.props_len, 0)
+    raw = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends.tolist())))
+    joined = b"\n".join(raw)
+    text = None
+    if _clean_bytes(joined, n, buf, b.props_pos[b.props_len > 0], ends[b.props_len > 0]):
+        try:
+            text = joined.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    dirty: dict = {}
+    if text is not None:
+        names = _first_names(text)
+        if PROP_CRC32 in names:
+            return None
+        found = _uniform(text, n, names)
+        if found is not None:
+            return _UniformProps(names, found)
+    else:
+        texts = list(map(bytes.decode, raw, repeat("utf-8"), repeat("replace")))
+        parsed = list(map(dict, map(_PROP_RE.findall, texts)))
+        if any(PROP_CRC32 in d for d in parsed):
+            return None
+        dirty = {i: (tx, d) for i, (tx, d) in enumerate(zip(texts, parsed)) if not _is_clean(tx, d)}
+        text = "\n".join(["" if i in dirty else tx for i, tx in enumerate(texts)])
+    p = _RunProps(n, text, dirty)
+    if p.crc32:
+        return None
+    if p.twice:
+        lines = text.split("\n")
+        for i in p.twice:
+            dirty[i] = (lines[i], dict(_PROP_RE.findall(lines[i])))
+            lines[i] = ""
+        p = _RunProps(n, "\n".join(lines), dirty)
+    return p
+
+
+class _UniformProps:
+    """Clean properties with the same names in the same order in every record of the run (one producer's
+    messages): the values are found by one regular expression over the run's text, and the JSON object is written
+    by the line template."""
+
+    def __init__(self, names: list[str], columns: list):
+        self.names, self.columns = names, columns
+
+    def write(self, t: _Template) -> None:
+        got = dict(zip(self.names, self.columns))
+        t.lit(', "properties": {')
+        for i, (name, col) in enumerate(zip(self.names, self.columns)):
+            t.lit(('"' if i == 0 else ', "') + name + '": "')  # a clean name: nothing to escape
+            t.col("%s", col)
+            t.lit('"')
+        t.lit('}, "keys": ')
+        keys = got.get(PROP_KEYS)
+        stripped = list(map(str.rstrip, keys, repeat(" "))) if keys is not None else None
+        if stripped is None:
+            t.lit("[]")
+        elif "" not in stripped:  # Java's split on " " as one replace for the whole run
+            t.lit('["')
+            t.col("%s", "\n".join(stripped).replace(" ", '", "').split("\n"))
+            t.lit('"]')
+        else:
+            t.col("%s", [_keys_json(k, True) for k in keys])
+        for label, name in ((', "tags": ', PROP_TAGS), (', "uniqKey": ', PROP_UNIQ_KEY)):
+            t.lit(label)
+            if name in got:
+                t.lit('"')
+                t.col("%s", got[name])
+                t.lit('"')
+            else:
+                t.lit("null")
+
+
+def _first_names(text: str) -> list[str]:
+    """The property names of the first record of a run's clean properties text."""
+    first = text.split("\n", 1)[0]
+    return [e[:e.index("\x01")] for e in first.split("\x02")[:-1]]
+
+
+_shapes: dict[tuple, re.Pattern] = {}
+
+
+def _uniform(text: str, n: int, names: list[str]) -> list | None:
+    """The value columns, one per name, when every record's properties have exactly these names in this order;
+    else None."""
+    if len(set(names)) != len(names):
+        return None
+    if not names:
+        return [] if text == "\n" * (n - 1) else None
+    pat = _shapes.get(tuple(names))
+    if pat is None:
+        if len(_shapes) > 256:
+            _shapes.clear()
+        pat = _shapes[tuple(names)] = re.compile(
+            "^" + "".join(re.escape(k) + "\x01([^\x02\n]*)\x02" for k in names) + "$", re.M)
+    found = pat.findall(text)
+    if len(found) != n:
+        return None
+    return list(zip(*found)) if len(names) > 1 else [found]
+
+
+def _clean_bytes(joined: bytes, n: int, buf, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Is every properties text of the run (joined by "\\n") clean in the sense of _CLEAN_PROPS (names given
+    twice aside)? Checked on the whole run at once: nothing json escapes, separators alternating \\x01 \\x02 with
+    no empty name or value, and each non-empty text ends with \\x02."""
+    if joined.translate(None, _PLAIN).replace(b"\x01\x02", b"") != b"\n" * (n - 1):
+        return False
+    if b"\x01\x02" in joined or b"\x02\x01" in joined or b"\n\x01" in joined or joined.startswith(b"\x01"):
+        return False
+    if not len(starts):
+        return True
+    view = np.frombuffer(buf, dtype=np.uint8)
+    ok = bool((view[ends - 1] == 2).all())
+    del view  # no export of the mapping may outlive the call
+    return ok
 
 
 def run_table_rows(run) -> list[tuple]:

@@ -47,10 +47,25 @@ class LineWriter:
         if len(self._buf) >= FLUSH_LINES:
             self.flush()
 
+    def text(self, chunk: str) -> None:
+        """Many lines at once (each ending with "\\n"), written and flushed now: one write per run of records."""
+        if self._buf:
+            chunk = "\n".join(self._buf) + "\n" + chunk
+            self._buf.clear()
+        self._first = False
+        self._emit(chunk)
+
     def flush(self) -> None:
         if self._buf:
             text = "\n".join(self._buf) + "\n"
             self._buf.clear()
+            self._emit(text)
+        else:
+            sys.stdout.flush()
+
+    @staticmethod
+    def _emit(text: str) -> None:
+        if text:
             raw = getattr(sys.stdout, "buffer", None)
             if raw is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
                 sys.stdout.flush()  # whatever the text layer holds goes first
@@ -286,7 +301,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
     from engine.broker.message import decode_offset_msg_id
-    from engine.broker.recordjson import run_json_lines, run_table_rows
+    from engine.broker.recordjson import run_json_text, run_table_rows
 
     out = LineWriter()
     if not json_out:
@@ -313,7 +328,10 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
             offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
         for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
             if isinstance(item, RecordRun):
-                out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
+                if json_out:
+                    out.text(run_json_text(item))
+                else:
+                    out.lines(message_rows(run_table_rows(item)))
                 continue
             i, reason = item
             kind, text = chunk[i]
@@ -421,7 +439,7 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
     from engine.broker.logrun import RecordRun
     from engine.broker.message import BLANK
-    from engine.broker.recordjson import run_json_lines, run_table_rows
+    from engine.broker.recordjson import run_json_text, run_table_rows
 
     out = LineWriter()
     if not json_out:
@@ -436,7 +454,10 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
             n += len(e)
             if bodies is not None:
                 bodies.write_run(e)
-            out.lines(run_json_lines(e, ', "type": "MESSAGE"', body) if json_out else message_rows(run_table_rows(e)))
+            if json_out:
+                out.text(run_json_text(e, ', "type": "MESSAGE"', body))
+            else:
+                out.lines(message_rows(run_table_rows(e)))
             continue
         n += 1
         bad += e.kind != BLANK
