@@ -13,7 +13,7 @@ import re
 import struct
 import zlib
 from datetime import datetime
-from itertools import chain, repeat
+from itertools import repeat
 from json.encoder import encode_basestring as _q
 
 import numpy as np

@@ -6,7 +6,6 @@ answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP
 """
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -109,24 +108,35 @@ def _show_message(rec) -> None:
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
 
+#: Bytes of a --from-file list read at once (a few thousand lines: memory does not grow with the list).
+READ_HINT = 1 << 15
+
+
 def _lookups(offsets, msg_ids, from_file):
-    """("offset" | "msgId", text) for every message asked for, in order, streamed (a --from-file list is read as
-    it goes: memory does not grow with its length)."""
-    for o in offsets or []:
-        yield "offset", str(o)
-    for m in msg_ids or []:
-        yield "msgId", m
+    """(kinds, texts) chunks for every message asked for, in order, streamed (a --from-file list is read as it
+    goes: memory does not grow with its length). kinds[i] is "offset" or "msgId"; kinds is None for a chunk of
+    the list, whose lines say by their form what they are (_kind)."""
+    given = [("offset", str(o)) for o in offsets or []] + [("msgId", m) for m in msg_ids or []]
+    if given:
+        yield [k for k, _ in given], [t for _, t in given]
     if from_file is None:
         return
     stream = sys.stdin if str(from_file) == "-" else open(expand_path(from_file), encoding="utf-8")
     try:
-        for line in stream:
-            t = line.strip()
-            if t:
-                yield ("offset" if t.lstrip("-").isdigit() else "msgId"), t
+        while True:
+            lines = stream.readlines(READ_HINT)
+            if not lines:
+                return
+            texts = [t for t in map(str.strip, lines) if t]
+            if texts:
+                yield None, texts
     finally:
         if stream is not sys.stdin:
             stream.close()
+
+
+def _kind(text: str) -> str:
+    return "offset" if text.lstrip("-").isdecimal() else "msgId"
 
 
 def _resolve(st, kind: str, text: str) -> int:
@@ -205,7 +215,8 @@ def get(
     asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
-            kind, text = next(asked)
+            kinds, texts = next(asked)
+            kind, text = kinds[0], texts[0]
             rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
@@ -297,35 +308,46 @@ def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
         return None, str(e)
 
 
+def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]:
+    """(commit-log offsets, expected (store host, port) of each or None, {index: why it cannot be looked up}) of
+    a chunk of lookups; an offset of -1 lies in no segment (its error is in the dict)."""
+    from engine.broker.message import decode_offset_msg_id
+
+    if kinds is None:
+        digits = "".join(texts)
+        if digits.isascii() and digits.isdigit():  # a list of offsets only: converted at once
+            offsets = list(map(int, texts))
+            if max(offsets) < 2**63:
+                return offsets, None, {}
+    offsets, hosts, errors = [], [], {}
+    for i, text in enumerate(texts):
+        if (kinds[i] if kinds else _kind(text)) == "offset":
+            off = int(text)
+            hosts.append(None)
+        else:
+            try:
+                host, port, off = decode_offset_msg_id(text)
+            except ValueError as e:
+                errors[i], off = str(e), -1
+            hosts.append((host, port) if i not in errors else None)
+        if not 0 <= off < 2**63 and i not in errors:
+            errors[i] = f"offset {off} is out of range"
+        offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+    return offsets, hosts, errors
+
+
 def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
-    from engine.broker.message import decode_offset_msg_id
     from engine.broker.recordjson import run_json_text, run_table_rows
 
     out = LineWriter()
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
     bad = total = 0
-    while True:
-        chunk = list(itertools.islice(asked, 4096))
-        if not chunk:
-            break
-        total += len(chunk)
-        offsets, hosts, errors = [], [], {}
-        for i, (kind, text) in enumerate(chunk):
-            if kind == "offset":
-                off = int(text)
-                hosts.append(None)
-            else:
-                try:
-                    host, port, off = decode_offset_msg_id(text)
-                except ValueError as e:
-                    errors[i], off = str(e), -1
-                hosts.append((host, port) if i not in errors else None)
-            if not 0 <= off < 2**63 and i not in errors:
-                errors[i] = f"offset {off} is out of range"
-            offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+    for kinds, texts in asked:
+        total += len(texts)
+        offsets, hosts, errors = _parse_chunk(kinds, texts)
         for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
             if isinstance(item, RecordRun):
                 if json_out:
@@ -334,7 +356,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                     out.lines(message_rows(run_table_rows(item)))
                 continue
             i, reason = item
-            kind, text = chunk[i]
+            kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
             why = ""
             if kind == "msgId":
                 rec, why = _uniq_fallback(st, text, topic)
