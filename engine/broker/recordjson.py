@@ -8,6 +8,7 @@ on a topic, a host or a second of store time is formatted once and cached.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 import struct
@@ -271,21 +272,21 @@ def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
 
 def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
     """json_line(buf, pos, extra, body) for every record of a RecordRun (the same text, tested)."""
-    return run_json_text(run, extra, body).split("\n")[:-1]  # JSON escapes every "\n" inside a line
+    return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
 
 
-def run_json_text(run, extra: str = "", body: str = "auto") -> str:
-    """The NDJSON text of every record of a RecordRun: json_line(buf, pos, extra, body) + "\\n" for each, in order
-    (the same bytes, tested), built as one %-format over the whole run whose constant fields (hosts, flags,
-    magic, ...) are written into the template once."""
+def run_json_text(run, extra: str = "", body: str = "auto") -> bytes:
+    """The NDJSON of every record of a RecordRun, UTF-8 encoded: json_line(buf, pos, extra, body) + "\\n" for each,
+    in order (the same bytes, tested). Built as bytes (the body and property bytes go in as stored) with one
+    line template for the run, whose constant fields (hosts, flags, magic, ...) are written into it once."""
     b, buf, n = run.batch, run.buf, len(run)
     if not n:
-        return ""
+        return b""
     if (b.sys_flag & (COMPRESSED_FLAG | 0x30)).any() or (b.phy < 0).any():
-        return "".join([json_line(buf, p, extra, body) + "\n" for p in b.pos.tolist()])
+        return _one_by_one(run, extra, body)
     props = _run_props(run)
     if props is None:  # a __CRC32# property: the one-record path drops it as to_json does
-        return "".join([json_line(buf, p, extra, body) + "\n" for p in b.pos.tolist()])
+        return _one_by_one(run, extra, body)
     t = _Template(n)
     t.lit('{"topic": ')
     t.col("%s", _quoted_topics_of(run))
@@ -307,28 +308,35 @@ def run_json_text(run, extra: str = "", body: str = "auto") -> str:
     t.text(store[1])
     t.col("%016X", b.phy.tolist())
     t.lit('", "magicVersion": "')
-    t.text(np.where(b.v2, "V2", "V1"))
+    t.text(np.where(b.v2, b"V2", b"V1"))
     t.lit('", "transactionType": "')
-    t.text(np.array(["NOT_TYPE", "?", "?", "?", "PREPARED", "?", "?", "?", "COMMIT", "?", "?", "?", "ROLLBACK"])[
-        b.sys_flag & 0xC])
+    t.text(_TX_NAMES[b.sys_flag & 0xC])
     t.lit('", "body": ')
     _body_columns(t, run.bodies, body)
     t.lit(extra + "}\n")
     return t.render()
 
 
+_TX_NAMES = np.array([TX_TYPE_NAMES.get(i, "").encode("ascii") for i in range(16)])
+
+
+def _one_by_one(run, extra: str, body: str) -> bytes:
+    return "".join([json_line(run.buf, p, extra, body) + "\n" for p in run.batch.pos.tolist()]).encode(
+        "utf-8", "surrogateescape")
+
+
 class _Template:
-    """One line's %-template and the columns that fill it: `render` formats the template repeated n times with
-    every column interleaved, in one call (far cheaper than n calls, and no list of lines to join)."""
+    """One line's bytes %-template and the columns (lists of bytes or ints) that fill it: `render` formats it once
+    per record, with no per-record Python code."""
 
     def __init__(self, n: int):
         self.n, self.parts, self.cols = n, [], []
 
     def lit(self, text: str) -> None:
-        self.parts.append(text.replace("%", "%%"))
+        self.parts.append(text.encode("utf-8", "surrogateescape").replace(b"%", b"%%"))
 
     def col(self, spec: str, values: list) -> None:
-        self.parts.append(spec)
+        self.parts.append(spec.encode("ascii"))
         self.cols.append(values)
 
     def num(self, label: str, values: np.ndarray) -> None:
@@ -340,19 +348,23 @@ class _Template:
             self.col("%d", values.tolist())
 
     def text(self, values) -> None:
-        """Text that needs no escaping: a str for the whole run, or a numpy array / list of one per record."""
+        """Text that needs no escaping: a str for the whole run, a numpy bytes array or a list of str, one per
+        record."""
         if isinstance(values, str):
             self.lit(values)
-        elif isinstance(values, np.ndarray) and (values == values[0]).all():
-            self.lit(str(values[0]))
+        elif isinstance(values, np.ndarray):
+            if (values == values[0]).all():
+                self.lit(values[0].decode("ascii"))
+            else:
+                self.col("%s", values.tolist())
         else:
-            self.col("%s", values.tolist() if isinstance(values, np.ndarray) else values)
+            self.col("%s", [v.encode("utf-8", "surrogateescape") for v in values])
 
-    def render(self) -> str:
-        line = "".join(self.parts)
+    def render(self) -> bytes:
+        line = b"".join(self.parts)
         if not self.cols:
             return line * self.n
-        return "".join(map(line.__mod__, zip(*self.cols)))
+        return b"".join(map(line.__mod__, zip(*self.cols)))
 
 
 def _column(buf, pos: np.ndarray, rel: int, dtype: str) -> np.ndarray:
@@ -374,13 +386,20 @@ def _host_columns(buf, pos: np.ndarray, rel: int) -> tuple:
     return [h[0] for h in hosts], [h[1] for h in hosts]
 
 
-def _quoted_topics_of(run) -> list[str]:
-    """The JSON string of every record's topic (decoded and quoted once per distinct topic)."""
+_topic_json: dict[bytes, bytes] = {}
+
+
+def _quoted_topics_of(run) -> list[bytes]:
+    """The JSON string of every record's topic, UTF-8 (decoded and quoted once per distinct topic)."""
     b, buf = run.batch, run.buf
     raw = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
-    quoted = list(map(_quoted_topics.get, raw))
+    quoted = list(map(_topic_json.get, raw))
     if None in quoted:
-        quoted = list(map(_quoted_topic, raw))
+        if len(_topic_json) > _CACHE_LIMIT:
+            _topic_json.clear()
+        for r in set(raw) - _topic_json.keys():
+            _topic_json[r] = _quoted_topic(r).encode("utf-8", "surrogateescape")
+        quoted = list(map(_topic_json.__getitem__, raw))
     return quoted
 
 
@@ -395,19 +414,25 @@ def _body_columns(t: _Template, bodies: list, mode: str) -> None:
         t.lit("null")
         return
     if mode == "hex":
-        t.col('"%s", "bodyEncoding": "hex"', list(map(bytes.hex, bodies)))
+        t.col('"%s", "bodyEncoding": "hex"', list(map(binascii.hexlify, bodies)))
         return
     if mode == "auto":
         joined = b"\n".join(bodies)
-        if joined.translate(None, _PLAIN) == b"\n" * (len(bodies) - 1):  # nothing to escape in any body
-            try:
-                text = joined.decode("utf-8")  # valid as a whole: so is every body (ASCII "\n" between them)
-            except UnicodeDecodeError:
-                pass
-            else:
-                t.col('"%s"', text.split("\n"))
-                return
-    t.col("%s", [_body_json(x, "", mode) for x in bodies])
+        if joined.translate(None, _PLAIN) == b"\n" * (len(bodies) - 1) and _utf8(joined):
+            t.col('"%s"', bodies)  # nothing to escape, valid UTF-8: the bytes as stored
+            return
+    t.col("%s", [_body_json(x, "", mode).encode("utf-8", "surrogateescape") for x in bodies])
+
+
+def _utf8(joined: bytes) -> bool:
+    """Is this valid UTF-8 (what json shows as text)? Parts joined by an ASCII byte: all valid when the whole is."""
+    if joined.isascii():
+        return True
+    try:
+        joined.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class _RunProps:
@@ -444,26 +469,17 @@ class _RunProps:
         t.lit(', "properties": ')
         t.col("%s", self._patched(self.json, lambda tx, d: _props_json(tx, d, False)))
         t.lit(', "keys": ')
-        stripped = None if None in keys or self.dirty else list(map(str.rstrip, keys, repeat(" ")))
-        if stripped is not None and "" not in stripped:  # Java's split on " " as one replace for the whole run
-            t.lit('["')
-            t.col("%s", "\n".join(stripped).replace(" ", '", "').split("\n"))
-            t.lit('"]')
-        else:
-            t.col("%s", self._patched([_keys_json(k, True) for k in keys],
-                                      lambda tx, d: _keys_json(d.get(PROP_KEYS), False)))
+        t.col("%s", self._patched([_keys_json(k, True) for k in keys],
+                                  lambda tx, d: _keys_json(d.get(PROP_KEYS), False)))
         for label, name, col in ((', "tags": ', PROP_TAGS, tags), (', "uniqKey": ', PROP_UNIQ_KEY, uniq)):
             t.lit(label)
-            if None in col or self.dirty:
-                t.col("%s", self._patched([_nq_clean(v, True) for v in col],
-                                          lambda tx, d, name=name: _nq(d.get(name))))
-            else:
-                t.col('"%s"', col)
+            t.col("%s", self._patched([_nq_clean(v, True) for v in col], lambda tx, d, name=name: _nq(d.get(name))))
 
     def _patched(self, col: list, one) -> list:
+        """The column's texts, the dirty records' replaced by `one` of theirs, as UTF-8."""
         for i, (tx, d) in self.dirty.items():
             col[i] = one(tx, d)
-        return col
+        return [x.encode("utf-8", "surrogateescape") for x in col]
 
 
 def _run_props(run) -> _RunProps | None:
@@ -472,20 +488,15 @@ def _run_props(run) -> _RunProps | None:
     ends = b.props_pos + np.maximum(b.props_len, 0)
     raw = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends.tolist())))
     joined = b"\n".join(raw)
-    text = None
-    if _clean_bytes(joined, n, buf, b.props_pos[b.props_len > 0], ends[b.props_len > 0]):
-        try:
-            text = joined.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
     dirty: dict = {}
-    if text is not None:
-        names = _first_names(text)
-        if PROP_CRC32 in names:
+    if _clean_bytes(joined, n, buf, b.props_pos[b.props_len > 0], ends[b.props_len > 0]) and _utf8(joined):
+        names = _first_names(joined)
+        if _CRC32_NAME in names:
             return None
-        found = _uniform(text, n, names)
+        found = _uniform(joined, n, names)
         if found is not None:
             return _UniformProps(names, found)
+        text = joined.decode("utf-8")
     else:
         texts = list(map(bytes.decode, raw, repeat("utf-8"), repeat("replace")))
         parsed = list(map(dict, map(_PROP_RE.findall, texts)))
@@ -510,8 +521,8 @@ class _UniformProps:
     messages): the values are found by one regular expression over the run's text, and the JSON object is written
     by the line template."""
 
-    def __init__(self, names: list[str], columns: list):
-        self.names, self.columns = names, columns
+    def __init__(self, names: list[bytes], columns: list):
+        self.names, self.columns = [k.decode("utf-8") for k in names], columns
 
     def write(self, t: _Template) -> None:
         got = dict(zip(self.names, self.columns))
@@ -522,15 +533,15 @@ class _UniformProps:
             t.lit('"')
         t.lit('}, "keys": ')
         keys = got.get(PROP_KEYS)
-        stripped = list(map(str.rstrip, keys, repeat(" "))) if keys is not None else None
+        stripped = list(map(bytes.rstrip, keys, repeat(b" "))) if keys is not None else None
         if stripped is None:
             t.lit("[]")
-        elif "" not in stripped:  # Java's split on " " as one replace for the whole run
+        elif b"" not in stripped:  # Java's split on " " as one replace for the whole run
             t.lit('["')
-            t.col("%s", "\n".join(stripped).replace(" ", '", "').split("\n"))
+            t.col("%s", b"\n".join(stripped).replace(b" ", b'", "').split(b"\n"))
             t.lit('"]')
         else:
-            t.col("%s", [_keys_json(k, True) for k in keys])
+            t.col("%s", [_keys_json(k.decode("utf-8"), True).encode("utf-8") for k in keys])
         for label, name in ((', "tags": ', PROP_TAGS), (', "uniqKey": ', PROP_UNIQ_KEY)):
             t.lit(label)
             if name in got:
@@ -541,28 +552,31 @@ class _UniformProps:
                 t.lit("null")
 
 
-def _first_names(text: str) -> list[str]:
-    """The property names of the first record of a run's clean properties text."""
-    first = text.split("\n", 1)[0]
-    return [e[:e.index("\x01")] for e in first.split("\x02")[:-1]]
+_CRC32_NAME = PROP_CRC32.encode("ascii")
+
+
+def _first_names(text: bytes) -> list[bytes]:
+    """The property names of the first record of a run's clean properties (joined by "\\n")."""
+    first = text.split(b"\n", 1)[0]
+    return [e[:e.index(b"\x01")] for e in first.split(b"\x02")[:-1]]
 
 
 _shapes: dict[tuple, re.Pattern] = {}
 
 
-def _uniform(text: str, n: int, names: list[str]) -> list | None:
+def _uniform(text: bytes, n: int, names: list[bytes]) -> list | None:
     """The value columns, one per name, when every record's properties have exactly these names in this order;
     else None."""
     if len(set(names)) != len(names):
         return None
     if not names:
-        return [] if text == "\n" * (n - 1) else None
+        return [] if text == b"\n" * (n - 1) else None
     pat = _shapes.get(tuple(names))
     if pat is None:
         if len(_shapes) > 256:
             _shapes.clear()
         pat = _shapes[tuple(names)] = re.compile(
-            "^" + "".join(re.escape(k) + "\x01([^\x02\n]*)\x02" for k in names) + "$", re.M)
+            b"^" + b"".join(re.escape(k) + b"\x01([^\x02\n]*)\x02" for k in names) + b"$", re.M)
     found = pat.findall(text)
     if len(found) != n:
         return None

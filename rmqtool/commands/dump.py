@@ -46,32 +46,34 @@ class LineWriter:
         if len(self._buf) >= FLUSH_LINES:
             self.flush()
 
-    def text(self, chunk: str) -> None:
-        """Many lines at once (each ending with "\\n"), written and flushed now: one write per run of records."""
-        if self._buf:
-            chunk = "\n".join(self._buf) + "\n" + chunk
-            self._buf.clear()
+    def data(self, chunk: bytes) -> None:
+        """Many lines at once, UTF-8 encoded (each ending with "\\n"), written and flushed now: one write per run
+        of records."""
+        self.flush()
         self._first = False
-        self._emit(chunk)
+        if chunk:
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and _utf8_stdout():
+                raw.write(chunk)
+            else:
+                sys.stdout.write(chunk.decode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
 
     def flush(self) -> None:
         if self._buf:
             text = "\n".join(self._buf) + "\n"
             self._buf.clear()
-            self._emit(text)
-        else:
-            sys.stdout.flush()
-
-    @staticmethod
-    def _emit(text: str) -> None:
-        if text:
             raw = getattr(sys.stdout, "buffer", None)
-            if raw is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
+            if raw is not None and _utf8_stdout():
                 sys.stdout.flush()  # whatever the text layer holds goes first
                 raw.write(text.encode("utf-8", "surrogateescape"))
             else:
                 sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _utf8_stdout() -> bool:
+    return (sys.stdout.encoding or "").lower().replace("-", "") == "utf8"
 
 
 _ROW = "%20s  %-15s  %7s  %-29s  %-24s  %7s  %11s  %-32s  %s"
@@ -351,7 +353,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
         for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
             if isinstance(item, RecordRun):
                 if json_out:
-                    out.text(run_json_text(item))
+                    out.data(run_json_text(item))
                 else:
                     out.lines(message_rows(run_table_rows(item)))
                 continue
@@ -477,7 +479,7 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
             if bodies is not None:
                 bodies.write_run(e)
             if json_out:
-                out.text(run_json_text(e, ', "type": "MESSAGE"', body))
+                out.data(run_json_text(e, ', "type": "MESSAGE"', body))
             else:
                 out.lines(message_rows(run_table_rows(e)))
             continue
