@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
-from helpers import READ_GEOM, put_jsonl, run
+from helpers import put_jsonl, run
 from engine.broker.logrun import RecordRun
 from engine.broker.message import MESSAGE_MAGIC_CODE_V2, MessageRecord, check_message, encode_record
 from engine.broker.recordjson import BODY_MODES, json_line, run_json_lines, run_json_text
@@ -170,7 +170,7 @@ def test_dump_and_get_json_through_the_cli_equal_to_json(tmp_path):
            {"keys": "k2 ", "uniqKey": "U1"}, {"properties": {"a": "b"}}, {},
            {"body": "AAEC/w==", "bodyEncoding": "base64"}, {"body": 'quote " and \\ and \n'}]
     put_jsonl(store, [{"topic": "T", "body": f"b{i}", **m} for i, m in enumerate(odd * 5)])
-    r = run(["dump-commitlog", "--store", store, *READ_GEOM[:0], "--json", "--commitlog-file-size", "4096"])
+    r = run(["dump-commitlog", "--store", store, "--json", "--commitlog-file-size", "4096"])
     assert r.exit_code == 0, r.output
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     msgs = [j for j in lines if j["type"] == "MESSAGE"]
