@@ -16,7 +16,8 @@ import pytest
 from helpers import put_jsonl, run
 from engine.broker.logrun import RecordRun
 from engine.broker.message import MESSAGE_MAGIC_CODE_V2, MessageRecord, check_message, encode_record
-from engine.broker.recordjson import BODY_MODES, json_line, run_json_lines, run_json_text
+from engine.broker.recordjson import BODY_MODES, json_line, run_json_lines
+from engine.broker.runjson import run_json_text
 from engine.broker.records import RecordBatch, decode_segment
 
 EXTRA = ', "type": "MESSAGE"'
@@ -114,6 +115,8 @@ SCENARIOS = {
     "uniform-no-keys": lambda rnd, i: _props(rnd, ["TAGS", "a"], 0.0),
     "uniform-one-name": lambda rnd, i: _props(rnd, ["UNIQ_KEY"], 0.0),
     "no-properties": lambda rnd, i: b"",
+    # a broker that appends __CRC32# to every message: the one-record path (to_json shows the CRC check)
+    "all-crc32": lambda rnd, i: _props(rnd, ["KEYS"], 0.0) + b"__CRC32#\x010123456789\x02",
     "uniform-some-dirty": lambda rnd, i: _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.1),
     "mixed-shapes": lambda rnd, i: _props(rnd, rnd.sample(NAMES, rnd.randrange(0, 6)), 0.0),
     "mixed-dirty": lambda rnd, i: _props(rnd, rnd.sample(NAMES, rnd.randrange(0, 6)), 0.3),
@@ -145,19 +148,31 @@ def test_one_odd_record_among_clean_ones(odd):
         _check(_runs(_log(records), rnd)[0])
 
 
-def test_uniform_runs_take_the_one_regex_path_and_stay_exact():
-    """The fast path is really taken for one producer's messages (and gives the one-record bytes)."""
-    from engine.broker import recordjson
+def test_runs_are_formatted_by_shape_groups():
+    """The template path is really taken: one producer's messages as one group; several shapes as one group each
+    (lines put back in log order); records the template cannot show go one by one. Exact in every case."""
+    from engine.broker import runjson
 
     rnd = random.Random(7)
-    records = [_record(rnd, i, _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.0), False) for i in range(200)]
-    buf = _log(records)
-    r = _runs(buf, rnd)[0]
-    assert isinstance(recordjson._run_props(r), recordjson._UniformProps)
+    uniform = [_record(rnd, i, _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.0), False) for i in range(200)]
+    r = _runs(_log(uniform), rnd)[0]
+    plan = runjson._plan(r)
+    assert len(plan) == 1 and plan[0][0] is None and isinstance(plan[0][1], runjson._UniformProps)
     _check(r)
-    dup = [_record(rnd, i, b"KEYS\x01a\x02KEYS\x01b\x02", False) for i in range(3)]
-    r = _runs(_log(records[:5] + dup), rnd)[0]
-    assert not isinstance(recordjson._run_props(r), recordjson._UniformProps)
+    shapes = [["KEYS", "UNIQ_KEY", "TAGS"], ["TAGS"], [], ["a", "KEYS"]]
+    mixed = [_record(rnd, i, _props(rnd, shapes[i % 4], 0.0), False) for i in range(40)]
+    mixed[5] = _record(rnd, 5, b"KEYS\x01a\x02KEYS\x01b\x02", False)  # a name twice: one by one
+    mixed[9] = _record(rnd, 9, b'TAGS\x01q"t\x02', False)  # a value json escapes: one by one
+    r = _runs(_log(mixed), rnd)[0]
+    plan = runjson._plan(r)
+    groups = {tuple(idx.tolist()): props for idx, props in plan}
+    assert sorted(i for g in groups for i in g) == list(range(40))
+    assert sorted(i for k, v in groups.items() if v is None for i in k) == [5, 9]
+    assert sum(isinstance(v, runjson._UniformProps) for v in groups.values()) == 4
+    _check(r)
+    many = [_record(rnd, i, _props(rnd, [f"n{i}"], 0.0), False) for i in range(runjson.MAX_SHAPES + 5)]
+    r = _runs(_log(many), rnd)[0]
+    assert isinstance(runjson._plan(r)[-1][1], runjson._RunProps)  # too many shapes: the general path
     _check(r)
 
 

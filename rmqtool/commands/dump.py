@@ -341,7 +341,8 @@ def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]
 def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
-    from engine.broker.recordjson import run_json_text, run_table_rows
+    from engine.broker.recordjson import run_table_rows
+    from engine.broker.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:
@@ -463,7 +464,8 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
     from engine.broker.logrun import RecordRun
     from engine.broker.message import BLANK
-    from engine.broker.recordjson import run_json_text, run_table_rows
+    from engine.broker.recordjson import run_table_rows
+    from engine.broker.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:
