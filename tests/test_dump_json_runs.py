@@ -124,13 +124,23 @@ SCENARIOS = {
 }
 
 
+@pytest.fixture(params=["template-from-1", "default"])
+def small_run(request, monkeypatch):
+    """Runs of any size on the template path (SMALL_RUN = 1), and with the default threshold."""
+    from engine.broker import runjson
+
+    if request.param == "template-from-1":
+        monkeypatch.setattr(runjson, "SMALL_RUN", 1)
+    return runjson.SMALL_RUN
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize("varied", [False, True])
-def test_run_json_text_equals_the_one_record_view(scenario, varied):
+def test_run_json_text_equals_the_one_record_view(scenario, varied, small_run):
     rnd = random.Random(f"{scenario}-{varied}")
     seen = 0
     for _ in range(4):
-        records = [_record(rnd, i, SCENARIOS[scenario](rnd, i), varied) for i in range(rnd.randrange(1, 60))]
+        records = [_record(rnd, i, SCENARIOS[scenario](rnd, i), varied) for i in range(rnd.randrange(1, 90))]
         buf = _log(records)
         for r in _runs(buf, rnd):
             seen += _check(r)
@@ -138,12 +148,12 @@ def test_run_json_text_equals_the_one_record_view(scenario, varied):
 
 
 @pytest.mark.parametrize("odd", ODD)
-def test_one_odd_record_among_clean_ones(odd):
+def test_one_odd_record_among_clean_ones(odd, small_run):
     """Each odd properties text alone in a run of one producer's clean messages (every other record would take
     the one-regex path): the run's text is still exactly the one-record view."""
     rnd = random.Random(odd)
-    for at in (0, 5, 11):
-        records = [_record(rnd, i, _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.0), False) for i in range(12)]
+    for at in (0, 5, 39):
+        records = [_record(rnd, i, _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.0), False) for i in range(40)]
         records[at] = _record(rnd, at, odd, False)
         _check(_runs(_log(records), rnd)[0])
 
@@ -160,20 +170,25 @@ def test_runs_are_formatted_by_shape_groups():
     assert len(plan) == 1 and plan[0][0] is None and isinstance(plan[0][1], runjson._UniformProps)
     _check(r)
     shapes = [["KEYS", "UNIQ_KEY", "TAGS"], ["TAGS"], [], ["a", "KEYS"]]
-    mixed = [_record(rnd, i, _props(rnd, shapes[i % 4], 0.0), False) for i in range(40)]
+    mixed = [_record(rnd, i, _props(rnd, shapes[i % 4], 0.0), False) for i in range(4 * runjson.SMALL_RUN + 8)]
     mixed[5] = _record(rnd, 5, b"KEYS\x01a\x02KEYS\x01b\x02", False)  # a name twice: one by one
     mixed[9] = _record(rnd, 9, b'TAGS\x01q"t\x02', False)  # a value json escapes: one by one
     r = _runs(_log(mixed), rnd)[0]
     plan = runjson._plan(r)
     groups = {tuple(idx.tolist()): props for idx, props in plan}
-    assert sorted(i for g in groups for i in g) == list(range(40))
+    assert sorted(i for g in groups for i in g) == list(range(len(mixed)))
     assert sorted(i for k, v in groups.items() if v is None for i in k) == [5, 9]
     assert sum(isinstance(v, runjson._UniformProps) for v in groups.values()) == 4
     _check(r)
     many = [_record(rnd, i, _props(rnd, [f"n{i}"], 0.0), False) for i in range(runjson.MAX_SHAPES + 5)]
+    many[3] = _record(rnd, 3, b"KEYS\x01a\x02KEYS\x01b\x02", False)  # a name twice, on the general path
     r = _runs(_log(many), rnd)[0]
-    assert isinstance(runjson._plan(r)[-1][1], runjson._RunProps)  # too many shapes: the general path
+    general = runjson._plan(r)[-1][1]
+    assert isinstance(general, runjson._RunProps) and list(general.dirty) == [3]  # too many shapes
     _check(r)
+    few = _runs(_log(uniform[:runjson.SMALL_RUN - 1]), rnd)[0]
+    assert run_json_text(few) == runjson._one_by_one(few, "", "auto")  # a small run: the one-record path
+    _check(few)
 
 
 def test_dump_and_get_json_through_the_cli_equal_to_json(tmp_path):
