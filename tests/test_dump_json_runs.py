@@ -217,3 +217,39 @@ def test_dump_and_get_json_through_the_cli_equal_to_json(tmp_path):
     g = run(["get", "--store", store, "--commitlog-file-size", "4096", "--from-file", "-", "--json"], input=offsets)
     assert g.exit_code == 0, g.output
     assert g.stdout.splitlines() == [w[:-len(EXTRA) - 1] + "}" for w in want]
+
+
+def test_lookups_in_any_order_over_many_segments(tmp_path):
+    """lookup_runs checks each segment's lookups at once, in whatever order they come: the answers stay in the
+    order asked, each the record's one-record view or the reason check_at gives (offsets inside a record, past
+    the end, in no segment, asked twice; offset message ids naming another store host)."""
+    from engine.broker.config import load_config
+    from engine.broker.logrun import lookup_runs
+    from engine.broker.store import MessageStore
+
+    store = tmp_path / "s"
+    acks = put_jsonl(store, [{"topic": f"T{i % 3}", "keys": f"k{i}", "body": f"body {i} " + "x" * (i % 50)}
+                             for i in range(300)])
+    offsets = [a["commitLogOffset"] for a in acks]
+    rnd = random.Random(3)
+    asked = offsets * 2 + [offsets[5] + 1, offsets[-1] + 10**6, 10**15, 7]
+    rnd.shuffle(asked)
+    hosts = [rnd.choice([None, (b"\x7f\x00\x00\x01", 10911), (b"\x0a\x00\x00\x09", 10911)]) for _ in asked]
+    with MessageStore(load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=4096)) as st:
+        cl = st.commitlog
+        assert len(cl.segments) > 10
+        for expect in (None, hosts):
+            got = []
+            for item in lookup_runs(cl, asked, expect):
+                got += run_json_lines(item) if isinstance(item, RecordRun) else [item]
+            assert len(got) == len(asked)
+            for i, (off, g) in enumerate(zip(asked, got)):
+                r = cl.check_at(off)
+                wrong_host = expect is not None and expect[i] is not None and expect[i][0] != b"\x7f\x00\x00\x01"
+                if r.status == "VALID" and not wrong_host:
+                    assert g == json.dumps(r.record.to_json(), ensure_ascii=False)
+                elif r.status == "VALID":
+                    assert g == (i, f"the message there has id {r.record.msg_id}")
+                else:
+                    assert g == (i, r.reason or r.status.lower())
+            assert sum(isinstance(g, tuple) for g in got) >= 4
