@@ -170,8 +170,8 @@ def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = N
             ok &= _hosts_match(buf, batch, ok, [expect_hosts[i] for i in idx.tolist()])
         rank[idx], good[idx] = np.arange(len(idx)), ok
         found[k] = (seg, buf, batch, bodies)
-    cut = np.ones(n, dtype=bool)  # a stretch ends at another segment, a gap in the batch, or a bad lookup
-    cut[1:] = (seg_of[1:] != seg_of[:-1]) | (rank[1:] != rank[:-1] + 1) | ~good[1:] | ~good[:-1]
+    cut = np.ones(n, dtype=bool)  # a stretch ends at another segment or a bad lookup (ranks in one run on by 1)
+    cut[1:] = (seg_of[1:] != seg_of[:-1]) | ~good[1:] | ~good[:-1]
     starts = np.flatnonzero(cut).tolist()
     for lo, hi in zip(starts, starts[1:] + [n]):
         if good[lo]:
