@@ -144,33 +144,49 @@ def run_at(seg, buf, positions: list[int]) -> RecordRun:
 
 def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = None,
                 check_crc: bool = True) -> Iterator[RecordRun | tuple[int, str]]:
-    """The records at `offsets`, in order: a RecordRun for each stretch of VALID ones in one segment, and
-    (index, reason) for each offset where there is none (the reason check_at gives). `expect_hosts[i]`, when not
-    None, is the (store host, port) the i-th record must carry (a lookup by offset message id)."""
+    """The records at `offsets`, in order: a RecordRun for each stretch of VALID ones that lie one after the other
+    in one segment, and (index, reason) for each offset where there is none (the reason check_at gives).
+    `expect_hosts[i]`, when not None, is the (store host, port) the i-th record must carry (a lookup by offset
+    message id). Each segment's records are checked at once, in whatever order they are asked for."""
     from engine.broker.records import _BufferViews
 
     segs = cl.segments
     offs = np.asarray(offsets, dtype=np.int64)
+    n = len(offs)
     seg_of = _seg_indexes(cl, offs)
-    bounds = np.flatnonzero(np.diff(seg_of)) + 1
-    for lo, hi in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [len(offs)])).tolist()):
-        if lo == hi:
-            continue
-        k = int(seg_of[lo])
-        if k < 0:
-            for i in range(lo, hi):
-                yield i, cl.check_at(int(offs[i]), check_crc).reason
-            continue
+    rank = np.zeros(n, dtype=np.int64)      # where each lookup is in its segment's batch
+    good = np.zeros(n, dtype=bool)
+    found = {}
+    for k in np.unique(seg_of[seg_of >= 0]).tolist():
+        idx = np.flatnonzero(seg_of == k)
         seg = segs[k]
         buf = cl.queue.buffer(seg)
         views = _BufferViews(buf)
         try:
-            good, batch, bodies = _checked(views, buf, seg, offs[lo:hi] - seg.start, check_crc)
+            ok, batch, bodies = _checked(views, buf, seg, offs[idx] - seg.start, check_crc)
         finally:
             views.close()
-        if expect_hosts is not None:
-            good &= _hosts_match(buf, batch, good, expect_hosts[lo:hi])
-        yield from _in_order(cl, seg, buf, good, batch, bodies, offs, lo, check_crc, expect_hosts)
+        if expect_hosts is not None and ok.any():
+            ok &= _hosts_match(buf, batch, ok, [expect_hosts[i] for i in idx.tolist()])
+        rank[idx], good[idx] = np.arange(len(idx)), ok
+        found[k] = (seg, buf, batch, bodies)
+    cut = np.ones(n, dtype=bool)  # a stretch ends at another segment or a bad lookup (ranks in one run on by 1)
+    cut[1:] = (seg_of[1:] != seg_of[:-1]) | ~good[1:] | ~good[:-1]
+    starts = np.flatnonzero(cut).tolist()
+    for lo, hi in zip(starts, starts[1:] + [n]):
+        if good[lo]:
+            seg, buf, batch, bodies = found[int(seg_of[lo])]
+            j = int(rank[lo])
+            yield RecordRun(seg.start, seg.path.name, buf, batch.select(slice(j, j + hi - lo)), bodies[j:j + hi - lo])
+            continue
+        off = int(offs[lo])  # a bad lookup is a stretch of its own
+        r = cl.check_at(off, check_crc)
+        if seg_of[lo] < 0:
+            yield lo, r.reason
+        elif r.status == VALID and expect_hosts is not None and expect_hosts[lo] is not None:
+            yield lo, f"the message there has id {r.record.msg_id}"
+        else:
+            yield lo, r.reason or r.status.lower()
 
 
 def _seg_indexes(cl: CommitLog, offs: np.ndarray) -> np.ndarray:
@@ -233,21 +249,6 @@ def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
         f = decode_fields(buf, int(batch.pos[i]))
         ok[i] = (f.store_host, f.store_port) == tuple(expect[i])
     return ok
-
-
-def _in_order(cl, seg, buf, good, batch, bodies, offs, lo: int, check_crc: bool, expect_hosts):
-    i, n = 0, len(good)
-    for j in np.flatnonzero(~good).tolist() + [n]:
-        if j > i:
-            yield RecordRun(seg.start, seg.path.name, buf, batch.select(slice(i, j)), bodies[i:j])
-        if j < n:
-            off = int(offs[lo + j])
-            r = cl.check_at(off, check_crc)
-            if r.status == VALID and expect_hosts is not None and expect_hosts[lo + j] is not None:
-                yield lo + j, f"the message there has id {r.record.msg_id}"
-            else:
-                yield lo + j, r.reason or r.status.lower()
-        i = j + 1
 
 
 __all__ = ["RUN_WINDOW", "RecordRun", "lookup_runs", "run_at", "scan_runs", "VALID"]

@@ -176,12 +176,6 @@ def table_cells(buf, pos: int) -> tuple:
 #: parse_properties as a regular expression: a name (no separator) and, after the first \u0001, a value up to
 #: the next \u0002; entries with an empty name or value, or without \u0001, match nothing (format §2.5).
 _PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
-_JSON_LINE = ('{"topic": %s, "queueId": %d, "queueOffset": %d, "commitLogOffset": %d, "storeSize": %d, '
-              '"storeTimestamp": %d, "bornTimestamp": %d, "bornHost": "%s", "storeHost": "%s", "sysFlag": %d, '
-              '"bodyCRC": %d, "flag": %d, "reconsumeTimes": %d, "preparedTransactionOffset": %d, '
-              '"properties": %s, "keys": %s, "tags": %s, "uniqKey": %s, "msgId": "%s%016X", '
-              '"magicVersion": "%s", "transactionType": "%s", "body": %s}')  # %-formatting: far cheaper than format
-
 
 def _gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
     """One fixed-position header field of every record (record starts `pos`), as Python ints."""
@@ -270,28 +264,11 @@ def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
 
 
 def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
-    """json_line(buf, pos, extra, body) for every record of a RecordRun (the same text, tested)."""
-    f = _run_fields(run)
-    if f is None:
-        return [json_line(run.buf, p, extra, body) for p in run.batch.pos.tolist()]
-    props, raw_topics, store, texts = f
-    b, buf = run.batch, run.buf
-    born = _hosts_of(buf, b.pos, 48)
-    phy = b.phy.tolist()
-    clean = list(map(_is_clean, texts, props))
-    props_json = list(map(_props_json, texts, props, clean))
-    rows = zip(list(map(_quoted_topic, raw_topics)), b.queue_id.tolist(), b.queue_offset.tolist(), phy,
-               b.total.tolist(), b.store_ts.tolist(), b.born_ts.tolist(), [h[0] for h in born],
-               [h[0] for h in store], b.sys_flag.tolist(), b.body_crc.tolist(), _gather(buf, b.pos, 16, ">i4"),
-               _gather(buf, b.pos, 72, ">i4"), _gather(buf, b.pos, 76, ">i8"),
-               props_json,
-               [_keys_json(d.get(PROP_KEYS), c) for d, c in zip(props, clean)],
-               [_nq_clean(d.get(PROP_TAGS), c) for d, c in zip(props, clean)],
-               [_nq_clean(d.get(PROP_UNIQ_KEY), c) for d, c in zip(props, clean)],
-               [h[1] for h in store], phy, ["V2" if v else "V1" for v in b.v2.tolist()],
-               map(TX_TYPE_NAMES.__getitem__, (b.sys_flag & 0xC).tolist()),
-               [_body_json(x, extra, body) for x in run.bodies])
-    return list(map(_JSON_LINE.__mod__, rows))
+    """json_line(buf, pos, extra, body) for every record of a RecordRun (engine.broker.runjson.run_json_text, as
+    lines)."""
+    from engine.broker.runjson import run_json_text
+
+    return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
 
 
 def run_table_rows(run) -> list[tuple]:

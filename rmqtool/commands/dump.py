@@ -6,7 +6,6 @@ answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP
 """
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -47,17 +46,34 @@ class LineWriter:
         if len(self._buf) >= FLUSH_LINES:
             self.flush()
 
+    def data(self, chunk: bytes) -> None:
+        """Many lines at once, UTF-8 encoded (each ending with "\\n"), written and flushed now: one write per run
+        of records."""
+        self.flush()
+        self._first = False
+        if chunk:
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and _utf8_stdout():
+                raw.write(chunk)
+            else:
+                sys.stdout.write(chunk.decode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
+
     def flush(self) -> None:
         if self._buf:
             text = "\n".join(self._buf) + "\n"
             self._buf.clear()
             raw = getattr(sys.stdout, "buffer", None)
-            if raw is not None and (sys.stdout.encoding or "").lower().replace("-", "") == "utf8":
+            if raw is not None and _utf8_stdout():
                 sys.stdout.flush()  # whatever the text layer holds goes first
                 raw.write(text.encode("utf-8", "surrogateescape"))
             else:
                 sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _utf8_stdout() -> bool:
+    return (sys.stdout.encoding or "").lower().replace("-", "") == "utf8"
 
 
 _ROW = "%20s  %-15s  %7s  %-29s  %-24s  %7s  %11s  %-32s  %s"
@@ -94,24 +110,35 @@ def _show_message(rec) -> None:
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
 
+#: Bytes of a --from-file list read at once (a few thousand lines: memory does not grow with the list).
+READ_HINT = 1 << 15
+
+
 def _lookups(offsets, msg_ids, from_file):
-    """("offset" | "msgId", text) for every message asked for, in order, streamed (a --from-file list is read as
-    it goes: memory does not grow with its length)."""
-    for o in offsets or []:
-        yield "offset", str(o)
-    for m in msg_ids or []:
-        yield "msgId", m
+    """(kinds, texts) chunks for every message asked for, in order, streamed (a --from-file list is read as it
+    goes: memory does not grow with its length). kinds[i] is "offset" or "msgId"; kinds is None for a chunk of
+    the list, whose lines say by their form what they are (_kind)."""
+    given = [("offset", str(o)) for o in offsets or []] + [("msgId", m) for m in msg_ids or []]
+    if given:
+        yield [k for k, _ in given], [t for _, t in given]
     if from_file is None:
         return
     stream = sys.stdin if str(from_file) == "-" else open(expand_path(from_file), encoding="utf-8")
     try:
-        for line in stream:
-            t = line.strip()
-            if t:
-                yield ("offset" if t.lstrip("-").isdigit() else "msgId"), t
+        while True:
+            lines = stream.readlines(READ_HINT)
+            if not lines:
+                return
+            texts = [t for t in map(str.strip, lines) if t]
+            if texts:
+                yield None, texts
     finally:
         if stream is not sys.stdin:
             stream.close()
+
+
+def _kind(text: str) -> str:
+    return "offset" if text.lstrip("-").isdecimal() else "msgId"
 
 
 def _resolve(st, kind: str, text: str) -> int:
@@ -190,7 +217,8 @@ def get(
     asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
-            kind, text = next(asked)
+            kinds, texts = next(asked)
+            kind, text = kinds[0], texts[0]
             rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
@@ -282,41 +310,56 @@ def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
         return None, str(e)
 
 
+def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]:
+    """(commit-log offsets, expected (store host, port) of each or None, {index: why it cannot be looked up}) of
+    a chunk of lookups; an offset of -1 lies in no segment (its error is in the dict)."""
+    from engine.broker.message import decode_offset_msg_id
+
+    if kinds is None:
+        digits = "".join(texts)
+        if digits.isascii() and digits.isdigit():  # a list of offsets only: converted at once
+            offsets = list(map(int, texts))
+            if max(offsets) < 2**63:
+                return offsets, None, {}
+    offsets, hosts, errors = [], [], {}
+    for i, text in enumerate(texts):
+        if (kinds[i] if kinds else _kind(text)) == "offset":
+            off = int(text)
+            hosts.append(None)
+        else:
+            try:
+                host, port, off = decode_offset_msg_id(text)
+            except ValueError as e:
+                errors[i], off = str(e), -1
+            hosts.append((host, port) if i not in errors else None)
+        if not 0 <= off < 2**63 and i not in errors:
+            errors[i] = f"offset {off} is out of range"
+        offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+    return offsets, hosts, errors
+
+
 def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
     from engine.broker.logrun import RecordRun, lookup_runs
-    from engine.broker.message import decode_offset_msg_id
-    from engine.broker.recordjson import run_json_lines, run_table_rows
+    from engine.broker.recordjson import run_table_rows
+    from engine.broker.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:
         out.line(table_row(*TABLE_HEADER))
     bad = total = 0
-    while True:
-        chunk = list(itertools.islice(asked, 4096))
-        if not chunk:
-            break
-        total += len(chunk)
-        offsets, hosts, errors = [], [], {}
-        for i, (kind, text) in enumerate(chunk):
-            if kind == "offset":
-                off = int(text)
-                hosts.append(None)
-            else:
-                try:
-                    host, port, off = decode_offset_msg_id(text)
-                except ValueError as e:
-                    errors[i], off = str(e), -1
-                hosts.append((host, port) if i not in errors else None)
-            if not 0 <= off < 2**63 and i not in errors:
-                errors[i] = f"offset {off} is out of range"
-            offsets.append(off if i not in errors else -1)  # -1: in no segment, reported with errors[i]
+    for kinds, texts in asked:
+        total += len(texts)
+        offsets, hosts, errors = _parse_chunk(kinds, texts)
         for item in lookup_runs(st.commitlog, offsets, hosts, check_crc=True):
             if isinstance(item, RecordRun):
-                out.lines(run_json_lines(item) if json_out else message_rows(run_table_rows(item)))
+                if json_out:
+                    out.data(run_json_text(item))
+                else:
+                    out.lines(message_rows(run_table_rows(item)))
                 continue
             i, reason = item
-            kind, text = chunk[i]
+            kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
             why = ""
             if kind == "msgId":
                 rec, why = _uniq_fallback(st, text, topic)
@@ -421,7 +464,8 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
     from engine.broker.logrun import RecordRun
     from engine.broker.message import BLANK
-    from engine.broker.recordjson import run_json_lines, run_table_rows
+    from engine.broker.recordjson import run_table_rows
+    from engine.broker.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:
@@ -436,7 +480,10 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
             n += len(e)
             if bodies is not None:
                 bodies.write_run(e)
-            out.lines(run_json_lines(e, ', "type": "MESSAGE"', body) if json_out else message_rows(run_table_rows(e)))
+            if json_out:
+                out.data(run_json_text(e, ', "type": "MESSAGE"', body))
+            else:
+                out.lines(message_rows(run_table_rows(e)))
             continue
         n += 1
         bad += e.kind != BLANK
