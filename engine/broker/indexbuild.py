@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,24 +31,30 @@ def index_hashes(java_hashes: np.ndarray) -> np.ndarray:
     return kh
 
 
+def _slot_order(slots: np.ndarray) -> np.ndarray:
+    """The stable order of items by slot (put order within a slot), as an LSD radix sort: two stable argsorts of
+    16-bit digits, which numpy does by counting (linear), where one comparison sort of n 64-bit keys is not."""
+    low = np.argsort((slots & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (slots[low] >> 16).astype(np.uint16)  # slots < 2^31 (hashSlotNum is a Java int)
+    return low[np.argsort(high, kind="stable")]
+
+
 def _slot_chains(slots: np.ndarray):
     """Chain structure of items 1..N (in put order) hashed to `slots`.
 
-    One sort of the unique 64-bit composites slot<<32 | item orders the items by slot and, within a slot, by
-    put order (what a stable sort by slot gives); each item's predecessor in its slot is then its left
-    neighbour when the slot matches. Returns (prev per item, head slots, head items, occupied slot count).
+    Items ordered by slot and, within a slot, by put order (_slot_order); each item's predecessor in its slot
+    is then its left neighbour when the slot matches. Returns (prev per item, head slots, head items, occupied
+    slot count).
     """
     n = len(slots)
     if n == 0:
         e = np.empty(0, dtype=np.int32)
         return e, e, e, 0
-    comp = np.empty(n, dtype=np.uint64)
-    halves = comp.view(np.uint32).reshape(n, 2)  # composite built as two 32-bit words, no 64-bit arithmetic
-    hi, lo = (1, 0) if np.little_endian else (0, 1)
-    halves[:, hi] = slots
-    halves[:, lo] = np.arange(1, n + 1, dtype=np.uint32)
-    comp.sort()
-    item_sorted, slot_sorted = halves[:, lo], halves[:, hi]
+    order = _slot_order(slots)
+    slot_sorted = slots[order]
+    item_sorted = order.astype(np.int32)
+    item_sorted += 1
+    del order
     same = slot_sorted[1:] == slot_sorted[:-1]  # item k+1 (in sorted order) continues item k's slot
     prev = np.empty(n, dtype=np.int32)
     prev[item_sorted[0] - 1] = 0
@@ -57,7 +64,7 @@ def _slot_chains(slots: np.ndarray):
     last[-1] = True
     del same
     head_slots = slot_sorted[last].astype(np.int64)
-    head_items = item_sorted[last].astype(np.int32)
+    head_items = item_sorted[last]
     return prev, head_slots, head_items, len(head_items)
 
 
@@ -124,23 +131,24 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
             write_fully(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0, path, undo=False)
             return 0
         kh = index_hashes(hashes)
-        slots = kh % np.int32(hash_slot_num)
-        prev, head_slots, head_items, used = _slot_chains(slots)
-        del slots
-        d = _time_diffs(ts, seed_ts, first_item=True)
-        mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
-        try:
-            HEADER.pack_into(mm, 0, int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
-            slot_view = np.frombuffer(mm, dtype=">i4", count=hash_slot_num, offset=INDEX_HEADER_SIZE)
-            slot_view[head_slots] = head_items
-            items = np.frombuffer(mm, dtype=ITEM_DTYPE, count=n, offset=items_base + ITEM_SIZE)
-            items["hash"] = kh
-            items["phy"] = phy
-            items["time_diff"] = d
-            items["prev"] = prev
-            del slot_view, items
-        finally:
-            mm.close()
+        # The chains (a sort by slot, numpy without the GIL) are worked out on a second thread while this one
+        # writes the columns that do not depend on them.
+        with ThreadPoolExecutor(1) as chain_thread:
+            chains = chain_thread.submit(_slot_chains, kh % np.int32(hash_slot_num))
+            mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
+            try:
+                items = np.frombuffer(mm, dtype=ITEM_DTYPE, count=n, offset=items_base + ITEM_SIZE)
+                items["hash"] = kh
+                items["phy"] = phy
+                items["time_diff"] = _time_diffs(ts, seed_ts, first_item=True)
+                prev, head_slots, head_items, used = chains.result()
+                items["prev"] = prev
+                slot_view = np.frombuffer(mm, dtype=">i4", count=hash_slot_num, offset=INDEX_HEADER_SIZE)
+                slot_view[head_slots] = head_items
+                HEADER.pack_into(mm, 0, int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
+                del slot_view, items
+            finally:
+                mm.close()
     finally:
         os.close(fd)
     return n

@@ -288,6 +288,7 @@ class SparkRunner:
         self._persisted: list = []
         self._scans = None
         self._scratch: Optional[str] = None
+        self._files: dict[int, Optional[str]] = {}  # range -> its scan file in the scratch directory
         self._zip: Optional[str] = None
         self.spark = self._session(master, conf or {})
         self.sc = self.spark.sparkContext
@@ -441,8 +442,12 @@ class SparkRunner:
         return [summaries[u.index] for u in units]
 
     def ask(self, fn, requests: dict) -> dict:
-        """Only the partitions holding the asked ranges are read."""
+        """Answered here from the ranges' scan files when they wait in the scratch directory (which the driver
+        shares with the executors: it created it), one range's columns in memory at a time, without a Spark job
+        (a job costs more than the answer); else by a job over only the partitions holding the asked ranges."""
         req = dict(requests)
+        if req and all(self._files.get(i) for i in req):
+            return {i: fn(ScanFile(i, self._files[i], {}).load(), a) for i, a in req.items()}
         parts = sorted({self._where[i] for i in req})
         return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(_loaded(s), req[s.index])) for s in it
                                                               if s.index in req], parts))
@@ -454,13 +459,10 @@ class SparkRunner:
         if self._scratch is None:
             raise ReindexError("internal error: a build without a scratch directory")
         jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
-        bplan = self.sc.broadcast(plan)
-        try:
-            built = self.sc.parallelize(jobs, max(1, n_files)).map(
-                lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, bplan.value, staging, run_id))
-            return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
-        finally:
-            bplan.unpersist()
+        # The plan is small (summaries, file cuts, seeds): it travels in the task closure, not as a broadcast.
+        built = self.sc.parallelize(jobs, max(1, n_files)).map(
+            lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, plan, staging, run_id))
+        return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
 
     def close(self, failed: bool = False) -> None:
         try:
