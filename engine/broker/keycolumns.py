@@ -43,6 +43,17 @@ def _by_length(lengths: np.ndarray) -> np.ndarray:
     return np.argsort(lengths, kind="stable")
 
 
+def gather_rows(b: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """b[start:start+width] for each start (all within b), as a (k, width) copy. The buffer is viewed as
+    overlapping items of `width` bytes, so each row is copied as one item: about twice as fast as fancy
+    indexing a sliding-window view, which copies byte by byte."""
+    n = len(b)
+    if width <= 0 or width > n or not b.flags.c_contiguous or b.dtype != np.uint8:
+        return np.lib.stride_tricks.sliding_window_view(b, width)[starts]
+    rows = np.ndarray((n - width + 1,), dtype=np.dtype((np.void, width)), buffer=b, strides=(1,))
+    return rows[starts].view(np.uint8).reshape(len(starts), width)
+
+
 def hash_ranges(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """hashCode of byte ranges read in place (as if each byte were one UTF-16 unit), and whether each is ASCII.
 
@@ -63,11 +74,10 @@ def hash_ranges(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
             continue
         sel = order[a0:b0]
         weights = np.array([pow(31, length - 1 - c, 2**32) for c in range(length)], dtype=np.uint32)
-        windows = np.lib.stride_tricks.sliding_window_view(b, length)
         step = max(1, (1 << 22) // length)
         for a in range(0, len(sel), step):
             rows = sel[a:a + step]
-            mat = windows[starts[rows]]
+            mat = gather_rows(b, starts[rows], length)
             h[rows] = np.einsum("ij,j->i", mat, weights, dtype=np.uint32, casting="unsafe")
             if mat.max() >= 0x80:  # one flat pass first: a reduction along short rows costs far more
                 ascii_[rows] = mat.max(axis=1) < 0x80
@@ -79,11 +89,11 @@ def row_matrix(b: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     n = len(b)
     over = starts + width > n
     if not over.any():
-        return np.lib.stride_tricks.sliding_window_view(b, width)[starts]
+        return gather_rows(b, starts, width)
     out = np.zeros((len(starts), width), dtype=b.dtype)
     ok = ~over
     if ok.any():
-        out[ok] = np.lib.stride_tricks.sliding_window_view(b, width)[starts[ok]]
+        out[ok] = gather_rows(b, starts[ok], width)
     base = int(starts[over].min())
     tail = np.zeros(n - base + width, dtype=b.dtype)
     tail[:n - base] = b[base:]
