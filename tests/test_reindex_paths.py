@@ -96,3 +96,12 @@ def settled_units(units, summaries):
         d = by_index[u.index]
         out.append(u.voided() if d["end_kind"] == "void" else u.exact(d["first"]) if d["first"] is not None else u)
     return out
+
+
+def test_a_local_job_jvm_runs_with_the_local_jvm_options(spark):
+    # The shared session was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
+    from engine.jobs.runners import LOCAL_JVM_OPTIONS
+
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(args)
+    assert any(a.startswith("-Dlog4j2.configurationFile=") for a in args)  # the runner's own options are kept

@@ -40,9 +40,17 @@ from engine.jobs.ranges import RangeChain, SegmentRange, settle
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
 INLINE_MEMORY_BUDGET = 512 << 20
 #: Commit logs at least this big are scanned by a pool of worker processes, one per CPU up to
-#: INLINE_WORKERS_MAX, each holding one decode window (about 300 MiB resident at most).
+#: INLINE_WORKERS_MAX, each holding one decode window (about 400 MiB resident at most: the window's
+#: 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then bounded
+#: by INLINE_WORKERS_MAX x 400 MiB + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a
+#: full default-geometry file of 20M items; 200 MiB for 3M).
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
 INLINE_WORKERS_MAX = 4
+#: JVM options of a local master's JVM (driver and executor in one): the client compiler only (no C2
+#: compiler threads competing with the Python workers for the CPUs while a short job runs) and the serial
+#: collector (its heap holds little: summaries and small task results). --conf spark.driver.extraJavaOptions
+#: replaces them.
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
@@ -57,9 +65,11 @@ def open_runner(master: str, spark_conf: Optional[dict] = None):
 
 
 class InlineRunner:
-    """The whole job without a JVM: in this process, range after range (each starts exactly where the last
-    one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by forked worker processes, one
-    range per task as on Spark (guessed starts, settled afterwards)."""
+    """The whole job without Spark or a JVM, the driver in this process: range after range (each starts
+    exactly where the last one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by a local
+    pool of forked worker processes (one per CPU, INLINE_WORKERS_MAX at most), one range per task as on Spark
+    (guessed starts, settled afterwards), their columns sent back to this process. The build runs here, file
+    after file (one file's entries in memory)."""
 
     name = INLINE
     master_used = INLINE   # the master the job ran on, as reported
@@ -318,11 +328,14 @@ class SparkRunner:
         self._conf_file = str(conf_file)
         self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
         java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
+        # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
+        # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers.
+        driver_opts = f"{java_opts} {LOCAL_JVM_OPTIONS}" if master.startswith("local") else java_opts
         builder = (SparkSession.builder.master(master).appName("rmqtool spark-reindex")
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "8")
-                   .config("spark.driver.extraJavaOptions", java_opts)
+                   .config("spark.driver.extraJavaOptions", driver_opts)
                    .config("spark.executor.extraJavaOptions", java_opts))
         for key, value in conf.items():
             builder = builder.config(key, value)
