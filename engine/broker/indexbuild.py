@@ -30,24 +30,50 @@ def index_hashes(java_hashes: np.ndarray) -> np.ndarray:
     return kh
 
 
+#: Up to this many items the slot order is a radix sort (_slot_order); above it, one sort of 64-bit composites
+#: (_sorted_by_slot), whose sequential passes cost less than the radix passes' random gathers once the
+#: arrays are far bigger than the CPU caches (measured: 13% faster at 3M items, 15% slower at 20M).
+RADIX_MAX_ITEMS = 1 << 23
+
+
+def _slot_order(slots: np.ndarray) -> np.ndarray:
+    """The stable order of items by slot (put order within a slot), as an LSD radix sort: two stable argsorts of
+    16-bit digits, which numpy does by counting (linear), where a comparison sort of n 64-bit keys is not."""
+    low = np.argsort((slots & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (slots[low] >> 16).astype(np.uint16)  # slots < 2^31 (hashSlotNum is a Java int)
+    return low[np.argsort(high, kind="stable")]
+
+
+def _sorted_by_slot(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(item numbers 1..N, their slots) ordered by slot, then put order: as _slot_order gives them."""
+    n = len(slots)
+    if n <= RADIX_MAX_ITEMS:
+        order = _slot_order(slots)
+        item_sorted = order.astype(np.uint32)
+        item_sorted += 1
+        return item_sorted, slots[order].astype(np.uint32)
+    # One sort of the unique composites slot<<32 | item, built as two 32-bit words (no 64-bit arithmetic).
+    comp = np.empty(n, dtype=np.uint64)
+    halves = comp.view(np.uint32).reshape(n, 2)
+    hi, lo = (1, 0) if np.little_endian else (0, 1)
+    halves[:, hi] = slots
+    halves[:, lo] = np.arange(1, n + 1, dtype=np.uint32)
+    comp.sort()
+    return halves[:, lo], halves[:, hi]
+
+
 def _slot_chains(slots: np.ndarray):
     """Chain structure of items 1..N (in put order) hashed to `slots`.
 
-    One sort of the unique 64-bit composites slot<<32 | item orders the items by slot and, within a slot, by
-    put order (what a stable sort by slot gives); each item's predecessor in its slot is then its left
-    neighbour when the slot matches. Returns (prev per item, head slots, head items, occupied slot count).
+    Items ordered by slot and, within a slot, by put order (_sorted_by_slot); each item's predecessor in its
+    slot is then its left neighbour when the slot matches. Returns (prev per item, head slots, head items,
+    occupied slot count).
     """
     n = len(slots)
     if n == 0:
         e = np.empty(0, dtype=np.int32)
         return e, e, e, 0
-    comp = np.empty(n, dtype=np.uint64)
-    halves = comp.view(np.uint32).reshape(n, 2)  # composite built as two 32-bit words, no 64-bit arithmetic
-    hi, lo = (1, 0) if np.little_endian else (0, 1)
-    halves[:, hi] = slots
-    halves[:, lo] = np.arange(1, n + 1, dtype=np.uint32)
-    comp.sort()
-    item_sorted, slot_sorted = halves[:, lo], halves[:, hi]
+    item_sorted, slot_sorted = _sorted_by_slot(slots)
     same = slot_sorted[1:] == slot_sorted[:-1]  # item k+1 (in sorted order) continues item k's slot
     prev = np.empty(n, dtype=np.int32)
     prev[item_sorted[0] - 1] = 0
@@ -124,9 +150,8 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
             write_fully(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0, path, undo=False)
             return 0
         kh = index_hashes(hashes)
-        slots = kh % np.int32(hash_slot_num)
-        prev, head_slots, head_items, used = _slot_chains(slots)
-        del slots
+        # The chains first: their sort's temporaries are gone before the file's pages are written.
+        prev, head_slots, head_items, used = _slot_chains(kh % np.int32(hash_slot_num))
         d = _time_diffs(ts, seed_ts, first_item=True)
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         try:

@@ -142,7 +142,9 @@ def build_file(k: int, pieces: Iterable[tuple], plan: Plan, staging: str, run_id
     """Index file k from its pieces (in any order); fsynced before it is reported as built."""
     fp: FilePlan = plan.files[k]
     pieces = sorted(pieces, key=lambda p: p[0])
-    if pieces:
+    if len(pieces) == 1:
+        _, hashes, phy, ts = pieces[0]
+    elif pieces:
         hashes = np.concatenate([p[1] for p in pieces])
         phy = np.concatenate([p[2] for p in pieces])
         ts = np.concatenate([p[3] for p in pieces])

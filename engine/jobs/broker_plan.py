@@ -154,22 +154,29 @@ def probe_requests(plan: Plan) -> dict[int, tuple]:
     return {r: (plan.state(r), locs, tp[1] if tp and tp[0] == r else None) for r, locs in want.items()}
 
 
-def entry_columns(scan, state: tuple[int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The range's accepted entries: (hash, phy, ts, record number) per key, in put order."""
+def entry_columns(scan, state: tuple[int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The range's accepted entries: (hash, phy, ts) per key, in put order (a record's keys share its offset and
+    time: np.repeat, no index array). The hashes are the scan's own array when no record is filtered out."""
     acc = accepted_records(scan, *state)
     nk = scan.rec_nkeys
     hashes = scan.key_hash[np.repeat(acc, nk)] if state[1] else scan.key_hash
-    rec_no = np.repeat(np.arange(len(nk), dtype=np.int64), np.where(acc, nk, 0))
-    return hashes, scan.rec_phy[rec_no], scan.rec_ts[rec_no], rec_no
+    put = np.where(acc, nk, 0)
+    return hashes, np.repeat(scan.rec_phy, put), np.repeat(scan.rec_ts, put)
+
+
+def entry_records(scan, state: tuple[int, bool]) -> np.ndarray:
+    """The record number of each accepted entry (entry_columns' order)."""
+    acc = accepted_records(scan, *state)
+    return np.repeat(np.arange(len(acc), dtype=np.int64), np.where(acc, scan.rec_nkeys, 0))
 
 
 def probe_range(scan, request: tuple) -> dict:
     """Values of the requested local entries, and the store time of the record after the trailing one."""
     state, locals_, trailing = request
-    hashes, phy, ts, rec_no = entry_columns(scan, state)
+    hashes, phy, ts = entry_columns(scan, state)
     out = {"index": scan.index, "entries": {e: (int(phy[e]), int(ts[e])) for e in locals_}, "next_ts": None}
     if trailing is not None:
-        r = int(rec_no[trailing])
+        r = int(entry_records(scan, state)[trailing])
         if r + 1 < scan.records:
             out["next_ts"] = int(scan.rec_ts[r + 1])
     return out
@@ -243,7 +250,7 @@ def file_pieces(scan, plan: Plan) -> Iterator[tuple[int, tuple]]:
     cnt = plan.entries[i]
     if cnt == 0:
         return
-    hashes, phy, ts, _ = entry_columns(scan, (plan.e_in[i], plan.filtered[i]))
+    hashes, phy, ts = entry_columns(scan, (plan.e_in[i], plan.filtered[i]))
     if len(hashes) != cnt:
         raise ReindexError(f"range {scan.index}: {len(hashes)} entries, planned {cnt} (the data changed?)")
     g0 = plan.entry_start[i]
@@ -252,5 +259,8 @@ def file_pieces(scan, plan: Plan) -> Iterator[tuple[int, tuple]]:
     while a < cnt:
         k = (g0 + a) // cap
         b = min(cnt, (k + 1) * cap - g0)
-        yield k, (scan.index, hashes[a:b].copy(), phy[a:b].copy(), ts[a:b].copy())
+        if a == 0 and b == cnt:  # the whole range in one file: the columns as they are (the build only reads)
+            yield k, (scan.index, hashes, phy, ts)
+        else:  # a piece of a range cut between files: its own copy, not a view keeping the whole range alive
+            yield k, (scan.index, hashes[a:b].copy(), phy[a:b].copy(), ts[a:b].copy())
         a = b

@@ -40,9 +40,17 @@ from engine.jobs.ranges import RangeChain, SegmentRange, settle
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
 INLINE_MEMORY_BUDGET = 512 << 20
 #: Commit logs at least this big are scanned by a pool of worker processes, one per CPU up to
-#: INLINE_WORKERS_MAX, each holding one decode window (about 300 MiB resident at most).
+#: INLINE_WORKERS_MAX, each holding one decode window (about 400 MiB resident at most: the window's
+#: 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then bounded
+#: by INLINE_WORKERS_MAX x 400 MiB + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a
+#: full default-geometry file of 20M items; 200 MiB for 3M).
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
 INLINE_WORKERS_MAX = 4
+#: JVM options of a local master's JVM (driver and executor in one): the client compiler only (no C2
+#: compiler threads competing with the Python workers for the CPUs while a short job runs) and the serial
+#: collector (its heap holds little: summaries and small task results). --conf spark.driver.extraJavaOptions
+#: replaces them.
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
@@ -57,9 +65,11 @@ def open_runner(master: str, spark_conf: Optional[dict] = None):
 
 
 class InlineRunner:
-    """The whole job without a JVM: in this process, range after range (each starts exactly where the last
-    one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by forked worker processes, one
-    range per task as on Spark (guessed starts, settled afterwards)."""
+    """The whole job without Spark or a JVM, the driver in this process: range after range (each starts
+    exactly where the last one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by a local
+    pool of forked worker processes (one per CPU, INLINE_WORKERS_MAX at most), one range per task as on Spark
+    (guessed starts, settled afterwards), their columns sent back to this process. The build runs here, file
+    after file (one file's entries in memory)."""
 
     name = INLINE
     master_used = INLINE   # the master the job ran on, as reported
@@ -288,6 +298,7 @@ class SparkRunner:
         self._persisted: list = []
         self._scans = None
         self._scratch: Optional[str] = None
+        self._files: dict[int, Optional[str]] = {}  # range -> its scan file in the scratch directory
         self._zip: Optional[str] = None
         self.spark = self._session(master, conf or {})
         self.sc = self.spark.sparkContext
@@ -317,11 +328,14 @@ class SparkRunner:
         self._conf_file = str(conf_file)
         self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
         java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
+        # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
+        # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers.
+        driver_opts = f"{java_opts} {LOCAL_JVM_OPTIONS}" if master.startswith("local") else java_opts
         builder = (SparkSession.builder.master(master).appName("rmqtool spark-reindex")
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "8")
-                   .config("spark.driver.extraJavaOptions", java_opts)
+                   .config("spark.driver.extraJavaOptions", driver_opts)
                    .config("spark.executor.extraJavaOptions", java_opts))
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -441,8 +455,12 @@ class SparkRunner:
         return [summaries[u.index] for u in units]
 
     def ask(self, fn, requests: dict) -> dict:
-        """Only the partitions holding the asked ranges are read."""
+        """Answered here from the ranges' scan files when they wait in the scratch directory (which the driver
+        shares with the executors: it created it), one range's columns in memory at a time, without a Spark job
+        (a job costs more than the answer); else by a job over only the partitions holding the asked ranges."""
         req = dict(requests)
+        if req and all(self._files.get(i) for i in req):
+            return {i: fn(ScanFile(i, self._files[i], {}).load(), a) for i, a in req.items()}
         parts = sorted({self._where[i] for i in req})
         return dict(self.sc.runJob(self._scans, lambda it: [(s.index, fn(_loaded(s), req[s.index])) for s in it
                                                               if s.index in req], parts))
@@ -454,13 +472,10 @@ class SparkRunner:
         if self._scratch is None:
             raise ReindexError("internal error: a build without a scratch directory")
         jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
-        bplan = self.sc.broadcast(plan)
-        try:
-            built = self.sc.parallelize(jobs, max(1, n_files)).map(
-                lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, bplan.value, staging, run_id))
-            return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
-        finally:
-            bplan.unpersist()
+        # The plan is small (summaries, file cuts, seeds): it travels in the task closure, not as a broadcast.
+        built = self.sc.parallelize(jobs, max(1, n_files)).map(
+            lambda kf: _build_from_scans(kf[0], kf[1], pieces_fn, build_fn, plan, staging, run_id))
+        return self._run(f"rmqtool-build-{run_id}", n_files, progress, "build", built.collect)
 
     def close(self, failed: bool = False) -> None:
         try:
