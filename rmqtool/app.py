@@ -1,43 +1,90 @@
 """The typer application: global options and the explicit list of commands.
 
-Start-up is part of the interface (issue 13 item 3): importing this module builds the CLI from typer and the
-command modules, which import nothing heavy at module level (no numpy, rich tables, pyspark or engine modules
-that use them); each command imports what it needs when it runs. tests/test_startup.py keeps it so.
+Start-up is part of the interface (issue 13 item 3): main() imports typer and the module of the one command it
+runs, nothing else (`rmqtool --version` not even typer); command modules import nothing heavy at module level (no
+numpy, rich tables, pyspark or engine modules that use them) and each command imports what it needs when it runs.
+The full application (`app`, every command) is built when asked for: `rmqtool --help`, completions, the tests.
+tests/test_startup.py keeps it so.
 """
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from importlib import import_module
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import typer
+from rmqtool import __version__
 
-from rmqtool import __version__, cli, examples
-from rmqtool.commands import clean, demo, dump, inspect, put, query, recover, reindex, tiered, tiered_index
-from rmqtool.commands import consumers, print_msg, queues
+if TYPE_CHECKING:
+    import typer
 
 HELP = ("Offline toolkit for Apache RocketMQ broker stores: put, query by key, inspect and verify index files, "
         "dump the commit log, recover, clean and rebuild indexes, byte-compatible with the broker.")
 
-# Every command, by name; each module is a thin layer over one engine entry point. The examples at the end of each
-# command's --help come from rmqtool/examples.py (one place for all of them).
-COMMANDS = {
-    "put": put.put,
-    "query-key": query.query_key,
-    "get": dump.get,
-    "dump-commitlog": dump.dump_commitlog,
-    "inspect-index": inspect.inspect_index,
-    "compact-index": tiered_index.compact_index,
-    "recover": recover.recover,
-    "clean": clean.clean,
-    "spark-reindex": reindex.spark_reindex_cmd,
-    "demo": demo.demo,
-    "print-msg": print_msg.print_msg,
-    "queues": queues.queues,
-    "dump-cq": queues.dump_cq,
-    "consumers": consumers.consumers,
-    "delays": consumers.delays,
+# Every command, by name: (module under rmqtool.commands, function). Each module is a thin layer over one engine
+# entry point; it is imported only when its command is built. The examples at the end of each command's --help
+# come from rmqtool/examples.py (one place for all of them).
+COMMAND_TABLE = {
+    "put": ("put", "put"),
+    "query-key": ("query", "query_key"),
+    "get": ("dump", "get"),
+    "dump-commitlog": ("dump", "dump_commitlog"),
+    "inspect-index": ("inspect", "inspect_index"),
+    "compact-index": ("tiered_index", "compact_index"),
+    "recover": ("recover", "recover"),
+    "clean": ("clean", "clean"),
+    "spark-reindex": ("reindex", "spark_reindex_cmd"),
+    "demo": ("demo", "demo"),
+    "print-msg": ("print_msg", "print_msg"),
+    "queues": ("queues", "queues"),
+    "dump-cq": ("queues", "dump_cq"),
+    "consumers": ("consumers", "consumers"),
+    "delays": ("consumers", "delays"),
 }
-GROUPS = {"tiered": tiered.app}
+GROUP_TABLE = {"tiered": "tiered"}  # command groups: the module whose `app` holds the subcommands
+
+
+class _Lazy(dict):
+    """name -> command function (or group app), imported on first use; iterating gives the names."""
+
+    def __init__(self, table: dict, load):
+        super().__init__({k: None for k in table})  # values are loaded on demand
+        self._table, self._load = table, load
+
+    def __getitem__(self, name: str):
+        v = dict.__getitem__(self, name)
+        if v is None:
+            v = self._load(self._table[name])
+            dict.__setitem__(self, name, v)
+        return v
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
+def _command(where: tuple[str, str]):
+    module, function = where
+    return getattr(import_module(f"rmqtool.commands.{module}"), function)
+
+
+def _group(module: str):
+    from rmqtool import examples
+
+    _typer()  # the callback's signature names typer
+    group = import_module(f"rmqtool.commands.{module}").app
+    if not getattr(group, "_rmqtool_ready", False):
+        for info in group.registered_commands:
+            info.epilog = examples.epilog(f"tiered {info.name}")
+        group.info.no_args_is_help = False
+        group.callback(invoke_without_command=True)(_help_when_bare)
+        group._rmqtool_ready = True
+    return group
+
+
+COMMANDS = _Lazy(COMMAND_TABLE, _command)
+GROUPS = _Lazy(GROUP_TABLE, _group)
 
 
 def _version(value: bool) -> None:
@@ -46,12 +93,22 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _typer():
+    """typer, imported when the first application is built (and bound here: the signatures below name it)."""
+    global typer
+    import typer
+
+    return typer
+
+
 def _main(
     ctx: typer.Context,
     version: Annotated[Optional[bool], typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
+    from rmqtool import cli
+
     cli.state["debug"] = debug
     _help_when_bare(ctx)
 
@@ -63,9 +120,30 @@ def _help_when_bare(ctx: typer.Context) -> None:
         raise typer.Exit(0)
 
 
-def build(names=None) -> typer.Typer:
+def _listed(name: str):
+    """A command (or group) as the top-level help lists it: its help text, without its options (typer turns
+    a signature into click options for ~3 ms a command; the list needs only the names and helps)."""
+    import inspect
+
+    if name in GROUPS:
+        group = GROUPS[name]
+        return typer.Typer(name=name, help=group.info.help, context_settings=group.info.context_settings)
+    real = COMMANDS[name]
+
+    def listed() -> None:
+        pass
+
+    listed.__doc__ = inspect.getdoc(real)
+    return listed
+
+
+def build(names=None, listing: bool = False) -> typer.Typer:
     """The application with the commands `names` (default: all). main() builds only the command it runs: typer
-    turns every command's signature into click options when the app is called, ~3 ms per command."""
+    turns every command's signature into click options when the app is called, ~3 ms per command. listing:
+    every command as the top-level help lists it, and nothing more (`rmqtool --help`, bare `rmqtool`)."""
+    from rmqtool import examples
+
+    typer = _typer()
     names = list(COMMANDS) + list(GROUPS) if names is None else names
     a = typer.Typer(
         name="rmqtool", help=HELP,
@@ -79,18 +157,18 @@ def build(names=None) -> typer.Typer:
     a.callback()(_main)
     for name in names:
         if name in COMMANDS:
-            a.command(name, epilog=examples.epilog(name))(COMMANDS[name])
+            a.command(name, epilog=examples.epilog(name))(_listed(name) if listing else COMMANDS[name])
         else:
-            a.add_typer(GROUPS[name], name=name, epilog=examples.epilog(name))
+            a.add_typer(_listed(name) if listing else GROUPS[name], name=name, epilog=examples.epilog(name))
     return a
 
 
-for _info in tiered.app.registered_commands:
-    _info.epilog = examples.epilog(f"tiered {_info.name}")
-tiered.app.info.no_args_is_help = False
-tiered.app.callback(invoke_without_command=True)(_help_when_bare)
-
-app = build()
+def __getattr__(name: str):
+    """`app`, the full application, built on first use (PEP 562)."""
+    if name == "app":
+        globals()["app"] = full = build()
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Commands that run other commands through the application they were invoked from: they need all of it built.
@@ -109,11 +187,17 @@ def _command_named(argv: list[str]):
 def main() -> None:
     import os
 
-    name = None if any(k.endswith("_COMPLETE") for k in os.environ) else _command_named(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] in (["--version"], ["-V"]) and not any(k.endswith("_COMPLETE") for k in os.environ):
+        print(f"rmqtool {__version__}")  # what the eager --version option prints, without building the CLI
+        return
+    completing = any(k.endswith("_COMPLETE") for k in os.environ)
+    name = None if completing else _command_named(args)
     if name in NEEDS_ALL_COMMANDS:
         name = None
+    listing = not completing and name is None and all(a in ("-h", "--help", "--debug") for a in args)
     try:
-        (build([name]) if name else app)(prog_name="rmqtool")
+        (build([name]) if name else build(listing=listing))(prog_name="rmqtool")
     except BrokenPipeError:
         _closed_pipe()
 

@@ -89,3 +89,20 @@ def test_every_command_runs_through_the_real_entry_point():
             continue
         full = CliRunner().invoke(app, [name, "--help"], prog_name="rmqtool", env={"COLUMNS": "100"})
         assert "".join(r.stdout.split()) == "".join(full.stdout.split()), name  # the same help, wrapping aside
+
+
+def test_top_level_help_and_version_through_the_entry_point_equal_the_full_app():
+    """main() answers --version before building the CLI and lists the commands without building their options:
+    the same text as the full application gives (wrapping aside)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    full_app = "import sys\nfrom rmqtool.app import app\nsys.argv[0] = 'rmqtool'\napp(prog_name='rmqtool')"
+    for args in (["--help"], ["-h"], [], ["--debug"], ["--version"], ["-V"]):
+        r = subprocess.run([sys.executable, "-m", "rmqtool", *args], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=60)
+        full = subprocess.run([sys.executable, "-c", full_app, *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert r.returncode == full.returncode == 0, (args, r.stderr, full.stderr)
+        assert r.stdout == full.stdout and r.stdout.strip(), args
+    mods = _modules_after("import sys\nsys.argv = ['rmqtool', '--help']\nfrom rmqtool.app import main\n"
+                          "try:\n    main()\nexcept SystemExit:\n    pass")
+    assert "rmqtool.commands.query" in mods  # the listing reads each command's help from its module
