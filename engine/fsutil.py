@@ -231,9 +231,13 @@ def _can_overlay() -> bool:
     if _libc is None:
         try:
             import ctypes
-            import ctypes.util
 
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            try:  # glibc's name: ctypes.util.find_library costs ~9 ms of imports and an ldconfig run
+                lib = ctypes.CDLL("libc.so.6", use_errno=True)
+            except OSError:
+                import ctypes.util
+
+                lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             lib.mmap.restype = ctypes.c_void_p
             lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                  ctypes.c_long]
