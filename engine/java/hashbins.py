@@ -220,13 +220,18 @@ def _swap_with_successor(root, p: TreeNode) -> tuple:
     s.left = pl
     pl.parent = s
     s.parent = pp
+    return _replace_child(root, pp, p, s), (sr if sr is not None else p)
+
+
+def _replace_child(root, pp, old: TreeNode, new: TreeNode):
+    """Put `new` where `old` hung under pp (as the root when pp is None); the root."""
     if pp is None:
-        root = s
-    elif p is pp.left:
-        pp.left = s
+        return new
+    if old is pp.left:
+        pp.left = new
     else:
-        pp.right = s
-    return root, (sr if sr is not None else p)
+        pp.right = new
+    return root
 
 
 def delete(root, p: TreeNode):
@@ -237,12 +242,7 @@ def delete(root, p: TreeNode):
         replacement = p.left if p.left is not None else p.right if p.right is not None else p
     if replacement is not p:
         pp = replacement.parent = p.parent
-        if pp is None:
-            root = replacement
-        elif p is pp.left:
-            pp.left = replacement
-        else:
-            pp.right = replacement
+        root = _replace_child(root, pp, p, replacement)
         p.left = p.right = p.parent = None
     root = root if p.red else balance_deletion(root, replacement)
     if p is replacement and p.parent is not None:
