@@ -9,6 +9,7 @@ tests/test_startup.py keeps it so.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -43,25 +44,25 @@ COMMAND_TABLE = {
 GROUP_TABLE = {"tiered": "tiered"}  # command groups: the module whose `app` holds the subcommands
 
 
-class _Lazy(dict):
+class _Lazy(Mapping):
     """name -> command function (or group app), imported on first use; iterating gives the names."""
 
     def __init__(self, table: dict, load):
-        super().__init__({k: None for k in table})  # values are loaded on demand
-        self._table, self._load = table, load
+        self._table, self._load, self._loaded = table, load, {}
 
     def __getitem__(self, name: str):
-        v = dict.__getitem__(self, name)
-        if v is None:
-            v = self._load(self._table[name])
-            dict.__setitem__(self, name, v)
-        return v
+        if name not in self._loaded:
+            self._loaded[name] = self._load(self._table[name])
+        return self._loaded[name]
 
-    def values(self):
-        return [self[k] for k in self]
+    def __contains__(self, name) -> bool:  # a name is known without importing its module
+        return name in self._table
 
-    def items(self):
-        return [(k, self[k]) for k in self]
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
 
 
 def _command(where: tuple[str, str]):
@@ -73,13 +74,11 @@ def _group(module: str):
     from rmqtool import examples
 
     _typer()  # the callback's signature names typer
-    group = import_module(f"rmqtool.commands.{module}").app
-    if not getattr(group, "_rmqtool_ready", False):
-        for info in group.registered_commands:
-            info.epilog = examples.epilog(f"tiered {info.name}")
-        group.info.no_args_is_help = False
-        group.callback(invoke_without_command=True)(_help_when_bare)
-        group._rmqtool_ready = True
+    group = import_module(f"rmqtool.commands.{module}").app  # loaded once: GROUPS keeps it
+    for info in group.registered_commands:
+        info.epilog = examples.epilog(f"{group.info.name} {info.name}")
+    group.info.no_args_is_help = False
+    group.callback(invoke_without_command=True)(_help_when_bare)
     return group
 
 
@@ -87,9 +86,13 @@ COMMANDS = _Lazy(COMMAND_TABLE, _command)
 GROUPS = _Lazy(GROUP_TABLE, _group)
 
 
+def _print_version() -> None:
+    print(f"rmqtool {__version__}")
+
+
 def _version(value: bool) -> None:
     if value:
-        print(f"rmqtool {__version__}")
+        _print_version()
         raise typer.Exit()
 
 
@@ -188,10 +191,10 @@ def main() -> None:
     import os
 
     args = sys.argv[1:]
-    if args[:1] in (["--version"], ["-V"]) and not any(k.endswith("_COMPLETE") for k in os.environ):
-        print(f"rmqtool {__version__}")  # what the eager --version option prints, without building the CLI
-        return
     completing = any(k.endswith("_COMPLETE") for k in os.environ)
+    if args[:1] in (["--version"], ["-V"]) and not completing:
+        _print_version()  # what the eager --version option prints, without building the CLI
+        return
     name = None if completing else _command_named(args)
     if name in NEEDS_ALL_COMMANDS:
         name = None

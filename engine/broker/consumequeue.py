@@ -58,9 +58,7 @@ class ConsumeQueue:
     # ------------------------------------------------------------ reading
     def file_units(self, seg) -> np.ndarray:
         """The units of one file (a copy: the mapping can be closed while the array lives on)."""
-        buf = self.queue.buffer(seg)
-        n = len(buf) // CQ_STORE_UNIT_SIZE
-        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n).copy() if n else np.empty(0, dtype=UNIT_DTYPE)
+        return self.units_view(seg).copy()
 
     def units_view(self, seg) -> np.ndarray:
         """The units of one file as a view of its mapping (no copy, no anonymous memory): drop every reference

@@ -226,11 +226,9 @@ def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: floa
     per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks."""
     n = v.n
     hi = min(limit, n - 7)
-    if hi - pos < _VECTOR_MIN or per_record > _VECTOR_MAX_RECORD:
-        starts, pos, end = _chain(buf, pos, n, limit)
-        return np.array(starts, dtype=np.int64), pos, end
-    cand = _magic_candidates(v.b, pos, hi)
-    if not len(cand):
+    vector = hi - pos >= _VECTOR_MIN and per_record <= _VECTOR_MAX_RECORD
+    cand = _magic_candidates(v.b, pos, hi) if vector else None
+    if cand is None or not len(cand):
         starts, pos, end = _chain(buf, pos, n, limit)
         return np.array(starts, dtype=np.int64), pos, end
     total = v.i32[cand].astype(np.int64)

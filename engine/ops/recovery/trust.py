@@ -150,11 +150,8 @@ def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFact
         return rep, check_structure(x.f, rep)
 
     todo = [x for x in files if x.f is not None]
-    if len(todo) > 1:
-        with ThreadPoolExecutor(2) as pool:
-            checked = dict(zip(map(id, todo), pool.map(structure, todo)))
-    else:
-        checked = {id(x): structure(x) for x in todo}
+    with ThreadPoolExecutor(2) as pool:
+        checked = dict(zip(map(id, todo), pool.map(structure, todo)))
     prev: IndexFacts | None = None
     for x in files:
         if x.f is None:
