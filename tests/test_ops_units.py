@@ -131,6 +131,50 @@ def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatc
     assert helped["index"]["rebuilt"]  # the torn properties no longer carry the keys the index has
 
 
+def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch):
+    """A long walk's helper also finds the next window's record candidates (decode_segment's prefetch, when it
+    extracts no keys); with small windows, over a log with a damaged body and a torn record, the walk yields
+    the same records and gaps as the walk alone."""
+    import engine.broker.records as records
+    import engine.ops.logread as logread
+
+    store = tmp_path / "s"
+    acks = put(store, messages(300), tmp_path)
+    p, pos = seg_file(store, acks[7]["commitLogOffset"])
+    patch(p, pos + 95, b"\xee")
+    q, qpos = seg_file(store, acks[200]["commitLogOffset"])
+    patch(q, qpos, b"\x00\x00\x00\x05")  # TOTALSIZE 5: the walk resynchronises after it
+    cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
+    monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    used = []
+    real = logread.CrcHelper.prefetch
+
+    def counted(self, seg):
+        f = real(self, seg)
+        used.append(f is not None)
+        return f
+    monkeypatch.setattr(logread.CrcHelper, "prefetch", counted)
+
+    def run(parallel):
+        cl = open_commitlog(cfg)
+        try:
+            out = []
+            for e in walk(cl, 0, window=700, parallel_crc=parallel):
+                if isinstance(e, Window):
+                    out.append(e.offsets.tolist())
+                elif isinstance(e, Gap):
+                    out.append((e.kind, e.offset, e.end_offset, e.reason))
+            return out
+        finally:
+            cl.close()
+    alone = run(False)
+    helped = run(True)
+    assert used and all(used)
+    assert helped == alone
+    holes = [e[1] for e in alone if isinstance(e, tuple) and e[0] == HOLE]
+    assert holes == [acks[7]["commitLogOffset"], acks[200]["commitLogOffset"]]
+
+
 def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
     import engine.ops.verify_log as vl
     from helpers import run

@@ -90,7 +90,7 @@ def test_false_magic_candidates_are_jumped_over(tiny_blocks):
         buf += _record(rnd, len(buf), fake_chain=True)
     buf = bytes(buf)
     v = _BufferViews(buf)
-    cand = records._magic_candidates(v.b, 0, len(buf) - 7)
+    cand = records.magic_candidates(v.b, 0, len(buf) - 7)
     starts = _chain_vector(v, buf, 0, len(buf) + 1)[0]
     assert len(cand) > len(starts) == 30  # the bodies' headers are candidates, and are not records
     v.close()
@@ -111,3 +111,66 @@ def test_decode_segment_batches_are_unchanged_by_the_vector_walk(monkeypatch):
         else:
             for f in w.__dataclass_fields__:
                 assert np.array_equal(getattr(g, f), getattr(w, f)), f
+
+
+def _batches(items) -> list:
+    out = []
+    for it in items:
+        if isinstance(it, records.SegmentEnd):
+            out.append(("end", it.kind, it.pos, it.reason))
+        else:
+            out.append({f: getattr(it, f).copy() for f in it.__dataclass_fields__})
+    return out
+
+
+def _assert_same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, tuple):
+            assert g == w
+        else:
+            for f in w:
+                assert np.array_equal(g[f], w[f]), f
+
+
+@pytest.mark.parametrize("seed", [3, 11, 25, 40])
+def test_prefetched_candidates_give_the_same_batches(tiny_blocks, seed):
+    """decode_segment with the next window's candidates found elsewhere (decode_segment's prefetch, here a
+    thread over the same bytes) yields exactly the batches and the end it yields without."""
+    import concurrent.futures as cf
+
+    buf = bytes(_buffer(seed)) + bytes(50)
+    want = _batches(decode_segment(buf, window=700))
+    b = np.frombuffer(buf, dtype=np.uint8)
+    asked = []
+    with cf.ThreadPoolExecutor(1) as pool:
+        def prefetch(a, hi):
+            asked.append((a, hi))
+            return pool.submit(records.magic_candidates, b, a, hi)
+        for start in (0, _chain(buf, 0, len(buf), len(buf) // 3)[1]):
+            if start >= len(buf):
+                continue
+            got = _batches(decode_segment(buf, start, window=700, prefetch=prefetch))
+            _assert_same(got, _batches(decode_segment(buf, start, window=700)))
+        got = _batches(decode_segment(buf, window=700, prefetch=prefetch))
+    _assert_same(got, want)
+    if len(buf) >= 1400:
+        assert asked  # the prefetch was used: blocks of the window's size, ahead of the walk
+        assert all(hi - a <= 700 for a, hi in asked)
+
+
+def test_crc32_is_zlibs():
+    """engine.java.crc.crc32 (ISA-L's when installed) gives zlib's CRC-32 for every length and alignment,
+    from bytes and from memoryview slices, with and without a start value."""
+    import zlib
+
+    from engine.java.crc import crc32
+
+    rnd = random.Random(5)
+    data = bytes(rnd.randrange(256) for _ in range(70_000))
+    mv = memoryview(data)
+    for n in list(range(0, 70)) + [255, 256, 1023, 1024, 1025, 4096, 65_537]:
+        a = rnd.randrange(0, len(data) - n + 1)
+        assert crc32(data[a:a + n]) == zlib.crc32(data[a:a + n])
+        assert crc32(mv[a:a + n]) == zlib.crc32(mv[a:a + n])
+        assert crc32(data[a:a + n], 12345) == zlib.crc32(data[a:a + n], 12345)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from itertools import repeat
 
 import numpy as np
@@ -20,6 +19,7 @@ from engine.broker.message import MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP
 from engine.broker.putbatch import (_HEAD44, _SHAPES, _TAGS, _TOPICS, DEFAULT_STORE_PORT, LOCALHOST, MessageBatch,
                                     _shape_info, _tags_hash, _topic_info)
 from engine.errors import InvalidArgumentError
+from engine.java.crc import crc32
 from engine.java.lang import INT_MAX
 
 PLAIN_FIELDS = frozenset(("topic", "body", "keys", "tags", "queueId", "storeTimestamp", "uniqKey"))
@@ -121,7 +121,7 @@ def _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, praw
     blens = list(map(len, bodies))
     sizes = [90 + len(tp) + b + p for tp, b, p in zip(tparts, blens, plens)]
     heads = list(map(_HEAD44.pack, sizes, [tinfo[t][1] for t in topics],
-                     [c & 0x7FFFFFFF for c in map(zlib.crc32, bodies)], qids, repeat(0, n), repeat(0, n),
+                     [c & 0x7FFFFFFF for c in map(crc32, bodies)], qids, repeat(0, n), repeat(0, n),
                      repeat(0, n), repeat(0, n), stamps, repeat(LOCALHOST, n), repeat(0, n), stamps,
                      repeat(LOCALHOST, n), repeat(DEFAULT_STORE_PORT, n), repeat(0, n), repeat(0, n), blens))
     block: list = [None] * (5 * n)

@@ -12,7 +12,6 @@ rest of its segment from a dump.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -22,6 +21,7 @@ from engine.broker.commitlog import MISPLACED, CommitLog, ScanEntry, misplaced_r
 from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
 from engine.broker.records import SegmentEnd, decode_segment
 from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
+from engine.java.crc import crc32
 
 #: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
 RUN_WINDOW = 4 << 20
@@ -99,7 +99,7 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
     bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
     bad_crc = np.zeros(len(batch), dtype=bool)
     if check_crc:
-        crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
+        crcs = np.fromiter(map(crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
         bad_crc = (blen > 0) & (crcs != batch.body_crc)
     misplaced = (batch.phy != seg.start + pos) if check_position else np.zeros(len(batch), dtype=bool)
     good = ~bad_crc & batch.length_ok & ~misplaced
@@ -225,7 +225,7 @@ def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
     bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
     good &= batch.length_ok & (batch.phy == seg.start + pos)
     if check_crc:
-        crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
+        crcs = np.fromiter(map(crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
         good &= (batch.body_len <= 0) | (crcs == batch.body_crc)
     return good, batch, bodies
 

@@ -11,7 +11,6 @@ import base64
 import operator
 import struct
 import time
-import zlib
 
 from engine.broker.layout import validate_queue_id, validate_topic
 from engine.broker.message import (MAX_PROPERTIES_LEN, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
@@ -20,6 +19,7 @@ from engine.broker.message import (MAX_PROPERTIES_LEN, MESSAGE_MAGIC_CODE, MESSA
                                    serialize_properties, tags_code)
 from engine.errors import InvalidArgumentError
 from engine.java.collections import hashset_order
+from engine.java.crc import crc32
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_string_hash
 
 LOCALHOST = b"\x7f\x00\x00\x01"
@@ -337,7 +337,7 @@ class MessageBatch:
         tpart, magic = tinfo
         size = 90 + len(tpart) + blen + plen
         tc = 0 if tags is None else (_TAGS[tags] if tags in _TAGS else _tags_hash(tags))
-        self._append((_HEAD44.pack(size, magic, zlib.crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
+        self._append((_HEAD44.pack(size, magic, crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
                                    0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
                       body_b, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen, size))
@@ -437,7 +437,7 @@ class MessageBatch:
         size = st.size + blen + len(tpart) + 2 + plen
         if size > INT_MAX:
             raise MessageEncodeError(f"message record would be {size} bytes")
-        head = st.pack(size, magic, zlib.crc32(body) & 0x7FFFFFFF, qid, flag, 0, 0, sys_flag, born_ts, bh, bp,
+        head = st.pack(size, magic, crc32(body) & 0x7FFFFFFF, qid, flag, 0, 0, sys_flag, born_ts, bh, bp,
                        store_ts, sh, sp, recon, prep, blen)
         tags = props.get(PROP_TAGS)
         if tags is None or not tags:

@@ -190,7 +190,7 @@ _VECTOR_MIN = 256 << 10
 _VECTOR_MAX_RECORD = 1200
 
 
-def _magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
+def magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
     """Every c in [pos, hi) whose bytes c+4..c+7 are a message MAGICCODE (v1 or v2); b must reach hi + 7."""
     m0, m1, m2 = _MAGIC_HEAD[0], _MAGIC_HEAD[1], _MAGIC_HEAD[2]
     block = min(_CANDIDATE_BLOCK, hi - pos)
@@ -220,14 +220,43 @@ def _magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
     return c[(b[c + 6] == m2) & ((last == _MAGIC_LAST[0]) | (last == _MAGIC_LAST[1]))]
 
 
-def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0
-                  ) -> tuple[np.ndarray, int, SegmentEnd | None]:
+class _Candidates:
+    """MAGICCODE candidates by blocks of a fixed grid (block k: [origin + k*size, origin + (k+1)*size)), the
+    block after the last one asked for started ahead through `submit(a, b)`, which returns a future of
+    magic_candidates over [a, b) of the same bytes (run by another process: see decode_segment)."""
+
+    def __init__(self, submit, origin: int, size: int, hi: int):
+        self.submit, self.origin, self.size, self.hi = submit, origin, size, hi
+        self.blocks: dict[int, object] = {}
+
+    def _block(self, k: int):
+        f = self.blocks.get(k)
+        if f is None:
+            a = self.origin + k * self.size
+            f = self.blocks[k] = self.submit(a, min(a + self.size, self.hi))
+        return f
+
+    def __call__(self, pos: int, hi: int) -> np.ndarray:
+        """Every candidate in [pos, hi), hi <= self.hi; then the next block is started."""
+        k0, k1 = (pos - self.origin) // self.size, (hi - 1 - self.origin) // self.size
+        for k in [k for k in self.blocks if k < k0]:
+            del self.blocks[k]
+        parts = [self._block(k) for k in range(k0, k1 + 1)]
+        if self.origin + (k1 + 1) * self.size < self.hi:
+            self._block(k1 + 1)
+        c = np.concatenate([f.result() for f in parts]) if len(parts) > 1 else parts[0].result()
+        return c[np.searchsorted(c, pos):np.searchsorted(c, hi)]
+
+
+def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
+                  candidates: _Candidates | None = None) -> tuple[np.ndarray, int, SegmentEnd | None]:
     """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
-    per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks."""
+    per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks;
+    candidates: where the MAGICCODE candidates come from (computed here when None)."""
     n = v.n
     hi = min(limit, n - 7)
     vector = hi - pos >= _VECTOR_MIN and per_record <= _VECTOR_MAX_RECORD
-    cand = _magic_candidates(v.b, pos, hi) if vector else None
+    cand = None if not vector else candidates(pos, hi) if candidates is not None else magic_candidates(v.b, pos, hi)
     if cand is None or not len(cand):
         starts, pos, end = _chain(buf, pos, n, limit)
         return np.array(starts, dtype=np.int64), pos, end
@@ -255,8 +284,13 @@ def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: floa
     return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
 
 
-def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW) -> Iterator[RecordBatch | SegmentEnd]:
+def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
+                   ) -> Iterator[RecordBatch | SegmentEnd]:
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
+
+    prefetch: a function (a, b) -> future of the MAGICCODE candidates in [a, b) of the same bytes (a helper
+    process over its own mapping of the file: engine.ops.logread.CrcHelper), asked one window ahead, so that on two cores
+    the byte scan of window k+1 overlaps the chain and decoding of window k and its consumers.
 
     The batches hold numpy views of `buf` only while they are being yielded: copy what you keep before the
     next one. Pages of an mmap that have been decoded are released from the resident set as the walk moves
@@ -272,10 +306,12 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW) -> Iterator[R
         return
     views = _BufferViews(buf)
     per_record = 0.0
+    candidates = _Candidates(prefetch, pos, window, n - 7) if prefetch is not None and n - pos >= 2 * window \
+        and window >= _VECTOR_MIN else None
     try:
         while True:
             was = pos
-            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record)
+            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record, candidates)
             if len(starts):
                 per_record = (pos - was) / len(starts)
                 batch, cut = _decode(views, starts)
