@@ -190,3 +190,35 @@ def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, 
     helped = run(args)
     assert alone.exit_code == helped.exit_code == 3
     assert alone.stdout == helped.stdout and "no key of the message" in helped.stdout
+
+
+def test_topic_groups_name_every_records_queue_across_windows():
+    """TopicGroups keeps its groups from window to window; every record's group is its own (topic, queue id),
+    for short topics, long ones that differ only in the middle (the same hash: compared byte for byte), and
+    new queues that appear in later windows."""
+    import random
+    from pathlib import Path
+
+    from engine.broker.message import MessageRecord, encode_record
+    from engine.broker.records import RecordBatch, decode_segment
+    from engine.broker.segments import Segment
+    from engine.ops.logread import TopicGroups
+
+    rnd = random.Random(3)
+    topics = ["A", "TopicB", "AAAAAAAA-one-BBBBBBBB", "AAAAAAAA-two-BBBBBBBB", "AAAAAAAA-xyz-BBBBBBBB", "%RETRY%g1"]
+    buf, want = bytearray(), []
+    for i in range(400):
+        t = rnd.choice(topics[:3] if i < 150 else topics)  # later windows bring new groups
+        qid = rnd.randrange(3)
+        buf += encode_record(MessageRecord(topic=t, body=b"x" * rnd.randrange(50), queue_id=qid,
+                                           physical_offset=len(buf)))
+        want.append((t, qid))
+    buf = bytes(buf)
+    seg = Segment(Path("/nonexistent/00000000000000000000"), 0, len(buf), len(buf))
+    groups, got = TopicGroups(), []
+    for item in decode_segment(buf, window=2000):
+        if isinstance(item, RecordBatch):
+            inv, keys = groups(Window(seg, buf, item))
+            got += [keys[g] for g in inv.tolist()]
+    assert got == want
+    assert len(groups.keys) == len(set(want))

@@ -222,29 +222,32 @@ def magic_candidates(b: np.ndarray, pos: int, hi: int) -> np.ndarray:
 
 class _Candidates:
     """MAGICCODE candidates by blocks of a fixed grid (block k: [origin + k*size, origin + (k+1)*size)), the
-    block after the last one asked for started ahead through `submit(a, b)`, which returns a future of
-    magic_candidates over [a, b) of the same bytes (run by another process: see decode_segment)."""
+    block after the last one asked for offered ahead to `submit(a, b)`, which returns a future of
+    magic_candidates over [a, b) of the same bytes (run by another process: see decode_segment), or None when
+    that process is busy: then the block is scanned here when it is needed."""
 
-    def __init__(self, submit, origin: int, size: int, hi: int):
-        self.submit, self.origin, self.size, self.hi = submit, origin, size, hi
+    def __init__(self, b: np.ndarray, submit, origin: int, size: int, hi: int):
+        self.b, self.submit, self.origin, self.size, self.hi = b, submit, origin, size, hi
         self.blocks: dict[int, object] = {}
 
-    def _block(self, k: int):
+    def _bounds(self, k: int) -> tuple[int, int]:
+        a = self.origin + k * self.size
+        return a, min(a + self.size, self.hi)
+
+    def _get(self, k: int) -> np.ndarray:
         f = self.blocks.get(k)
-        if f is None:
-            a = self.origin + k * self.size
-            f = self.blocks[k] = self.submit(a, min(a + self.size, self.hi))
-        return f
+        return magic_candidates(self.b, *self._bounds(k)) if f is None else f.result()
 
     def __call__(self, pos: int, hi: int) -> np.ndarray:
-        """Every candidate in [pos, hi), hi <= self.hi; then the next block is started."""
+        """Every candidate in [pos, hi), hi <= self.hi; then the next block is offered."""
         k0, k1 = (pos - self.origin) // self.size, (hi - 1 - self.origin) // self.size
         for k in [k for k in self.blocks if k < k0]:
             del self.blocks[k]
-        parts = [self._block(k) for k in range(k0, k1 + 1)]
-        if self.origin + (k1 + 1) * self.size < self.hi:
-            self._block(k1 + 1)
-        c = np.concatenate([f.result() for f in parts]) if len(parts) > 1 else parts[0].result()
+        nxt = k1 + 1
+        if nxt not in self.blocks and self.origin + nxt * self.size < self.hi:
+            self.blocks[nxt] = self.submit(*self._bounds(nxt))
+        parts = [self._get(k) for k in range(k0, k1 + 1)]
+        c = np.concatenate(parts) if len(parts) > 1 else parts[0]
         return c[np.searchsorted(c, pos):np.searchsorted(c, hi)]
 
 
@@ -289,8 +292,9 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
 
     prefetch: a function (a, b) -> future of the MAGICCODE candidates in [a, b) of the same bytes (a helper
-    process over its own mapping of the file: engine.ops.logread.CrcHelper), asked one window ahead, so that on two cores
-    the byte scan of window k+1 overlaps the chain and decoding of window k and its consumers.
+    process over its own mapping of the file: engine.ops.logread.CrcHelper), or None when it is busy, asked one
+    window ahead, so that on two cores the byte scan of window k+1 overlaps the chain and decoding of window k
+    and its consumers.
 
     The batches hold numpy views of `buf` only while they are being yielded: copy what you keep before the
     next one. Pages of an mmap that have been decoded are released from the resident set as the walk moves
@@ -306,7 +310,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
         return
     views = _BufferViews(buf)
     per_record = 0.0
-    candidates = _Candidates(prefetch, pos, window, n - 7) if prefetch is not None and n - pos >= 2 * window \
+    candidates = _Candidates(views.b, prefetch, pos, window, n - 7) if prefetch is not None and n - pos >= 2 * window \
         and window >= _VECTOR_MIN else None
     try:
         while True:

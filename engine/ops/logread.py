@@ -174,6 +174,7 @@ class CrcHelper:
 
         self.keys = keys
         self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+        self.jobs: list = []  # submitted, not known to be done
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
         """Start the helper's share of `batch`; returns (future, h): the helper checks the CRCs of records h..
@@ -182,15 +183,26 @@ class CrcHelper:
         h = (n - int(n * KEYS_CRC_SHARE) if self.keys else 0) if check_crc else n
         crc = (batch.body_pos[h:], batch.body_len[h:], batch.body_crc[h:]) if h < n else None
         fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
-        return self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields), h
+        f = self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
+        self.jobs.append(f)
+        return f, h
 
     def prefetch(self, seg: Segment):
         """decode_segment's prefetch for this segment: the helper finds the next window's record candidates
         (unless it extracts keys: then it has work enough)."""
         if self.keys:
             return None
-        path, length, submit = str(seg.path), seg.file_len, self.pool.submit
-        return lambda a, b: submit(_worker_candidates, path, length, a, b)
+        path, length = str(seg.path), seg.file_len
+
+        def offer(a: int, b: int):
+            # Behind with the CRCs (a window's check still waits in the queue): this process scans the block.
+            self.jobs = [f for f in self.jobs if not f.done()]
+            if len(self.jobs) > 1:
+                return None
+            f = self.pool.submit(_worker_candidates, path, length, a, b)
+            self.jobs.append(f)
+            return f
+        return offer
 
     @staticmethod
     def settle(buf, batch: RecordBatch, job) -> tuple[int | None, dict | None]:
@@ -473,37 +485,85 @@ class TopicGroups:
     """Which consume queue (topic, queueId) each record of a window belongs to, without decoding every topic.
 
     Records are grouped by their topic length, queue id and the first and last 8 topic bytes (exact for topics up
-    to 16 bytes, longer ones are compared byte for byte within their group); one topic per group is decoded.
+    to 16 bytes, longer ones are compared byte for byte with their group's topic); one topic per group is
+    decoded. Groups persist from window to window (a log has as many as it has queues), so a window whose
+    records all fall into known groups costs one sorted lookup, not a sort.
     """
 
     def __init__(self):
         self.cache: dict[tuple, tuple[str, int]] = {}
+        self.keys: list[tuple[str, int]] = []          # group id -> (topic, queue id)
+        self._raw: list[bytes] = []                     # group id -> the topic's bytes
+        self._sig_rows: list[tuple] = []                # group id -> head, tail, topic length, queue id
+        self._sig = np.empty((0, 4), np.int64)          # the same as an array (rebuilt when groups are added)
+        self._hash = np.empty(0, np.int64)              # sorted group hashes ...
+        self._hash_gid = np.empty(0, np.int64)          # ... and their group ids
 
     def __call__(self, w: Window) -> tuple[np.ndarray, list[tuple[str, int]]]:
+        """(group id of every record, the groups' (topic, queue id)): keys[inv[i]] is record i's queue. The
+        list is the groups seen so far (it only grows); do not change it."""
         batch, buf = w.batch, w.buf
         n = len(buf)
         tp, tl, q = batch.topic_pos, batch.topic_len, batch.queue_id
         i64 = np.ndarray((n - 7,), dtype=">i8", buffer=buf, strides=(1,))
-        head = i64[np.minimum(tp, n - 8)].astype(np.int64)
+        # Only topic bytes: up to 8 bytes, the last 8 (masked to the topic) hold them all and the first 8 are
+        # not read; longer topics have both (the bytes around a topic differ from record to record).
+        short = tl <= 8
+        head = np.where(short, 0, i64[np.minimum(tp, n - 8)].astype(np.int64))
         tail = i64[np.clip(tp + tl - 8, 0, n - 8)].astype(np.int64)
+        mask = (np.int64(1) << (8 * np.clip(tl, 0, 7))) - 1
+        tail = np.where(tl >= 8, tail, tail & mask)
         with np.errstate(over="ignore"):
             k = (head * np.int64(1000003)) ^ (tail * np.int64(7919)) ^ (tl << 40) ^ q
-        _, first, inv = np.unique(k, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
-        same = (head == head[first][inv]) & (tail == tail[first][inv]) & (tl == tl[first][inv]) & (q == q[first][inv])
-        long_ = np.flatnonzero(same & (tl > 16))
-        for r in long_.tolist():  # long topics: the middle bytes too
-            f = int(first[inv[r]])
-            a, b_, m = int(tp[r]), int(tp[f]), int(tl[r])
-            same[r] = buf[a:a + m] == buf[b_:b_ + m]
-        keys = [self._key(buf, int(tp[f]), int(tl[f]), int(q[f])) for f in first.tolist()]
+        inv = self._lookup(k)
+        miss = np.flatnonzero(inv < 0)
+        if len(miss):  # hashes not seen before: one new group each, its topic read from its first record
+            _, first = np.unique(k[miss], return_index=True)
+            rows = miss[first]
+            gids = [self._new_group(buf, int(tp[r]), int(tl[r]), int(q[r]), int(head[r]), int(tail[r]))
+                    for r in rows.tolist()]
+            h = np.concatenate([self._hash, k[rows]])
+            order = np.argsort(h, kind="stable")
+            self._hash, self._hash_gid = h[order], np.concatenate([self._hash_gid, gids]).astype(np.int64)[order]
+            inv[miss] = self._lookup(k[miss])
+        if len(self._sig) != len(self.keys):
+            self._sig = np.array(self._sig_rows, dtype=np.int64).reshape(-1, 4)
+        sig = self._sig[inv]
+        same = (head == sig[:, 0]) & (tail == sig[:, 1]) & (tl == sig[:, 2]) & (q == sig[:, 3])
+        for r in np.flatnonzero(same & (tl > 16)).tolist():  # long topics: the middle bytes too
+            a, m = int(tp[r]), int(tl[r])
+            same[r] = buf[a:a + m] == self._raw[inv[r]]
         odd = np.flatnonzero(~same)
-        if len(odd):  # a hash collision: those records get groups of their own
-            inv = inv.copy()
+        if len(odd):  # a hash collision: those records go to the group of their own topic and queue
             for r in odd.tolist():
-                inv[r] = len(keys)
-                keys.append(self._key(buf, int(tp[r]), int(tl[r]), int(q[r])))
-        return inv, keys
+                inv[r] = self._exact_group(buf, int(tp[r]), int(tl[r]), int(q[r]), int(head[r]), int(tail[r]))
+            if len(self._sig) != len(self.keys):
+                self._sig = np.array(self._sig_rows, dtype=np.int64).reshape(-1, 4)
+        return inv, self.keys
+
+    def _lookup(self, k: np.ndarray) -> np.ndarray:
+        """Group id of each hash, -1 where none has it."""
+        out = np.full(len(k), -1, np.int64)
+        h = self._hash
+        if len(h):
+            j = np.minimum(np.searchsorted(h, k), len(h) - 1)
+            hit = h[j] == k
+            out[hit] = self._hash_gid[j[hit]]
+        return out
+
+    def _new_group(self, buf, pos: int, length: int, qid: int, head: int, tail: int) -> int:
+        self.keys.append(self._key(buf, pos, length, qid))
+        self._raw.append(bytes(buf[pos:pos + length]))
+        self._sig_rows.append((head, tail, length, qid))
+        return len(self.keys) - 1
+
+    def _exact_group(self, buf, pos: int, length: int, qid: int, head: int, tail: int) -> int:
+        """The group of exactly this topic and queue (found by comparing, made when there is none)."""
+        key = self._key(buf, pos, length, qid)
+        for gid, have in enumerate(self.keys):
+            if have is key:
+                return gid
+        return self._new_group(buf, pos, length, qid, head, tail)
 
     def _key(self, buf, pos: int, length: int, qid: int) -> tuple[str, int]:
         raw = bytes(buf[pos:pos + length])
