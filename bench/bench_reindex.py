@@ -183,22 +183,28 @@ def c_scan(store: str) -> dict:
 
 
 def c_jvm(master: str, jvm_options: str = "job") -> dict:
-    """The JVM's start and stop as spark-reindex pays them: pyspark's import, a session (same settings: the
-    JVM options of a local job, engine.jobs.runners.LOCAL_JVM_OPTIONS; "default": Spark's own), one trivial
-    job, stop."""
+    """The JVM's start and stop as spark-reindex pays them: pyspark's import, the runner's own start
+    (engine.jobs.runners.SparkRunner: a SparkContext with the job's settings, the JVM options of a local job,
+    LOCAL_JVM_OPTIONS, its log redirection), one trivial job (which starts the Python workers), and the runner's
+    close. "default": the same context with Spark's own JVM options, for scale."""
     t = time.perf_counter()
-    from pyspark.sql import SparkSession
+    if jvm_options == "job":
+        from engine.jobs.runners import SparkRunner
 
-    from engine.jobs.runners import LOCAL_JVM_OPTIONS
+        runner = SparkRunner(master)
+        runner.sc.parallelize(range(4), 2).count()
+        runner.close()
+        return {"seconds": time.perf_counter() - t}
+    from pyspark import SparkConf, SparkContext
 
-    builder = (SparkSession.builder.master(master).appName("jvm-start").config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false"))
-    if jvm_options == "job" and master.startswith("local"):
-        builder = builder.config("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.sparkContext.parallelize(range(4), 2).count()
-    spark.stop()
+    from engine.jobs.runners import stop_context
+
+    conf = (SparkConf().setMaster(master).setAppName("jvm-start").set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false"))
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    sc.parallelize(range(4), 2).count()
+    stop_context(sc)
     return {"seconds": time.perf_counter() - t}
 
 
@@ -386,8 +392,9 @@ def _part3_report(cfg, rep, res) -> None:
     rep.append(f"`rmqtool spark-reindex --store STORE --out OUT --master M --json`, wall time of the whole command "
                f"(interpreter, imports, JVM start, scan, plan, build, fsync, publish, JVM stop), medians of "
                f"{cfg['repeat']} interleaved runs. Reference: one plain read of the same files (page cache), and the "
-               "JVM start (pyspark import, a local[2] session with the job's JVM options, one trivial job, stop) in a "
-               "process of its own. The "
+               "JVM start as the job pays it (pyspark import, the runner's start of a local[2] SparkContext with the "
+               "job's settings and JVM options, one trivial job that starts the Python workers, the runner's stop) in "
+               "a process of its own. The "
                f"files of every run are byte-identical: {'yes' if res['identical'] else '**NO**'}.\n")
     rep.append("| figure | wall time | reference (same run) | ratio | target |\n|---|---|---|---|---|")
     rep.append(f"| plain sequential read | {read:.2f} s | - | 1.0 | - |")

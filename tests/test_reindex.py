@@ -446,9 +446,9 @@ def spark():
     pytest.importorskip("pyspark")
     from engine.jobs.runners import SparkRunner
 
-    runner = SparkRunner("local[2]")  # one session shared by every Spark test; commands reuse it
+    runner = SparkRunner("local[2]")  # one context shared by every Spark test; commands reuse it
     runner.sc.setLogLevel("ERROR")
-    yield runner.spark
+    yield runner.sc
     runner.close()
 
 

@@ -113,9 +113,9 @@ def settled_units(units, summaries):
 
 
 def test_a_local_job_jvm_runs_with_the_local_jvm_options(spark):
-    # The shared session was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
+    # The shared context was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
     from engine.jobs.runners import LOCAL_JVM_OPTIONS
 
-    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert set(LOCAL_JVM_OPTIONS.split()) <= set(args)
     assert any(a.startswith("-Dlog4j2.configurationFile=") for a in args)  # the runner's own options are kept
