@@ -8,8 +8,9 @@ For each size (default 1, 2 and 4 GiB of commit log) a store is generated once w
 median of --runs:
 
 * plain read: every commit-log file read once with readinto in 16 MiB blocks (page cache warm), the reference;
-* body CRCs alone: the seconds spent in zlib.crc32, one call per message body as the broker checks them, in one
-  process (the decoding that finds the bodies is not counted): the floor of a CRC-checking recovery per core;
+* body CRCs alone: the seconds spent in CRC-32 (engine.java.crc.crc32, what recovery calls), one call per message
+  body as the broker checks them, in one process (the decoding that finds the bodies is not counted): the floor
+  of a CRC-checking recovery per core;
 * recover (abnormal): the abort marker is put back before each run (a writer killed after its last flush);
 * recover --full-scan (no abort marker): validates every record and every index item;
 * clean --dry-run --force-now (plans the deletion of every segment but the last: the reading clean does);
@@ -91,9 +92,10 @@ def plain_read(files: list[Path]) -> float:
 
 
 _CRC_FLOOR = """
-import mmap, sys, time, zlib
+import mmap, sys, time
 import numpy as np
 from engine.broker.records import RecordBatch, decode_segment
+from engine.java.crc import crc32
 spent = 0.0
 for p in sys.argv[1:]:
     with open(p, 'rb') as f:
@@ -104,8 +106,7 @@ for p in sys.argv[1:]:
             break
         s = b.body_pos.tolist(); e = (b.body_pos + np.maximum(b.body_len, 0)).tolist()
         t = time.monotonic()
-        for x in map(zlib.crc32, map(mv.__getitem__, map(slice, s, e))):
-            pass
+        [crc32(mv[a:z]) for a, z in zip(s, e)]
         spent += time.monotonic() - t
         del b
     mv.release(); m.close()
@@ -114,7 +115,7 @@ print(spent)
 
 
 def crc_floor(files: list[Path]) -> float:
-    """Seconds of CRC-32 alone over every body (one zlib call per body, as the broker checks them), the
+    """Seconds of CRC-32 alone over every body (one call per body, as the broker checks them), the
     decoding that finds the bodies not counted: a floor for any recovery that checks CRCs on one core."""
     r = subprocess.run([sys.executable, "-c", _CRC_FLOOR, *map(str, files)], capture_output=True, text=True,
                        check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
