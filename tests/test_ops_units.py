@@ -222,3 +222,53 @@ def test_topic_groups_name_every_records_queue_across_windows():
             got += [keys[g] for g in inv.tolist()]
     assert got == want
     assert len(groups.keys) == len(set(want))
+
+
+@pytest.mark.parametrize("cq_damage", ["none", "garbage", "backwards", "missing-units"])
+def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
+    """The recovery walk follows the record starts its consume queues hold (scan.QueueHints); with the queues
+    sane or damaged (offsets into the middle of records, offsets going back, units lost) and the log damaged
+    (a bad body, a torn record), the plan is the one the walk makes without hints."""
+    import engine.broker.records as records
+    import engine.ops.recovery.scan as scan
+    from engine.ops.recovery import plan_recovery
+    from test_recover import cfg_for
+
+    store = tmp_path / "s"
+    acks = put(store, messages(240), tmp_path)
+    p, pos = seg_file(store, acks[30]["commitLogOffset"])
+    patch(p, pos + 95, b"\xee")
+    q, qpos = seg_file(store, acks[150]["commitLogOffset"])
+    patch(q, qpos, b"\x00\x00\x00\x05")
+    cq = sorted((store / "consumequeue" / "TopicA" / "1").iterdir())[0]
+    units = bytearray(cq.read_bytes())
+    if cq_damage == "garbage":
+        for u in (3, 9, 17):
+            struct.pack_into(">q", units, u * 20, acks[40]["commitLogOffset"] + 17)
+    elif cq_damage == "backwards":
+        struct.pack_into(">q", units, 12 * 20, 5)
+    elif cq_damage == "missing-units":
+        units[5 * 20:] = bytes(len(units) - 5 * 20)
+    cq.write_bytes(bytes(units))
+    ck = bytearray((store / "checkpoint").read_bytes())
+    ck[:24] = struct.pack(">qqq", 1000, 1000, 1000)  # older than every record: the walk starts at the first one
+    (store / "checkpoint").write_bytes(bytes(ck))
+    (store / "abort").write_text("1")
+    monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    monkeypatch.setattr(scan, "WALK_WINDOW", 1500)
+    monkeypatch.setattr(scan, "HINT_MAX_QUEUES", -1)  # no hints
+    alone = plan_recovery(cfg_for(store)).as_dict()
+    assert alone["scanStartOffset"] == 0
+    monkeypatch.setattr(scan, "HINT_MAX_QUEUES", 1024)
+    asked = []
+    real = scan.QueueHints.__call__
+
+    def counted(self, lo, hi):
+        got = real(self, lo, hi)
+        asked.append(len(got))
+        return got
+    monkeypatch.setattr(scan.QueueHints, "__call__", counted)
+    hinted = plan_recovery(cfg_for(store)).as_dict()
+    assert sum(asked) > 100  # the queues did name record starts
+    assert hinted == alone
+    assert [x["offset"] for x in hinted["skipped"]] == [acks[30]["commitLogOffset"], acks[150]["commitLogOffset"]]

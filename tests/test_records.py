@@ -174,3 +174,27 @@ def test_crc32_is_zlibs():
         assert crc32(data[a:a + n]) == zlib.crc32(data[a:a + n])
         assert crc32(mv[a:a + n]) == zlib.crc32(mv[a:a + n])
         assert crc32(data[a:a + n], 12345) == zlib.crc32(data[a:a + n], 12345)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hints_change_nothing(tiny_blocks, seed):
+    """decode_segment with hints (where records are believed to start: a random part of the true starts, plus
+    positions inside records, past the data and negative ones, as a damaged consume queue would give) yields
+    exactly the batches it yields without them."""
+    buf = bytes(_buffer(seed)) + bytes(40)
+    rnd = random.Random(seed)
+    true_starts, _, _ = _chain(buf, 0, len(buf), len(buf))
+    keep = rnd.choice([1.0, 0.9, 0.5, 0.0])
+    h = [s for s in true_starts if rnd.random() < keep]
+    h += [rnd.randrange(len(buf)) for _ in range(rnd.randrange(0, 20))] + [-5, len(buf) + 3]
+    hints_arr = np.unique(np.array(h, dtype=np.int64))
+    asked = []
+
+    def hints(pos, hi):
+        asked.append((pos, hi))
+        return hints_arr
+    for window in (300, 5000):
+        want = _batches(decode_segment(buf, window=window))
+        got = _batches(decode_segment(buf, window=window, hints=hints))
+        _assert_same(got, want)
+    assert asked or len(buf) < 300

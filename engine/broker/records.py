@@ -251,18 +251,19 @@ class _Candidates:
         return c[np.searchsorted(c, pos):np.searchsorted(c, hi)]
 
 
-def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
-                  candidates: _Candidates | None = None) -> tuple[np.ndarray, int, SegmentEnd | None]:
-    """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
-    per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks;
-    candidates: where the MAGICCODE candidates come from (computed here when None)."""
+def _vouched(v: "_BufferViews", h: np.ndarray, pos: int, hi: int) -> np.ndarray:
+    """The hinted positions in [pos, hi) (h sorted) whose bytes +4..+7 are a message MAGICCODE."""
+    h = h[np.searchsorted(h, pos):np.searchsorted(h, hi)]
+    magic = v.i32[h + 4]
+    return h[(magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2)]
+
+
+def _follow(v: "_BufferViews", cand: np.ndarray, pos: int, limit: int) -> tuple[list, int, bool]:
+    """Follow the chain from pos over the candidates (sorted): (pieces of record starts, where it stopped,
+    stuck: it stopped before `limit` at a position the candidates do not vouch for)."""
     n = v.n
-    hi = min(limit, n - 7)
-    vector = hi - pos >= _VECTOR_MIN and per_record <= _VECTOR_MAX_RECORD
-    cand = None if not vector else candidates(pos, hi) if candidates is not None else magic_candidates(v.b, pos, hi)
-    if cand is None or not len(cand):
-        starts, pos, end = _chain(buf, pos, n, limit)
-        return np.array(starts, dtype=np.int64), pos, end
+    if not len(cand):
+        return [], pos, True
     total = v.i32[cand].astype(np.int64)
     good = (total >= 4) & (total <= n - cand)  # the TOTALSIZE test of _chain
     nxt = cand + total
@@ -275,21 +276,49 @@ def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: floa
     while pos < limit:
         j = int(np.searchsorted(cand, pos))
         if j == len(cand) or int(cand[j]) != pos or not good[j]:
-            # not a record start the candidates vouch for: one step of the per-record walk says why
-            starts, pos, end = _chain(buf, pos, n, limit)
-            pieces.append(np.array(starts, dtype=np.int64))
-            return np.concatenate(pieces), pos, end
+            return pieces, pos, True
         k = int(breaks[np.searchsorted(breaks, j)])
         if not good[k]:
             k -= 1  # k itself is refused by the TOTALSIZE test: the run ends before it (k > j, as good[j])
         pieces.append(cand[j:k + 1])
         pos = int(nxt[k])
-    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+    return pieces, pos, False
 
 
-def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
+def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
+                  candidates: _Candidates | None = None, hints=None) -> tuple[np.ndarray, int, SegmentEnd | None]:
+    """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
+    per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks;
+    candidates: where the MAGICCODE candidates come from (computed here when None); hints: a function
+    (pos, hi) -> sorted positions where records are believed to start (decode_segment), followed first: where
+    the chain reaches a record they do not name, the candidates take over for the rest of the window."""
+    n = v.n
+    hi = min(limit, n - 7)
+    pieces: list = []
+    if hi - pos >= _VECTOR_MIN and hints is not None:
+        got, pos, stuck = _follow(v, _vouched(v, hints(pos, hi), pos, hi), pos, limit)
+        pieces += got
+        if not stuck:
+            return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+    if hi - pos >= _VECTOR_MIN and per_record <= _VECTOR_MAX_RECORD:
+        cand = candidates(pos, hi) if candidates is not None else magic_candidates(v.b, pos, hi)
+        got, pos, stuck = _follow(v, cand, pos, limit)
+        pieces += got
+        if not stuck:
+            return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+    # not a record start the candidates vouch for (or a short stretch): the per-record walk says why
+    starts, pos, end = _chain(buf, pos, n, limit)
+    pieces.append(np.array(starts, dtype=np.int64))
+    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, end
+
+
+def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None
                    ) -> Iterator[RecordBatch | SegmentEnd]:
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
+
+    hints: a function (pos, hi) -> sorted int64 positions in the buffer where records are believed to start
+    (recovery: the offsets its consume queues hold); the walk follows them, checking each one, and falls back
+    to the MAGICCODE candidates where they miss a record, so the result is the same with or without them.
 
     prefetch: a function (a, b) -> future of the MAGICCODE candidates in [a, b) of the same bytes (a helper
     process over its own mapping of the file: engine.ops.logread.CrcHelper), or None when it is busy, asked one
@@ -310,12 +339,12 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
         return
     views = _BufferViews(buf)
     per_record = 0.0
-    candidates = _Candidates(views.b, prefetch, pos, window, n - 7) if prefetch is not None and n - pos >= 2 * window \
+    candidates = _Candidates(views.b, prefetch, pos, window, n - 7) if prefetch is not None and hints is None and n - pos >= 2 * window \
         and window >= _VECTOR_MIN else None
     try:
         while True:
             was = pos
-            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record, candidates)
+            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record, candidates, hints)
             if len(starts):
                 per_record = (pos - was) / len(starts)
                 batch, cut = _decode(views, starts)

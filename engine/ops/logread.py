@@ -339,7 +339,7 @@ def _cut(buf, limit: int):
 
 def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
          known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
-         parallel_crc: bool = False, parallel_keys: bool = False) -> Iterator[Window | Gap | Filler]:
+         parallel_crc: bool = False, parallel_keys: bool = False, hints=None) -> Iterator[Window | Gap | Filler]:
     """Valid records from `start` (a record boundary) in log order, and the gaps between them.
 
     known_gaps: (offset, end offset) ranges already found by an earlier walk; they are stepped over without
@@ -350,6 +350,9 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     later segment holds valid records; otherwise the log ends there (LOG_END) and later segments are after it.
     parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core;
     parallel_keys: the helper also extracts every window's index keys (Window.keys).
+    hints: a function (offset, end offset) -> sorted physical offsets where records are believed to start,
+    asked with increasing ranges (engine.broker.records.decode_segment's hints: they save the byte scan where
+    they are right and change no result where they are wrong).
     """
     segs = cl.segments
     if not segs:
@@ -366,7 +369,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
             if end is not None and seg.start >= end:
                 return
             pos = 0 if (start is None or i != first) else start - seg.start
-            ctx = (check_crc, end, known, window, min_hole, helper)
+            ctx = (check_crc, end, known, window, min_hole, helper, hints)
             stop, last_ts = yield from _walk_segment(cl, seg, pos, segs[i + 1:], last_ts, ctx)
             if stop:
                 return
@@ -398,10 +401,13 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
 
 def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
-    check_crc, end, known, window, min_hole, helper = ctx
+    check_crc, end, known, window, min_hole, helper, hints = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
     kw = {} if window is None else {"window": window}
+    if hints is not None:
+        s0 = seg.start
+        kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
     while pos < n:
         # an empty gap (a segment tail found at the end of a short file, padded since) has nothing to step over
         gap = next(((a - seg.start, b - seg.start) for a, b in known

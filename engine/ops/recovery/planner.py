@@ -189,7 +189,7 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         joins = {i: ItemJoin(files[i], start, keys_from) for i in range(min(k + 1, len(files)))
                  if files[i].prefix_ok and files[i].structure.last_phy >= start}
         scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE,
-                        all_keys=keys_from == 0 and bool(joins))
+                        all_keys=keys_from == 0 and bool(joins), root=cfg.root)
         for j in joins.values():
             j.finish(scan.end)
         failed = [i for i in sorted(joins) if i < k and not joins[i].complete]

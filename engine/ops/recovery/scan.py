@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import os
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,8 @@ import numpy as np
 
 from engine.broker.commitlog import CommitLog, open_commitlog
 from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue import ConsumeQueue
-from engine.broker.layout import SEGMENT_NAME, segment_name
+from engine.broker.consumequeue import UNIT_DTYPE, ConsumeQueue
+from engine.broker.layout import SEGMENT_NAME, StoreLayout, segment_name
 from engine.broker.message import VALID, check_message
 from engine.broker.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
@@ -270,6 +271,122 @@ def _cut_in_file(cq: ConsumeQueue, seg, qs: QueueState, end: int, first: bool):
     return seg.start + keep * CQ_STORE_UNIT_SIZE, int(offs[keep - 1] + sizes[keep - 1]), cov
 
 
+# ==================================================================== record starts the queues know
+
+#: Queues beyond this many give no hints (one open file and one chunk of offsets each while the walk runs).
+HINT_MAX_QUEUES = 1024
+#: Units read at a time from one consume-queue file for the hints (20 bytes each; kept as 8-byte offsets:
+#: 32 KiB a queue, 32 MiB at HINT_MAX_QUEUES).
+HINT_CHUNK_UNITS = 4096
+
+
+class _QueueOffsets:
+    """The physical offsets one consume queue's valid units hold, read forward a chunk at a time."""
+
+    def __init__(self, cq_dir: Path, qs: QueueState, start: int):
+        self.files = [(cq_dir / name, min(qs.file_size, qs.valid_end - fstart) // CQ_STORE_UNIT_SIZE)
+                      for name, fstart, _ in qs.files if fstart < qs.valid_end]
+        self.fi, self.unit, self.fd = 0, 0, None
+        self.buf = np.empty(0, np.int64)
+        self._seek(start)
+
+    def _first_offset(self, i: int, unit: int) -> int | None:
+        raw = self._pread(i, unit, 1)
+        return int.from_bytes(raw[:8], "big", signed=True) if len(raw) >= 8 else None
+
+    def _pread(self, i: int, unit: int, count: int) -> bytes:
+        path, n = self.files[i]
+        count = min(count, n - unit)
+        if count <= 0:
+            return b""
+        if self.fd is None or self.fd[0] != i:
+            self.close()
+            self.fd = (i, os.open(path, os.O_RDONLY))
+        return os.pread(self.fd[1], count * CQ_STORE_UNIT_SIZE, unit * CQ_STORE_UNIT_SIZE)
+
+    def _seek(self, start: int) -> None:
+        """Skip the files, then the units, that lie before `start` (offsets grow along a sane queue)."""
+        try:
+            while self.fi + 1 < len(self.files) and _at_or_before(self._first_offset(self.fi + 1, 0), start):
+                self.fi += 1
+            if self.fi < len(self.files):
+                lo, hi = 0, self.files[self.fi][1]
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if _at_or_before(self._first_offset(self.fi, mid), start - 1):
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                self.unit = lo
+        except OSError:
+            self.fi = len(self.files)
+
+    def _refill(self) -> bool:
+        while self.fi < len(self.files):
+            try:
+                raw = self._pread(self.fi, self.unit, HINT_CHUNK_UNITS)
+            except OSError:
+                raw = b""
+            if raw:
+                units = np.frombuffer(raw, dtype=UNIT_DTYPE, count=len(raw) // CQ_STORE_UNIT_SIZE)
+                self.buf = units["offset"].astype(np.int64)
+                self.unit += len(units)
+                return True
+            self.fi, self.unit = self.fi + 1, 0
+        self.close()
+        return False
+
+    def take(self, lo: int, hi: int) -> list[np.ndarray]:
+        """The offsets in [lo, hi) from here on; those at or past hi stay for the next call."""
+        out = []
+        while True:
+            if not len(self.buf) and not self._refill():
+                return out
+            b = self.buf
+            if not (b[1:] >= b[:-1]).all():  # not a sane queue (offsets going back): no more hints from it
+                self.buf, self.fi = np.empty(0, np.int64), len(self.files)
+                self.close()
+                return out
+            j1 = int(np.searchsorted(b, hi))
+            out.append(b[int(np.searchsorted(b, lo)):j1])
+            self.buf = b[j1:]
+            if len(self.buf):
+                return out
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd[1])
+            self.fd = None
+
+
+def _at_or_before(offset: int | None, limit: int) -> bool:
+    return offset is not None and offset <= limit
+
+
+class QueueHints:
+    """decode_segment's hints for the recovery walk: the offsets of every record the consume queues hold, a
+    window at a time (engine.broker.records: a record they lack, or a wrong offset, changes no result; it only
+    costs the byte scan the hints save). Memory: one chunk of offsets (HINT_CHUNK_UNITS) and one open file per
+    queue."""
+
+    def __init__(self, root: Path, queues: dict[tuple[str, int], QueueState], start: int):
+        layout = StoreLayout(root)
+        self.streams = [_QueueOffsets(layout.cq_dir(qs.topic, qs.queue_id), qs, start)
+                        for qs in queues.values() if qs.exists and qs.valid_end > 0 and qs.files]
+
+    def __call__(self, lo: int, hi: int) -> np.ndarray:
+        parts = [a for st in self.streams for a in st.take(lo, hi)]
+        if not parts:
+            return np.empty(0, np.int64)
+        h = np.sort(np.concatenate(parts), kind="stable")  # a merge of sorted runs (one per queue)
+        dup = h[1:] == h[:-1]
+        return h[np.concatenate(([True], ~dup))] if dup.any() else h
+
+    def close(self) -> None:
+        for st in self.streams:
+            st.close()
+
+
 # ==================================================================== the walk
 
 @dataclass
@@ -309,20 +426,33 @@ class ScanHooks:
 
 
 def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str, int], QueueState],
-             hooks: list[ScanHooks], progress: Progress, min_hole: int, all_keys: bool = False) -> LogScan:
+             hooks: list[ScanHooks], progress: Progress, min_hole: int, all_keys: bool = False,
+             root: Path | None = None) -> LogScan:
     """The recovery walk (format §7.2, resynchronising past damage) from `start` to the end of the log.
 
     all_keys: the hooks check every record's index keys (--full-scan), so a long walk has its helper process
-    extract them in parallel."""
+    extract them in parallel. root: the store, whose consume queues then tell the walk where records start
+    (QueueHints), for stores of up to HINT_MAX_QUEUES queues."""
     s = LogScan(start=start, end=start)
     if not cl.segments:
         return s
     total = max(1, cl.max_file_offset() - start)
-    groups = TopicGroups()
     # A long walk checks body CRCs in a helper process while it decodes (see engine.ops.logread.CrcHelper).
     parallel = total >= PARALLEL_CRC_BYTES
+    hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
+    try:
+        return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,
+                     parallel and all_keys, hints)
+    finally:
+        if hints is not None:
+            hints.close()
+
+
+def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks, progress, min_hole: int,
+          parallel: bool, parallel_keys: bool, hints) -> LogScan:
+    groups = TopicGroups()
     for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
-                   parallel_keys=parallel and all_keys):
+                   parallel_keys=parallel_keys, hints=hints):
         if isinstance(ev, Filler):
             s.end = ev.seg.end  # the next record goes to the next segment
             continue
