@@ -295,14 +295,19 @@ class _QueueOffsets:
         return int.from_bytes(raw[:8], "big", signed=True) if len(raw) >= 8 else None
 
     def _pread(self, i: int, unit: int, count: int) -> bytes:
+        """Units [unit, unit + count) of file i (the file stays open only while _seek reads it: a store with
+        many queues must not run out of file descriptors)."""
         path, n = self.files[i]
         count = min(count, n - unit)
         if count <= 0:
             return b""
-        if self.fd is None or self.fd[0] != i:
-            self.close()
-            self.fd = (i, os.open(path, os.O_RDONLY))
-        return os.pread(self.fd[1], count * CQ_STORE_UNIT_SIZE, unit * CQ_STORE_UNIT_SIZE)
+        if self.fd is not None and self.fd[0] == i:
+            return os.pread(self.fd[1], count * CQ_STORE_UNIT_SIZE, unit * CQ_STORE_UNIT_SIZE)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            return os.pread(fd, count * CQ_STORE_UNIT_SIZE, unit * CQ_STORE_UNIT_SIZE)
+        finally:
+            os.close(fd)
 
     def _seek(self, start: int) -> None:
         """Skip the files, then the units, that lie before `start` (offsets grow along a sane queue)."""
@@ -310,6 +315,7 @@ class _QueueOffsets:
             while self.fi + 1 < len(self.files) and _at_or_before(self._first_offset(self.fi + 1, 0), start):
                 self.fi += 1
             if self.fi < len(self.files):
+                self.fd = (self.fi, os.open(self.files[self.fi][0], os.O_RDONLY | os.O_NOFOLLOW))
                 lo, hi = 0, self.files[self.fi][1]
                 while lo < hi:
                     mid = (lo + hi) // 2
@@ -320,6 +326,8 @@ class _QueueOffsets:
                 self.unit = lo
         except OSError:
             self.fi = len(self.files)
+        finally:
+            self.close()
 
     def _refill(self) -> bool:
         while self.fi < len(self.files):
@@ -333,7 +341,6 @@ class _QueueOffsets:
                 self.unit += len(units)
                 return True
             self.fi, self.unit = self.fi + 1, 0
-        self.close()
         return False
 
     def take(self, lo: int, hi: int) -> list[np.ndarray]:
@@ -345,7 +352,6 @@ class _QueueOffsets:
             b = self.buf
             if not (b[1:] >= b[:-1]).all():  # not a sane queue (offsets going back): no more hints from it
                 self.buf, self.fi = np.empty(0, np.int64), len(self.files)
-                self.close()
                 return out
             j1 = int(np.searchsorted(b, hi))
             out.append(b[int(np.searchsorted(b, lo)):j1])
@@ -367,7 +373,7 @@ class QueueHints:
     """decode_segment's hints for the recovery walk: the offsets of every record the consume queues hold, a
     window at a time (engine.broker.records: a record they lack, or a wrong offset, changes no result; it only
     costs the byte scan the hints save). Memory: one chunk of offsets (HINT_CHUNK_UNITS) and one open file per
-    queue."""
+    queue, and no file descriptor kept open."""
 
     def __init__(self, root: Path, queues: dict[tuple[str, int], QueueState], start: int):
         layout = StoreLayout(root)
