@@ -339,8 +339,9 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
         return
     views = _BufferViews(buf)
     per_record = 0.0
-    candidates = _Candidates(views.b, prefetch, pos, window, n - 7) if prefetch is not None and hints is None and n - pos >= 2 * window \
-        and window >= _VECTOR_MIN else None
+    candidates = (_Candidates(views.b, prefetch, pos, window, n - 7)
+                  if prefetch is not None and hints is None and n - pos >= 2 * window and window >= _VECTOR_MIN
+                  else None)
     try:
         while True:
             was = pos
