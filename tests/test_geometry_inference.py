@@ -195,3 +195,69 @@ def test_a_large_ambiguous_size_is_decided_by_the_items(tmp_path):
     assert infer_index_geometry([facts], facts[1]) == (5000, 7000)
     r = run(["inspect-index", p, "--walk-key", "T#key-7", "--json"])
     assert r.exit_code == 0 and len([i for i in jlines(r)[0]["items"]]) >= 2
+
+
+def _fits_one_read_per_field(path, geometry, index_count):
+    """The reference: engine.broker.geometry.fits as it was, one read per field (what the batched one must
+    answer on every file)."""
+    import os
+
+    from engine.broker.config import INDEX_HEADER_SIZE
+    from engine.broker.geometry import _sample
+
+    s, i = geometry
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def i32(pos):
+            b = os.pread(fd, 4, pos)
+            return int.from_bytes(b, "big", signed=True) if len(b) == 4 else -1
+        base = INDEX_HEADER_SIZE + 4 * s
+        if os.pread(fd, 20, base) != bytes(20):
+            return False
+        for k in _sample(index_count):
+            if k >= i:
+                return False
+            item = base + 20 * k
+            key_hash, time_diff, prev = i32(item), i32(item + 12), i32(item + 16)
+            if key_hash < 0 or time_diff < 0 or not 0 <= prev < k:
+                return False
+            slot = key_hash % s
+            if not k <= i32(INDEX_HEADER_SIZE + 4 * slot) < i:
+                return False
+            if prev and (i32(base + 20 * prev) < 0 or i32(base + 20 * prev) % s != slot):
+                return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_fits_answers_as_one_read_per_field(tmp_path):
+    """fits() reads the sampled items in runs; on a healthy file, on damaged copies (bytes flipped in items and
+    slots, a file cut short) and under wrong geometries it answers as the field-by-field reads do."""
+    import random
+
+    from engine.broker.geometry import fits
+
+    p = tmp_path / "f"
+    f = IndexFile.create(str(p), 40, 200)
+    for n in range(180):
+        f.put_key(f"T#k{n % 53}", 1000 + n * 10, 1_700_000_000_000 + n)
+    f.close()
+    good = p.read_bytes()
+    rnd = random.Random(11)
+    cases = [good, good[:len(good) - 1500], good[:2000]]
+    for _ in range(40):
+        b = bytearray(good)
+        for _ in range(rnd.randrange(1, 4)):
+            at = rnd.randrange(40, len(b))
+            b[at] ^= 1 << rnd.randrange(8)
+        cases.append(bytes(b))
+    answers = set()
+    for data in cases:
+        p.write_bytes(data)
+        for geo in [(40, 200), (20, 202), (60, 198), (39, 200)]:
+            for count in (181, 100, 2):
+                want = _fits_one_read_per_field(p, geo, count)
+                assert fits(p, geo, count) == want, (geo, count)
+                answers.add(want)
+    assert answers == {True, False}

@@ -216,10 +216,16 @@ def test_verify_next_to_a_live_writer_counts_in_flight_items(tmp_path, locked_st
     patch(f, 40 + 4 * slots + 20 * count, item)
     patch(f, 40 + 4 * 3, struct.pack(">i", count))
     r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=3)
+    key = ["query-key", "--store", str(store), "--topic", sent[-1]["topic"], "--key", sent[-1]["keys"][0], *GEOM]
+    unlocked = cli(*key, code=None)
+    assert "past the header's indexCount" in unlocked.stderr  # the newest file is damaged, and said so
     locked_store(store)
     r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=0)
     rep = [json.loads(line)["verify"] for line in r.stdout.splitlines()][-1]
     assert rep["liveWriter"] and rep["inFlight"] >= 1 and rep["ok"]
+    # query-key asks whether a writer holds the lock only when it meets such an item: in flight, not damage
+    locked = cli(*key, code=0)
+    assert "past the header's indexCount" not in locked.stderr
 
 
 @pytest.fixture

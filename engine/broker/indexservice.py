@@ -55,8 +55,14 @@ class IndexService:
         paths = list_index_files(self.dir)
         wrong_size: list[GeometryError] = []
         previous = None
-        # A read-only reader beside a live writer may see the newest file's next item before its header count.
-        live = bool(paths) and not self.writable and lock_held_elsewhere(self.dir.parent)
+        # A read-only reader beside a live writer may see the newest file's next item before its header count;
+        # whether a writer holds the lock is asked only when such an item is there, and once.
+        held: list[bool] = []
+
+        def live() -> bool:
+            if not held:
+                held.append(not self.writable and lock_held_elsewhere(self.dir.parent))
+            return held[0]
         for i, p in enumerate(paths):
             try:
                 f = IndexFile.open(p, self.hash_slot_num, self.index_num, random_access=not self.writable)
