@@ -5,6 +5,7 @@ Light at import: rich is imported only when a console or a progress bar is first
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime
 
@@ -74,15 +75,47 @@ def kv_table(title: str, pairs: list[tuple[str, object]]) -> None:
                  title=title, header=False)
 
 
+class _NoProgress:
+    """What progress() gives when stderr is not a terminal: the same calls, nothing drawn, rich not imported."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, *args, **kwargs) -> int:
+        return 0
+
+    def update(self, *args, **kwargs) -> None:
+        pass
+
+    def advance(self, *args, **kwargs) -> None:
+        pass
+
+
+#: Environment variables that make rich treat a non-terminal stderr as a terminal.
+_FORCE_TERMINAL_ENV = ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")
+
+
 def progress(total: int | None, description: str):
     """A progress bar on stderr (only when stderr is a terminal). It never captures stdout: data written while
     it runs (NDJSON acknowledgements, rows) goes straight to stdout, whatever stderr is."""
+    if not _stderr_is_terminal() and not any(map(os.environ.get, _FORCE_TERMINAL_ENV)):
+        return _NoProgress()  # piped or redirected: no bar, and no ~30 ms of rich imports
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = globals()["err"] if "err" in globals() else __getattr__("err")
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal, redirect_stdout=False,
                     redirect_stderr=False)
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class gc_paused:

@@ -106,3 +106,20 @@ def test_top_level_help_and_version_through_the_entry_point_equal_the_full_app()
     mods = _modules_after("import sys\nsys.argv = ['rmqtool', '--help']\nfrom rmqtool.app import main\n"
                           "try:\n    main()\nexcept SystemExit:\n    pass")
     assert "rmqtool.commands.query" in mods  # the listing reads each command's help from its module
+
+
+def test_progress_on_a_piped_stderr_draws_nothing_and_imports_no_rich():
+    """render.progress: with stderr not a terminal the bar is a no-op with the same calls (rich's ~30 ms of
+    imports are not paid by a piped or redirected command); FORCE_COLOR makes it a real rich bar again."""
+    code = ("from rmqtool import render\nwith render.progress(None, 'x') as bar:\n"
+            "    t = bar.add_task('x', total=3)\n    bar.update(t, completed=1, total=3, description='y')\n"
+            "    bar.advance(t, 2)\nprint(type(bar).__name__)")
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")}
+    env["PYTHONPATH"] = str(ROOT)
+    full = code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"
+    r = subprocess.run([sys.executable, "-c", full], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    name, mods = r.stdout.splitlines()[0], set(json.loads(r.stdout.splitlines()[-1]))
+    assert name == "_NoProgress" and "rich.progress" not in mods and r.stderr == ""
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(env, FORCE_COLOR="1"), capture_output=True,
+                       text=True, check=True)
+    assert r.stdout.strip() == "Progress"
