@@ -253,3 +253,29 @@ def test_lookups_in_any_order_over_many_segments(tmp_path):
                 else:
                     assert g == (i, r.reason or r.status.lower())
             assert sum(isinstance(g, tuple) for g in got) >= 4
+
+
+def test_a_flipped_body_is_reported_with_both_crcs(tmp_path):
+    """scan_runs checks every body CRC in bulk (records.body_crc_bad); a record whose body was changed is an
+    entry of its own whose reason names the stored and the computed CRC, and the records around it stay runs."""
+    from engine.broker.config import load_config
+    from engine.broker.logrun import scan_runs
+    from engine.broker.store import MessageStore
+    from engine.java.lang import rmq_crc32
+
+    store = tmp_path / "s"
+    acks = put_jsonl(store, [{"topic": "T", "keys": f"k{i}", "body": f"body {i} " + "x" * 40} for i in range(20)])
+    victim = acks[7]["commitLogOffset"]
+    seg = sorted((store / "commitlog").iterdir())[0]
+    data = bytearray(seg.read_bytes())
+    rec = check_message(bytes(data), victim, len(data), check_crc=False).record
+    body_at = bytes(data).index(rec.body, victim)
+    data[body_at] ^= 0x01
+    seg.write_bytes(bytes(data))
+    with MessageStore(load_config(None, storePathRootDir=str(store))) as st:
+        items = list(scan_runs(st.commitlog))
+    bad = [e for e in items if not isinstance(e, RecordRun)]
+    assert [e.offset for e in bad][:1] == [victim]
+    flipped = bytes(data[body_at:body_at + len(rec.body)])
+    assert bad[0].reason == f"body CRC mismatch (stored {rec.body_crc}, computed {rmq_crc32(flipped)})"
+    assert sum(len(r.batch) for r in items if isinstance(r, RecordRun)) == 19

@@ -19,9 +19,9 @@ import numpy as np
 
 from engine.broker.commitlog import MISPLACED, CommitLog, ScanEntry, misplaced_reason
 from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
-from engine.broker.records import SegmentEnd, decode_segment
+from engine.broker.records import SegmentEnd, body_crc_bad, decode_segment
 from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
-from engine.java.crc import crc32
+from engine.java.lang import rmq_crc32
 
 #: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
 RUN_WINDOW = 4 << 20
@@ -95,12 +95,8 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
     """Split one decoded window into RecordRuns of VALID records and single entries for the others."""
     pos = batch.pos
     blen = batch.body_len
-    ends = batch.body_pos + np.maximum(blen, 0)
-    bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
-    bad_crc = np.zeros(len(batch), dtype=bool)
-    if check_crc:
-        crcs = np.fromiter(map(crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
-        bad_crc = (blen > 0) & (crcs != batch.body_crc)
+    bodies = _bodies(buf, batch)
+    bad_crc = body_crc_bad(bodies, blen, batch.body_crc) if check_crc else np.zeros(len(batch), dtype=bool)
     misplaced = (batch.phy != seg.start + pos) if check_position else np.zeros(len(batch), dtype=bool)
     good = ~bad_crc & batch.length_ok & ~misplaced
     if good.all():
@@ -113,7 +109,7 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
             yield RecordRun(seg.start, name, buf, batch.select(slice(i, j)), bodies[i:j])
         p, total = int(pos[j]), int(batch.total[j])
         if bad_crc[j]:
-            kind, reason = CORRUPT, f"body CRC mismatch (stored {int(batch.body_crc[j])}, computed {int(crcs[j])})"
+            kind, reason = CORRUPT, f"body CRC mismatch (stored {int(batch.body_crc[j])}, computed {rmq_crc32(bodies[j])})"
         elif not batch.length_ok[j]:
             expect = cal_msg_length(bool(batch.v2[j]), int(batch.sys_flag[j]), int(blen[j]), int(batch.topic_len[j]),
                                     int(batch.props_len[j]))
@@ -221,13 +217,17 @@ def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
             return good, None, []
         p = np.where(good, p, p[np.flatnonzero(good)[0]])
         batch, cut = _decode(views, p)
-    ends = batch.body_pos + np.maximum(batch.body_len, 0)
-    bodies = list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
+    bodies = _bodies(buf, batch)
     good &= batch.length_ok & (batch.phy == seg.start + pos)
     if check_crc:
-        crcs = np.fromiter(map(crc32, bodies), dtype=np.int64, count=len(bodies)) & 0x7FFFFFFF
-        good &= (batch.body_len <= 0) | (crcs == batch.body_crc)
+        good &= ~body_crc_bad(bodies, batch.body_len, batch.body_crc)
     return good, batch, bodies
+
+
+def _bodies(buf, batch) -> list:
+    """The batch's bodies as bytes (an empty one for a record without a body)."""
+    ends = batch.body_pos + np.maximum(batch.body_len, 0)
+    return list(map(buf.__getitem__, map(slice, batch.body_pos.tolist(), ends.tolist())))
 
 
 def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:

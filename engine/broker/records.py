@@ -2,7 +2,7 @@
 
 check_message (engine.broker.message) decodes one record into a MessageRecord; this module decodes
 thousands at once into arrays of header fields and byte ranges, with the same validity rules (format §2.7,
-without the CRC: callers that need it check `body_crc` against zlib over the body ranges). Every bulk path
+without the CRC: callers that need it check `body_crc` with body_crc_bad). Every bulk path
 (index rebuilds, recovery scans, tiering) reads records through decode_segment.
 
 Walking is sequential by nature: only TOTALSIZE and MAGICCODE are needed to find the next record (phase A).
@@ -25,6 +25,7 @@ from typing import Iterator
 import numpy as np
 
 from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from engine.java.crc import crc32
 
 _HEAD = struct.Struct(">ii")
 SCAN_WINDOW = 128 << 20  # bytes of records decoded per batch; their pages are released afterwards
@@ -71,6 +72,13 @@ class SegmentEnd:
     kind: str
     pos: int
     reason: str = ""
+
+
+def body_crc_bad(bodies, body_len: np.ndarray, body_crc: np.ndarray) -> np.ndarray:
+    """Which records' stored BODYCRC is wrong (format §2.6: CRC-32 masked to 31 bits; an empty body is not
+    checked). bodies: the records' body bytes in order (any iterable of buffers, len(body_len) of them)."""
+    crcs = np.fromiter(map(crc32, bodies), dtype=np.int64, count=len(body_len)) & 0x7FFFFFFF
+    return (body_len > 0) & (crcs != body_crc)
 
 
 def is_zero_area(buf, pos: int, n: int) -> bool:

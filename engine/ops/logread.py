@@ -22,10 +22,9 @@ from engine.broker.commitlog import CommitLog
 from engine.broker.keycolumns import batch_key_columns
 from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                    check_message)
-from engine.broker.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, decode_segment,
-                                   magic_candidates)
+from engine.broker.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
+                                   decode_segment, magic_candidates)
 from engine.broker.segments import Segment
-from engine.java.crc import crc32
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
 _MAGICS = (MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True), MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True))
@@ -81,15 +80,13 @@ class Filler:
 
 def body_crc_first_bad(buf, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
     """Index of the first record whose body CRC is wrong (format §2.6: CRC-32 & 0x7FFFFFFF; an empty body is not
-    checked), or len(body_pos). One CRC-32 call per body, compared in bulk."""
+    checked), or len(body_pos). engine.broker.records.body_crc_bad over slices of buf."""
     n = len(body_pos)
     if not n:
         return 0
     mv = memoryview(buf)
-    starts = body_pos.tolist()
     ends = (body_pos + np.maximum(body_len, 0)).tolist()
-    crcs = np.array([crc32(mv[a:b]) for a, b in zip(starts, ends)], dtype=np.int64)
-    bad = np.flatnonzero((body_len > 0) & ((crcs & 0x7FFFFFFF) != body_crc))
+    bad = np.flatnonzero(body_crc_bad((mv[a:b] for a, b in zip(body_pos.tolist(), ends)), body_len, body_crc))
     return int(bad[0]) if len(bad) else n
 
 
