@@ -176,16 +176,17 @@ class IndexFile:
         return max(self.header.indexCount - 1, 0)
 
     def header_damage(self, newest: bool, previous: Optional[IndexHeader] = None,
-                      live_writer: "bool | Callable[[], bool]" = False) -> Optional[str]:
+                      live_writer: Optional[Callable[[], bool]] = None) -> Optional[str]:
         """Why this file cannot be one the broker wrote, or None. Reads the header and one item only.
 
         newest: whether it is the newest file of its directory. The broker rolls to a new file only when the
         current one is full (format §5.8), so every older file holds indexNum-1 items; an older file with fewer
         (a zero-filled one has none) lost items the answers need. previous: the header of the file before it;
         a file without items carries that file's end offset and time in its header (the seed, format §5.8).
-        live_writer: another process holds the store lock; an item past indexCount in the newest file is then a put
-        in flight (IndexFile.putKey writes the item and its slot before the header), not damage. A function is
-        asked only when such an item is there (reading /proc/locks costs 8-15 ms in a new process).
+        live_writer: asked, only when the newest file has an item past indexCount, whether another process
+        holds the store lock: the item is then a put in flight (IndexFile.putKey writes the item and its slot
+        before the header), not damage (reading /proc/locks costs 8-15 ms in a new process, so it is not asked
+        up front).
         """
         h, count = self.header, self.on_disk_index_count
         items = max(count - 1, 0)
@@ -199,7 +200,7 @@ class IndexFile:
             what = "no items (zero-filled?)" if items == 0 else f"{items} of {self.index_num - 1} items"
             return f"holds {what} but is not the newest index file (the broker rolls only full files)"
         if h.indexCount < self.index_num and any(self.item(h.indexCount)) and not (
-                newest and (live_writer() if callable(live_writer) else live_writer)):
+                newest and live_writer is not None and live_writer()):
             if self.refresh_header(wait=True):
                 return self.header_damage(newest, previous, live_writer)  # a writer appended meanwhile: look again
             return f"item {h.indexCount} past the header's indexCount is written (the header was not written back)"

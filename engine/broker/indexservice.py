@@ -8,6 +8,7 @@ every file has the wrong size the geometry given is wrong, not the files: that i
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +58,7 @@ class IndexService:
         previous = None
         # A read-only reader beside a live writer may see the newest file's next item before its header count;
         # whether a writer holds the lock is asked only when such an item is there, and once.
-        held: list[bool] = []
-
-        def live() -> bool:
-            if not held:
-                held.append(not self.writable and lock_held_elsewhere(self.dir.parent))
-            return held[0]
+        live = None if self.writable else functools.cache(lambda: lock_held_elsewhere(self.dir.parent))
         for i, p in enumerate(paths):
             try:
                 f = IndexFile.open(p, self.hash_slot_num, self.index_num, random_access=not self.writable)

@@ -84,7 +84,7 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
                 continue
             with f:
                 newest = i == len(paths) - 1
-                live = newest and st is not None and lock_held_elsewhere(st.root)
+                live = None if st is None else (lambda: lock_held_elsewhere(st.root))
                 yield _report(f, f.header_damage(newest, previous, live), req, st, progress)
                 previous = f.header
     finally:
