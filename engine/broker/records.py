@@ -293,6 +293,10 @@ def _follow(v: "_BufferViews", cand: np.ndarray, pos: int, limit: int) -> tuple[
     return pieces, pos, False
 
 
+def _joined(pieces: list) -> np.ndarray:
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+
 def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
                   candidates: _Candidates | None = None, hints=None) -> tuple[np.ndarray, int, SegmentEnd | None]:
     """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
@@ -307,17 +311,17 @@ def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: floa
         got, pos, stuck = _follow(v, _vouched(v, hints(pos, hi), pos, hi), pos, limit)
         pieces += got
         if not stuck:
-            return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+            return _joined(pieces), pos, None
     if hi - pos >= _VECTOR_MIN and per_record <= _VECTOR_MAX_RECORD:
         cand = candidates(pos, hi) if candidates is not None else magic_candidates(v.b, pos, hi)
         got, pos, stuck = _follow(v, cand, pos, limit)
         pieces += got
         if not stuck:
-            return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, None
+            return _joined(pieces), pos, None
     # not a record start the candidates vouch for (or a short stretch): the per-record walk says why
     starts, pos, end = _chain(buf, pos, n, limit)
     pieces.append(np.array(starts, dtype=np.int64))
-    return (np.concatenate(pieces) if len(pieces) > 1 else pieces[0]), pos, end
+    return _joined(pieces), pos, end
 
 
 def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None

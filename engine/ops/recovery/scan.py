@@ -273,7 +273,7 @@ def _cut_in_file(cq: ConsumeQueue, seg, qs: QueueState, end: int, first: bool):
 
 # ==================================================================== record starts the queues know
 
-#: Queues beyond this many give no hints (one open file and one chunk of offsets each while the walk runs).
+#: Queues beyond this many give no hints (one chunk of offsets each while the walk runs).
 HINT_MAX_QUEUES = 1024
 #: Units read at a time from one consume-queue file for the hints (20 bytes each; kept as 8-byte offsets:
 #: 32 KiB a queue, 32 MiB at HINT_MAX_QUEUES).
@@ -339,7 +339,11 @@ class _QueueOffsets:
                 units = np.frombuffer(raw, dtype=UNIT_DTYPE, count=len(raw) // CQ_STORE_UNIT_SIZE)
                 self.buf = units["offset"].astype(np.int64)
                 self.unit += len(units)
-                return True
+                if (self.buf[1:] >= self.buf[:-1]).all():
+                    return True
+                # not a sane queue (offsets going back): no more hints from it
+                self.buf, self.fi = np.empty(0, np.int64), len(self.files)
+                return False
             self.fi, self.unit = self.fi + 1, 0
         return False
 
@@ -350,9 +354,6 @@ class _QueueOffsets:
             if not len(self.buf) and not self._refill():
                 return out
             b = self.buf
-            if not (b[1:] >= b[:-1]).all():  # not a sane queue (offsets going back): no more hints from it
-                self.buf, self.fi = np.empty(0, np.int64), len(self.files)
-                return out
             j1 = int(np.searchsorted(b, hi))
             out.append(b[int(np.searchsorted(b, lo)):j1])
             self.buf = b[j1:]
@@ -372,8 +373,8 @@ def _at_or_before(offset: int | None, limit: int) -> bool:
 class QueueHints:
     """decode_segment's hints for the recovery walk: the offsets of every record the consume queues hold, a
     window at a time (engine.broker.records: a record they lack, or a wrong offset, changes no result; it only
-    costs the byte scan the hints save). Memory: one chunk of offsets (HINT_CHUNK_UNITS) and one open file per
-    queue, and no file descriptor kept open."""
+    costs the byte scan the hints save). Memory: one chunk of offsets (HINT_CHUNK_UNITS) per queue; no file
+    descriptor is kept open."""
 
     def __init__(self, root: Path, queues: dict[tuple[str, int], QueueState], start: int):
         layout = StoreLayout(root)
