@@ -272,3 +272,30 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
     assert sum(asked) > 100  # the queues did name record starts
     assert hinted == alone
     assert [x["offset"] for x in hinted["skipped"]] == [acks[30]["commitLogOffset"], acks[150]["commitLogOffset"]]
+
+
+def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
+    """CrcHelper drops the jobs it knows are done: each holds its result (a window's key columns), and a long
+    walk over many windows must not keep them all (memory would grow with the log)."""
+    import engine.broker.records as records
+    import engine.ops.logread as logread
+
+    store = tmp_path / "s"
+    put(store, messages(300), tmp_path)
+    cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
+    monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    held = []
+    real = logread.CrcHelper._track
+
+    def track(self, f):
+        busy = real(self, f)
+        held.append(len(self.jobs))
+        return busy
+    monkeypatch.setattr(logread.CrcHelper, "_track", track)
+    cl = open_commitlog(cfg)
+    try:
+        windows = sum(isinstance(e, Window) for e in walk(cl, 0, window=700, parallel_crc=True, parallel_keys=True))
+    finally:
+        cl.close()
+    assert windows > 20 and len(held) >= windows
+    assert max(held) <= 3  # the window in flight, the one being settled, and one more at most

@@ -182,8 +182,17 @@ class CrcHelper:
         crc = (batch.body_pos[h:], batch.body_len[h:], batch.body_crc[h:]) if h < n else None
         fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
         f = self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
-        self.jobs.append(f)
+        self._track(f)
         return f, h
+
+    def _track(self, f) -> int:
+        """Keep f among the jobs not known to be done (the done ones are dropped: they hold their results, a
+        window's key columns, which must not pile up over a long walk); returns how many were outstanding."""
+        self.jobs = [j for j in self.jobs if not j.done()]
+        busy = len(self.jobs)
+        if f is not None:
+            self.jobs.append(f)
+        return busy
 
     def prefetch(self, seg: Segment):
         """decode_segment's prefetch for this segment: the helper finds the next window's record candidates
@@ -194,11 +203,10 @@ class CrcHelper:
 
         def offer(a: int, b: int):
             # Behind with the CRCs (a window's check still waits in the queue): this process scans the block.
-            self.jobs = [f for f in self.jobs if not f.done()]
-            if len(self.jobs) > 1:
+            if self._track(None) > 1:
                 return None
             f = self.pool.submit(_worker_candidates, path, length, a, b)
-            self.jobs.append(f)
+            self._track(f)
             return f
         return offer
 
