@@ -63,6 +63,20 @@ def test_placeholder_is_a_valid_rollback_record_of_exactly_the_hole(length):
         assert rec.topic == QUARANTINE_TOPIC and "RMQTOOL_QUARANTINED" in rec.properties
 
 
+def spy(monkeypatch, owner, name: str, note) -> list:
+    """Wrap method `name` of class `owner`: each call still returns what it returned, and note(self, result) is
+    appended to the list returned here."""
+    real = getattr(owner, name)
+    seen: list = []
+
+    def wrapped(self, *args, **kwargs):
+        got = real(self, *args, **kwargs)
+        seen.append(note(self, got))
+        return got
+    monkeypatch.setattr(owner, name, wrapped)
+    return seen
+
+
 def events(store):
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     cl = open_commitlog(cfg)
@@ -146,14 +160,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     patch(q, qpos, b"\x00\x00\x00\x05")  # TOTALSIZE 5: the walk resynchronises after it
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
-    used = []
-    real = logread.CrcHelper.prefetch
-
-    def counted(self, seg):
-        f = real(self, seg)
-        used.append(f is not None)
-        return f
-    monkeypatch.setattr(logread.CrcHelper, "prefetch", counted)
+    used = spy(monkeypatch, logread.CrcHelper, "prefetch", lambda self, f: f is not None)
 
     def run(parallel):
         cl = open_commitlog(cfg)
@@ -260,14 +267,7 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
     alone = plan_recovery(cfg_for(store)).as_dict()
     assert alone["scanStartOffset"] == 0
     monkeypatch.setattr(scan, "HINT_MAX_QUEUES", 1024)
-    asked = []
-    real = scan.QueueHints.__call__
-
-    def counted(self, lo, hi):
-        got = real(self, lo, hi)
-        asked.append(len(got))
-        return got
-    monkeypatch.setattr(scan.QueueHints, "__call__", counted)
+    asked = spy(monkeypatch, scan.QueueHints, "__call__", lambda self, got: len(got))
     hinted = plan_recovery(cfg_for(store)).as_dict()
     assert sum(asked) > 100  # the queues did name record starts
     assert hinted == alone
@@ -284,14 +284,7 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     put(store, messages(300), tmp_path)
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
-    held = []
-    real = logread.CrcHelper._track
-
-    def track(self, f):
-        busy = real(self, f)
-        held.append(len(self.jobs))
-        return busy
-    monkeypatch.setattr(logread.CrcHelper, "_track", track)
+    held = spy(monkeypatch, logread.CrcHelper, "_track", lambda self, busy: len(self.jobs))
     cl = open_commitlog(cfg)
     try:
         windows = sum(isinstance(e, Window) for e in walk(cl, 0, window=700, parallel_crc=True, parallel_keys=True))
