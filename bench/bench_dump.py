@@ -31,6 +31,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from measure import compile_package  # noqa: E402
+
 MARK_BEGIN = "<!-- bench-dump:begin (written by bench/bench_dump.py --write) -->"
 MARK_END = "<!-- bench-dump:end -->"
 
@@ -115,6 +119,7 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
+    compile_package(REPO)  # bytecode written as an install writes it
     n = a.messages
     with tempfile.TemporaryDirectory(dir=a.workdir) as tmp:
         store = Path(tmp) / "store"

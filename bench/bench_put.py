@@ -33,6 +33,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from measure import compile_package  # noqa: E402
+
 MARK_BEGIN = "<!-- bench-put:begin (written by bench/bench_put.py --write) -->"
 MARK_END = "<!-- bench-put:end -->"
 
@@ -125,6 +129,7 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
+    compile_package(REPO)  # bytecode written as an install writes it
     from engine.broker.store import MessageStore  # noqa: F401 - the engine this bench measures
 
     import engine.broker.store as store_mod

@@ -20,8 +20,13 @@ Every file of the store (commit log, consume queues, index files, checkpoint) is
 timed command, so that it runs on a warm page cache as the plain read does (this machine's page cache is small and
 is emptied from time to time).
 
-Memory: peak RssAnon (anonymous memory, sampled every 20 ms from /proc/<pid>/status) and VmHWM (peak RSS,
-which includes clean file pages the command maps read-only: page cache the kernel can reclaim).
+Memory: peak RssAnon (anonymous memory, sampled every 20 ms from /proc/<pid>/status, summed over the command's
+process and its helper processes: a forked helper's pages shared with its parent count twice, so this is an upper
+bound) and VmHWM (peak RSS of the command's process, which includes clean file pages it maps read-only: page cache
+the kernel can reclaim).
+
+The project's bytecode is written first (bench/measure.py compile_package, as installing the package does), so
+the commands do not compile rmqtool's modules on every run on a machine that sets PYTHONDONTWRITEBYTECODE.
 
     python3 bench/bench_recover.py                       # 1, 2, 4 GiB
     python3 bench/bench_recover.py --sizes 1 --runs 1    # quick
@@ -46,6 +51,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
 from gen_store import GenSpec, gen_store  # noqa: E402
+from measure import children, compile_package  # noqa: E402
 
 RMQTOOL = [sys.executable, "-m", "rmqtool"]
 SLOTS, ITEMS = 300_000, 1_200_000
@@ -65,7 +71,9 @@ def status_kb(pid: int, field: str) -> int:
 
 
 def measure(args: list[str]) -> dict:
-    """Run a command; wall time, exit code, peak RssAnon and VmHWM (MiB)."""
+    """Run a command; wall time, exit code, peak RssAnon (MiB: the command's process and its helper processes,
+    summed at each sample, so pages a forked helper shares with its parent count twice) and VmHWM (MiB: the
+    command's process)."""
     t0 = time.monotonic()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -73,8 +81,8 @@ def measure(args: list[str]) -> dict:
 
     def sample():
         while p.poll() is None:
-            for k in peak:
-                peak[k] = max(peak[k], status_kb(p.pid, k))
+            peak["VmHWM"] = max(peak["VmHWM"], status_kb(p.pid, "VmHWM"))
+            peak["RssAnon"] = max(peak["RssAnon"], sum(status_kb(q, "RssAnon") for q in [p.pid, *children(p.pid)]))
             time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -207,6 +215,7 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="replace the figures block in bench/RESULTS.md")
     a = ap.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
+    compile_package(REPO)
     t0 = time.monotonic()
     load = open("/proc/loadavg").read().split()[:3]
     results = [run_size(a.workdir, int(g), a.runs) for g in a.sizes.split(",")]

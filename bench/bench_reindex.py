@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from measure import TreeSampler, cpu_scaling, drop_caches, machine, med, vmhwm_kb  # noqa: E402
+from measure import TreeSampler, compile_package, cpu_scaling, drop_caches, machine, med, vmhwm_kb  # noqa: E402
 from reindex_store import MSG_SIZE, PREFIX, T0, TOPIC, GiB, ensure_store, gen_segment  # noqa: E402
 
 
@@ -547,6 +547,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the report to bench/RESULTS.md")
     ap.add_argument("--gib", type=int, default=1, help="store size in GiB, as 1 GiB segments (default 1)")
     args = ap.parse_args()
+    compile_package(ROOT)  # bytecode written as an install writes it
     parts = {int(p) for p in args.parts.split(",")}
     cfg = _config(args)
     work = cfg["work"]

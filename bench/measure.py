@@ -20,6 +20,36 @@ def vmhwm_kb(pid: int | str = "self") -> int:
     return 0
 
 
+def compile_package(repo) -> None:
+    """Write the bytecode of rmqtool and its engine, as installing a package does (pip compiles what it
+    installs), so timed commands do not compile the project's modules on every run when PYTHONDONTWRITEBYTECODE
+    is set (this machine sets it)."""
+    import compileall
+    from pathlib import Path
+
+    for d in ("engine", "rmqtool"):
+        compileall.compile_dir(str(Path(repo) / d), quiet=1)
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children and their descendants (/proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                kids = [int(c) for c in open(f"/proc/{p}/task/{t}/children").read().split()]
+            except OSError:
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
 def drop_caches() -> bool:
     try:
         os.sync()

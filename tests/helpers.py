@@ -49,3 +49,17 @@ def assert_one_line_error(r, code: int | None = None, contains: str | None = Non
     if contains:
         assert contains in lines[0], lines[0]
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+
+
+def spy(monkeypatch, owner, name: str, note) -> list:
+    """Wrap method `name` of class `owner`: each call still returns what it returned, and note(self, result) is
+    appended to the list returned here."""
+    real = getattr(owner, name)
+    seen: list = []
+
+    def wrapped(self, *args, **kwargs):
+        got = real(self, *args, **kwargs)
+        seen.append(note(self, got))
+        return got
+    monkeypatch.setattr(owner, name, wrapped)
+    return seen

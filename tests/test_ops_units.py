@@ -15,6 +15,7 @@ from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
 from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record
 from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
+from helpers import spy
 from test_recover import SEG, messages, patch, put, seg_file
 
 
@@ -61,20 +62,6 @@ def test_placeholder_is_a_valid_rollback_record_of_exactly_the_hole(length):
     assert rec.physical_offset == 4096 * 7 + 100 and rec.store_timestamp == 1_700_000_000_123
     if length >= 200:
         assert rec.topic == QUARANTINE_TOPIC and "RMQTOOL_QUARANTINED" in rec.properties
-
-
-def spy(monkeypatch, owner, name: str, note) -> list:
-    """Wrap method `name` of class `owner`: each call still returns what it returned, and note(self, result) is
-    appended to the list returned here."""
-    real = getattr(owner, name)
-    seen: list = []
-
-    def wrapped(self, *args, **kwargs):
-        got = real(self, *args, **kwargs)
-        seen.append(note(self, got))
-        return got
-    monkeypatch.setattr(owner, name, wrapped)
-    return seen
 
 
 def events(store):

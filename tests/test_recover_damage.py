@@ -14,6 +14,7 @@ import pytest
 from engine.broker.checkpoint import Checkpoint
 from engine.broker.layout import list_index_files
 from engine.broker.message import BLANK, VALID, check_message
+from helpers import spy
 from test_recover import (GEOM, SEG, assert_all_found, cli, found, messages, patch, put, recover_json, seg_file,
                           verify_ok)
 
@@ -325,3 +326,38 @@ def test_a_segment_of_the_wrong_size_is_brought_back_to_size(tmp_path, how, full
     verify_ok(store)
     keys_found_except(store, acks, sent, lost)
     assert recover_json(store)["consistent"]
+
+
+@pytest.mark.parametrize("damage", ["healthy", "prev-index", "slot-head"])
+def test_index_structure_checks_run_during_the_walk(tmp_path, monkeypatch, damage):
+    """Issue 13: recovery checks the index files' structure while it walks the log, assuming the checks pass
+    (trust.check_index_files(overlap=True)). Damage that only the full check sees (a chain pointer to a newer
+    item, a slot head naming the wrong item) makes it walk again with the verdicts: the plan is the one made
+    with every check done before the walk."""
+    import engine.ops.recovery.trust as trust
+    from engine.ops.recovery import plan_recovery
+    from test_recover import cfg_for
+
+    store, acks, sent = build(tmp_path)
+    f = older_index(store)
+    base = 40 + 4 * 16
+    if damage == "prev-index":  # item 5 says its previous item is item 9, a newer one
+        patch(f, base + 5 * 20 + 16, struct.pack(">i", 9))
+    elif damage == "slot-head":
+        slots = struct.unpack(">16i", f.read_bytes()[40:base])
+        s = next(i for i, v in enumerate(slots) if v > 1)
+        patch(f, 40 + 4 * s, struct.pack(">i", slots[s] - 1))
+    (store / "abort").write_text("1")
+    settled = spy(monkeypatch, trust.StructureChecks, "settle", lambda self, changed: changed)
+    overlapped = plan_recovery(cfg_for(store)).as_dict()
+    assert settled[0] is (damage != "healthy")  # the first verdicts; True: the walk was done again
+    monkeypatch.setattr(trust, "quick_structure", lambda f: None)  # nothing assumed: every check first
+    assert plan_recovery(cfg_for(store)).as_dict() == overlapped
+    if damage == "healthy":
+        assert overlapped["index"]["problems"] == {}
+    else:
+        assert list(overlapped["index"]["problems"]) == [f.name]
+        d = recover_json(store)
+        assert not d["consistent"] and f.name in d["index"]["rebuilt"]
+        verify_ok(store)
+        keys_found_except(store, acks, sent, set())

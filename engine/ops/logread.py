@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import sys
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -493,6 +494,11 @@ def _select_keys(cols: dict, rows: np.ndarray) -> dict:
     return out
 
 
+#: Keeps the last `length` bytes of an 8-byte word read in this machine's byte order (the whole word from 8 on).
+_TOPIC_TAIL_MASKS = np.array([((1 << 8 * m) - 1) << (8 * (8 - m) if sys.byteorder == "little" else 0)
+                              for m in range(9)], dtype=np.uint64).view(np.int64)
+
+
 class TopicGroups:
     """Which consume queue (topic, queueId) each record of a window belongs to, without decoding every topic.
 
@@ -506,8 +512,8 @@ class TopicGroups:
         self.cache: dict[tuple, tuple[str, int]] = {}
         self.keys: list[tuple[str, int]] = []          # group id -> (topic, queue id)
         self._raw: list[bytes] = []                     # group id -> the topic's bytes
-        self._sig_rows: list[tuple] = []                # group id -> head, tail, topic length, queue id
-        self._sig = np.empty((0, 4), np.int64)          # the same as an array (rebuilt when groups are added)
+        self._sig_rows: list[tuple] = []                # group id -> head, tail, topic length and queue id
+        self._sig: tuple = ()                           # the same as three columns (rebuilt when groups are added)
         self._hash = np.empty(0, np.int64)              # sorted group hashes ...
         self._hash_gid = np.empty(0, np.int64)          # ... and their group ids
 
@@ -517,16 +523,17 @@ class TopicGroups:
         batch, buf = w.batch, w.buf
         n = len(buf)
         tp, tl, q = batch.topic_pos, batch.topic_len, batch.queue_id
-        i64 = np.ndarray((n - 7,), dtype=">i8", buffer=buf, strides=(1,))
+        # 8-byte words in this machine's byte order (no byte swap: they are compared, never read as numbers)
+        i64 = np.ndarray((n - 7,), dtype=np.int64, buffer=buf, strides=(1,))
         # Only topic bytes: up to 8 bytes, the last 8 (masked to the topic) hold them all and the first 8 are
         # not read; longer topics have both (the bytes around a topic differ from record to record).
-        short = tl <= 8
-        head = np.where(short, 0, i64[np.minimum(tp, n - 8)].astype(np.int64))
-        tail = i64[np.clip(tp + tl - 8, 0, n - 8)].astype(np.int64)
-        mask = (np.int64(1) << (8 * np.clip(tl, 0, 7))) - 1
-        tail = np.where(tl >= 8, tail, tail & mask)
+        head = i64[np.minimum(tp, n - 8)]
+        head[tl <= 8] = 0
+        tail = i64[np.clip(tp + tl - 8, 0, n - 8)]
+        tail &= _TOPIC_TAIL_MASKS[np.clip(tl, 0, 8)]
+        lq = (tl << 32) | q
         with np.errstate(over="ignore"):
-            k = (head * np.int64(1000003)) ^ (tail * np.int64(7919)) ^ (tl << 40) ^ q
+            k = (head * np.int64(1000003)) ^ (tail * np.int64(7919)) ^ (lq * np.int64(31))
         inv = self._lookup(k)
         miss = np.flatnonzero(inv < 0)
         if len(miss):  # hashes not seen before: one new group each, its topic read from its first record
@@ -538,10 +545,8 @@ class TopicGroups:
             order = np.argsort(h, kind="stable")
             self._hash, self._hash_gid = h[order], np.concatenate([self._hash_gid, gids]).astype(np.int64)[order]
             inv[miss] = self._lookup(k[miss])
-        if len(self._sig) != len(self.keys):
-            self._sig = np.array(self._sig_rows, dtype=np.int64).reshape(-1, 4)
-        sig = self._sig[inv]
-        same = (head == sig[:, 0]) & (tail == sig[:, 1]) & (tl == sig[:, 2]) & (q == sig[:, 3])
+        sh, st, sl = self._columns()
+        same = (head == sh[inv]) & (tail == st[inv]) & (lq == sl[inv])
         for r in np.flatnonzero(same & (tl > 16)).tolist():  # long topics: the middle bytes too
             a, m = int(tp[r]), int(tl[r])
             same[r] = buf[a:a + m] == self._raw[inv[r]]
@@ -549,9 +554,14 @@ class TopicGroups:
         if len(odd):  # a hash collision: those records go to the group of their own topic and queue
             for r in odd.tolist():
                 inv[r] = self._exact_group(buf, int(tp[r]), int(tl[r]), int(q[r]), int(head[r]), int(tail[r]))
-            if len(self._sig) != len(self.keys):
-                self._sig = np.array(self._sig_rows, dtype=np.int64).reshape(-1, 4)
         return inv, self.keys
+
+    def _columns(self) -> tuple:
+        """The groups' head, tail and (topic length << 32 | queue id) columns."""
+        if not self._sig or len(self._sig[0]) != len(self.keys):
+            rows = np.array(self._sig_rows, dtype=np.int64).reshape(-1, 4)
+            self._sig = (rows[:, 0].copy(), rows[:, 1].copy(), (rows[:, 2] << 32) | rows[:, 3])
+        return self._sig
 
     def _lookup(self, k: np.ndarray) -> np.ndarray:
         """Group id of each hash, -1 where none has it."""

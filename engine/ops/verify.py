@@ -77,8 +77,8 @@ def _listed(rep: VerifyReport, idx: np.ndarray, fmt: Callable[[int], str], liste
 
 
 def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
-                    progress: Progress | None = None) -> Structure:
-    """Chains, counts and header offsets, a chunk of items at a time (no commit log needed).
+                    progress: Progress | None = None, chunk: int = VERIFY_CHUNK) -> Structure:
+    """Chains, counts and header offsets, `chunk` items at a time (no commit log needed).
 
     Every chain pointer must go to an older item of the same slot, slot heads must be the newest item of their
     slot, header counts and offsets must agree with the items, and item offsets must not go down. With a live
@@ -104,10 +104,10 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
           "links": 0}
     listed = {k: [0] for k in ("hash", "prev", "tdiff", "order")}
     last = None
-    for lo in range(0, n, VERIFY_CHUNK):
-        last = _check_chunk(f, items, lo, min(n, lo + VERIFY_CHUNK), st, rep, listed, last, s)
+    for lo in range(0, n, chunk):
+        last = _check_chunk(f, items, lo, min(n, lo + chunk), st, rep, listed, last, s)
         if progress:
-            progress("verify", min(n, lo + VERIFY_CHUNK), n)
+            progress("verify", min(n, lo + chunk), n)
     expected = st["heads"]
     _check_heads(f, expected, rep, live, s)
     if st["links"] != int(np.count_nonzero(st["seen"])):

@@ -60,6 +60,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     cpf = read_checkpoint(layout)
     cl, misfits = open_log(cfg)
     files: list[IndexFacts] = []
+    checks = None
     try:
         placement = place_segments(cl)
         queues = {(t, q): read_queue(cfg.root, cfg, t, q) for t, q in list_queues(cfg.root)}
@@ -78,11 +79,15 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
                        for seg, n in misfits]
         if cfg.messageIndexEnable:
             files = open_index_files(cfg, layout.index_dir)
-            check_index_files(files, cl, cpf, cfg.maxIndexNum)
+            # The files' structure checks run while the log is walked, the walk assuming they pass; when one
+            # does not, the walk is done again with the verdicts (a damaged index file costs a second walk).
+            checks = check_index_files(files, cl, cpf, cfg.maxIndexNum, overlap=True)
         else:
             plan.index = IndexPlan(enabled=False)
             plan.notes.append("messageIndexEnable=false: the index is left alone")
         scan, k, joins = _walk(cl, cfg, plan, files, queues, progress)
+        if checks is not None and checks.settle():
+            scan, k, joins = _walk(cl, cfg, plan, files, queues, progress)
         _plan_commitlog(cl, plan, scan)
         feeds = _plan_queues(cfg, cl, plan, queues, scan)
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
@@ -94,6 +99,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             plan.notes.append("body CRCs were not checked (--no-check-crc)")
         return plan
     finally:
+        if checks is not None:
+            checks.close()  # no check may still read a file closed here
         for x in files:
             x.close()
         cl.close()

@@ -30,6 +30,9 @@ from engine.ops.recovery.scan import ScanHooks
 from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure
 from engine.ops.verify_log import _Items, keys_match
 
+#: Items per chunk of a structure check that runs beside the walk: about 25 MB of working arrays, on top of the
+#: check's per-file state (4 bytes per hash slot and 1 per item) and the walk's own memory.
+OVERLAP_CHUNK = 1 << 18
 CONTINUITY_RECORDS = 10_000  # records walked to confirm that no index file is missing between two files
 
 
@@ -138,48 +141,119 @@ def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
     return out
 
 
-def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int) -> None:
+def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int,
+                      overlap: bool = False) -> "StructureChecks":
     """The checks that need no walk (see the module docstring); sets each file's problem.
 
-    The files' structure checks are numpy work that releases the GIL: two run at once on two threads (memory:
-    two files' chunk columns and slot heads instead of one)."""
+    The files' structure checks (and whether every item lies in a segment) are the long part, numpy work that
+    releases the GIL, run on threads. Without overlap, two at once, and this returns when they are done. With
+    overlap, one file after the other in the background while the caller goes on (the walk): each file's facts
+    are read from its items' ends (what the check finds in a file that passes it, see quick_structure) and the
+    problems are judged as if every check passes; the returned StructureChecks.settle() waits for the checks
+    and says whether any found what was assumed away (then the problems are judged again with the verdicts,
+    and the caller must redo what it did with them).
+    Memory: a check's chunk columns and slot heads (engine.ops.verify); overlapped, one file at a time in chunks
+    of OVERLAP_CHUNK items."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def structure(x: IndexFacts) -> tuple[VerifyReport, Structure]:
-        rep = VerifyReport(x.name, max_listed=3)
-        return rep, check_structure(x.f, rep)
+    todo = [i for i, x in enumerate(files) if x.f is not None]
+    pool = ThreadPoolExecutor(1 if overlap else 2)
+    futures = {i: pool.submit(_structure, files[i], cl, OVERLAP_CHUNK if overlap else VERIFY_CHUNK) for i in todo}
+    guessed = {i: q for i in todo if overlap and (q := quick_structure(files[i].f)) is not None}
+    checks = StructureChecks(files, cl, cp, index_num, pool, futures, guessed)
+    checks.judge({i: (None, q, "") for i, q in guessed.items()} | {i: futures[i].result() for i in todo
+                                                                if i not in guessed})
+    if not guessed:
+        checks.settle()
+    return checks
 
-    todo = [x for x in files if x.f is not None]
-    with ThreadPoolExecutor(2) as pool:
-        checked = dict(zip(map(id, todo), pool.map(structure, todo)))
-    prev: IndexFacts | None = None
-    for x in files:
-        if x.f is None:
-            prev = x
-            continue
-        rep, s = checked[id(x)]
-        x.structure = s
-        h = x.f.header
-        x.full = h.indexCount >= index_num
-        x.flushed = cp.ok and h.endTimestamp <= cp.cp.indexMsgTimestamp
-        if not rep.ok:
-            x.problem = "; ".join(rep.problems[:3]) + (" ..." if rep.problem_count > 3 else "")
-        elif s.count == 0:
-            x.problem = "" if x is files[-1] else "holds no items but is not the newest file"
+
+def _structure(x: IndexFacts, cl: CommitLog, chunk: int) -> tuple[VerifyReport, Structure, str]:
+    """The structure check of one file, and whether its items lie in segments (when the check passes)."""
+    rep = VerifyReport(x.name, max_listed=3)
+    st = check_structure(x.f, rep, chunk=chunk)
+    return rep, st, _outside_segments(x, st.count, cl) if rep.ok and st.count else ""
+
+
+class StructureChecks:
+    """The index files' structure checks of check_index_files, perhaps still running."""
+
+    def __init__(self, files, cl, cp, index_num, pool, futures, guessed):
+        self.files, self.cl, self.cp, self.index_num = files, cl, cp, index_num
+        self.pool, self.futures, self.guessed = pool, futures, guessed
+        self.changed: bool | None = None
+
+    def settle(self) -> bool:
+        """Wait for the checks; True when one found a problem (or facts) the judgement assumed away, in which
+        case the files' problems have been judged again with the verdicts."""
+        if self.changed is not None:
+            return self.changed
+        try:
+            got = {i: f.result() for i, f in self.futures.items()}
+        finally:
+            self.close()
+        self.changed = any(not got[i][0].ok or got[i][1] != q or got[i][2] for i, q in self.guessed.items())
+        if self.changed:
+            self.judge(got)
         else:
-            x.problem = (_outside_segments(x, cl) or _edge_problem(x, cl, x.full)
-                         or (_continuity(prev, x, cl) if prev is not None else _covers_start(x, cl)))
-        prev = x
+            for i, (_, st, _) in got.items():  # the checks' own Structure objects (equal to the guesses)
+                self.files[i].structure = st
+        return self.changed
+
+    def close(self) -> None:
+        """Wait for the checks without asking their verdicts (before the files are closed)."""
+        self.pool.shutdown(wait=True)
+
+    def judge(self, checked: dict) -> None:
+        """Each file's problem from its structure check and segment check (rep None: assumed to pass) and the
+        other checks."""
+        prev: IndexFacts | None = None
+        for i, x in enumerate(self.files):
+            if x.f is None:
+                prev = x
+                continue
+            rep, s, outside = checked[i]
+            x.structure = s
+            h = x.f.header
+            x.full = h.indexCount >= self.index_num
+            x.flushed = self.cp.ok and h.endTimestamp <= self.cp.cp.indexMsgTimestamp
+            if rep is not None and not rep.ok:
+                x.problem = "; ".join(rep.problems[:3]) + (" ..." if rep.problem_count > 3 else "")
+            elif s.count == 0:
+                x.problem = "" if x is self.files[-1] else "holds no items but is not the newest file"
+            else:
+                x.problem = (outside or _edge_problem(x, self.cl, x.full)
+                             or (_continuity(prev, x, self.cl) if prev is not None else _covers_start(x, self.cl)))
+            prev = x
 
 
-def _outside_segments(x: IndexFacts, cl: CommitLog) -> str:
+def quick_structure(f: IndexFile) -> Structure | None:
+    """The Structure check_structure returns for this file if it passes (count, first and last phyOffset and
+    the trailing items from the items' ends; items in order; as many slots in use as the header says), or None
+    when the file will not pass as it is read here (a header count out of range, a zero header)."""
+    if f.on_disk_index_count < 0 or f.header.indexCount > f.index_num or not any(bytes(f._mm[:40])):
+        return None
+    items = f.items_array()
+    n = len(items)
+    s = Structure(count=n)
+    if n:
+        s.first_phy, s.last_phy = int(items["phy"][0]), int(items["phy"][n - 1])
+        tail = items["phy"][max(0, n - 64):].astype(np.int64)
+        other = np.flatnonzero(tail != s.last_phy)
+        s.trailing = int(len(tail) - other[-1] - 1) if len(other) else len(tail)
+    s.distinct_slots = f.header.hashSlotCount
+    return s
+
+
+def _outside_segments(x: IndexFacts, count: int, cl: CommitLog) -> str:
+    """Why an item points where no segment is (items 1..count), or ""."""
     segs = cl.segments
     if not segs:
         return "the commit log has no segments"
     starts = np.array([s.start for s in segs], dtype=np.int64)
     ends = np.array([s.end for s in segs], dtype=np.int64)
     items = x.f.items_array()
-    for lo in range(0, x.count, VERIFY_CHUNK):
+    for lo in range(0, count, VERIFY_CHUNK):
         phy = items["phy"][lo:lo + VERIFY_CHUNK].astype(np.int64)
         i = np.searchsorted(starts, phy, side="right") - 1
         bad = (phy >= starts[0]) & ((i < 0) | (phy >= ends[np.maximum(i, 0)]))
