@@ -198,3 +198,38 @@ def test_hints_change_nothing(tiny_blocks, seed):
         got = _batches(decode_segment(buf, window=window, hints=hints))
         _assert_same(got, want)
     assert asked or len(buf) < 300
+
+
+class _AdvisedMap(__import__("mmap").mmap):
+    """An mmap that records its madvise calls."""
+
+    def madvise(self, *args):
+        self.calls = getattr(self, "calls", []) + [args]
+        return super().madvise(*args)
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_decode_segment_leaves_page_release_to_the_caller_when_asked(tmp_path, tiny_blocks, release):
+    """Issue 13: a walk that holds a batch while the next is decoded (the CRC helper's pipeline) releases each
+    window's pages itself after its consumers, so decode_segment(release=False) must not drop them (the
+    consumers would map them again); with release=True it drops the decoded windows as it goes. The batches
+    are the same either way."""
+    import mmap
+
+    rnd = random.Random(3)
+    out = bytearray()
+    while len(out) < 6 * mmap.PAGESIZE:
+        out += _record(rnd, len(out))
+    buf = bytes(out + bytes(-len(out) % mmap.PAGESIZE))
+    path = tmp_path / "seg"
+    path.write_bytes(buf)
+    with open(path, "rb") as f:
+        m = _AdvisedMap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        got = [(b.pos.tolist(), b.total.tolist()) for b in decode_segment(m, 0, window=mmap.PAGESIZE,
+                                                                       release=release) if isinstance(b, records.RecordBatch)]
+        calls = getattr(m, "calls", [])
+        m.close()
+    want = [(b.pos.tolist(), b.total.tolist()) for b in decode_segment(buf, 0, window=mmap.PAGESIZE)
+            if isinstance(b, records.RecordBatch)]
+    assert got == want and len(got) > 2
+    assert bool(calls) is release

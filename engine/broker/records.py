@@ -324,7 +324,7 @@ def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: floa
     return _joined(pieces), pos, end
 
 
-def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None
+def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None, release: bool = True
                    ) -> Iterator[RecordBatch | SegmentEnd]:
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
 
@@ -339,10 +339,12 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
 
     The batches hold numpy views of `buf` only while they are being yielded: copy what you keep before the
     next one. Pages of an mmap that have been decoded are released from the resident set as the walk moves
-    on (MADV_DONTNEED; they stay in the page cache), so memory stays bounded by the window.
+    on (MADV_DONTNEED; they stay in the page cache), so memory stays bounded by the window; release=False
+    leaves that to the caller (one that holds a batch while the next is decoded and reads its pages after,
+    which would otherwise map them again).
     """
     n = len(buf)
-    madvise = getattr(buf, "madvise", None)
+    madvise = getattr(buf, "madvise", None) if release else None
     page = mmap.PAGESIZE
     pos = start
     released = (start // page) * page

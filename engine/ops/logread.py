@@ -410,7 +410,9 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     check_crc, end, known, window, min_hole, helper, hints = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
-    kw = {} if window is None else {"window": window}
+    # Each window's pages are released below once its consumers are done (decode_segment would release them
+    # while the CRC helper holds the window, and the consumers would map them again).
+    kw = {"release": False} if window is None else {"window": window, "release": False}
     if hints is not None:
         s0 = seg.start
         kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
