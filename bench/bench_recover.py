@@ -20,10 +20,11 @@ Every file of the store (commit log, consume queues, index files, checkpoint) is
 timed command, so that it runs on a warm page cache as the plain read does (this machine's page cache is small and
 is emptied from time to time).
 
-Memory: peak RssAnon (anonymous memory, sampled every 20 ms from /proc/<pid>/status, summed over the command's
-process and its helper processes: a forked helper's pages shared with its parent count twice, so this is an upper
-bound) and VmHWM (peak RSS of the command's process, which includes clean file pages it maps read-only: page cache
-the kernel can reclaim).
+Memory: "anon", the anonymous memory of the command's process and its helper processes (the peak of their
+Pss_Anon summed, from /proc/<pid>/smaps_rollup every 100 ms: a page a forked helper shares with its parent counts
+once; never below the process's own RssAnon), the command's own peak RssAnon (/proc/<pid>/status, every 20 ms),
+and VmHWM (peak RSS of the command's process, which includes clean file pages it maps read-only: page cache the
+kernel can reclaim).
 
 The project's bytecode is written first (bench/measure.py compile_package, as installing the package does), so
 the commands do not compile rmqtool's modules on every run on a machine that sets PYTHONDONTWRITEBYTECODE.
@@ -70,19 +71,36 @@ def status_kb(pid: int, field: str) -> int:
     return 0
 
 
+def pss_anon_kb(pid: int) -> int:
+    """Proportional anonymous memory of a process (Pss_Anon of /proc/<pid>/smaps_rollup): a page shared with a
+    forked helper counts half in each, so the sum over a process tree is its anonymous memory, each page once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss_Anon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def measure(args: list[str]) -> dict:
-    """Run a command; wall time, exit code, peak RssAnon (MiB: the command's process and its helper processes,
-    summed at each sample, so pages a forked helper shares with its parent count twice) and VmHWM (MiB: the
-    command's process)."""
+    """Run a command; wall time, exit code, peak anonymous memory (MiB: Pss_Anon summed over the command's
+    process and its helper processes at each sample), peak RssAnon and VmHWM of the command's process (MiB)."""
     t0 = time.monotonic()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    peak = {"RssAnon": 0, "VmHWM": 0}
+    peak = {"RssAnon": 0, "VmHWM": 0, "tree": 0}
+    n = 0
 
     def sample():
+        nonlocal n
         while p.poll() is None:
-            peak["VmHWM"] = max(peak["VmHWM"], status_kb(p.pid, "VmHWM"))
-            peak["RssAnon"] = max(peak["RssAnon"], sum(status_kb(q, "RssAnon") for q in [p.pid, *children(p.pid)]))
+            for k in ("VmHWM", "RssAnon"):
+                peak[k] = max(peak[k], status_kb(p.pid, k))
+            n += 1
+            if n % 5 == 1:  # smaps_rollup walks the page tables: every 100 ms, so the sampler stays light
+                peak["tree"] = max(peak["tree"], sum(pss_anon_kb(q) for q in [p.pid, *children(p.pid)]))
             time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -92,7 +110,8 @@ def measure(args: list[str]) -> dict:
     t.join()
     if p.returncode not in (0,):
         raise SystemExit(f"{' '.join(args[2:6])} failed (exit {p.returncode}): {err.decode()[-500:]}")
-    return {"s": wall, "anon": peak["RssAnon"] / 1024, "hwm": peak["VmHWM"] / 1024, "out": out.decode()}
+    return {"s": wall, "anon": max(peak["tree"], peak["RssAnon"]) / 1024, "main_anon": peak["RssAnon"] / 1024,
+            "hwm": peak["VmHWM"] / 1024, "out": out.decode()}
 
 
 def plain_read(files: list[Path]) -> float:
@@ -189,7 +208,7 @@ def run_size(work: Path, gib: int, runs: int) -> dict:
            "index_files": len(info["index_files"]), "read": statistics.median(rows["read"]),
            "crc": statistics.median(rows["crc"])}
     for k in ("recover", "full", "clean", "verify"):
-        out[k] = {m: statistics.median(r[m] for r in rows[k]) for m in ("s", "anon", "hwm")}
+        out[k] = {m: statistics.median(r[m] for r in rows[k]) for m in ("s", "anon", "main_anon", "hwm")}
     return out
 
 
@@ -201,7 +220,8 @@ def table(results: list[dict]) -> str:
                  f"{r['crc']:.2f} s = {r['crc'] / r['read']:.1f}x"]
         for k in ("recover", "full", "clean", "verify"):
             m = r[k]
-            cells.append(f"{m['s']:.2f} s = **{m['s'] / r['read']:.1f}x**; RssAnon {m['anon']:.0f} MiB, "
+            cells.append(f"{m['s']:.2f} s = **{m['s'] / r['read']:.1f}x**; anon {m['anon']:.0f} MiB "
+                         f"(RssAnon {m['main_anon']:.0f}), "
                          f"VmHWM {m['hwm']:.0f} MiB")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -235,7 +255,7 @@ def main() -> int:
     worst_full = max(r["full"]["s"] / r["read"] for r in results)
     anon = max(max(r[k]["anon"] for k in ("recover", "full", "clean", "verify")) for r in results)
     print(f"sizes: {a.sizes} GiB, recover ratio: {worst:.1f}x, full-scan ratio: {worst_full:.1f}x, "
-          f"peak RssAnon: {anon:.0f} MiB")
+          f"peak anon (process and helpers): {anon:.0f} MiB")
     return 0
 
 
