@@ -124,10 +124,15 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
                 rep.in_flight += 1
             else:
                 rep.add(f"header endPhyOffset {h.endPhyOffset} but the last item is at {s.last_phy}")
-        tail = items["phy"][max(0, n - 64):].astype(np.int64)
-        s.trailing = int(len(tail) - np.flatnonzero(tail != s.last_phy)[-1] - 1) if (tail != s.last_phy).any() \
-            else len(tail)
+        s.trailing = trailing_count(items, s.last_phy)
     return s
+
+
+def trailing_count(items, last_phy: int) -> int:
+    """How many of the last 64 items point at last_phy (the keys of the last record, Structure.trailing)."""
+    tail = items["phy"][max(0, len(items) - 64):].astype(np.int64)
+    other = np.flatnonzero(tail != last_phy)
+    return int(len(tail) - other[-1] - 1) if len(other) else len(tail)
 
 
 def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):

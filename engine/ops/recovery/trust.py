@@ -27,7 +27,7 @@ from engine.broker.message import BLANK, VALID, check_message
 from engine.errors import GeometryError
 from engine.ops.logread import Window
 from engine.ops.recovery.scan import ScanHooks
-from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure
+from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure, trailing_count
 from engine.ops.verify_log import _Items, keys_match
 
 #: Items per chunk of a structure check that runs beside the walk: about 25 MB of working arrays, on top of the
@@ -238,9 +238,7 @@ def quick_structure(f: IndexFile) -> Structure | None:
     s = Structure(count=n)
     if n:
         s.first_phy, s.last_phy = int(items["phy"][0]), int(items["phy"][n - 1])
-        tail = items["phy"][max(0, n - 64):].astype(np.int64)
-        other = np.flatnonzero(tail != s.last_phy)
-        s.trailing = int(len(tail) - other[-1] - 1) if len(other) else len(tail)
+        s.trailing = trailing_count(items, s.last_phy)
     s.distinct_slots = f.header.hashSlotCount
     return s
 
