@@ -331,7 +331,7 @@ def test_a_segment_of_the_wrong_size_is_brought_back_to_size(tmp_path, how, full
 @pytest.mark.parametrize("damage", ["healthy", "prev-index", "slot-head"])
 def test_index_structure_checks_run_during_the_walk(tmp_path, monkeypatch, damage):
     """Issue 13: recovery checks the index files' structure while it walks the log, assuming the checks pass
-    (trust.check_index_files(overlap=True)). Damage that only the full check sees (a chain pointer to a newer
+    (trust.check_index_files). Damage that only the full check sees (a chain pointer to a newer
     item, a slot head naming the wrong item) makes it walk again with the verdicts: the plan is the one made
     with every check done before the walk."""
     import engine.ops.recovery.trust as trust

@@ -81,7 +81,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             files = open_index_files(cfg, layout.index_dir)
             # The files' structure checks run while the log is walked, the walk assuming they pass; when one
             # does not, the walk is done again with the verdicts (a damaged index file costs a second walk).
-            checks = check_index_files(files, cl, cpf, cfg.maxIndexNum, overlap=True)
+            checks = check_index_files(files, cl, cpf, cfg.maxIndexNum)
         else:
             plan.index = IndexPlan(enabled=False)
             plan.notes.append("messageIndexEnable=false: the index is left alone")

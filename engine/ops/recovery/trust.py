@@ -141,25 +141,23 @@ def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
     return out
 
 
-def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int,
-                      overlap: bool = False) -> "StructureChecks":
+def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int
+                      ) -> "StructureChecks":
     """The checks that need no walk (see the module docstring); sets each file's problem.
 
-    The files' structure checks (and whether every item lies in a segment) are the long part, numpy work that
-    releases the GIL, run on threads. Without overlap, two at once, and this returns when they are done. With
-    overlap, one file after the other in the background while the caller goes on (the walk): each file's facts
-    are read from its items' ends (what the check finds in a file that passes it, see quick_structure) and the
-    problems are judged as if every check passes; the returned StructureChecks.settle() waits for the checks
-    and says whether any found what was assumed away (then the problems are judged again with the verdicts,
-    and the caller must redo what it did with them).
-    Memory: a check's chunk columns and slot heads (engine.ops.verify); overlapped, one file at a time in chunks
-    of OVERLAP_CHUNK items."""
+    The files' structure checks (and whether every item lies in a segment) are the long part: they run on a
+    thread, one file after the other, while the caller goes on (the walk). Each file's facts are read from its
+    items' ends (what the check finds in a file that passes it, see quick_structure) and the problems are judged
+    as if every check passes; the returned StructureChecks.settle() waits for the checks and says whether any
+    found what was assumed away (then the problems are judged again with the verdicts, and the caller must redo
+    what it did with them). A file quick_structure cannot read is checked before this returns.
+    Memory: one check's chunk columns (OVERLAP_CHUNK items) and slot heads (engine.ops.verify)."""
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [i for i, x in enumerate(files) if x.f is not None]
-    pool = ThreadPoolExecutor(1 if overlap else 2)
-    futures = {i: pool.submit(_structure, files[i], cl, OVERLAP_CHUNK if overlap else VERIFY_CHUNK) for i in todo}
-    guessed = {i: q for i in todo if overlap and (q := quick_structure(files[i].f)) is not None}
+    pool = ThreadPoolExecutor(1)
+    futures = {i: pool.submit(_structure, files[i], cl, OVERLAP_CHUNK) for i in todo}
+    guessed = {i: q for i in todo if (q := quick_structure(files[i].f)) is not None}
     checks = StructureChecks(files, cl, cp, index_num, pool, futures, guessed)
     checks.judge({i: (None, q, "") for i, q in guessed.items()} | {i: futures[i].result() for i in todo
                                                                 if i not in guessed})
