@@ -52,36 +52,12 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
 from gen_store import GenSpec, gen_store  # noqa: E402
-from measure import children, compile_package  # noqa: E402
+from measure import children, compile_package, proc_kb  # noqa: E402
 
 RMQTOOL = [sys.executable, "-m", "rmqtool"]
 SLOTS, ITEMS = 300_000, 1_200_000
 GEOM = ["--hash-slots", str(SLOTS), "--max-index", str(ITEMS)]
 BEGIN, END = "<!-- recover-figures:begin (written by bench/bench_recover.py --write) -->", "<!-- recover-figures:end -->"
-
-
-def status_kb(pid: int, field: str) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def pss_anon_kb(pid: int) -> int:
-    """Proportional anonymous memory of a process (Pss_Anon of /proc/<pid>/smaps_rollup): a page shared with a
-    forked helper counts half in each, so the sum over a process tree is its anonymous memory, each page once."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss_Anon:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def measure(args: list[str]) -> dict:
@@ -97,10 +73,12 @@ def measure(args: list[str]) -> dict:
         nonlocal n
         while p.poll() is None:
             for k in ("VmHWM", "RssAnon"):
-                peak[k] = max(peak[k], status_kb(p.pid, k))
+                peak[k] = max(peak[k], proc_kb(p.pid, k))
             n += 1
-            if n % 5 == 1:  # smaps_rollup walks the page tables: every 100 ms, so the sampler stays light
-                peak["tree"] = max(peak["tree"], sum(pss_anon_kb(q) for q in [p.pid, *children(p.pid)]))
+            if n % 5 == 1:  # smaps_rollup walks the page tables: every 100 ms, so the sampler stays light.
+                # Pss_Anon: a page shared with a forked helper counts half in each, so the sum is each page once.
+                tree = sum(proc_kb(q, "Pss_Anon", "smaps_rollup") for q in [p.pid, *children(p.pid)])
+                peak["tree"] = max(peak["tree"], tree)
             time.sleep(0.02)
 
     t = threading.Thread(target=sample, daemon=True)

@@ -10,14 +10,21 @@ import sys
 import threading
 
 
-def vmhwm_kb(pid: int | str = "self") -> int:
+def proc_kb(pid: int | str, field: str, name: str = "status") -> int:
+    """A kB figure of /proc/<pid>/<name> (status: VmHWM, RssAnon...; smaps_rollup: Pss_Anon...), 0 when the
+    process is gone or the field is missing."""
     try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
     except OSError:
         pass
     return 0
+
+
+def vmhwm_kb(pid: int | str = "self") -> int:
+    return proc_kb(pid, "VmHWM")
 
 
 def compile_package(repo) -> None:
