@@ -5,8 +5,10 @@ with the commit log, consume queues and index all written, next to json.loads of
 Figures (medians of --runs):
 * reference: json.loads of every line of the input (one call per line, the objects dropped), with the garbage
   collector on (Python's default) and off (what `put` runs with, see rmqtool.render.gc_paused);
-* the put pipeline in this process: read_jsonl + MessageBatch.add_json + MessageStore.put_batch + the
-  acknowledgement lines (the code `rmqtool put` runs), async and with sync_flush (one fdatasync per batch);
+* the put pipeline in this process: what `rmqtool put --from-jsonl FILE --json` runs (rmqtool.commands.put's
+  _jsonl_batches + _put_all: the read and parse, shared with a helper process for a file this large, the
+  MessageBatch encoding, MessageStore.put_batch, the acknowledgement lines), async and with sync_flush (one
+  fdatasync per batch); its CPU time counts the helper's;
 * `rmqtool put --from-jsonl FILE` end to end in a fresh interpreter (start-up included), async and --sync-flush.
 
 The index is written through IndexService.build_index_batch when the engine has it, else record by record
@@ -75,27 +77,39 @@ def ref_json_loads(path: Path, gc_on: bool, keep: bool = False) -> float:
         (gc.enable if was else gc.disable)()
 
 
-def pipeline(path: Path, store: Path, sync: bool) -> tuple[float, int]:
-    """What `rmqtool put --from-jsonl --json` runs, in this process, acks written to a buffer."""
+def pipeline(path: Path, store: Path, sync: bool, helper: bool = True) -> tuple[float, int]:
+    """What `rmqtool put --from-jsonl FILE --json` runs (rmqtool.commands.put: the input read and parsed, with a
+    helper process for a large file, MessageBatch encoding, MessageStore.put_batch, the acknowledgement
+    lines), in this process, the acknowledgements written to a buffer."""
+    import contextlib
+    import resource
+
+    import rmqtool.commands.put as put_cmd
     from engine.broker.config import load_config
-    from engine.broker.putbatch import MessageBatch
-    from engine.broker.store import MessageStore
-    from rmqtool import render
-    from rmqtool.commands.put import Acks, read_jsonl
+    from rmqtool.commands.put import Acks, _jsonl_batches, _put_all
+
+    def cpu() -> float:  # this process and its helper (a joined child)
+        u = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + u.ru_utime + u.ru_stime
 
     cfg = load_config(None, storePathRootDir=str(store))
-    acks, out, n = Acks(True, False), io.StringIO(), 0
-    c = time.process_time()
+    out = io.StringIO()
+    c = cpu()
     t = time.perf_counter()
-    with render.gc_paused(), MessageStore(cfg, writable=True, create=True) as st, open(path, "rb") as f:
-        for objs, _, err in read_jsonl(f, str(path)):
-            b = MessageBatch()
-            b.extend_json(objs)  # what rmqtool/commands/put.py does with each chunk
-            res = st.put_batch(b, sync)
-            out.write(acks.lines(res))
-            n += len(res)
-    CPU.setdefault(f"pipe {sync}", []).append(time.process_time() - c)
-    return time.perf_counter() - t, n
+    threshold = put_cmd.PARSE_HELPER_MIN_BYTES
+    put_cmd.PARSE_HELPER_MIN_BYTES = threshold if helper else 1 << 62
+    try:
+        batches = _jsonl_batches(str(path), 0, str(path))
+    finally:
+        put_cmd.PARSE_HELPER_MIN_BYTES = threshold
+    try:
+        with contextlib.redirect_stdout(out):
+            n, _ = _put_all(cfg, batches, sync, Acks(True, False), str(path))
+    finally:
+        batches.close()
+    dt = time.perf_counter() - t
+    CPU.setdefault(f"pipe {sync} {helper}", []).append(cpu() - c)
+    return dt, n
 
 
 CPU: dict[str, list[float]] = {}
@@ -152,9 +166,12 @@ def main() -> int:
             return fn(inp, store, sync)
 
         for sync in (False, True):
-            t_pipe = statistics.median(fresh(lambda i, s, y: pipeline(i, s, y)[0], sync) for _ in range(a.runs))
-            t_cli = statistics.median(fresh(cli, sync) for _ in range(a.runs))
-            rows.append((sync, t_pipe, t_cli))
+            pipe, alone, cli_t = [], [], []
+            for _ in range(a.runs):  # taking turns, so the three see the same machine
+                pipe.append(fresh(lambda i, s, y: pipeline(i, s, y)[0], sync))
+                alone.append(fresh(lambda i, s, y: pipeline(i, s, y, helper=False)[0], sync))
+                cli_t.append(fresh(cli, sync))
+            rows.append((sync, statistics.median(pipe), statistics.median(alone), statistics.median(cli_t)))
     ref = min(ref_on, ref_off)  # the faster reference: the stricter ratio
     lines = [f"# put: {n:,} JSON lines of {mean_line} bytes (records of about {mean_line + 60} bytes)", "",
              f"Produced by `python3 bench/bench_put.py --messages {n} --runs {a.runs}` on "
@@ -166,11 +183,14 @@ def main() -> int:
              f"| reference: json.loads per line, GC off | {ref_off:.2f} s | {n / ref_off:,.0f} | 1.00 | - | - |",
              f"| reference: `[json.loads(l) for l in lines]`, GC on | {ref_list:.2f} s | {n / ref_list:,.0f} | "
              f"{ref_off / ref_list:.2f} | - | - |"]
-    for sync, t_pipe, t_cli in rows:
+    for sync, t_pipe, t_alone, t_cli in rows:
         mode = "--sync-flush" if sync else "async"
-        cp, cc = statistics.median(CPU[f"pipe {sync}"]), statistics.median(CPU[f"cli {sync}"])
+        cp, cc = statistics.median(CPU[f"pipe {sync} True"]), statistics.median(CPU[f"cli {sync}"])
+        ca = statistics.median(CPU[f"pipe {sync} False"])
         lines.append(f"| put pipeline in process, {mode} | {t_pipe:.2f} s | **{n / t_pipe:,.0f}** | "
                      f"{ref / t_pipe:.2f} | {cp:.2f} s | {n / cp:,.0f} |")
+        lines.append(f"| same, parsed in this process alone (no helper) | {t_alone:.2f} s | {n / t_alone:,.0f} | "
+                     f"{ref / t_alone:.2f} | {ca:.2f} s | {n / ca:,.0f} |")
         lines.append(f"| `rmqtool put` end to end (start-up included), {mode} | {t_cli:.2f} s | {n / t_cli:,.0f} | "
                      f"{ref / t_cli:.2f} | {cc:.2f} s | {n / cc:,.0f} |")
     target = (f"Targets (issue 13 item 2): >= 100,000 messages/s async and >= 50,000/s with --sync-flush on a quiet "

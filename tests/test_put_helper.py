@@ -1,0 +1,145 @@
+"""`put --from-jsonl FILE` with the parse shared by a helper process (rmqtool.commands.put._ParseHelper): the same
+store, the same acknowledgements and the same stops as the in-process read, whichever process parses the line
+that stops the run. The threshold and the read size are lowered so that a small file takes the helper path and
+is cut into many blocks, parsed in turn by the two processes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import rmqtool.commands.put as put_cmd
+from helpers import SMALL, assert_one_line_error, run
+
+T0 = 1_700_000_000_000
+GEOM = ["--hash-slots", "64", "--max-index", "512", "--commitlog-file-size", "65536", "--cq-file-size", "600"]
+
+
+def lines(n: int, uniq: bool = True) -> list[str]:
+    out = []
+    for i in range(n):
+        m = {"topic": f"T{i % 2}", "keys": [f"k{i}"], "body": f"body {i} " + "x" * (i % 37), "storeTimestamp": T0 + i,
+             "queueId": i % 3}
+        if uniq:
+            m["uniqKey"] = f"U{i:030d}"
+        out.append(json.dumps(m))
+    return out
+
+
+def files_of(store: Path) -> dict[str, str]:
+    """sha256 of every file, index files by position (their names are creation times)."""
+    out = {}
+    for p in sorted(store.rglob("*")):
+        if p.is_file() and p.name != "lock":
+            rel = p.relative_to(store)
+            key = f"index#{sorted(store.joinpath('index').iterdir()).index(p)}" if rel.parts[0] == "index" else str(rel)
+            out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def helper_on(monkeypatch):
+    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(put_cmd, "READ_CHUNK", 2048)  # blocks of a few lines: many blocks for each process
+    started = []
+    real = put_cmd._ParseHelper.__init__
+
+    def init(self, *a, **k):
+        started.append(1)
+        real(self, *a, **k)
+    monkeypatch.setattr(put_cmd._ParseHelper, "__init__", init)
+    return started
+
+
+def put_file(tmp_path: Path, name: str, text: str, *extra):
+    f = tmp_path / f"{name}.jsonl"
+    f.write_text(text)
+    return run(["put", "--store", tmp_path / name, *GEOM, "--from-jsonl", f, "--json", *extra]), f
+
+
+def test_the_helper_writes_what_the_process_alone_writes(tmp_path, monkeypatch, helper_on):
+    text = "\n".join(lines(600)) + "\n"
+    r_helper, _ = put_file(tmp_path, "h", text)
+    assert r_helper.exit_code == 0, r_helper.output
+    assert helper_on, "the helper path was not taken"
+    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 1 << 62)
+    r_alone, _ = put_file(tmp_path, "a", text)
+    assert r_alone.exit_code == 0 and len(helper_on) == 1
+    assert r_helper.stdout == r_alone.stdout and len(r_helper.stdout.splitlines()) == 600
+    assert files_of(tmp_path / "h") == files_of(tmp_path / "a")
+    acks = [json.loads(x) for x in r_helper.stdout.splitlines()]
+    assert [a["uniqKey"] for a in acks] == [f"U{i:030d}" for i in range(600)]
+
+
+def test_generated_uniq_keys_are_distinct_across_the_two_processes(tmp_path, helper_on):
+    r, _ = put_file(tmp_path, "h", "\n".join(lines(500, uniq=False)) + "\n", "--sync-flush")
+    assert r.exit_code == 0, r.output
+    keys = [json.loads(x)["uniqKey"] for x in r.stdout.splitlines()]
+    assert len(keys) == 500 and len(set(keys)) == 500
+    assert len({k[:12] for k in keys}) == 2  # the writer's ids and the helper's (its own pid and random bits)
+    d = run(["dump-commitlog", "--store", tmp_path / "h", "--json"])
+    assert [m["uniqKey"] for m in map(json.loads, d.stdout.splitlines()) if m["type"] == "MESSAGE"] == keys
+
+
+@pytest.mark.parametrize("bad_line", [3, 40, 77, 150, 333])
+@pytest.mark.parametrize("bad", ["{not json", '{"topic": "T", "queueId": -5}', "[1, 2]"])
+def test_a_bad_line_stops_the_run_where_it_would_without_the_helper(tmp_path, monkeypatch, helper_on, bad_line, bad):
+    good = lines(400)
+    text = "\n".join(good[:bad_line - 1] + [bad] + good[bad_line - 1:]) + "\n"
+    r, f = put_file(tmp_path, "h", text)
+    assert_one_line_error(r, code=2, contains=f"{f}:{bad_line}:")
+    assert f"{bad_line - 1} message(s) before it were stored" in r.stderr
+    assert len(r.stdout.splitlines()) == bad_line - 1
+    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 1 << 62)
+    r2, f2 = put_file(tmp_path, "a", text)
+    assert r2.stderr.replace(str(f2), "F") == r.stderr.replace(str(f), "F")
+    assert r2.stdout == r.stdout
+    assert files_of(tmp_path / "h") == files_of(tmp_path / "a")
+
+
+def test_not_utf8_in_the_helpers_part_is_reported_with_its_line(tmp_path, helper_on):
+    good = [x.encode() for x in lines(300)]
+    f = tmp_path / "in.jsonl"
+    f.write_bytes(b"\n".join(good[:200] + [b'{"topic": "\xff"}'] + good[200:]) + b"\n")
+    r = run(["put", "--store", tmp_path / "s", *GEOM, "--from-jsonl", f])
+    assert_one_line_error(r, code=2, contains=":201: not UTF-8")
+    assert "200 message(s) before it were stored" in r.stderr
+
+
+def test_a_helper_that_dies_is_a_one_line_error_after_the_batches_before_it(tmp_path, monkeypatch, helper_on):
+    real = put_cmd._parse_in_helper
+
+    def dies(conn, fd, queue_id, name):
+        monkeypatch.setattr(put_cmd, "_block_batches", _dies_after(put_cmd._block_batches, 2))
+        real(conn, fd, queue_id, name)
+    monkeypatch.setattr(put_cmd, "_parse_in_helper", dies)
+    r, _ = put_file(tmp_path, "h", "\n".join(lines(600)) + "\n")
+    assert_one_line_error(r, contains="the process parsing the JSONL input ended unexpectedly (exit code 7)")
+    acks = [json.loads(x) for x in r.stdout.splitlines()]
+    assert 0 < len(acks) < 600 and [a["uniqKey"] for a in acks] == [f"U{i:030d}" for i in range(len(acks))]
+    d = run(["dump-commitlog", "--store", tmp_path / "h", "--json"])
+    assert sum(json.loads(x)["type"] == "MESSAGE" for x in d.stdout.splitlines()) == len(acks)
+
+
+def _dies_after(fn, n: int):
+    calls = [0]
+
+    def wrapped(*a, **k):
+        calls[0] += 1
+        if calls[0] > n:
+            os._exit(7)
+        return fn(*a, **k)
+    return wrapped
+
+
+def test_small_files_and_stdin_are_read_in_process(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(put_cmd._ParseHelper, "__init__", lambda *a, **k: started.append(1))
+    r, _ = put_file(tmp_path, "s", "\n".join(lines(50)) + "\n")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 50
+    r = run(["put", "--store", tmp_path / "s2", *SMALL, "--from-jsonl", "-", "--json"], input="\n".join(lines(5)) + "\n")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 5
+    assert not started
