@@ -233,3 +233,41 @@ def test_decode_segment_leaves_page_release_to_the_caller_when_asked(tmp_path, t
             if isinstance(b, records.RecordBatch)]
     assert got == want and len(got) > 2
     assert bool(calls) is release
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_key_columns_are_the_same_extracted_in_slices(monkeypatch, seed):
+    """batch_key_columns extracts the keys KEY_ROWS records at a time (memory); slices of any size give the
+    columns of the whole window at once, and both match each record's own index_keys()."""
+    from engine.broker import keycolumns
+    from engine.broker.message import check_message
+    from engine.broker.records import RecordBatch
+    from engine.java.lang import java_string_hash
+
+    rnd = random.Random(seed)
+    out = bytearray()
+    for i in range(300):
+        props = {}
+        if rnd.random() < 0.8:
+            props["UNIQ_KEY"] = f"U{i}"
+        if rnd.random() < 0.7:
+            props["KEYS"] = " ".join(f"k{i}-{j}" for j in range(rnd.randrange(0, 4)))
+        sys_flag = 0xC if rnd.random() < 0.1 else 0  # a rollback indexes no key
+        out += encode_record(MessageRecord(topic="T" * rnd.randrange(1, 9), body=b"b" * rnd.randrange(0, 40),
+                                           properties=props, physical_offset=len(out), sys_flag=sys_flag))
+    buf = bytes(out)
+    batch = next(x for x in decode_segment(buf, 0, window=len(buf) + 1) if isinstance(x, RecordBatch))
+    b = np.frombuffer(buf, dtype=np.uint8)
+    whole = keycolumns.batch_key_columns(buf, b, batch, 0)
+    want = []
+    for p in batch.pos.tolist():
+        rec = check_message(buf, p, len(buf)).record
+        want.append([java_string_hash(k) for k in rec.index_keys()] if (rec.sys_flag & 0xC) != 0xC else [])
+    assert whole["nkeys"].tolist() == [len(w) for w in want]
+    assert whole["key_hash"].tolist() == [h for w in want for h in w]
+    for rows in (1, 7, 64):
+        monkeypatch.setattr(keycolumns, "KEY_ROWS", rows)
+        got = keycolumns.batch_key_columns(buf, b, batch, 0)
+        assert got["nkeys"].tolist() == whole["nkeys"].tolist()
+        assert got["key_hash"].tolist() == whole["key_hash"].tolist()
+        assert got["rollbacks"] == whole["rollbacks"] and got["phy"].tolist() == whole["phy"].tolist()

@@ -441,6 +441,11 @@ def _tiered_slow(buf, records: np.ndarray, topic_pos, topic_len, props_pos, prop
 
 
 
+#: Records whose keys batch_key_columns extracts at once: the byte and code-point matrices of their property
+#: values (tens of bytes per key, times 8 for the hashing's int64 matrix) stay around 20 MB whatever the window.
+KEY_ROWS = 1 << 14
+
+
 def batch_key_columns(buf, b: np.ndarray, batch, seg_start: int) -> dict:
     """The broker index's key columns of one decoded window (an engine.broker.records.RecordBatch): the records
     the dispatcher indexes (LENGTH_MISMATCH records skipped, format §7.7; rollbacks index no key), each with its
@@ -451,8 +456,12 @@ def batch_key_columns(buf, b: np.ndarray, batch, seg_start: int) -> dict:
     if mismatches:
         batch = batch.select(batch.length_ok)
     rollback = (batch.sys_flag & 0xC) == TRANSACTION_ROLLBACK_TYPE
-    nkeys, key_hash = broker_keys(buf, b, batch.topic_pos, batch.topic_len, batch.props_pos, batch.props_len,
-                                  ~rollback)
+    parts = [broker_keys(buf, b, batch.topic_pos[a:a + KEY_ROWS], batch.topic_len[a:a + KEY_ROWS],
+                         batch.props_pos[a:a + KEY_ROWS], batch.props_len[a:a + KEY_ROWS], ~rollback[a:a + KEY_ROWS])
+             for a in range(0, len(batch), KEY_ROWS)] or [(np.zeros(0, np.int32), np.zeros(0, np.int32))]
+    nkeys = np.concatenate([n for n, _ in parts]) if len(parts) > 1 else parts[0][0]
+    key_hash = np.concatenate([h for _, h in parts]) if len(parts) > 1 else parts[0][1]
+    del parts
     return {"phy": batch.phy.copy(), "ts": batch.store_ts.copy(), "nkeys": nkeys, "key_hash": key_hash,
             "mismatches": mismatches, "rollbacks": int(np.count_nonzero(rollback)),
             "phy_mismatches": int(np.count_nonzero(batch.phy != seg_start + batch.pos))}

@@ -1,7 +1,7 @@
 """Index file verification (the `inspect-index --verify` engine side; recovery uses the
 same structural check to decide which index files it can trust).
 
-Memory is bounded whatever the file size: items are read a chunk at a time (VERIFY_CHUNK items, about 100 MB
+Memory is bounded whatever the file size: items are read a chunk at a time (VERIFY_CHUNK items, about 25 MB
 of working arrays), plus one int32 per hash slot (20 MB for the default 5,000,000 slots). The commit-log checks
 walk the log once over the range the file's items cover (engine.ops.logread.walk: one decode window at a time)
 instead of decoding a record per item.
@@ -18,7 +18,7 @@ from engine.broker.commitlog import CommitLog
 from engine.broker.indexfile import IndexFile
 from engine.broker.lock import lock_held_elsewhere
 
-VERIFY_CHUNK = 1 << 20          # items per chunk: about 100 MB of working arrays at most
+VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most
 _LISTED = 50                    # problems of one kind listed before they are only counted
 
 Progress = Callable[[str, int, int], None]
