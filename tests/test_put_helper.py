@@ -112,9 +112,9 @@ def test_not_utf8_in_the_helpers_part_is_reported_with_its_line(tmp_path, helper
 def test_a_helper_that_dies_is_a_one_line_error_after_the_batches_before_it(tmp_path, monkeypatch, helper_on):
     real = put_cmd._parse_in_helper
 
-    def dies(conn, fd, queue_id, name):
+    def dies(conn, reader, fd, queue_id, name):
         monkeypatch.setattr(put_cmd, "_block_batches", _dies_after(put_cmd._block_batches, 2))
-        real(conn, fd, queue_id, name)
+        real(conn, reader, fd, queue_id, name)
     monkeypatch.setattr(put_cmd, "_parse_in_helper", dies)
     r, _ = put_file(tmp_path, "h", "\n".join(lines(600)) + "\n")
     assert_one_line_error(r, contains="the process parsing the JSONL input ended unexpectedly (exit code 7)")
@@ -143,3 +143,55 @@ def test_small_files_and_stdin_are_read_in_process(tmp_path, monkeypatch):
     r = run(["put", "--store", tmp_path / "s2", *SMALL, "--from-jsonl", "-", "--json"], input="\n".join(lines(5)) + "\n")
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 5
     assert not started
+
+
+def test_a_killed_writer_leaves_no_helper_and_its_output_ends(tmp_path):
+    """SIGKILL of `rmqtool put` (a crash): its helper process ends too (its next send finds no reader) and does
+    not hold the writer's stdout open, so a reader of the output sees it end at once."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    f = tmp_path / "big.jsonl"
+    with open(f, "w") as out:
+        for line in lines(40_000):
+            out.write(line + " " * 200 + "\n")  # about 10 MB: over PARSE_HELPER_MIN_BYTES
+    assert f.stat().st_size >= put_cmd.PARSE_HELPER_MIN_BYTES
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", "put", "--store", str(tmp_path / "s"), *GEOM,
+                          "--from-jsonl", str(f), "--json", "--sync-flush"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    first = p.stdout.readline()
+    assert json.loads(first)["uniqKey"] == "U" + "0" * 30
+    kids = []
+    for t in Path(f"/proc/{p.pid}/task").iterdir():
+        kids += [int(c) for c in (t / "children").read_text().split()]
+    assert kids, "the put has no helper process"
+    p.send_signal(signal.SIGKILL)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(p.stdout.read()), daemon=True)
+    reader.start()
+    reader.join(10)  # EOF once the writer is gone, unless the helper holds the pipe
+    p.wait()
+    if reader.is_alive():
+        for k in kids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(k, signal.SIGKILL)
+        pytest.fail("the writer's stdout did not end when it was killed: its helper holds it")
+    acked = 1 + len(got[0].splitlines())
+    assert acked < 40_000
+    def running(pid: int) -> bool:
+        try:
+            return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(map(running, kids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [k for k in kids if running(k)]
+    for k in alive:
+        os.kill(k, signal.SIGKILL)
+    assert not alive, f"helper processes left running: {alive}"

@@ -392,7 +392,8 @@ class _ParseHelper:
         sys.stdout.flush()  # nothing buffered is copied into the helper
         sys.stderr.flush()
         self._conn, send = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_parse_in_helper, args=(send, f.fileno(), queue_id, name), daemon=True)
+        self._proc = ctx.Process(target=_parse_in_helper, args=(send, self._conn, f.fileno(), queue_id, name),
+                                 daemon=True)
         try:
             self._proc.start()
         finally:
@@ -443,16 +444,27 @@ class _ParseHelper:
         self._f.close()
 
 
-def _parse_in_helper(conn, fd: int, queue_id: int, name: str) -> None:
+def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
     """The helper process of _ParseHelper: for each of its blocks, every prepared batch (pickled), then
-    ("block", k); or the exception that stopped it."""
+    ("block", k); or the exception that stopped it.
+
+    It keeps nothing of the writer's but the input: its copy of the pipe's reading end is closed (so a writer
+    that dies, even killed, leaves the pipe without a reader and the next send ends this process), and its
+    stdout and stderr go to /dev/null (so whoever reads the writer's output sees it end with the writer; the
+    helper's errors go back through the pipe)."""
     import gc
+    import os
     import pickle
     import signal
 
     from engine.broker import putbatch
     from engine.broker.message import UniqKeyGenerator
 
+    reader.close()
+    null = os.open(os.devnull, os.O_WRONLY)
+    for out in (1, 2):
+        os.dup2(null, out)
+    os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the writer's to handle; it stops this process
     gc.disable()  # as the writer's render.gc_paused: the parsed objects are acyclic, freed by reference counting
     putbatch._UNIQ[:] = [UniqKeyGenerator()]  # not the copy of the writer's: its ids would repeat the writer's
