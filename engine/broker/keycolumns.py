@@ -458,10 +458,9 @@ def batch_key_columns(buf, b: np.ndarray, batch, seg_start: int) -> dict:
     rollback = (batch.sys_flag & 0xC) == TRANSACTION_ROLLBACK_TYPE
     parts = [broker_keys(buf, b, batch.topic_pos[a:a + KEY_ROWS], batch.topic_len[a:a + KEY_ROWS],
                          batch.props_pos[a:a + KEY_ROWS], batch.props_len[a:a + KEY_ROWS], ~rollback[a:a + KEY_ROWS])
-             for a in range(0, len(batch), KEY_ROWS)] or [(np.zeros(0, np.int32), np.zeros(0, np.int32))]
-    nkeys = np.concatenate([n for n, _ in parts]) if len(parts) > 1 else parts[0][0]
-    key_hash = np.concatenate([h for _, h in parts]) if len(parts) > 1 else parts[0][1]
-    del parts
+             for a in range(0, len(batch), KEY_ROWS)]
+    nkeys = np.concatenate([n for n, _ in parts]) if parts else np.zeros(0, np.int32)
+    key_hash = np.concatenate([h for _, h in parts]) if parts else np.zeros(0, np.int32)
     return {"phy": batch.phy.copy(), "ts": batch.store_ts.copy(), "nkeys": nkeys, "key_hash": key_hash,
             "mismatches": mismatches, "rollbacks": int(np.count_nonzero(rollback)),
             "phy_mismatches": int(np.count_nonzero(batch.phy != seg_start + batch.pos))}

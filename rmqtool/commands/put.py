@@ -56,11 +56,10 @@ def _block_batches(block: bytes, lineno: int, name: str, size: list, batch_lines
     batch has size[0] lines, and size[0] doubles after each, up to batch_lines. Ends after an error."""
     from json.decoder import JSONDecodeError
 
-    scan = _SCAN
     while block:
         take = _nth_newline(block, size[0])
         size[0] = min(size[0] * 2, batch_lines)
-        objs, lines, err = _parse_block(block[:take], lineno, name, scan, JSONDecodeError)
+        objs, lines, err = _parse_block(block[:take], lineno, name, _SCAN, JSONDecodeError)
         lineno += block.count(b"\n", 0, take)
         block = block[take:]
         yield objs, lines, err
@@ -407,9 +406,7 @@ class _ParseHelper:
         size = [FIRST_BATCH_LINES]
         for k, (block, lineno) in enumerate(_line_blocks(_pread_reader(self._f.fileno()))):
             if k % PARSE_SHARE == 0:
-                for objs, lines, err in _block_batches(block, lineno, self._name, size):
-                    batch, bad = _to_batch(objs, lines, self._queue_id, self._name)
-                    yield batch, lines, bad, err
+                yield from _prepared(_block_batches(block, lineno, self._name, size), self._queue_id, self._name)
             else:
                 yield from self._helper_block(k)
 
@@ -475,10 +472,9 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
             for k, (block, lineno) in enumerate(_line_blocks(_pread_reader(fd))):
                 if k % PARSE_SHARE == 0:
                     continue
-                for objs, lines, err in _block_batches(block, lineno, name, size):
-                    batch, bad = _to_batch(objs, lines, queue_id, name)
-                    conn.send_bytes(dump(("batch", (batch, lines, bad, err)), protocol=pickle.HIGHEST_PROTOCOL))
-                    if bad is not None or err is not None:
+                for item in _prepared(_block_batches(block, lineno, name, size), queue_id, name):
+                    conn.send_bytes(dump(("batch", item), protocol=pickle.HIGHEST_PROTOCOL))
+                    if item[2] is not None or item[3] is not None:  # a bad message or a read error
                         return  # the writer stops the run there
                 conn.send_bytes(dump(("block", k)))
         except (BrokenPipeError, ConnectionResetError):
