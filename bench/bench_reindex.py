@@ -334,12 +334,12 @@ def part2(cfg, rep) -> dict:
     return res
 
 
-def _reindex_run(store: Path, out: Path, master: str, extra=()) -> dict:
+def _reindex_run(store: Path, out: Path, master: str, extra=(), env=None) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "rmqtool", "spark-reindex", "--store", str(store), "--out", str(out), "--master",
            master, "--json", *extra]
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     with TreeSampler(p.pid) as s:
         so, se = p.communicate()
     wall = time.perf_counter() - t
@@ -361,18 +361,33 @@ def part3(cfg, rep, p2) -> dict:
     store, work = cfg["store"], cfg["work"]
     paths = sorted(str(p) for p in (store / "commitlog").iterdir())
     child("read", *paths)  # warm the page cache
-    runs: dict[str, list] = {"read": [], "inline": [], "local[2]": [], "local[1]": [], "jvm": []}
+    # The local JVM's class-data archive (engine.jobs.jvmcache) in a cache of the bench's own: made afresh by a
+    # first local[2] run (timed: what an operator's first local job costs), then mapped by every later one.
+    cache = work / "jvm-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    os.environ["RMQTOOL_CACHE_DIR"] = str(cache)
+    no_cds = dict(os.environ, RMQTOOL_SPARK_CDS="0")
+    first = _reindex_run(store, work / "out-local2", "local[2]")
+    if first["job"]["spark_class_archive"] != "created":
+        raise RuntimeError(f"the first local run did not write the class archive: {first['job']['spark_class_archive']}")
+    runs: dict[str, list] = {"read": [], "inline": [], "local[2]": [], "local[1]": [], "jvm": [],
+                             "local[2], no archive": [], "jvm_plain": []}
     for _ in range(cfg["repeat"]):  # interleaved, so that a noisy minute hits every figure alike
         runs["read"].append(child("read", *paths)["seconds"])
         runs["inline"].append(_reindex_run(store, work / "out-inline", "inline"))
         runs["jvm"].append(child("jvm", "local[2]")["seconds"])
         runs["local[2]"].append(_reindex_run(store, work / "out-local2", "local[2]"))
+        runs["jvm_plain"].append(child("jvm", "local[2]", env=no_cds)["seconds"])
+        runs["local[2], no archive"].append(_reindex_run(store, work / "out-local2-plain", "local[2]", env=no_cds))
     runs["local[1]"].append(_reindex_run(store, work / "out-local1", "local[1]"))
     jvm_default = child("jvm", "local[2]", "default")["seconds"]  # for scale: Spark's own JVM options
-    same = _digest(work / "out-local2") == _digest(work / "out-inline") == _digest(work / "out-local1")
-    wall = {k: med([r["wall_s"] for r in v]) for k, v in runs.items() if k not in ("read", "jvm")}
+    same = (_digest(work / "out-local2") == _digest(work / "out-inline") == _digest(work / "out-local1")
+            == _digest(work / "out-local2-plain"))
+    wall = {k: med([r["wall_s"] for r in v]) for k, v in runs.items() if k not in ("read", "jvm", "jvm_plain")}
     read, jvm = med(runs["read"]), med(runs["jvm"])
     res = {"read_s": read, "jvm_s": jvm, "jvm_default_s": jvm_default, "walls": wall, "identical": same,
+           "jvm_plain_s": med(runs["jvm_plain"]), "first_local2_s": first["wall_s"],
+           "archive_states": sorted({r["job"]["spark_class_archive"] for r in runs["local[2]"]}),
            "jobs": {k: runs[k][len(runs[k]) // 2]["job"] for k in wall},
            "peaks": {k: runs[k][len(runs[k]) // 2]["peaks"] for k in wall}}
     cold = drop_caches()
@@ -411,6 +426,17 @@ def _part3_report(cfg, rep, res) -> None:
     rep.append(f"| **--master local[2]** | **{w['local[2]']:.2f} s** | inline + JVM {lim:.2f} s | "
                f"**{w['local[2]'] / lim:.2f}x** | <= 1x: {'met' if w['local[2]'] <= lim else '**not met**'} |")
     rep.append(f"| --master local[1] | {w['local[1]']:.2f} s | - | - | - |")
+    plain, jp = w["local[2], no archive"], res["jvm_plain_s"]
+    rep.append(f"| JVM start and stop without the class archive (`RMQTOOL_SPARK_CDS=0`) | {jp:.2f} s | - | - | - |")
+    rep.append(f"| --master local[2] without the class archive | {plain:.2f} s | inline + JVM without it "
+               f"{w['inline'] + jp:.2f} s | {plain / (w['inline'] + jp):.2f}x | - |")
+    rep.append(f"| first --master local[2] run (writes the class archive, once) | {res['first_local2_s']:.2f} s | - | "
+               f"- | - |")
+    rep.append("")
+    rep.append(f"The JVM rows and local[2] run with the class-data archive of Spark's classes "
+               f"(engine.jobs.jvmcache; state of the timed runs: {', '.join(res['archive_states'])}); the rows "
+               f"\"without the class archive\" are the same commands with `RMQTOOL_SPARK_CDS=0`. The archive saves "
+               f"{plain - w['local[2]']:.2f} s per local[2] run here ({plain:.2f} s -> {w['local[2]']:.2f} s).")
     rep.append("")
     rep.append("Stages inside each job (`scan_seconds`, `build_seconds` of its --json result). The scan tasks' span "
                "runs from the first task's start to the last one's end (per-task wall clocks), so it leaves out what "

@@ -16,6 +16,17 @@ from engine.broker.store import MessageStore
 from helpers import GOLDEN
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _rmqtool_cache(tmp_path_factory):
+    """Local Spark JVMs the suite starts keep their class-data archive (engine.jobs.jvmcache) in a directory
+    of the run's, never in the user's cache."""
+    from engine.jobs.jvmcache import CACHE_ENV
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("rmqtool-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN

@@ -76,6 +76,7 @@ class ReindexResult:
     replaced: bool = False
     index_msg_timestamp: Optional[int] = None
     spark_log: Optional[str] = None
+    spark_class_archive: Optional[str] = None  # local Spark: used | created | failed | off (engine.jobs.jvmcache)
     format: str = "broker"               # broker | tiered
     scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds, started
     scan_started: float = 0.0                             # wall clock (epoch seconds) of the scan stage's start
@@ -293,6 +294,8 @@ class Job:
                 shutil.rmtree(self.staging, ignore_errors=True)
             if self.runner is not None:
                 self.runner.close(failed)
+                archive = getattr(self.runner, "class_archive", None)
+                self.result.spark_class_archive = archive.state if archive is not None else None
                 if not failed:
                     self.result.spark_log = None  # the JVM log is kept only when something went wrong
         finally:
