@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,44 +63,71 @@ def test_states_and_options(cache, monkeypatch):
 
 
 class FakeJvm:
-    """A gateway process that 'writes' its archive when it exits."""
+    """The archiving JVM as finish sees it: a pid (of a process that has ended) and a stdin."""
 
-    def __init__(self, dump: Path | None, code: int = 0, data: bytes = b"classes"):
-        self.dump, self.code, self.data = dump, code, data
+    def __init__(self):
+        done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        self.pid = int(done.stdout)
         self.stdin = open(os.devnull, "wb")
 
-    def wait(self, timeout=None):
-        assert self.stdin.closed  # the runner ends the JVM by closing its stdin (PySpark's gateway exits on EOF)
-        if self.dump is not None:
-            self.dump.write_bytes(self.data)
-        return self.code
+
+def wait_for(path: Path, seconds: float = 120) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.1)
+    return False
 
 
-def test_finish_moves_a_whole_archive_into_place(cache, capsys):
-    a = ClassArchive(LOCAL_JVM_OPTIONS)
-    a.finish(FakeJvm(a._dump))
-    assert a.state == "created" and a.path.read_bytes() == b"classes"
-    assert sorted(p.name for p in cache.iterdir()) == [a.path.name]  # no partial file left
-    assert "once" in capsys.readouterr().err
+def settle_payload(dump: Path, path: Path, java: str, pid: int) -> str:
+    return json.dumps({"pid": pid, "dump": str(dump), "path": str(path), "java": java, "args": ["-Xmx1g"],
+                       "cp": "/nowhere"})
 
 
-@pytest.mark.parametrize("code,data", [(1, b"classes"), (0, b"")])
-def test_finish_drops_the_archive_of_a_jvm_that_failed_or_wrote_nothing(cache, code, data):
-    a = ClassArchive(LOCAL_JVM_OPTIONS)
-    a.finish(FakeJvm(a._dump, code, data))
-    assert a.state == "failed" and not a.path.exists()
-    assert list(cache.iterdir()) == []
-
-
-def test_a_killed_run_s_partial_archive_is_removed_by_the_next(cache):
+@pytest.mark.parametrize("java,data,kept", [("/bin/true", b"classes", True), ("/bin/false", b"classes", False),
+                                            ("/bin/true", b"", False)])
+def test_settle_keeps_only_an_archive_a_jvm_accepts(cache, java, data, kept):
     cache.mkdir(mode=0o700)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = cache / f".spark-classes-{'k' * 16}.{int(dead.stdout)}.partial"
-    stale.write_bytes(b"half")
-    mine = cache / f".spark-classes-{'k' * 16}.{os.getpid()}.partial"  # a live run's: kept
-    mine.write_bytes(b"half")
+    dump, path = cache / ".d.partial", cache / "a.jsa"
+    dump.write_bytes(data)
+    jvmcache.settle(settle_payload(dump, path, java, FakeJvm().pid))
+    assert path.exists() == kept and not dump.exists()
+
+
+def test_settle_waits_for_the_jvm_to_exit(cache):
+    cache.mkdir(mode=0o700)
+    dump, path = cache / ".d.partial", cache / "a.jsa"
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])  # exits unreaped: a zombie
+    dump.write_bytes(b"classes")
+    t = time.monotonic()
+    jvmcache.settle(settle_payload(dump, path, "/bin/true", slow.pid))
+    assert time.monotonic() - t >= 0.8 and path.exists()
+    slow.wait()
+
+
+def test_finish_ends_the_jvm_and_settles_in_a_detached_process(cache, monkeypatch, capsys):
+    monkeypatch.setattr(jvmcache, "_java_binary", lambda: "/bin/true")  # the check's JVM: accepts the file
+    a = ClassArchive(LOCAL_JVM_OPTIONS)
+    a._dump.parent.mkdir(exist_ok=True)
+    a._dump.write_bytes(b"classes")  # what the JVM wrote as it exited
+    jvm = FakeJvm()
+    a.finish(jvm, ["-Xmx1g", f"-XX:ArchiveClassesAtExit={a._dump}", "-Dx=y", "-Xlog:disable"], "/cp")
+    assert jvm.stdin.closed  # the runner ends the JVM by closing its stdin (PySpark's gateway exits on EOF)
+    assert a.state == "creating" and "background" in capsys.readouterr().err
+    assert wait_for(a.path) and a.path.read_bytes() == b"classes"
+    assert not a._dump.exists()
+
+
+def test_an_abandoned_partial_archive_is_swept(cache):
+    cache.mkdir(mode=0o700)
+    old = cache / f".spark-classes-{'k' * 16}.1.partial"
+    old.write_bytes(b"half")
+    os.utime(old, (time.time() - 2 * jvmcache.STALE_PARTIAL_SECONDS,) * 2)
+    fresh = cache / f".spark-classes-{'k' * 16}.2.partial"  # a JVM writing it now
+    fresh.write_bytes(b"half")
     ClassArchive(LOCAL_JVM_OPTIONS)
-    assert not stale.exists() and mine.exists()
+    assert not old.exists() and fresh.exists()
 
 
 def test_the_key_changes_with_the_jvm_options():
@@ -132,11 +160,15 @@ def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
-    first, second = job("local[1]", "a"), job("local[1]", "b")
-    inline = job("inline", "c")
-    assert first["spark_class_archive"] == "created" and second["spark_class_archive"] == "used"
-    assert inline["spark_class_archive"] is None
-    archives = list((tmp_path / "cache").iterdir())
+    first = job("local[1]", "a")
+    assert first["spark_class_archive"] == "creating"  # written as the JVM exits, checked in the background
+    cache = tmp_path / "cache"
+    deadline = time.monotonic() + 300
+    while not list(cache.glob("*.jsa")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second, inline = job("local[1]", "b"), job("inline", "c")
+    assert second["spark_class_archive"] == "used" and inline["spark_class_archive"] is None
+    archives = list(cache.iterdir())
     assert len(archives) == 1 and archives[0].name.endswith(".jsa") and archives[0].stat().st_size > 1 << 20
 
     def files(d):

@@ -5,35 +5,42 @@ spark-reindex spends before and around its work on a 2-CPU machine. A dynamic cl
 classes already parsed and verified; a JVM started with it maps the archive instead and starts about 2.5 s
 sooner (bench/bench_reindex.py measures both).
 
-The first local job with no archive runs its JVM with -XX:ArchiveClassesAtExit=<a file of its own>; when the
-job closes, the runner ends that JVM (it writes the archive as it exits) and renames the file into place, so a
-reader sees a whole archive or none, and two first runs at once each write their own file. Every later local
-job maps it with -XX:SharedArchiveFile. The JVM checks an archive against itself and its class path, and its
-CRCs (-XX:+VerifySharedSpaces), before it uses one, and runs without it when they differ (-Xshare:auto, the
-default); an archive the JVM cannot even start with (a truncated file makes it fail as it maps the file) is
-deleted and the JVM started again without it. So a stale or damaged archive costs only the saving, never the
-job. The archive's name carries a digest of the Java binary, the Spark jars and the JVM options, so an upgrade
-makes a new one.
+The first local job with no archive runs its JVM with -XX:ArchiveClassesAtExit=<a file of its own>. When the
+job closes, the runner ends that JVM, which writes the archive as it exits (5-12 s of one CPU here), and leaves
+the rest to a detached process (settle): it waits for the JVM to exit, checks the file by starting a JVM that
+must map it (-Xshare:on, CRCs verified, the job's class path), and renames it into place, so a reader sees a
+whole, checked archive or none, and two first runs at once each write their own file. The command itself
+does not wait. Every later local job maps it with -XX:SharedArchiveFile. The JVM checks an archive against
+itself and its class path, and its CRCs (-XX:+VerifySharedSpaces), before it uses one, and runs without it
+when they differ (-Xshare:auto, the default); an archive the JVM cannot even start with (a truncated file
+makes it fail as it maps the file) is deleted and the JVM started again without it. So a stale or damaged
+archive costs only the saving, never the job. The archive's name carries a digest of the Java binary, the
+Spark jars and the JVM options, so an upgrade makes a new one.
 
 Where: $RMQTOOL_CACHE_DIR, else $XDG_CACHE_HOME/rmqtool, else ~/.cache/rmqtool (made 0700). It is used only
-when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 70 MB
+when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 85 MB
 per Java and Spark version; deleting it is always safe. RMQTOOL_SPARK_CDS=0 turns the archive off; so does a
 spark.driver.extraJavaOptions of the user's (it replaces the runner's JVM options).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
 CDS_ENV = "RMQTOOL_SPARK_CDS"
 CACHE_ENV = "RMQTOOL_CACHE_DIR"
-#: How long the runner waits for the archiving JVM to write its archive and exit when the job closes.
-DUMP_WAIT_SECONDS = 120
+#: How long the settling process waits for the archiving JVM to write its archive and exit, and for the check.
+DUMP_WAIT_SECONDS = 300
+#: A partial archive this old was abandoned by a JVM killed as it wrote it.
+STALE_PARTIAL_SECONDS = 3600
 
 
 def cache_dir() -> Optional[Path]:
@@ -95,27 +102,79 @@ def archive_key(jvm_options: str) -> Optional[str]:
 
 
 def _drop_stale_partials(where: Path) -> None:
-    """Archives left half-written by a job that was killed before its JVM exited (their pid is gone)."""
+    """Archives left half-written by a JVM that was killed as it wrote one (a JVM writes its archive in
+    seconds, as it exits: a partial file an hour old is abandoned)."""
     try:
         for p in where.glob(".spark-classes-*.partial"):
             try:
-                pid = int(p.name.rsplit(".", 2)[-2])
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                p.unlink(missing_ok=True)
-            except (ValueError, OSError):
+                if time.time() - p.stat().st_mtime > STALE_PARTIAL_SECONDS:
+                    p.unlink()
+            except OSError:
                 continue
     except OSError:
         pass
 
 
+def _running(pid: int) -> bool:
+    """Whether process pid still runs (an exited one not yet reaped by its parent does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def settle(payload: str) -> None:
+    """The detached process ClassArchive.finish starts: wait for the archiving JVM to exit, check the archive it
+    wrote by starting a JVM that must map it (-Xshare:on, CRCs verified, the job's class path and options),
+    and move it into place; otherwise remove it."""
+    d = json.loads(payload)
+    dump, path = Path(d["dump"]), Path(d["path"])
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    deadline = time.monotonic() + DUMP_WAIT_SECONDS
+    while _running(d["pid"]):
+        if time.monotonic() > deadline:
+            return  # a JVM this slow to exit: leave its file to the stale-partial sweep
+        time.sleep(0.2)
+    try:
+        if dump.is_file() and dump.stat().st_size > 0 and d["java"]:
+            check = subprocess.run([d["java"], *d["args"], "-Xshare:on", f"-XX:SharedArchiveFile={dump}",
+                                    "-XX:+VerifySharedSpaces", "-Xlog:disable", "-XX:ErrorFile=/dev/null",
+                                    "-cp", d["cp"], "-version"],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   cwd="/", timeout=DUMP_WAIT_SECONDS)
+            if check.returncode == 0:
+                os.replace(dump, path)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    finally:
+        try:
+            dump.unlink()
+        except OSError:
+            pass
+
+
+_SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.jobs.jvmcache import settle; settle(sys.argv[2])"
+
+
 class ClassArchive:
     """The archive for one local JVM: the options to start it with, and what to do when it has exited.
 
-    state: "used" (an archive is mapped), "creating" (this JVM writes one as it exits), then "created" or
-    "failed" (its JVM did not exit cleanly with one written), "rejected" (the JVM could not start with the
-    archive: deleted, the JVM started without it), or "off" (none: turned off, no safe cache directory, or no
-    Java or Spark found)."""
+    state: "used" (an archive is mapped), "creating" (this JVM writes one as it exits, settled in the
+    background), "failed" (the settling process could not be started), "rejected" (the JVM could not start
+    with the archive: deleted, the JVM started without it), or "off" (none: turned off, no safe cache
+    directory, or no Java or Spark found)."""
 
     def __init__(self, jvm_options: str):
         self.state, self.path, self._dump = "off", None, None
@@ -151,27 +210,24 @@ class ClassArchive:
             return f"-XX:ArchiveClassesAtExit={self._dump} {logs}"
         return logs
 
-    def finish(self, gateway_proc) -> None:
-        """After the job's SparkContext stopped: when this JVM writes an archive, end it (its stdin closed:
-        PySpark's gateway exits on EOF), wait for it, and move a whole archive into place."""
+    def finish(self, gateway_proc, jvm_args: list[str], class_path: str) -> None:
+        """After the job's SparkContext stopped, when this JVM writes an archive: end the JVM (its stdin closed:
+        PySpark's gateway exits on EOF) and leave the rest to a detached process (settle), which waits for the
+        JVM to exit, checks the archive it wrote and moves it into place. The command does not wait: writing
+        the archive takes the JVM 5-12 s of one CPU here. jvm_args, class_path: the JVM's own, for the check."""
         if self.state != "creating" or gateway_proc is None:
             return
-        print(f"rmqtool: saving Spark's classes for faster starts of later local jobs (once): {self.path}",
-              file=sys.stderr, flush=True)
+        keep = [a for a in jvm_args if not a.startswith(("-XX:ArchiveClassesAtExit", "-Xlog", "-XX:ErrorFile", "-D"))]
+        payload = json.dumps({"pid": gateway_proc.pid, "dump": str(self._dump), "path": str(self.path),
+                              "java": _java_binary(), "args": keep, "cp": class_path})
         try:
+            subprocess.Popen([sys.executable, "-c", _SETTLE, str(Path(__file__).resolve().parents[2]), payload],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             cwd="/", start_new_session=True, close_fds=True)
+            print(f"rmqtool: Spark's classes are being saved for faster starts of later local jobs (once, in the "
+                  f"background): {self.path}", file=sys.stderr, flush=True)
+        except OSError:
+            self.state = "failed"  # the JVM's file, if any, goes with the stale-partial sweep
+        finally:
             if gateway_proc.stdin is not None:
                 gateway_proc.stdin.close()
-            code = gateway_proc.wait(DUMP_WAIT_SECONDS)
-            if code == 0 and self._dump.is_file() and self._dump.stat().st_size > 0:
-                os.replace(self._dump, self.path)
-                self.state = "created"
-            else:
-                self.state = "failed"
-        except Exception as e:  # noqa: BLE001 - the archive is an optimisation: the job's result stands
-            self.state = "failed"
-            print(f"rmqtool: note: no Spark class archive written ({type(e).__name__}: {e})", file=sys.stderr)
-        finally:
-            try:
-                self._dump.unlink()
-            except OSError:
-                pass

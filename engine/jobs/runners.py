@@ -538,18 +538,27 @@ def stop_context(sc) -> None:
 
 
 def _end_gateway(archive) -> None:
-    """End this process's Spark JVM (stopped context, idle gateway) so that it writes its class-data archive,
-    and forget the gateway: a later SparkContext in this process starts a JVM of its own."""
+    """End this process's Spark JVM (stopped context, idle gateway) so that it writes its class-data archive
+    (engine.jobs.jvmcache: settled in the background), and forget the gateway: a later SparkContext in this
+    process starts a JVM of its own."""
     from pyspark import SparkContext
 
-    gateway = SparkContext._gateway
+    gateway, jvm = SparkContext._gateway, SparkContext._jvm
     proc = getattr(gateway, "proc", None)
+    try:
+        args = [str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()]
+        class_path = str(jvm.System.getProperty("java.class.path"))
+    except Exception:  # noqa: BLE001 - without them the archive cannot be checked: none is kept
+        args, class_path, archive.state = None, None, "failed"
     try:
         if gateway is not None:
             gateway.shutdown()
     except Exception:  # noqa: BLE001 - the JVM's end is what matters, below
         pass
-    archive.finish(proc)
+    if args is not None:
+        archive.finish(proc, args, class_path)
+    elif proc is not None and proc.stdin is not None:
+        proc.stdin.close()
     SparkContext._gateway = None
     SparkContext._jvm = None
 
