@@ -18,12 +18,14 @@ from helpers import GOLDEN
 
 @pytest.fixture(scope="session", autouse=True)
 def _rmqtool_cache(tmp_path_factory):
-    """Local Spark JVMs the suite starts keep their class-data archive (engine.jobs.jvmcache) in a directory
-    of the run's, never in the user's cache."""
-    from engine.jobs.jvmcache import CACHE_ENV
+    """Local Spark JVMs the suite starts make no class-data archive (engine.jobs.jvmcache): the shared one
+    would write it only as the run ends. tests/test_jvmcache.py turns it on where it tests it, and a cache
+    directory of the run's keeps it out of the user's cache whatever happens."""
+    from engine.jobs.jvmcache import CACHE_ENV, CDS_ENV
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("rmqtool-cache")))
+        mp.setenv(CDS_ENV, "0")
         yield
 
 

@@ -147,6 +147,7 @@ def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
     store = tmp_path / "store"
     put_jsonl(store, [{"topic": "T", "body": f"m{i}", "keys": [f"k{i}", "shared"]} for i in range(40)])
     env = dict(os.environ, **{CACHE_ENV: str(tmp_path / "cache")})
+    env.pop(CDS_ENV, None)  # on, as by default (the suite turns it off for its shared context)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     geom = ["--hash-slots", "16", "--max-index", "64"]
 
