@@ -51,24 +51,45 @@ def test_states_and_options(cache, monkeypatch):
     a = ClassArchive(LOCAL_JVM_OPTIONS)
     assert a.state == "creating"
     opts = a.options().split()
-    dump = [o for o in opts if o.startswith("-XX:ArchiveClassesAtExit=")]
-    assert len(dump) == 1 and Path(dump[0].split("=", 1)[1]).parent == cache
+    listing = [o for o in opts if o.startswith("-XX:DumpLoadedClassList=")]
+    assert len(listing) == 1 and Path(listing[0].split("=", 1)[1]).parent == cache
     assert "-Xlog:all=warning:stderr" in opts  # JVM warnings never reach the command's stdout
     a.path.write_bytes(b"archive")
     b = ClassArchive(LOCAL_JVM_OPTIONS)
     assert b.state == "used" and f"-XX:SharedArchiveFile={b.path}" in b.options().split()
+    assert "-XX:+VerifySharedSpaces" in b.options().split()
     monkeypatch.setenv(CDS_ENV, "0")
     c = ClassArchive(LOCAL_JVM_OPTIONS)
-    assert c.state == "off" and "SharedArchiveFile" not in c.options() and "ArchiveClassesAtExit" not in c.options()
+    assert c.state == "off" and "SharedArchiveFile" not in c.options() and "ClassList" not in c.options()
 
 
 class FakeJvm:
-    """The archiving JVM as finish sees it: a pid (of a process that has ended) and a stdin."""
+    """The job's JVM as finish sees it: a pid (of a process that has ended) and a stdin."""
 
     def __init__(self):
         done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
         self.pid = int(done.stdout)
         self.stdin = open(os.devnull, "wb")
+
+
+FAKE_JAVA = """#!/bin/sh
+# -Xshare:dump writes "classes" to the -XX:SharedArchiveFile and exits $DUMP_RC; any other run exits $CHECK_RC
+for a; do
+  case "$a" in -XX:SharedArchiveFile=*) f="${a#-XX:SharedArchiveFile=}";; -Xshare:dump) dump=1;; esac
+done
+echo "$*" >> "$(dirname "$0")/calls"
+if [ -n "$dump" ]; then printf classes > "$f"; exit "${DUMP_RC:-0}"; fi
+exit "${CHECK_RC:-0}"
+"""
+
+
+@pytest.fixture
+def java(tmp_path):
+    p = tmp_path / "bin" / "java"
+    p.parent.mkdir()
+    p.write_text(FAKE_JAVA)
+    p.chmod(0o755)
+    return p
 
 
 def wait_for(path: Path, seconds: float = 120) -> bool:
@@ -80,54 +101,64 @@ def wait_for(path: Path, seconds: float = 120) -> bool:
     return False
 
 
-def settle_payload(dump: Path, path: Path, java: str, pid: int) -> str:
-    return json.dumps({"pid": pid, "dump": str(dump), "path": str(path), "java": java, "args": ["-Xmx1g"],
-                       "cp": "/nowhere"})
+def settle_payload(cache: Path, java: Path, pid: int, classes: bytes = b"java/lang/Object\n") -> dict:
+    cache.mkdir(mode=0o700, exist_ok=True)
+    d = {"pid": pid, "list": str(cache / ".l.classlist"), "dump": str(cache / ".d.partial"),
+         "path": str(cache / "a.jsa"), "java": str(java), "args": ["-Xmx1g"], "cp": "/nowhere"}
+    Path(d["list"]).write_bytes(classes)
+    return d
 
 
-@pytest.mark.parametrize("java,data,kept", [("/bin/true", b"classes", True), ("/bin/false", b"classes", False),
-                                            ("/bin/true", b"", False)])
-def test_settle_keeps_only_an_archive_a_jvm_accepts(cache, java, data, kept):
-    cache.mkdir(mode=0o700)
-    dump, path = cache / ".d.partial", cache / "a.jsa"
-    dump.write_bytes(data)
-    jvmcache.settle(settle_payload(dump, path, java, FakeJvm().pid))
-    assert path.exists() == kept and not dump.exists()
+@pytest.mark.parametrize("dump_rc,check_rc,classes,kept", [(0, 0, b"x\n", True), (1, 0, b"x\n", False),
+                                                           (0, 1, b"x\n", False), (0, 0, b"", False)])
+def test_settle_keeps_only_an_archive_that_was_made_and_maps(cache, java, monkeypatch, dump_rc, check_rc, classes,
+                                                             kept):
+    monkeypatch.setenv("DUMP_RC", str(dump_rc))
+    monkeypatch.setenv("CHECK_RC", str(check_rc))
+    d = settle_payload(cache, java, FakeJvm().pid, classes)
+    jvmcache.settle(json.dumps(d))
+    assert Path(d["path"]).exists() == kept and list(cache.iterdir()) == ([Path(d["path"])] if kept else [])
+    if kept:
+        calls = (java.parent / "calls").read_text().splitlines()
+        assert "-Xshare:dump" in calls[0] and f"-XX:SharedClassListFile={d['list']}" in calls[0]
+        assert "-Xshare:on" in calls[1] and "-XX:+VerifySharedSpaces" in calls[1]
+        assert calls[1].endswith("-cp /nowhere -Xshare:on -XX:SharedArchiveFile=" + d["dump"] + " -XX:+VerifySharedSpaces -version")
 
 
-def test_settle_waits_for_the_jvm_to_exit(cache):
-    cache.mkdir(mode=0o700)
-    dump, path = cache / ".d.partial", cache / "a.jsa"
+def test_settle_waits_for_the_jvm_to_exit(cache, java):
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])  # exits unreaped: a zombie
-    dump.write_bytes(b"classes")
+    d = settle_payload(cache, java, slow.pid)
     t = time.monotonic()
-    jvmcache.settle(settle_payload(dump, path, "/bin/true", slow.pid))
-    assert time.monotonic() - t >= 0.8 and path.exists()
+    jvmcache.settle(json.dumps(d))
+    assert time.monotonic() - t >= 0.8 and Path(d["path"]).exists()
     slow.wait()
 
 
-def test_finish_ends_the_jvm_and_settles_in_a_detached_process(cache, monkeypatch, capsys):
-    monkeypatch.setattr(jvmcache, "_java_binary", lambda: "/bin/true")  # the check's JVM: accepts the file
+def test_finish_ends_the_jvm_and_settles_in_a_detached_process(cache, java, monkeypatch, capsys):
+    monkeypatch.setattr(jvmcache, "_java_binary", lambda: str(java))
     a = ClassArchive(LOCAL_JVM_OPTIONS)
-    a._dump.parent.mkdir(exist_ok=True)
-    a._dump.write_bytes(b"classes")  # what the JVM wrote as it exited
+    a._list.write_bytes(b"java/lang/Object\n")  # what the JVM listed
     jvm = FakeJvm()
-    a.finish(jvm, ["-Xmx1g", f"-XX:ArchiveClassesAtExit={a._dump}", "-Dx=y", "-Xlog:disable"], "/cp")
+    a.finish(jvm, ["-Xmx1g", f"-XX:DumpLoadedClassList={a._list}", "-Dx=y", "-Xlog:disable"], "/cp")
     assert jvm.stdin.closed  # the runner ends the JVM by closing its stdin (PySpark's gateway exits on EOF)
     assert a.state == "creating" and "background" in capsys.readouterr().err
     assert wait_for(a.path) and a.path.read_bytes() == b"classes"
-    assert not a._dump.exists()
+    time.sleep(0.5)
+    assert sorted(p.name for p in cache.iterdir()) == [a.path.name]  # class list and partial file removed
+    calls = (java.parent / "calls").read_text()
+    assert "-Dx=y" not in calls and "DumpLoadedClassList" not in calls and "-Xmx1g" in calls
 
 
-def test_an_abandoned_partial_archive_is_swept(cache):
+def test_abandoned_class_lists_and_partial_archives_are_swept(cache):
     cache.mkdir(mode=0o700)
-    old = cache / f".spark-classes-{'k' * 16}.1.partial"
-    old.write_bytes(b"half")
-    os.utime(old, (time.time() - 2 * jvmcache.STALE_PARTIAL_SECONDS,) * 2)
-    fresh = cache / f".spark-classes-{'k' * 16}.2.partial"  # a JVM writing it now
+    old = [cache / f".spark-classes-{'k' * 16}.1.partial", cache / f".spark-classes-{'k' * 16}.1.classlist"]
+    for p in old:
+        p.write_bytes(b"half")
+        os.utime(p, (time.time() - 2 * jvmcache.STALE_PARTIAL_SECONDS,) * 2)
+    fresh = cache / f".spark-classes-{'k' * 16}.2.classlist"  # a job's JVM writing it now
     fresh.write_bytes(b"half")
     ClassArchive(LOCAL_JVM_OPTIONS)
-    assert not old.exists() and fresh.exists()
+    assert not any(p.exists() for p in old) and fresh.exists()
 
 
 def test_the_key_changes_with_the_jvm_options():
@@ -162,9 +193,9 @@ def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
         return json.loads(r.stdout)
 
     first = job("local[1]", "a")
-    assert first["spark_class_archive"] == "creating"  # written as the JVM exits, checked in the background
+    assert first["spark_class_archive"] == "creating"  # its JVM listed its classes; the archive is made after
     cache = tmp_path / "cache"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600  # made at low priority: about 15 s of one CPU here
     while not list(cache.glob("*.jsa")) and time.monotonic() < deadline:
         time.sleep(0.2)
     second, inline = job("local[1]", "b"), job("inline", "c")

@@ -1,24 +1,25 @@
 """A class-data archive for the local Spark JVM (JDK application class-data sharing, AppCDS).
 
-Starting a local Spark JVM is mostly loading and linking Spark's classes: about 4 s of the 5-7 s a local
-spark-reindex spends before and around its work on a 2-CPU machine. A dynamic class-data archive holds those
-classes already parsed and verified; a JVM started with it maps the archive instead and starts about 2.5 s
+Starting a local Spark JVM is mostly loading, verifying and linking Spark's classes: 3-4 s of the 5-7 s a
+local spark-reindex spends before and around its work on a 2-CPU machine. A class-data archive holds those
+classes already parsed and verified; a JVM started with it maps the archive instead and starts about 2 s
 sooner (bench/bench_reindex.py measures both).
 
-The first local job with no archive runs its JVM with -XX:ArchiveClassesAtExit=<a file of its own>. When the
-job closes, the runner ends that JVM, which writes the archive as it exits (5-12 s of one CPU here), and leaves
-the rest to a detached process (settle): it waits for the JVM to exit, checks the file by starting a JVM that
-must map it (-Xshare:on, CRCs verified, the job's class path), and renames it into place, so a reader sees a
-whole, checked archive or none, and two first runs at once each write their own file. The command itself
-does not wait. Every later local job maps it with -XX:SharedArchiveFile. The JVM checks an archive against
-itself and its class path, and its CRCs (-XX:+VerifySharedSpaces), before it uses one, and runs without it
-when they differ (-Xshare:auto, the default); an archive the JVM cannot even start with (a truncated file
-makes it fail as it maps the file) is deleted and the JVM started again without it. So a stale or damaged
-archive costs only the saving, never the job. The archive's name carries a digest of the Java binary, the
-Spark jars and the JVM options, so an upgrade makes a new one.
+The first local job with no archive runs its JVM with -XX:DumpLoadedClassList=<a file of its own>, which
+costs it nothing measurable: the JVM notes the name of each class it loads. When the job closes, the runner
+ends the JVM and leaves the rest to a detached process at low priority (settle), so the command does not wait:
+it waits for the JVM to exit, has a JVM write an archive of the listed classes (-Xshare:dump, with the job's
+class path and options: about 15 s of one CPU here), checks it by starting a JVM that must map it
+(-Xshare:on, CRCs verified), and renames it into place; a reader sees a whole, checked archive or none, and
+two first runs at once each make their own. Every later local job maps it with -XX:SharedArchiveFile. The
+JVM checks an archive against itself and its class path, and its CRCs (-XX:+VerifySharedSpaces), before it
+uses one, and runs without it when they differ (-Xshare:auto, the default); an archive the JVM cannot even
+start with (a truncated file makes it fail as it maps the file) is deleted and the JVM started again without
+it. So a stale or damaged archive costs only the saving, never the job. The archive's name carries a digest
+of the Java binary, the Spark jars and the JVM options, so an upgrade makes a new one.
 
 Where: $RMQTOOL_CACHE_DIR, else $XDG_CACHE_HOME/rmqtool, else ~/.cache/rmqtool (made 0700). It is used only
-when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 85 MB
+when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 80 MB
 per Java and Spark version; deleting it is always safe. RMQTOOL_SPARK_CDS=0 turns the archive off; so does a
 spark.driver.extraJavaOptions of the user's (it replaces the runner's JVM options).
 """
@@ -37,9 +38,9 @@ from typing import Optional
 
 CDS_ENV = "RMQTOOL_SPARK_CDS"
 CACHE_ENV = "RMQTOOL_CACHE_DIR"
-#: How long the settling process waits for the archiving JVM to write its archive and exit, and for the check.
-DUMP_WAIT_SECONDS = 300
-#: A partial archive this old was abandoned by a JVM killed as it wrote it.
+#: How long the settling process waits for the job's JVM to exit, and for each JVM it runs itself.
+DUMP_WAIT_SECONDS = 600
+#: A class list or partial archive this old was abandoned (its settling process was killed).
 STALE_PARTIAL_SECONDS = 3600
 
 
@@ -102,10 +103,10 @@ def archive_key(jvm_options: str) -> Optional[str]:
 
 
 def _drop_stale_partials(where: Path) -> None:
-    """Archives left half-written by a JVM that was killed as it wrote one (a JVM writes its archive in
-    seconds, as it exits: a partial file an hour old is abandoned)."""
+    """Class lists and partial archives left by a settling process that was killed (one finishes in well
+    under a minute: a file an hour old is abandoned)."""
     try:
-        for p in where.glob(".spark-classes-*.partial"):
+        for p in where.glob(".spark-classes-*"):
             try:
                 if time.time() - p.stat().st_mtime > STALE_PARTIAL_SECONDS:
                     p.unlink()
@@ -132,12 +133,18 @@ def _running(pid: int) -> bool:
         return True
 
 
+def _java(d: dict, *args: str) -> int:
+    return subprocess.run([d["java"], *d["args"], "-Xlog:disable", "-XX:ErrorFile=/dev/null", "-cp", d["cp"], *args],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                          timeout=DUMP_WAIT_SECONDS).returncode
+
+
 def settle(payload: str) -> None:
-    """The detached process ClassArchive.finish starts: wait for the archiving JVM to exit, check the archive it
-    wrote by starting a JVM that must map it (-Xshare:on, CRCs verified, the job's class path and options),
-    and move it into place; otherwise remove it."""
+    """The detached process ClassArchive.finish starts: wait for the job's JVM to exit, have a JVM write an
+    archive of the classes it listed (the job's class path and options), check the archive by starting a JVM
+    that must map it (-Xshare:on, CRCs verified), and move it into place; otherwise remove what was made."""
     d = json.loads(payload)
-    dump, path = Path(d["dump"]), Path(d["path"])
+    listed, dump, path = Path(d["list"]), Path(d["dump"]), Path(d["path"])
     try:
         os.nice(10)
     except OSError:
@@ -145,24 +152,22 @@ def settle(payload: str) -> None:
     deadline = time.monotonic() + DUMP_WAIT_SECONDS
     while _running(d["pid"]):
         if time.monotonic() > deadline:
-            return  # a JVM this slow to exit: leave its file to the stale-partial sweep
+            return  # a JVM this slow to exit: its class list goes with the stale-file sweep
         time.sleep(0.2)
     try:
-        if dump.is_file() and dump.stat().st_size > 0 and d["java"]:
-            check = subprocess.run([d["java"], *d["args"], "-Xshare:on", f"-XX:SharedArchiveFile={dump}",
-                                    "-XX:+VerifySharedSpaces", "-Xlog:disable", "-XX:ErrorFile=/dev/null",
-                                    "-cp", d["cp"], "-version"],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   cwd="/", timeout=DUMP_WAIT_SECONDS)
-            if check.returncode == 0:
+        if d["java"] and listed.is_file() and listed.stat().st_size > 0:
+            made = _java(d, "-Xshare:dump", f"-XX:SharedClassListFile={listed}", f"-XX:SharedArchiveFile={dump}")
+            if made == 0 and dump.is_file() and dump.stat().st_size > 0 and \
+                    _java(d, "-Xshare:on", f"-XX:SharedArchiveFile={dump}", "-XX:+VerifySharedSpaces", "-version") == 0:
                 os.replace(dump, path)
     except (OSError, subprocess.SubprocessError):
         pass
     finally:
-        try:
-            dump.unlink()
-        except OSError:
-            pass
+        for p in (listed, dump):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
 
 _SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.jobs.jvmcache import settle; settle(sys.argv[2])"
@@ -171,13 +176,13 @@ _SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.jobs.jvmcach
 class ClassArchive:
     """The archive for one local JVM: the options to start it with, and what to do when it has exited.
 
-    state: "used" (an archive is mapped), "creating" (this JVM writes one as it exits, settled in the
-    background), "failed" (the settling process could not be started), "rejected" (the JVM could not start
+    state: "used" (an archive is mapped), "creating" (this JVM lists its classes; the archive is made in
+    the background when the job closes), "failed" (the settling process could not be started), "rejected" (the JVM could not start
     with the archive: deleted, the JVM started without it), or "off" (none: turned off, no safe cache
     directory, or no Java or Spark found)."""
 
     def __init__(self, jvm_options: str):
-        self.state, self.path, self._dump = "off", None, None
+        self.state, self.path, self._list, self._dump = "off", None, None, None
         if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
             return
         where, key = cache_dir(), archive_key(jvm_options)
@@ -189,6 +194,7 @@ class ClassArchive:
             self.state = "used"
         else:
             self.state = "creating"
+            self._list = where / f".spark-classes-{key}.{os.getpid()}.classlist"
             self._dump = where / f".spark-classes-{key}.{os.getpid()}.partial"
 
     def reject(self) -> None:
@@ -207,27 +213,26 @@ class ClassArchive:
         if self.state == "used":  # its CRCs checked first: a damaged archive is ignored, not mapped
             return f"-XX:SharedArchiveFile={self.path} -XX:+VerifySharedSpaces {logs}"
         if self.state == "creating":
-            return f"-XX:ArchiveClassesAtExit={self._dump} {logs}"
+            return f"-XX:DumpLoadedClassList={self._list} {logs}"
         return logs
 
     def finish(self, gateway_proc, jvm_args: list[str], class_path: str) -> None:
-        """After the job's SparkContext stopped, when this JVM writes an archive: end the JVM (its stdin closed:
-        PySpark's gateway exits on EOF) and leave the rest to a detached process (settle), which waits for the
-        JVM to exit, checks the archive it wrote and moves it into place. The command does not wait: writing
-        the archive takes the JVM 5-12 s of one CPU here. jvm_args, class_path: the JVM's own, for the check."""
+        """After the job's SparkContext stopped, when this JVM listed its classes: end the JVM (its stdin
+        closed: PySpark's gateway exits on EOF) and leave the archive to a detached process (settle), so the
+        command does not wait for it. jvm_args, class_path: the JVM's own, for the JVMs settle runs."""
         if self.state != "creating" or gateway_proc is None:
             return
-        keep = [a for a in jvm_args if not a.startswith(("-XX:ArchiveClassesAtExit", "-Xlog", "-XX:ErrorFile", "-D"))]
-        payload = json.dumps({"pid": gateway_proc.pid, "dump": str(self._dump), "path": str(self.path),
-                              "java": _java_binary(), "args": keep, "cp": class_path})
+        keep = [a for a in jvm_args if not a.startswith(("-XX:DumpLoadedClassList", "-Xlog", "-XX:ErrorFile", "-D"))]
+        payload = json.dumps({"pid": gateway_proc.pid, "list": str(self._list), "dump": str(self._dump),
+                              "path": str(self.path), "java": _java_binary(), "args": keep, "cp": class_path})
         try:
             subprocess.Popen([sys.executable, "-c", _SETTLE, str(Path(__file__).resolve().parents[2]), payload],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              cwd="/", start_new_session=True, close_fds=True)
-            print(f"rmqtool: Spark's classes are being saved for faster starts of later local jobs (once, in the "
-                  f"background): {self.path}", file=sys.stderr, flush=True)
+            print(f"rmqtool: an archive of Spark's classes for faster starts of later local jobs is being made "
+                  f"(once, in the background, at low priority): {self.path}", file=sys.stderr, flush=True)
         except OSError:
-            self.state = "failed"  # the JVM's file, if any, goes with the stale-partial sweep
+            self.state = "failed"  # the class list goes with the stale-file sweep
         finally:
             if gateway_proc.stdin is not None:
                 gateway_proc.stdin.close()

@@ -538,8 +538,8 @@ def stop_context(sc) -> None:
 
 
 def _end_gateway(archive) -> None:
-    """End this process's Spark JVM (stopped context, idle gateway) so that it writes its class-data archive
-    (engine.jobs.jvmcache: settled in the background), and forget the gateway: a later SparkContext in this
+    """End this process's Spark JVM (stopped context, idle gateway), whose class list the class-data archive is
+    made from in the background (engine.jobs.jvmcache), and forget the gateway: a later SparkContext in this
     process starts a JVM of its own."""
     from pyspark import SparkContext
 
