@@ -193,7 +193,8 @@ def c_jvm(master: str, jvm_options: str = "job") -> dict:
 
         # "before": the runner as it was before the class archive and the compiled daemon (the caller also
         # sets RMQTOOL_SPARK_CDS=0)
-        runner = SparkRunner(master, {"spark.python.daemon.module": "pyspark.daemon"} if jvm_options == "before" else None)
+        conf = {"spark.python.daemon.module": "pyspark.daemon"} if jvm_options == "before" else None
+        runner = SparkRunner(master, conf)
         runner.sc.parallelize(range(4), 2).count()
         runner.close()
         return {"seconds": time.perf_counter() - t}
@@ -372,7 +373,7 @@ def part3(cfg, rep, p2) -> dict:
     before = ["--conf", "spark.python.daemon.module=pyspark.daemon"]
     first = _reindex_run(store, work / "out-local2", "local[2]")
     if first["job"]["spark_class_archive"] != "creating":
-        raise RuntimeError(f"the first local run did not write the class archive: {first['job']['spark_class_archive']}")
+        raise RuntimeError(f"the first local run made no class archive: {first['job']['spark_class_archive']}")
     deadline = time.monotonic() + 600  # made in the background after the command returned
     while not list(cache.glob("*.jsa")):
         if time.monotonic() > deadline:

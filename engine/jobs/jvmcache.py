@@ -19,7 +19,7 @@ it. So a stale or damaged archive costs only the saving, never the job. The arch
 of the Java binary, the Spark jars and the JVM options, so an upgrade makes a new one.
 
 Where: $RMQTOOL_CACHE_DIR, else $XDG_CACHE_HOME/rmqtool, else ~/.cache/rmqtool (made 0700). It is used only
-when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 80 MB
+when it belongs to this user and nobody else can write to it (an archive is code the JVM loads). About 80-100 MB
 per Java and Spark version; deleting it is always safe. RMQTOOL_SPARK_CDS=0 turns the archive off; so does a
 spark.driver.extraJavaOptions of the user's (it replaces the runner's JVM options).
 """
@@ -177,9 +177,9 @@ class ClassArchive:
     """The archive for one local JVM: the options to start it with, and what to do when it has exited.
 
     state: "used" (an archive is mapped), "creating" (this JVM lists its classes; the archive is made in
-    the background when the job closes), "failed" (the settling process could not be started), "rejected" (the JVM could not start
-    with the archive: deleted, the JVM started without it), or "off" (none: turned off, no safe cache
-    directory, or no Java or Spark found)."""
+    the background when the job closes), "failed" (the settling process could not be started), "rejected"
+    (the JVM could not start with the archive: deleted, the JVM started without it), or "off" (none: turned
+    off, no safe cache directory, or no Java or Spark found)."""
 
     def __init__(self, jvm_options: str):
         self.state, self.path, self._list, self._dump = "off", None, None, None
