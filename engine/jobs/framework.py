@@ -76,7 +76,7 @@ class ReindexResult:
     replaced: bool = False
     index_msg_timestamp: Optional[int] = None
     spark_log: Optional[str] = None
-    spark_class_archive: Optional[str] = None  # local Spark: used | created | failed | off (engine.jobs.jvmcache)
+    spark_class_archive: Optional[str] = None  # local Spark: used | creating | rejected | failed | off (jvmcache)
     format: str = "broker"               # broker | tiered
     scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds, started
     scan_started: float = 0.0                             # wall clock (epoch seconds) of the scan stage's start

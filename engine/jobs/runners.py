@@ -330,7 +330,7 @@ class SparkRunner:
         java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
         # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
         # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers, and a class-data
-        # archive of Spark's classes (engine.jobs.jvmcache) about 2.5 s more. A driver JVM option of the
+        # archive of Spark's classes (engine.jobs.jvmcache) about 2 s more. A driver JVM option of the
         # user's replaces them all. A JVM that crashes writes its report to the temporary directory, never
         # to the user's working directory.
         local = master.startswith("local")
@@ -371,7 +371,7 @@ class SparkRunner:
                 sc = start(f"{driver_opts} {archive.options()}")
         self._created = True
         sc.setLogLevel("ERROR")
-        if not master.startswith("local"):
+        if not local:
             self._zip = _engine_zip(tmp)
             sc.addPyFile(self._zip)
         return sc
