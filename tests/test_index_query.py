@@ -387,3 +387,22 @@ def test_the_ascii_hash_path_equals_the_utf16_loop():
             s = "".join(chr(rng.randrange(alphabet)) for _ in range(n))
             assert java_string_hash(s) == loop(s), (n, alphabet)
     assert java_string_hash("polygenelubricants") == -2**31 and java_string_hash("\x7f" * 3000) == loop("\x7f" * 3000)
+
+
+def test_select_phy_offsets_hashes_every_kind_of_key_as_select_hash(tmp_path):
+    """select_phy_offsets hashes an ASCII key inline (abs of String.hashCode, MIN_VALUE as 0): for ASCII keys of
+    every length, keys hashing to MIN_VALUE and to negative values, non-ASCII and lone-surrogate keys, and keys
+    longer than the inline path takes, it answers as select_hash given index_hash(java_string_hash(key))."""
+    rng = random.Random(11)
+    keys = ["", "polygenelubricants", "GydZG_", "Aa", "BB", "键", "k\ud800", "\x7f" * 2048, "a" * 2049, "é" * 3]
+    keys += ["".join(chr(rng.randrange(a)) for _ in range(rng.randrange(1, 80))) for a in (128, 128, 0x800) * 30]
+    assert any(java_string_hash(k) < 0 for k in keys) and java_string_hash("polygenelubricants") == -2**31
+    f = IndexFile.create(tmp_path / "f", 7, 400)
+    for i, k in enumerate(keys):
+        assert f.put_key(k, 1000 + i, T0 + i)
+    for i, k in enumerate(keys):
+        want: list[int] = []
+        f.select_hash(index_hash(java_string_hash(k)), 64, 0, LONG_MAX, want)
+        got = f.select_phy_offsets(k, 64, 0, LONG_MAX)
+        assert got == want and 1000 + i in got, k
+    f.close()

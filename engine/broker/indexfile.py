@@ -17,7 +17,7 @@ from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT,
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import allocate, write_zeros
-from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, to_i64
+from engine.java.lang import ASCII_HASH_TABLES, INT_MAX, LONG_MAX, index_hash, java_string_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
@@ -26,6 +26,10 @@ ITEM_SIZE = 20
 SLOT_SIZE = 4
 _ITEM_AT = ITEM.unpack_from
 _SLOT_AT = SLOT.unpack_from
+#: an item's keyHash, timeDiff and prevIndex without its phyOffset: the lookup reads the offset of a match only (a
+#: chain step then makes no 64-bit int; about 5% of a lookup, bench/bench_index.py)
+_LINK_AT = struct.Struct(">i8xii").unpack_from
+_OFFSET_AT = struct.Struct(">q").unpack_from
 #: the largest decoded-time offset an item can carry (timeDiff is a non-negative int of seconds)
 _MAX_TIME_SPAN = INT_MAX * 1000
 
@@ -285,9 +289,19 @@ class IndexFile:
 
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int,
                            result: list | None = None) -> list[int]:
-        """selectPhyOffset: walk the key's slot chain newest to oldest, comparing hashes only."""
+        """selectPhyOffset: walk the key's slot chain newest to oldest, comparing hashes only.
+
+        An ASCII key is hashed here, as engine.java.lang.java_string_hash's ASCII branch does, then abs() with
+        MIN_VALUE as 0 (index_hash): two calls fewer, about 8% of a lookup (bench/bench_index.py)."""
         out = [] if result is None else result
-        self.select_hash(index_hash(java_string_hash(key)), max_num, begin, end, out)
+        b = key.encode("utf-8", "surrogatepass")
+        if len(b) == len(key) and 0 < len(b) <= 2048:
+            q, r = ASCII_HASH_TABLES
+            h = (int(b.translate(q) + b"0", 31) + int(b.translate(r), 31)) & 0xFFFFFFFF
+            kh = 0x100000000 - h if h > 0x80000000 else (0 if h == 0x80000000 else h)
+        else:
+            kh = index_hash(java_string_hash(key))
+        self.select_hash(kh, max_num, begin, end, out)
         return out
 
     def select_hash(self, kh: int, max_num: int, begin: int, end: int, out: list) -> Optional[str]:
@@ -311,11 +325,12 @@ class IndexFile:
         if begin <= bt and end >= bt + _MAX_TIME_SPAN:
             # Every decoded time lies inside [begin, end]: only the hash decides, no time stop (the usual query).
             while True:
-                ih, off, d, prev = _ITEM_AT(mv, base + ITEM_SIZE * n)
+                p = base + ITEM_SIZE * n
+                ih, d, prev = _LINK_AT(mv, p)
                 if ih == kh or d < 0:
                     if d < 0:
                         break
-                    out.append(off)
+                    out.append(_OFFSET_AT(mv, p + 4)[0])
                     if len(out) >= max_num:
                         return None
                 if 0 < prev < n:
@@ -326,12 +341,13 @@ class IndexFile:
                     break
         else:
             while True:
-                ih, off, d, prev = _ITEM_AT(mv, base + ITEM_SIZE * n)
+                p = base + ITEM_SIZE * n
+                ih, d, prev = _LINK_AT(mv, p)
                 if d < 0:
                     break
                 t = bt + d * 1000
                 if ih == kh and begin <= t <= end:
-                    out.append(off)
+                    out.append(_OFFSET_AT(mv, p + 4)[0])
                     if len(out) >= max_num:
                         return None
                 if t < begin:

@@ -39,6 +39,8 @@ def java_rem(a: int, b: int) -> int:
 _B31 = b"0123456789abcdefghijklmnopqrstu"
 _Q31 = bytes(_B31[c // 31] for c in range(128)) + bytes(128)
 _R31 = bytes(_B31[c % 31] for c in range(128)) + bytes(128)
+#: the two digit tables, for a hot path that inlines java_string_hash's ASCII branch (IndexFile.select_phy_offsets)
+ASCII_HASH_TABLES = (_Q31, _R31)
 
 
 def java_string_hash(s: str) -> int:
