@@ -415,7 +415,7 @@ def part_batch(work: Path, records: int, rep: list[str]) -> None:
         rows.append((mode, batch, n, json.loads(r.stdout)))
         shutil.rmtree(d, ignore_errors=True)
     loop = rows[-1][3]["records_per_s"]
-    rep.append(f"### build_index_batch: records of 2 keys into a default-geometry index\n")
+    rep.append("### build_index_batch: records of 2 keys into a default-geometry index\n")
     rep.append("| path | records | time | records/s | vs per-record |\n|---|---|---|---|---|")
     for mode, batch, n, x in rows:
         label = f"build_index_batch, batches of {batch:,}" if mode == "batch" else "per record (put_hash loop)"
