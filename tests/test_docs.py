@@ -257,3 +257,26 @@ def test_docs_readme_lists_every_document():
             assert f"({p.name})" in text, p.name
     for name in FORMAT_DOCS + (FLAT_DOC, "architecture.md"):
         assert f"({name})" in text, name
+
+
+def test_performance_page_states_every_memory_constant_as_the_code_has_it():
+    """docs/performance.md lists the constants that bound the long-running commands' memory: each must exist
+    with the value the page gives, and each name the page's first table cites must be one of them."""
+    import importlib
+
+    text = (DOCS / "performance.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `((?:engine|rmqtool)\.[\w.]+)\.([A-Z_]+)` \| ([^|]+) \|$", text, re.M)
+    assert len(rows) >= 15, rows
+    units = {"MiB": 1 << 20, "KiB": 1 << 10}
+    for module, name, value in rows:
+        number, _, unit = value.strip().partition(" ")
+        want = int(number) * units.get(unit, 1)
+        assert unit in ("", *units), (name, value)
+        got = getattr(importlib.import_module(module), name)
+        assert got == want, f"docs/performance.md gives {module}.{name} = {value.strip()}, the code {got}"
+    listed = {name for _, name, _ in rows} | {f"{m.rsplit('.', 1)[-1]}.{n}" for m, n, _ in rows}
+    cited = set()
+    for line in text.split("The constants, where")[0].splitlines():
+        if line.startswith("| `") and line.count("|") == 4:
+            cited |= set(re.findall(r"`([\w.]+)`", line.rsplit("|", 2)[1]))
+    assert cited and cited <= listed, cited - listed
