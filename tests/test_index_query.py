@@ -18,7 +18,7 @@ from engine.broker.indexservice import IndexService
 from engine.broker.layout import list_index_files
 from engine.errors import CorruptFileError, StoreError
 from engine.fsutil import DiskFullError
-from engine.java.lang import LONG_MAX, index_hash, java_string_hash, to_i64
+from engine.java.lang import LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
 
 T0 = 1_700_000_000_000
 
@@ -390,9 +390,10 @@ def test_the_ascii_hash_path_equals_the_utf16_loop():
 
 
 def test_select_phy_offsets_hashes_every_kind_of_key_as_select_hash(tmp_path):
-    """select_phy_offsets hashes an ASCII key inline (abs of String.hashCode, MIN_VALUE as 0): for ASCII keys of
-    every length, keys hashing to MIN_VALUE and to negative values, non-ASCII and lone-surrogate keys, and keys
-    longer than the inline path takes, it answers as select_hash given index_hash(java_string_hash(key))."""
+    """select_phy_offsets hashes a key with key_index_hash (an ASCII key's hashCode computed inline, then abs with
+    MIN_VALUE as 0): for ASCII keys of every length, keys hashing to MIN_VALUE and to negative values, non-ASCII
+    and lone-surrogate keys, and keys longer than the inline path takes, the hash is index_hash(java_string_hash)
+    and the lookup answers as select_hash given that hash."""
     rng = random.Random(11)
     keys = ["", "polygenelubricants", "GydZG_", "Aa", "BB", "键", "k\ud800", "\x7f" * 2048, "a" * 2049, "é" * 3]
     keys += ["".join(chr(rng.randrange(a)) for _ in range(rng.randrange(1, 80))) for a in (128, 128, 0x800) * 30]
@@ -401,6 +402,7 @@ def test_select_phy_offsets_hashes_every_kind_of_key_as_select_hash(tmp_path):
     for i, k in enumerate(keys):
         assert f.put_key(k, 1000 + i, T0 + i)
     for i, k in enumerate(keys):
+        assert key_index_hash(k) == index_hash(java_string_hash(k)), k
         want: list[int] = []
         f.select_hash(index_hash(java_string_hash(k)), 64, 0, LONG_MAX, want)
         got = f.select_phy_offsets(k, 64, 0, LONG_MAX)

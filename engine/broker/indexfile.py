@@ -17,7 +17,7 @@ from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT,
 from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import allocate, write_zeros
-from engine.java.lang import ASCII_HASH_TABLES, INT_MAX, LONG_MAX, index_hash, java_string_hash, to_i64
+from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
@@ -244,7 +244,7 @@ class IndexFile:
         return self.item(n) if 0 <= n < self.index_num else None
 
     def slot_of(self, key: str) -> int:
-        return index_hash(java_string_hash(key)) % self.hash_slot_num
+        return key_index_hash(key) % self.hash_slot_num
 
     # ---------------------------------------------------------------- write (format §5.6)
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
@@ -289,19 +289,9 @@ class IndexFile:
 
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int,
                            result: list | None = None) -> list[int]:
-        """selectPhyOffset: walk the key's slot chain newest to oldest, comparing hashes only.
-
-        An ASCII key is hashed here, as engine.java.lang.java_string_hash's ASCII branch does, then abs() with
-        MIN_VALUE as 0 (index_hash): two calls fewer, about 8% of a lookup (bench/bench_index.py)."""
+        """selectPhyOffset: walk the key's slot chain newest to oldest, comparing hashes only."""
         out = [] if result is None else result
-        b = key.encode("utf-8", "surrogatepass")
-        if len(b) == len(key) and 0 < len(b) <= 2048:
-            q, r = ASCII_HASH_TABLES
-            h = (int(b.translate(q) + b"0", 31) + int(b.translate(r), 31)) & 0xFFFFFFFF
-            kh = 0x100000000 - h if h > 0x80000000 else (0 if h == 0x80000000 else h)
-        else:
-            kh = index_hash(java_string_hash(key))
-        self.select_hash(kh, max_num, begin, end, out)
+        self.select_hash(key_index_hash(key), max_num, begin, end, out)
         return out
 
     def select_hash(self, kh: int, max_num: int, begin: int, end: int, out: list) -> Optional[str]:

@@ -19,7 +19,7 @@ from engine.broker.indexfile import IndexFile, open_failure
 from engine.broker.lock import lock_held_elsewhere
 from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
-from engine.java.lang import index_hash, java_string_hash
+from engine.java.lang import java_string_hash, key_index_hash
 
 
 @dataclass
@@ -180,7 +180,7 @@ class IndexService:
         """IndexService.queryOffset for a full "topic#key" string (max_num already clamped by the caller).
         Chains found damaged on the way are appended to `damaged` as DamagedIndexFile."""
         out: list[int] = []
-        kh = index_hash(java_string_hash(key_string))
+        kh = key_index_hash(key_string)
         for f in reversed(self.files):
             if f.is_time_matched(begin, end):
                 start = len(out)

@@ -16,7 +16,7 @@ from engine.broker.indexfile import chain_damage
 from engine.broker.indexservice import DamagedIndexFile
 from engine.broker.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
-from engine.java.lang import LONG_MAX, index_hash, java_string_hash
+from engine.java.lang import LONG_MAX, key_index_hash
 
 MAX_LIMIT = 10_000_000  # --max: far beyond any real answer, small enough to refuse a typo
 
@@ -100,7 +100,7 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
     res = QueryResult(damaged=list(idx.damaged))
     if not idx.files and not idx.damaged:
         res.rejected.append({"phyOffset": None, "reason": f"the store has no index files in {store.index_dir}"})
-    kh = index_hash(java_string_hash(f"{topic}#{key}"))
+    kh = key_index_hash(f"{topic}#{key}")
     seen: set[int] = set()
     walk_max = max_num + 1  # one more than asked: whether max_num cut the answer (res.more)
     for f in reversed(idx.files):

@@ -39,8 +39,6 @@ def java_rem(a: int, b: int) -> int:
 _B31 = b"0123456789abcdefghijklmnopqrstu"
 _Q31 = bytes(_B31[c // 31] for c in range(128)) + bytes(128)
 _R31 = bytes(_B31[c % 31] for c in range(128)) + bytes(128)
-#: the two digit tables, for a hot path that inlines java_string_hash's ASCII branch (IndexFile.select_phy_offsets)
-ASCII_HASH_TABLES = (_Q31, _R31)
 
 
 def java_string_hash(s: str) -> int:
@@ -64,6 +62,17 @@ def rmq_crc32(data: bytes) -> int:
 def index_hash(h: int) -> int:
     """Broker IndexFile hash: abs(hashCode), with Integer.MIN_VALUE forced to 0 (format §5.5)."""
     return 0 if h == INT_MIN else abs(h)
+
+
+def key_index_hash(key: str) -> int:
+    """index_hash(java_string_hash(key)) in one call, for the key lookups: an ASCII key's hashCode as
+    java_string_hash's ASCII branch computes it, then abs() with MIN_VALUE as 0 on the unsigned value. Any other
+    key goes through the two functions."""
+    b = key.encode("utf-8", "surrogatepass")
+    if len(b) == len(key) and 0 < len(b) <= 2048:
+        h = (int(b.translate(_Q31) + b"0", 31) + int(b.translate(_R31), 31)) & 0xFFFFFFFF
+        return 0x100000000 - h if h > 0x80000000 else (0 if h == 0x80000000 else h)
+    return index_hash(java_string_hash(key))
 
 
 def tiered_hash(h: int) -> int:

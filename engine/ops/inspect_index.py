@@ -17,7 +17,7 @@ from engine.broker.indexstats import Progress, index_file_stats
 from engine.broker.layout import list_index_files
 from engine.broker.lock import lock_held_elsewhere
 from engine.errors import GeometryError, InvalidArgumentError
-from engine.java.lang import index_hash, java_string_hash
+from engine.java.lang import key_index_hash
 
 
 @dataclass
@@ -49,7 +49,7 @@ def header_row(f: IndexFile, damage: Optional[str]) -> dict:
 
 
 def walk_slot(f: IndexFile, slot: Optional[int], key: Optional[str], limit: int) -> dict:
-    kh = index_hash(java_string_hash(key)) if key is not None else None
+    kh = key_index_hash(key) if key is not None else None
     if kh is not None:
         slot = kh % f.hash_slot_num
     items, reason = f.walk_chain(slot, limit)

@@ -12,7 +12,7 @@ import numpy as np
 from engine.broker.commitlog import CommitLog
 from engine.broker.indexfile import IndexFile
 from engine.broker.message import VALID
-from engine.java.lang import index_hash, java_string_hash
+from engine.java.lang import key_index_hash
 from engine.ops.logread import Window, key_columns, walk
 from engine.ops.verify import VERIFY_CHUNK, Progress, Structure, VerifyReport
 
@@ -125,7 +125,7 @@ def _slow_check(cl: CommitLog, num: int, off: int, ih: int, rep: VerifyReport) -
     if r.status != VALID or r.record.physical_offset != off:
         rep.add(f"item {num + 1}: phyOffset {off} is not a valid message ({r.reason or r.status})")
         return None
-    if ih not in {index_hash(java_string_hash(k)) for k in r.record.index_keys()}:
+    if ih not in {key_index_hash(k) for k in r.record.index_keys()}:
         rep.add(f"item {num + 1}: no key of the message at {off} ({r.record.topic}) has hash {ih}")
     return r.record.store_timestamp
 
