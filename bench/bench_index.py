@@ -253,22 +253,24 @@ def part_lookup(work: Path, geo: tuple[int, int], lookups: int, rep: list[str]) 
     keys_file.write_text("".join(key_of(rnd.randrange(items - 1)) + "\n" for _ in range(lookups)))
     jdir = compile_java(work) if java_ok() else None
     py, jv = [], []
-    for i in range(ROUNDS):
-        def java():
-            r = subprocess.run(["java", "-cp", str(jdir), "IndexLookup", str(path), str(slots), str(items),
-                                str(keys_file), "3"], capture_output=True, text=True, check=True)
-            jv.append(json.loads(r.stdout))
 
-        def python():
-            r = subprocess.run([sys.executable, __file__, "--child", "lookup", str(path), str(slots), str(items),
-                                str(keys_file), "2"], capture_output=True, text=True, check=True)
-            py.append(json.loads(r.stdout))
+    def java():
+        r = subprocess.run(["java", "-cp", str(jdir), "IndexLookup", str(path), str(slots), str(items),
+                            str(keys_file), "3"], capture_output=True, text=True, check=True)
+        jv.append(json.loads(r.stdout))
 
-        # Alternate which runs first: this machine's memory latency drifts, and a round's ratio compares two runs
+    def python():
+        r = subprocess.run([sys.executable, __file__, "--child", "lookup", str(path), str(slots), str(items),
+                            str(keys_file), "2"], capture_output=True, text=True, check=True)
+        py.append(json.loads(r.stdout))
+
+    order = [python] if jdir is None else [java, python]
+    for _ in range(ROUNDS):
+        # Which runs first alternates: this machine's memory latency drifts, and a round's ratio compares two runs
         # seconds apart.
-        for run in ((java, python) if i % 2 == 0 else (python, java)):
-            if run is python or jdir is not None:
-                run()
+        for run in order:
+            run()
+        order.reverse()
     py_med = statistics.median(x["medianNs"] for x in py) / 1000
     rep.append(f"### Key lookup: one full file, {slots:,} slots, {items - 1:,} items\n")
     rep.append(f"{lookups:,} random existing keys `{PREFIX}<8 digits>`, maxNum 64, whole time range; median of the "
