@@ -9,7 +9,7 @@ import pytest
 
 from engine.broker import records
 from engine.broker.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
-from engine.broker.records import _BufferViews, _chain, _chain_vector, decode_segment
+from engine.broker.records import BufferViews, _chain, _chain_vector, decode_segment
 
 
 def _record(rnd: random.Random, pos: int, fake_chain: bool = False) -> bytes:
@@ -69,7 +69,7 @@ def tiny_blocks(monkeypatch):
 def test_vector_walk_equals_per_record_walk(tiny_blocks, seed):
     buf = bytes(_buffer(seed))
     rnd = random.Random(1000 + seed)
-    v = _BufferViews(buf)
+    v = BufferViews(buf)
     n = len(buf)
     plain_starts, _, _ = _chain(buf, 0, n, n + 1)
     starts_from = [0] + rnd.sample(plain_starts, min(3, len(plain_starts)))
@@ -89,7 +89,7 @@ def test_false_magic_candidates_are_jumped_over(tiny_blocks):
     for _ in range(30):
         buf += _record(rnd, len(buf), fake_chain=True)
     buf = bytes(buf)
-    v = _BufferViews(buf)
+    v = BufferViews(buf)
     cand = records.magic_candidates(v.b, 0, len(buf) - 7)
     starts = _chain_vector(v, buf, 0, len(buf) + 1)[0]
     assert len(cand) > len(starts) == 30  # the bodies' headers are candidates, and are not records

@@ -19,49 +19,14 @@ from json.encoder import encode_basestring as _q
 import numpy as np
 
 from engine.broker.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
-                                   PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, format_host)
+                                   PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
+from engine.broker.records import gather
 
-_HEADS = {(bl, sl): struct.Struct(f">iiiiiqqiq{bl}siq{sl}siiqi") for bl in (4, 16) for sl in (4, 16)}
-_H = struct.Struct(">h")
 _CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
 _hosts: dict[tuple[bytes, int], str] = {}
 _id_prefix: dict[tuple[bytes, int], str] = {}
 _seconds: dict[int, str] = {}
-
-
-class Fields:
-    """The decoded header and byte ranges of one well-formed record (what both views need)."""
-    __slots__ = ("total", "magic", "body_crc", "queue_id", "flag", "queue_offset", "phy", "sys_flag", "born_ts",
-                 "born_host", "born_port", "store_ts", "store_host", "store_port", "reconsume", "prepared", "body",
-                 "topic_raw", "props_text")
-
-
-def decode_fields(buf, pos: int) -> Fields:
-    """The fields of the VALID record at buf[pos:] (the caller has checked it)."""
-    sys_flag = struct.unpack_from(">i", buf, pos + 36)[0]
-    st = _HEADS[(16 if sys_flag & 0x10 else 4, 16 if sys_flag & 0x20 else 4)]
-    f = Fields()
-    (f.total, f.magic, f.body_crc, f.queue_id, f.flag, f.queue_offset, f.phy, f.sys_flag, f.born_ts, f.born_host,
-     f.born_port, f.store_ts, f.store_host, f.store_port, f.reconsume, f.prepared, blen) = st.unpack_from(buf, pos)
-    p = pos + st.size
-    if blen > 0:
-        f.body = bytes(buf[p:p + blen])
-        p += blen
-    else:
-        f.body = b""
-    if f.magic == MESSAGE_MAGIC_CODE_V2:
-        tl = _H.unpack_from(buf, p)[0]
-        p += 2
-    else:
-        tl = buf[p]
-        p += 1
-    f.topic_raw = bytes(buf[p:p + tl])
-    p += tl
-    pl = _H.unpack_from(buf, p)[0]
-    p += 2
-    f.props_text = bytes(buf[p:p + pl]).decode("utf-8", "replace") if pl > 0 else ""
-    return f
 
 
 def parse_props(text: str) -> dict[str, str]:
@@ -177,15 +142,6 @@ def table_cells(buf, pos: int) -> tuple:
 #: the next \u0002; entries with an empty name or value, or without \u0001, match nothing (format §2.5).
 _PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
 
-def _gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
-    """One fixed-position header field of every record (record starts `pos`), as Python ints."""
-    width = np.dtype(dtype).itemsize
-    view = np.ndarray((len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
-    out = view[pos + rel].tolist()
-    del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
-    return out
-
-
 _hosts4: dict[tuple[int, int], tuple[str, str]] = {}
 
 
@@ -257,7 +213,7 @@ _quoted_topics: dict[bytes, str] = {}
 
 def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
     """_host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
-    ips, ports = _gather(buf, pos, rel, ">u4"), _gather(buf, pos, rel + 4, ">i4")
+    ips, ports = gather(buf, pos, rel, ">u4"), gather(buf, pos, rel + 4, ">i4")
     if ips.count(ips[0]) == len(ips) and ports.count(ports[0]) == len(ports):
         return [_host4(ips[0], ports[0])] * len(ips)
     return list(map(_host4, ips, ports))

@@ -31,14 +31,11 @@ from engine.broker.indexbuild import build_index_file_from_hashes
 from engine.broker.keycolumns import batch_key_columns
 from engine.broker.records import SCAN_WINDOW, RecordBatch
 from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
-from engine.jobs.framework import (DEFAULT_MASTER, INLINE, Job, Progress, ReindexError, ReindexResult, check_master,
-                                   check_store, no_progress, resolve_output)
+from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
+                                   resolve_output)
 from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
                                walk_range)
-
-__all__ = ["spark_reindex", "scan_range", "SegmentScan", "rebuild_from_scans", "ReindexResult", "ReindexError",
-           "DEFAULT_MASTER", "INLINE"]
-
+from engine.progress import Progress, no_progress
 
 # ============================================================================ scan
 

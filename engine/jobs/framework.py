@@ -22,7 +22,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from engine.broker.config import BrokerConfig
 from engine.broker.layout import StoreLayout, is_inside, list_index_files
@@ -30,20 +30,13 @@ from engine.broker.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.jobs import publish
+from engine.progress import Progress
 
 if TYPE_CHECKING:  # the numpy side of the jobs is imported when a job runs, not with the CLI
     from engine.jobs.ranges import SegmentRange
 
-INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
 SCRATCH = ".scratch"  # in the staging directory: scan columns and build pieces waiting between the steps
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total); phases "scan" and "build"
-
-
-def no_progress(phase: str, done: int, total: int) -> None:
-    pass
-
 
 class ReindexError(StoreError):
     """The rebuild could not run or did not complete (nothing was published)."""

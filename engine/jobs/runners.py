@@ -16,7 +16,9 @@ Both offer the same four steps, whatever the format:
 scan also runs any other per-item function (items with .index, fn returning an object with .index and
 .summary(): the tiered flat store's dispatch), one task per item, without the range bookkeeping.
 
-pyspark is imported only inside SparkRunner, so the engine imports without it.
+pyspark is imported only inside SparkRunner, and numpy (through the segment ranges) only when work runs, so the
+module imports light. Every failure of the runner itself (Spark missing, unreachable or failing a task) is a
+RunnerError; the jobs that run on it raise their own errors for what their work finds.
 """
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from engine.jobs.framework import INLINE, Progress, ReindexError
-from engine.jobs.ranges import RangeChain, SegmentRange, settle
+from engine.errors import StoreError
+from engine.progress import Progress
+
+INLINE = "inline"  # the master that runs the work in this process, without Spark
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
@@ -54,6 +58,10 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
+
+
+class RunnerError(StoreError):
+    """The runner could not run the work: Spark missing, unreachable or failing, the job's JVM gone."""
 
 
 # ============================================================================ inline
@@ -118,6 +126,8 @@ class InlineRunner:
 
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
              ) -> list[dict]:
+        from engine.jobs.ranges import RangeChain, SegmentRange  # numpy: imported when work runs
+
         if scratch is not None:
             self._spill_dir = Path(scratch)
         if units and not isinstance(units[0], SegmentRange):
@@ -147,6 +157,8 @@ class InlineRunner:
     def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        from engine.jobs.ranges import settle
 
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -271,10 +283,10 @@ def probe_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
             with socket.create_connection((host, int(port)), timeout=timeout):
                 return
         except ValueError:
-            raise ReindexError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
+            raise RunnerError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
         except OSError as e:
             errors.append(f"{hostport.strip()}: {e.strerror or e}")
-    raise ReindexError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
+    raise RunnerError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
 
 
 class SparkRunner:
@@ -316,7 +328,7 @@ class SparkRunner:
         try:
             from pyspark import SparkConf, SparkContext
         except ImportError:
-            raise ReindexError("pyspark is not installed; install it or use --master inline") from None
+            raise RunnerError("pyspark is not installed; install it or use --master inline") from None
         if SparkContext._active_spark_context is not None:
             # A context already runs in this process (a notebook, the tests): use it and leave it running.
             # Its master wins over the one asked for; the result reports the master actually used.
@@ -364,7 +376,7 @@ class SparkRunner:
         else:
             try:
                 sc = start(f"{driver_opts} {archive.options()}")
-            except ReindexError:
+            except RunnerError:
                 if archive.state != "used":
                     raise
                 archive.reject()  # an archive this JVM could not start with: start without it
@@ -396,7 +408,7 @@ class SparkRunner:
                 os.dup2(saved[1], 2)
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ReindexError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
+            raise RunnerError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
         finally:
             for fd in (*saved, log_fd):
                 os.close(fd)
@@ -406,11 +418,11 @@ class SparkRunner:
         deadline = time.monotonic() + timeout
         while jsc.getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
             if jsc.isStopped():
-                raise ReindexError(f"the Spark master {self.master} refused or dropped this application; "
+                raise RunnerError(f"the Spark master {self.master} refused or dropped this application; "
                                    f"see {self.log_path}")
             if time.monotonic() > deadline:
                 stop_context(self.sc)
-                raise ReindexError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
+                raise RunnerError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
                                    "(no live worker, or none with the cores/memory asked: spark.executor.cores, "
                                    "spark.executor.memory)")
             time.sleep(0.2)
@@ -444,7 +456,7 @@ class SparkRunner:
         except Exception as e:
             msg = str(e).strip().splitlines()
             detail = next((line for line in msg if "Error" in line or "Exception" in line), msg[0] if msg else "")
-            raise ReindexError(f"the Spark {phase} job failed: {detail[:300]}") from e
+            raise RunnerError(f"the Spark {phase} job failed: {detail[:300]}") from e
         finally:
             stop.set()
             t.join()
@@ -463,6 +475,8 @@ class SparkRunner:
              ) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
         a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
+        from engine.jobs.ranges import SegmentRange, settle  # numpy: imported when work runs
+
         if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
             items = self.sc.parallelize(units, len(units)).map(scan_fn)
             return self._run(f"rmqtool-tasks-{uuid.uuid4().hex}", len(units), progress, "scan",
@@ -505,7 +519,7 @@ class SparkRunner:
         """One task per file, reading the scan files of the ranges that hold its pieces (the columns wait in
         the staging directory whenever there is a build: it is never a dry run)."""
         if self._scratch is None:
-            raise ReindexError("internal error: a build without a scratch directory")
+            raise RunnerError("internal error: a build without a scratch directory")
         jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
         # The plan is small (summaries, file cuts, seeds): it travels in the task closure, not as a broadcast.
         built = self.sc.parallelize(jobs, max(1, n_files)).map(

@@ -26,7 +26,7 @@ from engine.broker.lock import StoreLock
 from engine.errors import InvalidArgumentError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.ops import operation
-from engine.ops.operation import Progress, no_progress
+from engine.progress import Progress, no_progress
 
 HOUR_MS = 3_600_000
 

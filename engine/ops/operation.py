@@ -16,13 +16,7 @@ from engine.broker.layout import LOCK_FILE
 from engine.broker.lock import StoreLock
 from engine.errors import NotAStoreError
 from engine.ops.quarantine import QUARANTINE_DIR
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total), e.g. ("scan", bytes, total bytes)
-
-
-def no_progress(phase: str, done: int, total: int) -> None:
-    pass
-
+from engine.progress import Progress
 
 class Plan(Protocol):
     fingerprint: tuple

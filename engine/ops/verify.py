@@ -17,11 +17,10 @@ import numpy as np
 from engine.broker.commitlog import CommitLog
 from engine.broker.indexfile import IndexFile
 from engine.broker.lock import lock_held_elsewhere
+from engine.progress import Progress
 
 VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most
 _LISTED = 50                    # problems of one kind listed before they are only counted
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass

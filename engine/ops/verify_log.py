@@ -14,7 +14,8 @@ from engine.broker.indexfile import IndexFile
 from engine.broker.message import VALID
 from engine.java.lang import key_index_hash
 from engine.ops.logread import Window, key_columns, walk
-from engine.ops.verify import VERIFY_CHUNK, Progress, Structure, VerifyReport
+from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport
+from engine.progress import Progress
 
 SLOW_CHECKS = 100_000
 PARALLEL_BYTES = 256 << 20

@@ -32,7 +32,8 @@ from engine.broker.message import BLANK_MAGIC_CODE
 from engine.broker.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
 from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
-from engine.ops.operation import Progress, fingerprint, no_progress
+from engine.ops.operation import fingerprint
+from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)

@@ -25,7 +25,7 @@ from engine.broker.message import VALID, check_message
 from engine.broker.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
-from engine.ops.operation import Progress
+from engine.progress import Progress
 
 BLANK_CQ_SIZE = 0x7FFFFFFF
 TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)

@@ -7,12 +7,11 @@ Uses engine.jobs.runners through its public API only: `open_runner(master)`, `ru
 """
 from __future__ import annotations
 
-from typing import Callable
-
+from engine.progress import Progress
 from engine.tiered.flat.queue_dispatch import QueueTask, dispatch_queue
 
 
-def run_queue_tasks(master: str, tasks: list[QueueTask], progress: Callable[[str, int, int], None]
+def run_queue_tasks(master: str, tasks: list[QueueTask], progress: Progress
                     ) -> tuple[list[dict], str]:
     """QueueResult summaries (in task order) and the master actually used."""
     from engine.jobs.runners import open_runner
