@@ -85,7 +85,7 @@ def pipeline(path: Path, store: Path, sync: bool, helper: bool = True) -> tuple[
     import resource
 
     import rmqtool.commands.put as put_cmd
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from rmqtool.commands.put import Acks, _jsonl_batches, _put_all
 
     def cpu() -> float:  # this process and its helper (a joined child)

@@ -10,8 +10,8 @@ import pytest
 
 from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
-from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains, build_index_file, build_index_file_from_hashes
-from engine.broker.indexfile import IndexFile
+from engine.broker.index.build import ITEM_DTYPE, _slot_chains, build_index_file, build_index_file_from_hashes
+from engine.broker.index.file import IndexFile
 from engine.java.hashes import hash_code_units, java_string_hashes
 from engine.java.lang import INT_MAX, java_string_hash
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from helpers import GOLDEN
-from engine.broker.commitlog import CommitLog, quick_valid_size
-from engine.broker.config import load_config
-from engine.broker.keys import broker_index_keys
-from engine.broker.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
+from engine.broker.commitlog.log import CommitLog, quick_valid_size
+from engine.broker.config.brokerconf import load_config
+from engine.broker.index.keys import broker_index_keys
+from engine.broker.commitlog.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
                                    split_keys)
-from engine.broker.putbatch import MessageBatch
-from engine.broker.putwriter import index_hashes
-from engine.broker.recordjson import fmt_time, json_line, parse_props, split_keys_fast
+from engine.broker.write.batch import MessageBatch
+from engine.broker.write.writer import index_hashes
+from engine.views.recordjson import fmt_time, json_line, parse_props, split_keys_fast
 from engine.broker.store import MessageStore, message_from_json
 from engine.java.lang import java_string_hash
 from rmqtool import render
@@ -148,7 +148,7 @@ def test_put_record_api_fills_the_record_like_before(tmp_path):
 
 
 def test_index_hashes_equal_broker_index_keys(monkeypatch):
-    import engine.broker.putwriter as pw
+    import engine.broker.write.writer as pw
 
     rnd = random.Random(3)
     words = ["k", "", "ж", "😀x", "a b", "Aa", "BB", "long" * 9, "x" * 300]
@@ -322,8 +322,8 @@ def _damaged_store(tmp_path):
 
 
 def test_run_views_equal_the_one_record_views(tmp_path):
-    from engine.broker.logrun import RecordRun, lookup_runs, scan_runs
-    from engine.broker.recordjson import _PROP_RE, run_json_lines, run_table_rows, table_cells
+    from engine.broker.commitlog.logrun import RecordRun, lookup_runs, scan_runs
+    from engine.views.recordjson import _PROP_RE, run_json_lines, run_table_rows, table_cells
 
     cfg, res, segs = _damaged_store(tmp_path)
     p5 = res.phy[5]
@@ -360,8 +360,8 @@ def test_run_views_equal_the_one_record_views(tmp_path):
 def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path):
     """Clean properties are turned into JSON by replacing the separators; anything json escapes, or a name given
     twice, takes the per-entry path. Both must give json_line's text."""
-    from engine.broker.logrun import RecordRun, scan_runs
-    from engine.broker.recordjson import _is_clean, _PROP_RE, run_json_lines
+    from engine.broker.commitlog.logrun import RecordRun, scan_runs
+    from engine.views.recordjson import _is_clean, _PROP_RE, run_json_lines
 
     cfg = load_config(None, storePathRootDir=str(tmp_path / "s"))
     odd = [{"keys": " a  b  ", "tags": "T"}, {"keys": "   ", "tags": 'q"uote'}, {"keys": "x\\y", "tags": "t"},

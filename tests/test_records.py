@@ -1,4 +1,4 @@
-"""engine.broker.records: the vectorised phase A walk returns exactly what the per-record walk returns."""
+"""engine.broker.commitlog.records: the vectorised phase A walk returns exactly what the per-record walk returns."""
 from __future__ import annotations
 
 import random
@@ -7,9 +7,9 @@ import struct
 import numpy as np
 import pytest
 
-from engine.broker import records
-from engine.broker.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
-from engine.broker.records import BufferViews, _chain, _chain_vector, decode_segment
+from engine.broker.commitlog import records
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
+from engine.broker.commitlog.records import BufferViews, _chain, _chain_vector, decode_segment
 
 
 def _record(rnd: random.Random, pos: int, fake_chain: bool = False) -> bytes:
@@ -239,9 +239,9 @@ def test_decode_segment_leaves_page_release_to_the_caller_when_asked(tmp_path, t
 def test_key_columns_are_the_same_extracted_in_slices(monkeypatch, seed):
     """batch_key_columns extracts the keys KEY_ROWS records at a time (memory); slices of any size give the
     columns of the whole window at once, and both match each record's own index_keys()."""
-    from engine.broker import keycolumns
-    from engine.broker.message import check_message
-    from engine.broker.records import RecordBatch
+    from engine.broker.index import keycolumns
+    from engine.broker.commitlog.message import check_message
+    from engine.broker.commitlog.records import RecordBatch
     from engine.java.lang import java_string_hash
 
     rnd = random.Random(seed)

@@ -6,23 +6,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import MISPLACED, CommitLog, LogEntry, open_commitlog
-from engine.broker.config import BrokerConfig
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import MISPLACED, CommitLog, LogEntry, open_commitlog
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
-from engine.broker import keyquery
-from engine.broker.indexservice import IndexService
+from engine.broker.index import keyquery
+from engine.broker.index.service import IndexService
 from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
-from engine.broker.lock import StoreLock, mark_clean, mark_in_use
-from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
+from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
+from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
                                    decode_offset_msg_id, offset_msg_id, parse_host)
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
 if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
-    from engine.broker.consumequeue import ConsumeQueue
-    from engine.broker.putbatch import MessageBatch
+    from engine.broker.consumequeue.queue import ConsumeQueue
+    from engine.broker.write.batch import MessageBatch
 
 
 @dataclass
@@ -70,7 +70,7 @@ class BatchResult:
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
     store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
-    from engine.broker.putbatch import MessageBatch  # the write path: imported when a message is checked
+    from engine.broker.write.batch import MessageBatch  # the write path: imported when a message is checked
     MessageBatch(default_queue_id).add_json(obj)  # every check, or a one-line InvalidArgumentError
     body = obj.get("body") or ""
     props = dict(obj.get("properties") or {})
@@ -167,7 +167,7 @@ class MessageStore:
     def index(self) -> IndexService:
         if self._index is None:
             if not self.writable:
-                from engine.broker.geometry import resolve_index_geometry
+                from engine.broker.index.geometry import resolve_index_geometry
                 resolve_index_geometry(self.config)  # a reader needs no --hash-slots when the files tell
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
@@ -177,7 +177,7 @@ class MessageStore:
         key = (topic, queue_id)
         cq = self._cqs.get(key)
         if cq is None:
-            from engine.broker.consumequeue import ConsumeQueue  # numpy: imported when a queue is read
+            from engine.broker.consumequeue.queue import ConsumeQueue  # numpy: imported when a queue is read
             cq = ConsumeQueue(self.root, topic, queue_id, self.config.cq_file_size, writable=self.writable)
             self._cqs[key] = cq
         return cq
@@ -196,7 +196,7 @@ class MessageStore:
                 try:
                     self._shutdown_flush()
                 except WriteFailedError as e:
-                    from engine.broker.putwriter import store_full
+                    from engine.broker.write.writer import store_full
                     raise store_full(self, e) from None
         finally:
             for cq in self._cqs.values():
@@ -232,14 +232,14 @@ class MessageStore:
                 self.checkpoint.save(self.layout.checkpoint)
             mark_in_use(self.layout)
         except WriteFailedError as e:
-            from engine.broker.putwriter import store_full
+            from engine.broker.write.writer import store_full
             raise store_full(self, e) from None
         self._put_started = True
 
     def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
         """Append one message: commit log, consume queue, index; with sync_flush it is durable on return.
         The record's offsets, timestamps and UNIQ_KEY are filled in as stored."""
-        from engine.broker.putbatch import MessageBatch
+        from engine.broker.write.batch import MessageBatch
         batch = MessageBatch(rec.queue_id)
         batch.add_record(rec)
         res = self.put_batch(batch, sync_flush)
@@ -256,10 +256,10 @@ class MessageStore:
 
     def put_batch(self, batch: MessageBatch, sync_flush: bool = False) -> BatchResult:
         """Append a batch: commit log, consume queues, index, in that order, then (sync_flush) one flush of the
-        commit log for the whole batch (group commit). See engine.broker.putwriter for the steps."""
+        commit log for the whole batch (group commit). See engine.broker.write.writer for the steps."""
         if not self.writable:
             raise InvalidArgumentError(f"store {self.root} is open read-only: open it with writable=True to put")
-        from engine.broker.putwriter import put_batch
+        from engine.broker.write.writer import put_batch
         return put_batch(self, batch, sync_flush)
 
     def _secure_index_files(self) -> None:
@@ -267,7 +267,7 @@ class MessageStore:
         unallocated page on a full disk would be a SIGBUS)."""
         files = self.index.files
         if files and not files[-1].is_write_full() and files[-1].path not in self._index_allocated:
-            from engine.broker.putwriter import allocate_file
+            from engine.broker.write.writer import allocate_file
             allocate_file(files[-1].path)
             self._index_allocated.add(files[-1].path)
 
@@ -324,7 +324,7 @@ class MessageStore:
             yield e
             n += 1
 
-    # ------------------------------------------------------------ query by key (engine.broker.keyquery)
+    # ------------------------------------------------------------ query by key (engine.broker.index.keyquery)
     def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> "keyquery.RawAnswer":
         return keyquery.query_raw(self, topic, key, max_num, begin, end)
 

@@ -11,10 +11,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from engine.broker.config import CQ_STORE_UNIT_SIZE
-from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
+from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import NameProblem
-from engine.broker.message import VALID, MessageRecord
+from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 
 #: The size of a blank pre-fill unit (format §4.1): it points at no record.

@@ -14,9 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-from engine.broker.commitlog import CommitLog
-from engine.broker.indexfile import IndexFile
-from engine.broker.lock import lock_held_elsewhere
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.index.file import IndexFile
+from engine.broker.config.lock import lock_held_elsewhere
 from engine.progress import Progress
 
 VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.broker.commitlog import CommitLog
-from engine.broker.indexfile import IndexFile
-from engine.broker.message import VALID
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.index.file import IndexFile
+from engine.broker.commitlog.message import VALID
 from engine.java.lang import key_index_hash
 from engine.ops.logread import Window, key_columns, walk
 from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport

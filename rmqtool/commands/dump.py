@@ -143,7 +143,7 @@ def _kind(text: str) -> str:
 
 def _resolve(st, kind: str, text: str) -> int:
     """The commit-log offset of one lookup (InvalidArgumentError when it cannot be one)."""
-    from engine.broker.message import decode_offset_msg_id
+    from engine.broker.commitlog.message import decode_offset_msg_id
     from engine.errors import InvalidArgumentError
 
     if kind == "offset":
@@ -292,7 +292,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
 
 def _cells(r) -> tuple:
     """The table cells of one decoded record (as run_table_rows gives them for many)."""
-    from engine.broker.recordjson import fmt_time
+    from engine.views.recordjson import fmt_time
 
     return (r.physical_offset, r.total_size, fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
             r.msg_id, " ".join(r.keys))
@@ -313,7 +313,7 @@ def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
 def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]:
     """(commit-log offsets, expected (store host, port) of each or None, {index: why it cannot be looked up}) of
     a chunk of lookups; an offset of -1 lies in no segment (its error is in the dict)."""
-    from engine.broker.message import decode_offset_msg_id
+    from engine.broker.commitlog.message import decode_offset_msg_id
 
     if kinds is None:
         digits = "".join(texts)
@@ -339,10 +339,10 @@ def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]
 
 
 def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
-    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
-    from engine.broker.logrun import RecordRun, lookup_runs
-    from engine.broker.recordjson import run_table_rows
-    from engine.broker.runjson import run_json_text
+    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.commitlog.logrun.lookup_runs)."""
+    from engine.broker.commitlog.logrun import RecordRun, lookup_runs
+    from engine.views.recordjson import run_table_rows
+    from engine.views.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:
@@ -440,7 +440,7 @@ def dump_commitlog(
 
 def _checked_dump_options(count, from_offset, from_alias, body: str, json_out: bool):
     """The options dump-commitlog checks itself (the filter checks the rest); returns the start offset."""
-    from engine.broker.recordjson import BODY_MODES
+    from engine.views.recordjson import BODY_MODES
     from engine.errors import InvalidArgumentError
 
     if count is not None and not 0 < count <= DUMP_LIMIT:
@@ -462,10 +462,10 @@ def _checked_dump_options(count, from_offset, from_alias, body: str, json_out: b
 
 def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
-    from engine.broker.logrun import RecordRun
-    from engine.broker.message import BLANK
-    from engine.broker.recordjson import run_table_rows
-    from engine.broker.runjson import run_json_text
+    from engine.broker.commitlog.logrun import RecordRun
+    from engine.broker.commitlog.message import BLANK
+    from engine.views.recordjson import run_table_rows
+    from engine.views.runjson import run_json_text
 
     out = LineWriter()
     if not json_out:

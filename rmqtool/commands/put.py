@@ -225,8 +225,8 @@ class Acks:
 
 
 def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
-    from engine.broker.message import PROP_KEYS, PROP_TAGS
-    from engine.broker.putbatch import MessageBatch, java_long
+    from engine.broker.commitlog.message import PROP_KEYS, PROP_TAGS
+    from engine.broker.write.batch import MessageBatch, java_long
     from engine.errors import InvalidArgumentError
 
     if not topic:
@@ -342,7 +342,7 @@ def _read_file(f, queue_id: int, name: str):
 def _prepared(batches, queue_id: int, name: str):
     """(batch, line numbers, the bad message that ends the input or None, the read error that ends it or None)
     per chunk of input: the parsed objects checked and encoded into a MessageBatch."""
-    from engine.broker.putbatch import MessageBatch
+    from engine.broker.write.batch import MessageBatch
 
     for objs, lines, err in batches:
         if objs and isinstance(objs[0], MessageBatch):
@@ -454,8 +454,8 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
     import pickle
     import signal
 
-    from engine.broker import putbatch
-    from engine.broker.message import UniqKeyGenerator
+    from engine.broker.write import batch
+    from engine.broker.commitlog.message import UniqKeyGenerator
 
     reader.close()
     null = os.open(os.devnull, os.O_WRONLY)
@@ -464,7 +464,7 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
     os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the writer's to handle; it stops this process
     gc.disable()  # as the writer's render.gc_paused: the parsed objects are acyclic, freed by reference counting
-    putbatch._UNIQ[:] = [UniqKeyGenerator()]  # not the copy of the writer's: its ids would repeat the writer's
+    batch._UNIQ[:] = [UniqKeyGenerator()]  # not the copy of the writer's: its ids would repeat the writer's
     dump = pickle.dumps
     try:
         try:
@@ -527,7 +527,7 @@ def _put_all(cfg, batches, sync_flush: bool, acks: Acks, name: str):
 
 def _to_batch(objs: list, lines: list[int], queue_id: int, name: str):
     """Check the parsed objects; the first bad one ends the batch (and the run) with its line number."""
-    from engine.broker.putbatch import MessageBatch
+    from engine.broker.write.batch import MessageBatch
     from engine.errors import InvalidArgumentError
 
     batch = MessageBatch(queue_id)

@@ -85,7 +85,7 @@ def query_key(
     (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
     shown unverified)."""
     # (a typer command: one parameter per option)
-    from engine.broker import keyquery
+    from engine.broker.index import keyquery
 
     b, e = times.parse_range(begin, end)
     keyquery.check_query_args(max_num, b, e)

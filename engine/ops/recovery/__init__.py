@@ -10,8 +10,8 @@ Public surface: plan_recovery, apply_recovery, recover, RecoveryPlan.
 """
 from __future__ import annotations
 
-from engine.broker.config import BrokerConfig
-from engine.broker.lock import StoreLock
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.config.lock import StoreLock
 from engine.ops import operation
 from engine.ops.recovery.plan import RecoveryPlan
 from engine.ops.recovery.planner import plan_recovery

@@ -23,13 +23,13 @@ import time
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog
-from engine.broker.config import BrokerConfig
-from engine.broker.consumequeue import list_queues
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.consumequeue.queue import list_queues
 from engine.broker.layout import StoreLayout, index_file_name
-from engine.broker.message import BLANK_MAGIC_CODE
-from engine.broker.records import decode_segment, RecordBatch, SegmentEnd
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE
+from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
 from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
 from engine.ops.operation import fingerprint

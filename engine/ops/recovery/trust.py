@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog
-from engine.broker.config import BrokerConfig, index_file_size
-from engine.broker.geometry import resolve_index_geometry
-from engine.broker.indexfile import IndexFile, suggest_geometry
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.config.brokerconf import BrokerConfig, index_file_size
+from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.index.file import IndexFile, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
-from engine.broker.message import BLANK, VALID, check_message
+from engine.broker.commitlog.message import BLANK, VALID, check_message
 from engine.errors import GeometryError
 from engine.ops.logread import Window
 from engine.ops.recovery.scan import ScanHooks

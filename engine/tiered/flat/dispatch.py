@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
-from engine.broker.lock import StoreLock
+from engine.broker.config.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, StoreLockedError
 from engine.progress import Progress
 from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
-from engine.broker.segments import SegmentQueue
+from engine.broker.consumequeue.queue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
+from engine.broker.commitlog.segments import SegmentQueue
 from engine.errors import StoreError
 from engine.fsutil import fsync_dir, write_fully
 from engine.ops.queues import queue_min_offset

@@ -1,6 +1,6 @@
 """Whole-file chain analysis of unsealed tiered index files with numpy (no per-item Python loop): list ranking
 by pointer jumping, shared by compaction (the order items are copied in), stats and verify (chain lengths,
-cycles). Walking one chain item by item is ChainWalk's job (engine.broker.chain).
+cycles). Walking one chain item by item is ChainWalk's job (engine.broker.index.chain).
 """
 from __future__ import annotations
 

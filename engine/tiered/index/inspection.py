@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from engine.broker.chain import BEYOND, END, OUTSIDE_FILE, ChainWalk
+from engine.broker.index.chain import BEYOND, END, OUTSIDE_FILE, ChainWalk
 from engine.errors import InvalidArgumentError
 from engine.tiered.index.chains import chain_lengths
 from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE,

@@ -14,7 +14,7 @@ import operator
 import os
 from typing import TYPE_CHECKING, Optional
 
-from engine.broker.chain import ChainWalk
+from engine.broker.index.chain import ChainWalk
 from engine.java.lang import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_rem, java_string_hash, tiered_hash, to_i32,
                               to_i64)
 from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE,

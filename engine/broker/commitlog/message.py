@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.broker.keys import broker_index_keys, split_keys
+from engine.broker.index.keys import broker_index_keys, split_keys
 from engine.java.collections import hashset_order
 from engine.java.lang import java_string_hash, rmq_crc32
 
@@ -506,7 +506,7 @@ _I16 = struct.Struct(">h")
 
 class Fields:
     """The decoded header fields, body, topic and properties text of one well-formed record, without building a
-    MessageRecord (the text views of engine.broker.recordjson read these)."""
+    MessageRecord (the text views of engine.views.recordjson read these)."""
     __slots__ = ("total", "magic", "body_crc", "queue_id", "flag", "queue_offset", "phy", "sys_flag", "born_ts",
                  "born_host", "born_port", "store_ts", "store_host", "store_port", "reconsume", "prepared", "body",
                  "topic_raw", "props_text")

@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 
-from engine.broker.config import index_file_size
-from engine.broker.consumequeue import UNIT_DTYPE
-from engine.broker.keys import broker_index_keys
-from engine.broker.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
-from engine.broker.putbatch import PARTS, QUEUE_OFFSET_POS, MessageBatch
+from engine.broker.config.brokerconf import index_file_size
+from engine.broker.consumequeue.queue import UNIT_DTYPE
+from engine.broker.index.keys import broker_index_keys
+from engine.broker.commitlog.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
+from engine.broker.write.batch import PARTS, QUEUE_OFFSET_POS, MessageBatch
 from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
 from engine.java.hashes import java_string_hashes
 from engine.java.lang import java_string_hash
@@ -221,7 +221,7 @@ def index_rolls(store, counts) -> list[tuple[int, int]]:
 
 
 def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
-    """Per message, the number of index keys (engine.broker.keys.broker_index_keys: UNIQ_KEY then each KEYS
+    """Per message, the number of index keys (engine.broker.index.keys.broker_index_keys: UNIQ_KEY then each KEYS
     token, none for a rollback), and the Java hashCodes of all their "topic#key" strings, in put order.
 
     Vectorised: every message's "uniq keys" text is joined with \u0001 (which no key can hold) and cut into

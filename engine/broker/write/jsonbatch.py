@@ -15,8 +15,8 @@ from itertools import repeat
 
 import numpy as np
 
-from engine.broker.message import MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
-from engine.broker.putbatch import (_HEAD44, _SHAPES, _TAGS, _TOPICS, DEFAULT_STORE_PORT, LOCALHOST, MessageBatch,
+from engine.broker.commitlog.message import MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from engine.broker.write.batch import (_HEAD44, _SHAPES, _TAGS, _TOPICS, DEFAULT_STORE_PORT, LOCALHOST, MessageBatch,
                                     _shape_info, _tags_hash, _topic_info)
 from engine.errors import InvalidArgumentError
 from engine.java.crc import crc32

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
-from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.index.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import allocate, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
@@ -415,7 +415,7 @@ class IndexFile:
         """Items 1..indexCount-1 (bounded by the file's capacity) as a structured array."""
         import numpy as np
 
-        from engine.broker.indexbuild import ITEM_DTYPE
+        from engine.broker.index.build import ITEM_DTYPE
 
         n = min(self.header.indexCount, self.index_num) - 1
         if n <= 0:

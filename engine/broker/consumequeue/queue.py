@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import CQ_STORE_UNIT_SIZE
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.layout import StoreLayout, symlink_on_path
 from engine.errors import GeometryError, NotAStoreError
-from engine.broker.segments import SegmentQueue
+from engine.broker.commitlog.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -52,7 +52,7 @@ class ConsumeQueue:
 
     @property
     def problems(self):
-        """What is out of place among this queue's files (engine.broker.segments.SegmentProblem)."""
+        """What is out of place among this queue's files (engine.broker.commitlog.segments.SegmentProblem)."""
         return self.queue.problems
 
     # ------------------------------------------------------------ reading

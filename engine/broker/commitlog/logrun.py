@@ -2,8 +2,8 @@
 
 scan_runs walks the same segments in the same order as CommitLog.scan, with the same entries for blank fillers,
 gaps, misplaced records, length mismatches and damage, but decodes VALID records a window at a time with the
-one bulk decoder (engine.broker.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
-body bytes, ready to be formatted many at once (engine.broker.recordjson.run_json_lines / run_table_rows).
+one bulk decoder (engine.broker.commitlog.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
+body bytes, ready to be formatted many at once (engine.views.recordjson.run_json_lines / run_table_rows).
 
 One difference from CommitLog.scan, on purpose: a record whose fields all add up but whose body fails its CRC is
 reported CORRUPT and the walk goes on after it (its TOTALSIZE is trustworthy), so one bad body does not hide the
@@ -17,10 +17,10 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.commitlog import MISPLACED, CommitLog, ScanEntry, misplaced_reason
-from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
-from engine.broker.records import SegmentEnd, body_crc_bad, decode_segment
-from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
+from engine.broker.commitlog.log import MISPLACED, CommitLog, ScanEntry, misplaced_reason
+from engine.broker.commitlog.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
+from engine.broker.commitlog.records import SegmentEnd, body_crc_bad, decode_segment
+from engine.broker.commitlog.records import BLANK as END_BLANK, ZERO as END_ZERO
 from engine.java.lang import rmq_crc32
 
 #: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
@@ -34,7 +34,7 @@ class RecordRun:
     seg_start: int
     segment: str
     buf: object
-    batch: object            # engine.broker.records.RecordBatch
+    batch: object            # engine.broker.commitlog.records.RecordBatch
     bodies: list[bytes]
 
     def __len__(self) -> int:
@@ -125,7 +125,7 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
 def run_at(seg, buf, positions: list[int]) -> RecordRun:
     """A RecordRun of records at arbitrary positions of one segment, each already found VALID (get's lookups):
     the bulk decoder's columns for exactly those records."""
-    from engine.broker.records import BufferViews, decode_positions
+    from engine.broker.commitlog.records import BufferViews, decode_positions
 
     views = BufferViews(buf)
     try:
@@ -144,7 +144,7 @@ def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = N
     in one segment, and (index, reason) for each offset where there is none (the reason check_at gives).
     `expect_hosts[i]`, when not None, is the (store host, port) the i-th record must carry (a lookup by offset
     message id). Each segment's records are checked at once, in whatever order they are asked for."""
-    from engine.broker.records import BufferViews
+    from engine.broker.commitlog.records import BufferViews
 
     segs = cl.segments
     offs = np.asarray(offsets, dtype=np.int64)
@@ -198,8 +198,8 @@ def _seg_indexes(cl: CommitLog, offs: np.ndarray) -> np.ndarray:
 
 def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
     """(good mask, RecordBatch of every position (garbage where not good), bodies) for positions in one segment."""
-    from engine.broker.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-    from engine.broker.records import decode_positions
+    from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    from engine.broker.commitlog.records import decode_positions
 
     n = views.n
     inside = (pos >= 0) & (pos + 91 <= n)
@@ -232,8 +232,8 @@ def _bodies(buf, batch) -> list:
 
 def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
     """For lookups by message id: does each record carry the store host and port its id names?"""
-    from engine.broker.message import decode_fields
-    from engine.broker.records import gather
+    from engine.broker.commitlog.message import decode_fields
+    from engine.broker.commitlog.records import gather
 
     ok = np.ones(len(good), dtype=bool)
     asked = [i for i, want in enumerate(expect) if want is not None and good[i]]

@@ -3,7 +3,7 @@
 Both offer the same four steps, whatever the format:
 
 * scan(units, progress, scan_fn, scratch=None): scan_fn(SegmentRange) -> an object with .index and
-  .summary(), one per range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and
+  .summary(), one per range; returns the summaries of the exact sequential walk (engine.exec.ranges) and
   keeps the scans (scratch: a directory on the output's storage the runner may use for them, None on a dry
   run);
 * ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
@@ -126,7 +126,7 @@ class InlineRunner:
 
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
              ) -> list[dict]:
-        from engine.jobs.ranges import RangeChain, SegmentRange  # numpy: imported when work runs
+        from engine.exec.ranges import RangeChain, SegmentRange  # numpy: imported when work runs
 
         if scratch is not None:
             self._spill_dir = Path(scratch)
@@ -158,7 +158,7 @@ class InlineRunner:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        from engine.jobs.ranges import settle
+        from engine.exec.ranges import settle
 
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -312,7 +312,7 @@ class SparkRunner:
         self._scratch: Optional[str] = None
         self._files: dict[int, Optional[str]] = {}  # range -> its scan file in the scratch directory
         self._zip: Optional[str] = None
-        self.class_archive = None  # engine.jobs.jvmcache.ClassArchive of a local JVM this runner starts
+        self.class_archive = None  # engine.exec.jvmcache.ClassArchive of a local JVM this runner starts
         self._log_opened = False
         self.sc = self._context(master, conf or {})
         if self._created and not master.startswith("local"):
@@ -342,7 +342,7 @@ class SparkRunner:
         java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
         # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
         # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers, and a class-data
-        # archive of Spark's classes (engine.jobs.jvmcache) about 2 s more. A driver JVM option of the
+        # archive of Spark's classes (engine.exec.jvmcache) about 2 s more. A driver JVM option of the
         # user's replaces them all. A JVM that crashes writes its report to the temporary directory, never
         # to the user's working directory.
         local = master.startswith("local")
@@ -350,7 +350,7 @@ class SparkRunner:
         if local:
             driver_opts = f"{java_opts} {LOCAL_JVM_OPTIONS} -XX:ErrorFile={tmp}/rmqtool-jvm-crash-%p.log"
             if "spark.driver.extraJavaOptions" not in conf:
-                from engine.jobs.jvmcache import ClassArchive
+                from engine.exec.jvmcache import ClassArchive
 
                 self.class_archive = ClassArchive(LOCAL_JVM_OPTIONS)
 
@@ -364,8 +364,8 @@ class SparkRunner:
                           .set("spark.executor.extraJavaOptions", java_opts))
             if local:
                 # The workers' daemon imports pyspark compiled, not from Spark's source zip: about 1 s sooner
-                # to the first task (engine.jobs.sparkdaemon).
-                spark_conf.set("spark.python.daemon.module", "engine.jobs.sparkdaemon")
+                # to the first task (engine.exec.sparkdaemon).
+                spark_conf.set("spark.python.daemon.module", "engine.exec.sparkdaemon")
             for key, value in conf.items():
                 spark_conf.set(key, value)
             return self._start_quietly(lambda: SparkContext(conf=spark_conf), master)
@@ -475,7 +475,7 @@ class SparkRunner:
              ) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
         a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
-        from engine.jobs.ranges import SegmentRange, settle  # numpy: imported when work runs
+        from engine.exec.ranges import SegmentRange, settle  # numpy: imported when work runs
 
         if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
             items = self.sc.parallelize(units, len(units)).map(scan_fn)
@@ -557,7 +557,7 @@ def stop_context(sc) -> None:
 
 def _end_gateway(archive) -> None:
     """End this process's Spark JVM (stopped context, idle gateway), whose class list the class-data archive is
-    made from in the background (engine.jobs.jvmcache), and forget the gateway: a later SparkContext in this
+    made from in the background (engine.exec.jvmcache), and forget the gateway: a later SparkContext in this
     process starts a JVM of its own."""
     from pyspark import SparkContext
 

@@ -1,5 +1,5 @@
 """The NDJSON of a whole run of records at once (dump-commitlog --json, get --json): the bytes of
-engine.broker.recordjson.json_line for every record, without per-record Python code on the common path.
+engine.views.recordjson.json_line for every record, without per-record Python code on the common path.
 
 A run is formatted with one bytes %-template per line, in which the fields that are the same for the whole run
 (hosts, flags, magic version, ...) are written once; the other fields are columns of the run. Properties that
@@ -19,8 +19,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from engine.broker.message import COMPRESSED_FLAG, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TX_TYPE_NAMES
-from engine.broker.recordjson import (_CACHE_LIMIT, _CLEAN_PROPS, _PROP_RE, _body_json, _host4, _keys_json, _nq,
+from engine.broker.commitlog.message import COMPRESSED_FLAG, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TX_TYPE_NAMES
+from engine.views.recordjson import (_CACHE_LIMIT, _CLEAN_PROPS, _PROP_RE, _body_json, _host4, _keys_json, _nq,
                                       _nq_clean, _props_json, _quoted_topic, json_line)
 
 

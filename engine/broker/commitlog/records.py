@@ -1,6 +1,6 @@
 """The one bulk decoder of commit-log records: a segment's records as numpy columns, window by window.
 
-check_message (engine.broker.message) decodes one record into a MessageRecord; this module decodes
+check_message (engine.broker.commitlog.message) decodes one record into a MessageRecord; this module decodes
 thousands at once into arrays of header fields and byte ranges, with the same validity rules (format §2.7,
 without the CRC: callers that need it check `body_crc` with body_crc_bad). Every bulk path
 (index rebuilds, recovery scans, tiering) reads records through decode_segment.
@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from engine.java.crc import crc32
 
 _HEAD = struct.Struct(">ii")

@@ -18,9 +18,9 @@ from json.encoder import encode_basestring as _q
 
 import numpy as np
 
-from engine.broker.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
+from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
                                    PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
-from engine.broker.records import gather
+from engine.broker.commitlog.records import gather
 
 _CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
@@ -30,7 +30,7 @@ _seconds: dict[int, str] = {}
 
 
 def parse_props(text: str) -> dict[str, str]:
-    """engine.broker.message.parse_properties (the 4.9.1+/5.x index-based parser), split-based for speed."""
+    """engine.broker.commitlog.message.parse_properties (the 4.9.1+/5.x index-based parser), split-based for speed."""
     out: dict[str, str] = {}
     for ent in text.split("\x02"):
         if len(ent) >= 3:
@@ -69,7 +69,7 @@ def msg_id(store_host: bytes, store_port: int, phy: int) -> str:
 
 
 def split_keys_fast(k: str | None) -> list[str]:
-    """engine.broker.keys.split_keys: Java's split on " " (trailing empty tokens dropped)."""
+    """engine.broker.index.keys.split_keys: Java's split on " " (trailing empty tokens dropped)."""
     if not k:
         return []
     parts = k.split(" ")
@@ -220,9 +220,9 @@ def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
 
 
 def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
-    """json_line(buf, pos, extra, body) for every record of a RecordRun (engine.broker.runjson.run_json_text, as
+    """json_line(buf, pos, extra, body) for every record of a RecordRun (engine.views.runjson.run_json_text, as
     lines)."""
-    from engine.broker.runjson import run_json_text
+    from engine.views.runjson import run_json_text
 
     return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from engine.broker.indexfile import chain_damage
-from engine.broker.indexservice import DamagedIndexFile
-from engine.broker.message import VALID, MessageRecord
+from engine.broker.index.file import chain_damage
+from engine.broker.index.service import DamagedIndexFile
+from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
 from engine.java.lang import LONG_MAX, key_index_hash
 

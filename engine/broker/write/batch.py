@@ -13,7 +13,7 @@ import struct
 import time
 
 from engine.broker.layout import validate_queue_id, validate_topic
-from engine.broker.message import (MAX_PROPERTIES_LEN, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
+from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
                                    NAME_VALUE_SEPARATOR, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR,
                                    MessageEncodeError, MessageRecord, UniqKeyGenerator, parse_host,
                                    serialize_properties, tags_code)
@@ -232,9 +232,9 @@ class MessageBatch:
 
     def extend_json(self, objs: list) -> None:
         """Many message objects (add_json for each, in order): plain messages are checked and encoded as a whole
-        list at once (engine.broker.jsonbatch); anything else, or any bad one, goes through add_json one by one,
+        list at once (engine.broker.write.jsonbatch); anything else, or any bad one, goes through add_json one by one,
         so a bad object raises with the ones before it added."""
-        from engine.broker.jsonbatch import extend_plain
+        from engine.broker.write.jsonbatch import extend_plain
 
         if objs and not extend_plain(self, objs):
             for o in objs:
