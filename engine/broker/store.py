@@ -25,48 +25,6 @@ if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands 
     from engine.broker.write.batch import MessageBatch
 
 
-@dataclass
-class PutResult:
-    commitLogOffset: int
-    queueOffset: int
-    msgId: str
-    uniqKey: str | None
-    storeSize: int
-    topic: str
-    queueId: int
-    storeTimestamp: int
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
-class BatchResult:
-    """What put_batch committed: the first len(self) messages of the batch, in order, and why it stopped
-    early (`error`, with `error.batch_index`), if it did. Every message counted here is written (and, with
-    sync_flush, flushed)."""
-    topic: list[str]
-    queue_id: list[int]
-    phy: list[int]
-    queue_offset: list[int]
-    size: list[int]
-    store_ts: list[int]
-    uniq_key: list[str | None]
-    store_host: list[bytes]
-    store_port: list[int]
-    error: Exception | None = None
-
-    def __len__(self) -> int:
-        return len(self.phy)
-
-    def msg_id(self, i: int) -> str:
-        return offset_msg_id(self.store_host[i], self.store_port[i], self.phy[i])
-
-    def results(self) -> list[PutResult]:
-        return [PutResult(self.phy[i], self.queue_offset[i], self.msg_id(i), self.uniq_key[i], self.size[i],
-                          self.topic[i], self.queue_id[i], self.store_ts[i]) for i in range(len(self))]
-
-
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
     store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
@@ -96,17 +54,6 @@ def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     if rec.queue_id is None:
         rec.queue_id = default_queue_id
     return rec
-
-
-class _IndexRecord:
-    """What IndexService.build_index reads from a record (the per-record fallback of a batch put)."""
-    __slots__ = ("physical_offset", "store_timestamp", "_keys")
-
-    def __init__(self, phy: int, ts: int, keys: list[str]):
-        self.physical_offset, self.store_timestamp, self._keys = phy, ts, keys
-
-    def index_keys(self) -> list[str]:
-        return self._keys
 
 
 class MessageStore:
@@ -216,8 +163,8 @@ class MessageStore:
         # anything raised between writes (bad input, a closed output pipe) leaves a consistent store.
         self.close()
 
-    # ------------------------------------------------------------ put
-    def _begin_put(self) -> None:
+    # ------------------------------------------------------------ put (the writer's interface: engine.broker.write)
+    def begin_put(self) -> None:
         """Like a broker's start(): check the log can be appended to, make room, then mark the store in use."""
         if self._put_started:
             return
@@ -226,7 +173,7 @@ class MessageStore:
         try:
             cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
             if self.config.messageIndexEnable:
-                self._secure_index_files()
+                self.secure_index_files()
             if not self.layout.checkpoint.exists():
                 # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
                 self.checkpoint.save(self.layout.checkpoint)
@@ -262,7 +209,7 @@ class MessageStore:
         from engine.broker.write.writer import put_batch
         return put_batch(self, batch, sync_flush)
 
-    def _secure_index_files(self) -> None:
+    def secure_index_files(self) -> None:
         """Allocate the index file that puts will write (its pages are written through a mapping: an
         unallocated page on a full disk would be a SIGBUS)."""
         files = self.index.files
@@ -270,6 +217,15 @@ class MessageStore:
             from engine.broker.write.writer import allocate_file
             allocate_file(files[-1].path)
             self._index_allocated.add(files[-1].path)
+
+    def mark_dirty(self) -> None:
+        """A write failed half-way: the store is left with its abort marker, and the next writer recovers first."""
+        self._dirty = True
+
+    def note_written(self, last_record_start: int, store_ts: int) -> None:
+        """A put wrote records up to the one starting at last_record_start: the clean shutdown's checkpoint says so."""
+        self._last_record_start = last_record_start
+        self._last_store_ts = max(self._last_store_ts, store_ts)
 
     def _shutdown_flush(self) -> None:
         """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
@@ -331,3 +287,13 @@ class MessageStore:
     def query(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
               unique: bool = False) -> "keyquery.QueryResult":
         return keyquery.query(self, topic, key, max_num, begin, end, unique)
+
+
+def query_store(config, topic: str, key: str, *, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
+                unique: bool = False, raw: bool = False) -> "keyquery.QueryResult | keyquery.RawAnswer":
+    """Open the store read-only, answer one key query (raw: the broker's own answer), close it."""
+    keyquery.check_query_args(max_num, begin, end)
+    with MessageStore(config) as st:
+        if raw:
+            return keyquery.query_raw(st, topic, key, max_num, begin, end)
+        return keyquery.query(st, topic, key, max_num, begin, end, unique)
