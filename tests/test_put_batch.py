@@ -108,7 +108,7 @@ def test_generated_uniq_keys_are_distinct_and_in_the_producer_format():
         b.add_json({"topic": "T"})
     assert len(set(b.uniq)) == 1000 and all(len(u) == 32 and int(u, 16) >= 0 for u in b.uniq)
     b._uniq_base, b._uniq_next, b._uniq_left = "X", 0xFFFE, 3
-    assert b._uniq_many(5)[:3] == ["XFFFE", "XFFFF", "X0000"]  # the counter wraps; then a new block is taken
+    assert b.uniq_many(5)[:3] == ["XFFFE", "XFFFF", "X0000"]  # the counter wraps; then a new block is taken
 
 
 def test_put_batch_stores_encode_record_bytes_at_their_offsets(tmp_path):

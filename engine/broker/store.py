@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -16,13 +15,14 @@ from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
 from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
-                                   decode_offset_msg_id, offset_msg_id, parse_host)
+                                   decode_offset_msg_id, parse_host)
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
 if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
     from engine.broker.consumequeue.queue import ConsumeQueue
     from engine.broker.write.batch import MessageBatch
+    from engine.broker.write.writer import BatchResult, PutResult
 
 
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:

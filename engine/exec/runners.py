@@ -33,10 +33,13 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from engine.errors import StoreError
 from engine.progress import Progress
+
+if TYPE_CHECKING:  # numpy: the ranges are imported when work runs
+    from engine.exec.ranges import SegmentRange
 
 INLINE = "inline"  # the master that runs the work in this process, without Spark
 

@@ -16,7 +16,6 @@ from engine.broker.layout import LOCK_FILE
 from engine.broker.config.lock import StoreLock
 from engine.errors import NotAStoreError
 from engine.ops.quarantine import QUARANTINE_DIR
-from engine.progress import Progress
 
 class Plan(Protocol):
     fingerprint: tuple

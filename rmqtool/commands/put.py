@@ -454,8 +454,7 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
     import pickle
     import signal
 
-    from engine.broker.write import batch
-    from engine.broker.commitlog.message import UniqKeyGenerator
+    from engine.broker.write.batch import new_uniq_generator
 
     reader.close()
     null = os.open(os.devnull, os.O_WRONLY)
@@ -464,7 +463,7 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
     os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the writer's to handle; it stops this process
     gc.disable()  # as the writer's render.gc_paused: the parsed objects are acyclic, freed by reference counting
-    batch._UNIQ[:] = [UniqKeyGenerator()]  # not the copy of the writer's: its ids would repeat the writer's
+    new_uniq_generator()  # not the copy of the writer's: its ids would repeat the writer's
     dump = pickle.dumps
     try:
         try:
