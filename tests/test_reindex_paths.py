@@ -33,9 +33,9 @@ def test_slot_chains_are_the_same_by_radix_or_by_composite_sort(monkeypatch):
     rnd = np.random.default_rng(13)
     for top, n in [(1, 20), (997, 30_000), (5_000_000, 100_000), (2**31 - 1, 5000)]:
         slots = rnd.integers(0, top, n).astype(np.int32)
-        radix = build._slot_chains(slots)
+        radix = build.slot_chains(slots)
         monkeypatch.setattr(build, "RADIX_MAX_ITEMS", 0)
-        composite = build._slot_chains(slots)
+        composite = build.slot_chains(slots)
         monkeypatch.undo()
         assert all(np.array_equal(a, b) for a, b in zip(radix[:3], composite[:3])) and radix[3] == composite[3]
         assert radix[0].dtype == composite[0].dtype == np.int32 and radix[2].dtype == composite[2].dtype

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.broker.index.build import ITEM_DTYPE, _slot_chains
+from engine.broker.index.build import ITEM_DTYPE, slot_chains
 from engine.broker.index.file import HEADER, ITEM_SIZE, SLOT_SIZE
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX
@@ -169,7 +169,7 @@ class IndexFileBuilder:
         phy = np.asarray(phys[:n], dtype=np.int64)
         ts = np.asarray(tss[:n], dtype=np.int64)
         slots = (kh % np.int32(self.hash_slot_num)).astype(np.uint32)
-        prev, head_slots, head_items, _ = _slot_chains(slots)
+        prev, head_slots, head_items, _ = slot_chains(slots)
         base = self.count
         first_of_slot = prev == 0
         prev = prev.astype(np.int32)
