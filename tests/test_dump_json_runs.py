@@ -16,8 +16,8 @@ import pytest
 from helpers import put_jsonl, run
 from engine.broker.commitlog.logrun import RecordRun
 from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE_V2, MessageRecord, check_message, encode_record
-from engine.views.recordjson import BODY_MODES, json_line, run_json_lines
-from engine.views.runjson import run_json_text
+from engine.views.recordjson import BODY_MODES, json_line
+from engine.views.runjson import run_json_lines, run_json_text
 from engine.broker.commitlog.records import RecordBatch, decode_segment
 
 EXTRA = ', "type": "MESSAGE"'

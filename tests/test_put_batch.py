@@ -323,7 +323,8 @@ def _damaged_store(tmp_path):
 
 def test_run_views_equal_the_one_record_views(tmp_path):
     from engine.broker.commitlog.logrun import RecordRun, lookup_runs, scan_runs
-    from engine.views.recordjson import _PROP_RE, run_json_lines, run_table_rows, table_cells
+    from engine.views.recordjson import PROP_RE, run_table_rows, table_cells
+    from engine.views.runjson import run_json_lines
 
     cfg, res, segs = _damaged_store(tmp_path)
     p5 = res.phy[5]
@@ -354,14 +355,15 @@ def test_run_views_equal_the_one_record_views(tmp_path):
         assert "misplaced" in out[3][1] and "CRC" in out[1][1]
     for text in ["a\x01b\x02c\x01d", "a\x01b\x01c\x02", "\x01x\x02k\x01\x02kk\x01v\x02", "", "ab\x02\x02k\x01v",
                  "x\x01\x01\x02y\x01z"]:
-        assert dict(_PROP_RE.findall(text)) == parse_properties(text)
+        assert dict(PROP_RE.findall(text)) == parse_properties(text)
 
 
 def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path):
     """Clean properties are turned into JSON by replacing the separators; anything json escapes, or a name given
     twice, takes the per-entry path. Both must give json_line's text."""
     from engine.broker.commitlog.logrun import RecordRun, scan_runs
-    from engine.views.recordjson import _is_clean, _PROP_RE, run_json_lines
+    from engine.views.recordjson import PROP_RE, _is_clean
+    from engine.views.runjson import run_json_lines
 
     cfg = load_config(None, storePathRootDir=str(tmp_path / "s"))
     odd = [{"keys": " a  b  ", "tags": "T"}, {"keys": "   ", "tags": 'q"uote'}, {"keys": "x\\y", "tags": "t"},
@@ -380,6 +382,6 @@ def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path
                 seen += len(e.batch.pos)
         assert seen == 3 * len(odd)
     dup = "a\x01b\x02a\x01c\x02"
-    assert not _is_clean(dup, dict(_PROP_RE.findall(dup)))
+    assert not _is_clean(dup, dict(PROP_RE.findall(dup)))
     assert _is_clean("a\x01b\x02c\x01d\x02", {"a": "b", "c": "d"}) and _is_clean("", {})
     assert not _is_clean('a\x01"\x02', {"a": '"'}) and not _is_clean("a\x01b\x01c\x02", {"a": "b\x01c"})

@@ -22,7 +22,7 @@ from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE
                                    PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
 from engine.broker.commitlog.records import gather
 
-_CACHE_LIMIT = 1 << 14
+CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
 _hosts: dict[tuple[bytes, int], str] = {}
 _id_prefix: dict[tuple[bytes, int], str] = {}
@@ -43,7 +43,7 @@ def parse_props(text: str) -> dict[str, str]:
 def _topic(raw: bytes) -> str:
     t = _topics.get(raw)
     if t is None:
-        if len(_topics) > _CACHE_LIMIT:
+        if len(_topics) > CACHE_LIMIT:
             _topics.clear()
         t = _topics[raw] = raw.decode("utf-8", "replace")
     return t
@@ -52,7 +52,7 @@ def _topic(raw: bytes) -> str:
 def _host(addr: bytes, port: int) -> str:
     h = _hosts.get((addr, port))
     if h is None:
-        if len(_hosts) > _CACHE_LIMIT:
+        if len(_hosts) > CACHE_LIMIT:
             _hosts.clear()
         h = _hosts[(addr, port)] = format_host(addr, port)
     return h
@@ -62,7 +62,7 @@ def msg_id(store_host: bytes, store_port: int, phy: int) -> str:
     """offsetMsgId (format §2.10)."""
     p = _id_prefix.get((store_host, store_port))
     if p is None:
-        if len(_id_prefix) > _CACHE_LIMIT:
+        if len(_id_prefix) > CACHE_LIMIT:
             _id_prefix.clear()
         p = _id_prefix[(store_host, store_port)] = (store_host + struct.pack(">i", store_port)).hex().upper()
     return f"{p}{phy:016X}" if phy >= 0 else p + struct.pack(">q", phy).hex().upper()
@@ -94,7 +94,7 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             except zlib.error:
                 raw = rec.body
             del j["body"]
-            return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + _body_json(raw, extra, body) + "}"
+            return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + body_json(raw, extra, body) + "}"
         return json.dumps(j, ensure_ascii=False)[:-1] + extra + "}"
     prop_json = ", ".join([f"{_q(k)}: {_q(v)}" for k, v in props.items()])
     keys = split_keys_fast(props.get(PROP_KEYS))
@@ -108,7 +108,7 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             f'"tags": {"null" if tags is None else _q(tags)}, "uniqKey": {"null" if uniq is None else _q(uniq)}, '
             f'"msgId": "{msg_id(f.store_host, f.store_port, f.phy)}", '
             f'"magicVersion": "{"V2" if f.magic == MESSAGE_MAGIC_CODE_V2 else "V1"}", '
-            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {_body_json(f.body, extra, body)}}}')
+            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body_json(f.body, extra, body)}}}')
 
 
 def fmt_time(ms: int) -> str:
@@ -122,7 +122,7 @@ def fmt_time(ms: int) -> str:
             iso = datetime.fromtimestamp(sec).astimezone().isoformat(timespec="milliseconds")
         except (OverflowError, OSError, ValueError):
             return str(ms)
-        if len(_seconds) > _CACHE_LIMIT:
+        if len(_seconds) > CACHE_LIMIT:
             _seconds.clear()
         s = _seconds[sec] = iso  # "...T12:00:00.000+01:00": the milliseconds are put in below
     return f"{s[:20]}{milli:03d}{s[23:]}"
@@ -140,16 +140,16 @@ def table_cells(buf, pos: int) -> tuple:
 
 #: parse_properties as a regular expression: a name (no separator) and, after the first \u0001, a value up to
 #: the next \u0002; entries with an empty name or value, or without \u0001, match nothing (format §2.5).
-_PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
+PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
 
 _hosts4: dict[tuple[int, int], tuple[str, str]] = {}
 
 
-def _host4(ip: int, port: int) -> tuple[str, str]:
+def host4(ip: int, port: int) -> tuple[str, str]:
     """(host:port text, offsetMsgId prefix) of an IPv4 address given as an unsigned int."""
     h = _hosts4.get((ip, port))
     if h is None:
-        if len(_hosts4) > _CACHE_LIMIT:
+        if len(_hosts4) > CACHE_LIMIT:
             _hosts4.clear()
         addr = ip.to_bytes(4, "big")
         h = _hosts4[(ip, port)] = (format_host(addr, port), (addr + struct.pack(">i", port)).hex().upper())
@@ -165,7 +165,7 @@ def _run_fields(run):
     ends = (b.props_pos + np.maximum(b.props_len, 0)).tolist()
     raw_props = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends)))
     texts = list(map(bytes.decode, raw_props, repeat("utf-8"), repeat("replace")))
-    props = list(map(dict, map(_PROP_RE.findall, texts)))
+    props = list(map(dict, map(PROP_RE.findall, texts)))
     if any(PROP_CRC32 in d for d in props):
         return None
     raw_topics = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
@@ -176,20 +176,20 @@ def _run_fields(run):
 # Properties text that JSON shows as it is: every entry "name\x01value\x02" with a non-empty name and value and no
 # character json escapes (", \\, controls). Such a text (with no name twice) is turned into its JSON object by
 # replacing the separators, which is what the per-entry encoding gives for it.
-_CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
+CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
 
 
 def _is_clean(text: str, d: dict) -> bool:
-    return len(d) == text.count("\x02") and _CLEAN_PROPS.fullmatch(text) is not None
+    return len(d) == text.count("\x02") and CLEAN_PROPS.fullmatch(text) is not None
 
 
-def _props_json(text: str, d: dict, clean: bool) -> str:
+def props_json(text: str, d: dict, clean: bool) -> str:
     if clean:
         return '{"' + text[:-1].replace("\x01", '": "').replace("\x02", '", "') + '"}' if d else "{}"
     return "{" + ", ".join([f"{_q(k)}: {_q(v)}" for k, v in d.items()]) + "}"
 
 
-def _keys_json(keys: str | None, clean: bool) -> str:
+def keys_json(keys: str | None, clean: bool) -> str:
     """The "keys" array: Java's split on " " (trailing empty tokens dropped), as split_keys_fast."""
     if not keys:
         return "[]"
@@ -199,10 +199,10 @@ def _keys_json(keys: str | None, clean: bool) -> str:
     return "[" + ", ".join(map(_q, split_keys_fast(keys))) + "]"
 
 
-def _quoted_topic(raw: bytes) -> str:
+def quoted_topic(raw: bytes) -> str:
     q = _quoted_topics.get(raw)
     if q is None:
-        if len(_quoted_topics) > _CACHE_LIMIT:
+        if len(_quoted_topics) > CACHE_LIMIT:
             _quoted_topics.clear()
         q = _quoted_topics[raw] = _q(_topic(raw))
     return q
@@ -212,19 +212,11 @@ _quoted_topics: dict[bytes, str] = {}
 
 
 def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
-    """_host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
+    """host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
     ips, ports = gather(buf, pos, rel, ">u4"), gather(buf, pos, rel + 4, ">i4")
     if ips.count(ips[0]) == len(ips) and ports.count(ports[0]) == len(ports):
-        return [_host4(ips[0], ports[0])] * len(ips)
-    return list(map(_host4, ips, ports))
-
-
-def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
-    """json_line(buf, pos, extra, body) for every record of a RecordRun (engine.views.runjson.run_json_text, as
-    lines)."""
-    from engine.views.runjson import run_json_text
-
-    return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
+        return [host4(ips[0], ports[0])] * len(ips)
+    return list(map(host4, ips, ports))
 
 
 def run_table_rows(run) -> list[tuple]:
@@ -243,11 +235,11 @@ def run_table_rows(run) -> list[tuple]:
                     b.queue_id.tolist(), b.queue_offset.tolist(), ids, keys))
 
 
-def _nq(v: str | None) -> str:
+def nullable_json(v: str | None) -> str:
     return "null" if v is None else _q(v)
 
 
-def _nq_clean(v: str | None, clean: bool) -> str:
+def nullable_json_clean(v: str | None, clean: bool) -> str:
     if v is None:
         return "null"
     return '"' + v + '"' if clean else _q(v)
@@ -258,7 +250,7 @@ def _nq_clean(v: str | None, clean: bool) -> str:
 BODY_MODES = ("auto", "utf8", "hex", "base64", "none")
 
 
-def _body_json(body: bytes, extra: str, mode: str = "auto") -> str:
+def body_json(body: bytes, extra: str, mode: str = "auto") -> str:
     if mode == "auto":
         try:
             return _q(body.decode("utf-8")) + extra

@@ -3,7 +3,8 @@
 scan_runs walks the same segments in the same order as CommitLog.scan, with the same entries for blank fillers,
 gaps, misplaced records, length mismatches and damage, but decodes VALID records a window at a time with the
 one bulk decoder (engine.broker.commitlog.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
-body bytes, ready to be formatted many at once (engine.views.recordjson.run_json_lines / run_table_rows).
+body bytes, ready to be formatted many at once (engine.views.runjson.run_json_text,
+engine.views.recordjson.run_table_rows).
 
 One difference from CommitLog.scan, on purpose: a record whose fields all add up but whose body fails its CRC is
 reported CORRUPT and the walk goes on after it (its TOTALSIZE is trustworthy), so one bad body does not hide the
