@@ -170,7 +170,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
 
 
 def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
-    import engine.ops.verify_log as vl
+    import engine.ops.verify as vl
     from helpers import run
 
     store = tmp_path / "s"
