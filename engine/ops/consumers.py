@@ -21,7 +21,8 @@ from engine.broker.config.brokerconf import read_properties_file
 from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset
+from engine.broker.consumequeue.queue import MAX_EXT_ADDR
+from engine.ops.queues import OK, QueueView, commitlog_min_offset
 
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
