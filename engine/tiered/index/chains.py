@@ -5,14 +5,12 @@ cycles). Walking one chain item by item is ChainWalk's job (engine.broker.index.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.tiered.index.format import INDEX_ITEM_SIZE
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 def list_rank(nxt: np.ndarray, detect_cycles: bool = False):

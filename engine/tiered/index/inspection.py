@@ -4,7 +4,7 @@ a compacted slot range), the walk of the slot a TOPIC#KEY hashes to, and slot/ch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -15,8 +15,7 @@ from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLO
                                         INDEX_ITEM_SIZE, INT, ITEM, ITEM_FIELDS, MAX_COMPACT_READ_ITEMS,
                                         MAX_QUERY_COUNT, SLOT, TieredIndexError, tiered_key_hash, tiered_slot)
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 def check_slot(f: "IndexStoreFile", slot) -> int:
