@@ -9,7 +9,8 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.broker.commitlog.message import BLANK, LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, CheckResult, check_message
+from engine.broker.commitlog.message import (BLANK, LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, CheckResult,
+                                             check_message)
 from engine.broker.commitlog.records import is_zero_area
 from engine.java.lang import java_string_hash
 from engine.jobs.broker_index import SegmentScan

@@ -9,7 +9,7 @@ import pytest
 from helpers import GOLDEN, run
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.commitlog.message import (BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, check_message,
-                            encode_record, split_keys)
+                                             encode_record, split_keys)
 
 G = GOLDEN / "commitlog"
 EXPECTED = [json.loads(l) for l in (G / "messages.jsonl").read_text().splitlines() if l.strip()]

@@ -5,9 +5,10 @@ import struct
 
 import pytest
 
-from engine.broker.commitlog.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID, MessageEncodeError,
-                            MessageRecord, blank_record, check_message, decode_offset_msg_id, encode_record,
-                            parse_host, parse_properties, split_keys, tags_code)
+from engine.broker.commitlog.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID,
+                                             MessageEncodeError, MessageRecord, blank_record, check_message,
+                                             decode_offset_msg_id, encode_record, parse_host, parse_properties,
+                                             split_keys, tags_code)
 
 
 

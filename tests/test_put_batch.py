@@ -18,7 +18,7 @@ from engine.broker.commitlog.log import CommitLog, quick_valid_size
 from engine.broker.config.brokerconf import load_config
 from engine.broker.index.keys import broker_index_keys
 from engine.broker.commitlog.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
-                                   split_keys)
+                                             split_keys)
 from engine.broker.write.batch import MessageBatch
 from engine.broker.write.writer import index_hashes
 from engine.views.recordjson import fmt_time, json_line, parse_props, split_keys_fast

@@ -18,8 +18,9 @@ from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.index.file import IndexFile
 from engine.broker.index.service import IndexService
 from engine.broker.layout import list_index_files
-from engine.broker.commitlog.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
-                            MessageRecord, blank_record, check_message, encode_record, serialize_properties)
+from engine.broker.commitlog.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+                                             TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, check_message,
+                                             encode_record, serialize_properties)
 from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range
 from engine.exec.ranges import SegmentRange, whole_segment
 from reindex_oracles import scan_from_records, scan_segment_reference

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from engine.broker.config.brokerconf import load_config
-from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, LENGTH_MISMATCH, VALID, MessageRecord, check_message,
-                                   encode_record)
+from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, LENGTH_MISMATCH, VALID, MessageRecord,
+                                             check_message, encode_record)
 from engine.broker.commitlog.records import SegmentEnd, decode_segment
 from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.exec.ranges import RangeChain, find_record_start, segment_ends, segment_ranges, settle

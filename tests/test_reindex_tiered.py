@@ -14,7 +14,7 @@ import pytest
 from helpers import assert_one_line_error, put_jsonl, run, snapshot
 from engine.java.lang import INT_MIN, java_string_hash
 from engine.broker.commitlog.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
-                            TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
+                                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
 from engine.broker.index.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
 from engine.exec.ranges import SegmentRange

@@ -14,8 +14,8 @@ from engine.broker.index.service import IndexService
 from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
 from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
-from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
-                                   decode_offset_msg_id, parse_host)
+from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord,
+                                             UniqKeyGenerator, decode_offset_msg_id, parse_host)
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 

@@ -34,7 +34,7 @@ from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, ma
 from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
                                    resolve_output)
 from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                               walk_range)
+                                walk_range)
 from engine.progress import Progress, no_progress
 
 # ============================================================================ scan

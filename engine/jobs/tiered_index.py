@@ -58,11 +58,11 @@ from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
                                    resolve_output)
 from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                               walk_range)
+                                walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.progress import Progress, no_progress
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
-                                      HEADER_SIZE, INDEX_ITEM_SIZE)
+                                        HEADER_SIZE, INDEX_ITEM_SIZE)
 from engine.tiered.flat.metadata import read_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000

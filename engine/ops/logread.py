@@ -22,9 +22,9 @@ import numpy as np
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
-                                   check_message)
+                                             check_message)
 from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
-                                   decode_segment, magic_candidates)
+                                             decode_segment, magic_candidates)
 from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"

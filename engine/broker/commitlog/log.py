@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from engine.broker.commitlog.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
-                                   MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
-                                   MessageEncodeError, MessageRecord, blank_record, check_message, encode_record)
+                                             MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
+                                             MessageEncodeError, MessageRecord, blank_record, check_message,
+                                             encode_record)
 from engine.broker.commitlog.segments import Segment, SegmentQueue
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import sync as sync_fd
