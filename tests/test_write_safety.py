@@ -370,7 +370,7 @@ def test_a_full_disk_at_any_allocation_leaves_a_clean_readable_store(tmp_path, m
 def test_jsonl_batches_start_small_and_keep_line_numbers():
     import io
 
-    from rmqtool.commands.put import read_jsonl
+    from engine.broker.write.jsonl import read_jsonl
 
     data = b"".join(json.dumps({"topic": "T", "i": i}).encode() + (b"\n\n" if i % 10 == 0 else b"\n")
                     for i in range(1000))
