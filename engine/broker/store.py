@@ -254,6 +254,8 @@ class MessageStore:
     def get(self, offset: int, check_crc: bool = True) -> MessageRecord:
         if offset < 0:
             raise InvalidArgumentError(f"offset {offset} is negative")
+        if offset > LONG_MAX:
+            raise InvalidArgumentError(f"offset {offset} is out of range: it must fit a Java long")
         r = self.commitlog.check_at(offset, check_crc=check_crc)
         if r.status == MISPLACED:
             raise CorruptFileError(f"no trustworthy message at commit-log offset {offset}: {r.reason}")

@@ -22,9 +22,7 @@ from engine.broker.commitlog.logrun import RecordRun, scan_runs
 from engine.broker.commitlog.message import BLANK, COMPRESSED_FLAG, VALID, check_message
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
-from engine.java.lang import LONG_MAX
-
-INT_MAX = 2**31 - 1
+from engine.java.lang import INT_MAX, LONG_MAX
 
 
 @dataclass
@@ -38,10 +36,11 @@ class DumpFilter:
     files: list[str] | None = None          # segment names (or paths of segment files of the store)
     max_message_size: int | None = None
     check_crc: bool = True
+    from_option: str = "--from-offset"     # the option that gave from_offset (--from is its alias), for errors
 
     def check(self) -> None:
         """InvalidArgumentError for values that cannot make a range (checked before the store is opened)."""
-        for name, v in (("--from-offset", self.from_offset), ("--to-offset", self.to_offset)):
+        for name, v in ((self.from_option, self.from_offset), ("--to-offset", self.to_offset)):
             if v is not None and not 0 <= v < 2**63:
                 raise InvalidArgumentError(f"{name} {v} is negative" if v < 0 else
                                            f"{name} {v} is out of range: it must fit a Java long")

@@ -141,24 +141,6 @@ def _kind(text: str) -> str:
     return "offset" if text.lstrip("-").isdecimal() else "msgId"
 
 
-def _resolve(st, kind: str, text: str) -> int:
-    """The commit-log offset of one lookup (InvalidArgumentError when it cannot be one)."""
-    from engine.broker.commitlog.message import decode_offset_msg_id
-    from engine.errors import InvalidArgumentError
-
-    if kind == "offset":
-        off = int(text)
-        if off < 0:
-            raise InvalidArgumentError(f"offset {off} is negative")
-        if off >= 2**63:
-            raise InvalidArgumentError(f"offset {off} is out of range: it must fit a Java long")
-        return off
-    try:
-        return decode_offset_msg_id(text)[2]
-    except ValueError as e:
-        raise InvalidArgumentError(str(e)) from None
-
-
 QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
 MsgIdOpt = Annotated[Optional[List[str]], typer.Option(
     "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
@@ -219,7 +201,7 @@ def get(
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kinds, texts = next(asked)
             kind, text = kinds[0], texts[0]
-            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
+            rec = st.get(int(text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
             return
@@ -418,9 +400,10 @@ def dump_commitlog(
     from engine.broker.store import MessageStore
     from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
 
-    from_offset = _checked_dump_options(count, from_offset, from_alias, body, json_out)
+    _check_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)
-    flt = DumpFilter(topic, b, e, from_offset, to_offset, files, max_message_size, not no_check_crc)
+    flt = DumpFilter(topic, b, e, from_offset if from_alias is None else from_alias, to_offset, files, max_message_size,
+                     not no_check_crc, "--from-offset" if from_alias is None else "--from")
     flt.check()
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with MessageStore(cfg) as st:
@@ -438,26 +421,20 @@ def dump_commitlog(
         raise typer.Exit(3)
 
 
-def _checked_dump_options(count, from_offset, from_alias, body: str, json_out: bool):
-    """The options dump-commitlog checks itself (the filter checks the rest); returns the start offset."""
+def _check_dump_options(count, from_offset, from_alias, body: str, json_out: bool) -> None:
+    """The options dump-commitlog checks itself (the filter, DumpFilter.check, checks the offsets and the rest)."""
     from engine.views.recordjson import BODY_MODES
     from engine.errors import InvalidArgumentError
 
     if count is not None and not 0 < count <= DUMP_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_alias is not None:
-        if from_offset is not None:
-            raise InvalidArgumentError("give --from-offset or --from, not both")
-        if not 0 <= from_alias < 2**63:
-            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
-                                       f"--from {from_alias} is out of range: it must fit a Java long")
-        from_offset = from_alias
+    if from_alias is not None and from_offset is not None:
+        raise InvalidArgumentError("give --from-offset or --from, not both")
     if body not in BODY_MODES:
         raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
     if body != "auto" and not json_out:
         raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
                                    "or use --body-dir")
-    return from_offset
 
 
 def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
