@@ -10,14 +10,18 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import CQ_STORE_UNIT_SIZE
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.layout import StoreLayout, symlink_on_path
 from engine.errors import GeometryError, NotAStoreError
-from engine.broker.segments import SegmentQueue
+from engine.broker.commitlog.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
-BLANK_UNIT = UNIT.pack(0, 0x7FFFFFFF, 0)
+#: The size of a blank pre-fill unit (format §4.1): it points at no record.
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+#: ConsumeQueueExt addresses are tagsCodes at or below this (format §4.6).
+MAX_EXT_ADDR = -2147483649
+BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 
 def list_queues(root: Path) -> list[tuple[str, int]]:
@@ -52,7 +56,7 @@ class ConsumeQueue:
 
     @property
     def problems(self):
-        """What is out of place among this queue's files (engine.broker.segments.SegmentProblem)."""
+        """What is out of place among this queue's files (engine.broker.commitlog.segments.SegmentProblem)."""
         return self.queue.problems
 
     # ------------------------------------------------------------ reading

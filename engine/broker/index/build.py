@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.index.file import HEADER, ITEM_FIELDS, ITEM_SIZE, SLOT_SIZE, IndexFile
 from engine.fsutil import allocate, write_fully
 from engine.errors import InvalidArgumentError
 from engine.java.hashes import java_string_hashes
 from engine.java.lang import INT_MAX, INT_MIN
 
-ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
+ITEM_DTYPE = np.dtype(ITEM_FIELDS)
 
 
 def index_hashes(java_hashes: np.ndarray) -> np.ndarray:
@@ -62,7 +62,7 @@ def _sorted_by_slot(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return halves[:, lo], halves[:, hi]
 
 
-def _slot_chains(slots: np.ndarray):
+def slot_chains(slots: np.ndarray):
     """Chain structure of items 1..N (in put order) hashed to `slots`.
 
     Items ordered by slot and, within a slot, by put order (_sorted_by_slot); each item's predecessor in its
@@ -151,7 +151,7 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
             return 0
         kh = index_hashes(hashes)
         # The chains first: their sort's temporaries are gone before the file's pages are written.
-        prev, head_slots, head_items, used = _slot_chains(kh % np.int32(hash_slot_num))
+        prev, head_slots, head_items, used = slot_chains(kh % np.int32(hash_slot_num))
         d = _time_diffs(ts, seed_ts, first_item=True)
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         try:
@@ -206,7 +206,7 @@ def append_puts(f: IndexFile, java_hashes: np.ndarray, phy: np.ndarray, ts: np.n
         raise InvalidArgumentError(f"{k} puts do not fit index file {f.path} ({f.index_num - m0} left)")
     kh = index_hashes(_as_int32_hashes(java_hashes))
     slots = (kh % np.int32(f.hash_slot_num)).astype(np.int64)
-    local_prev, head_slots, head_items, _used = _slot_chains(slots)
+    local_prev, head_slots, head_items, _used = slot_chains(slots)
     slot_view = np.frombuffer(f._mm, dtype=">i4", count=f.hash_slot_num, offset=INDEX_HEADER_SIZE)
     items = np.frombuffer(f._mm, dtype=ITEM_DTYPE, count=k, offset=f._items_base + ITEM_SIZE * m0)
     try:

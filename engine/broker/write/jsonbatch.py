@@ -15,9 +15,9 @@ from itertools import repeat
 
 import numpy as np
 
-from engine.broker.message import MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
-from engine.broker.putbatch import (_HEAD44, _SHAPES, _TAGS, _TOPICS, DEFAULT_STORE_PORT, LOCALHOST, MessageBatch,
-                                    _shape_info, _tags_hash, _topic_info)
+from engine.broker.commitlog.message import MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from engine.broker.write.encoding import (DEFAULT_STORE_PORT, HEAD44, LOCALHOST, SHAPES, TAGS, TOPICS, shape_info,
+                                          tags_hash, topic_info)
 from engine.errors import InvalidArgumentError
 from engine.java.crc import crc32
 from engine.java.lang import INT_MAX
@@ -60,14 +60,15 @@ def _ints(col: list, default: int, lo: int, hi: int) -> list | None:
     return col
 
 
-def extend_plain(batch: MessageBatch, objs: list) -> bool:
-    """Add `objs` to the batch if they are all plain and all pass every check; else add nothing, return False."""
+def extend_plain(batch, objs: list) -> bool:
+    """Add `objs` to the batch (an engine.broker.write.batch.MessageBatch) if they are all plain and all pass
+    every check; else add nothing, return False."""
     cols = _checked_columns(batch, objs)
     if cols is None:
         return False
     topics, bodies, keys, tags, given, qids, stamps = cols
     missing = given.count(None)
-    fresh = iter(batch._uniq_many(missing)) if missing else None
+    fresh = iter(batch.uniq_many(missing)) if missing else None
     uniqs = [u or next(fresh) for u in given] if missing else given
     encoded = _properties(keys, tags, uniqs)
     if encoded is None:
@@ -76,7 +77,7 @@ def extend_plain(batch: MessageBatch, objs: list) -> bool:
     return True
 
 
-def _checked_columns(batch: MessageBatch, objs: list):
+def _checked_columns(batch, objs: list):
     """(topics, bodies as bytes, keys, tags, given UNIQ_KEYs, queue ids, store times) of plain objects that pass
     every check but the properties' (done on the encoded text), or None."""
     if set(map(type, objs)) != {dict} or not set().union(*objs) <= PLAIN_FIELDS:
@@ -86,11 +87,11 @@ def _checked_columns(batch: MessageBatch, objs: list):
         names = set(topics)
     except TypeError:
         return None
-    for t in names - _TOPICS.keys():
+    for t in names - TOPICS.keys():
         if type(t) is not str:
             return None
         try:
-            _topic_info(t)
+            topic_info(t)
         except (InvalidArgumentError, ValueError):  # add_json will name it
             return None
     bodies = _column(objs, "body")
@@ -116,18 +117,18 @@ def _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, praw
     n = len(topics)
     now = int(time.time() * 1000)
     stamps = [s or now for s in stamps]
-    tinfo = {t: _TOPICS[t] for t in set(topics)}
+    tinfo = {t: TOPICS[t] for t in set(topics)}
     tparts = [tinfo[t][0] for t in topics]
     blens = list(map(len, bodies))
     sizes = [90 + len(tp) + b + p for tp, b, p in zip(tparts, blens, plens)]
-    heads = list(map(_HEAD44.pack, sizes, [tinfo[t][1] for t in topics],
+    heads = list(map(HEAD44.pack, sizes, [tinfo[t][1] for t in topics],
                      [c & 0x7FFFFFFF for c in map(crc32, bodies)], qids, repeat(0, n), repeat(0, n),
                      repeat(0, n), repeat(0, n), stamps, repeat(LOCALHOST, n), repeat(0, n), stamps,
                      repeat(LOCALHOST, n), repeat(DEFAULT_STORE_PORT, n), repeat(0, n), repeat(0, n), blens))
     block: list = [None] * (5 * n)
     block[0::5], block[1::5], block[2::5], block[3::5], block[4::5] = heads, bodies, tparts, list(map(_H.pack, plens)), praws
     batch.parts += block
-    codes = {t: (_TAGS[t] if t in _TAGS else _tags_hash(t)) for t in set(tags) if t is not None}
+    codes = {t: (TAGS[t] if t in TAGS else tags_hash(t)) for t in set(tags) if t is not None}
     codes[None] = 0
     batch.topic += topics
     batch.queue_id += qids
@@ -147,7 +148,7 @@ def _properties(keys: list, tags: list, uniqs: list) -> tuple[list, list] | None
     """The properties bytes of each message and their lengths, or None when a value holds a separator, is not
     valid Unicode, or the text is too long (add_json says which)."""
     shapes = {(k is not None, t is not None) for k, t in zip(keys, tags)}
-    fmts = {s: (_SHAPES.get(s) or _shape_info(*s)) for s in shapes}
+    fmts = {s: (SHAPES.get(s) or shape_info(*s)) for s in shapes}
     if len(shapes) == 1:
         (fmt, per), = fmts.values()
         texts = list(map(fmt, keys, tags, uniqs))

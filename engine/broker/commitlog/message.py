@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.broker.keys import broker_index_keys, split_keys
+from engine.broker.index.keys import broker_index_keys, split_keys
 from engine.java.collections import hashset_order
 from engine.java.lang import java_string_hash, rmq_crc32
 
@@ -498,3 +498,42 @@ def encode_record(rec: MessageRecord, trailing_separator: bool = True, append_pr
 def blank_record(remaining: int) -> bytes:
     """The 8 bytes written at the end of a full segment (format §3.1)."""
     return struct.pack(">ii", remaining, BLANK_MAGIC_CODE)
+
+
+_FIELD_HEADS = {(bl, sl): struct.Struct(f">iiiiiqqiq{bl}siq{sl}siiqi") for bl in (4, 16) for sl in (4, 16)}
+_I16 = struct.Struct(">h")
+
+
+class Fields:
+    """The decoded header fields, body, topic and properties text of one well-formed record, without building a
+    MessageRecord (the text views of engine.views.recordjson read these)."""
+    __slots__ = ("total", "magic", "body_crc", "queue_id", "flag", "queue_offset", "phy", "sys_flag", "born_ts",
+                 "born_host", "born_port", "store_ts", "store_host", "store_port", "reconsume", "prepared", "body",
+                 "topic_raw", "props_text")
+
+
+def decode_fields(buf, pos: int) -> Fields:
+    """The fields of the VALID record at buf[pos:] (the caller has checked it)."""
+    sys_flag = struct.unpack_from(">i", buf, pos + 36)[0]
+    st = _FIELD_HEADS[(16 if sys_flag & 0x10 else 4, 16 if sys_flag & 0x20 else 4)]
+    f = Fields()
+    (f.total, f.magic, f.body_crc, f.queue_id, f.flag, f.queue_offset, f.phy, f.sys_flag, f.born_ts, f.born_host,
+     f.born_port, f.store_ts, f.store_host, f.store_port, f.reconsume, f.prepared, blen) = st.unpack_from(buf, pos)
+    p = pos + st.size
+    if blen > 0:
+        f.body = bytes(buf[p:p + blen])
+        p += blen
+    else:
+        f.body = b""
+    if f.magic == MESSAGE_MAGIC_CODE_V2:
+        tl = _I16.unpack_from(buf, p)[0]
+        p += 2
+    else:
+        tl = buf[p]
+        p += 1
+    f.topic_raw = bytes(buf[p:p + tl])
+    p += tl
+    pl = _I16.unpack_from(buf, p)[0]
+    p += 2
+    f.props_text = bytes(buf[p:p + pl]).decode("utf-8", "replace") if pl > 0 else ""
+    return f

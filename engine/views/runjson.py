@@ -1,5 +1,5 @@
 """The NDJSON of a whole run of records at once (dump-commitlog --json, get --json): the bytes of
-engine.broker.recordjson.json_line for every record, without per-record Python code on the common path.
+engine.views.recordjson.json_line for every record, without per-record Python code on the common path.
 
 A run is formatted with one bytes %-template per line, in which the fields that are the same for the whole run
 (hosts, flags, magic version, ...) are written once; the other fields are columns of the run. Properties that
@@ -19,9 +19,10 @@ from operator import itemgetter
 
 import numpy as np
 
-from engine.broker.message import COMPRESSED_FLAG, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TX_TYPE_NAMES
-from engine.broker.recordjson import (_CACHE_LIMIT, _CLEAN_PROPS, _PROP_RE, _body_json, _host4, _keys_json, _nq,
-                                      _nq_clean, _props_json, _quoted_topic, json_line)
+from engine.broker.commitlog.message import (COMPRESSED_FLAG, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY,
+                                             TX_TYPE_NAMES)
+from engine.views.recordjson import (CACHE_LIMIT, CLEAN_PROPS, PROP_RE, body_json, host4, json_line, keys_json,
+                                     nullable_json, nullable_json_clean, props_json, quoted_topic)
 
 
 #: Most property shapes a run is split into; a run with more takes the general path for its properties (_RunProps).
@@ -48,6 +49,11 @@ def run_json_text(run, extra: str = "", body: str = "auto") -> bytes:
         lines += text.split(b"\n")[:-1]  # JSON escapes every "\n" inside a line
     at = np.argsort(np.concatenate([idx for idx, _ in plan]), kind="stable").tolist()
     return b"\n".join(itemgetter(*at)(lines) if n > 1 else lines) + b"\n"
+
+
+def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
+    """json_line(buf, pos, extra, body) for every record of a RecordRun (run_json_text, as lines)."""
+    return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
 
 
 def _render(run, props, extra: str, body: str) -> bytes:
@@ -147,8 +153,8 @@ def _host_columns(buf, pos: np.ndarray, rel: int) -> tuple:
     when the whole run has one host, else lists."""
     ips, ports = _column(buf, pos, rel, ">u4"), _column(buf, pos, rel + 4, ">i4")
     if (ips == ips[0]).all() and (ports == ports[0]).all():
-        return _host4(int(ips[0]), int(ports[0]))
-    hosts = list(map(_host4, ips.tolist(), ports.tolist()))
+        return host4(int(ips[0]), int(ports[0]))
+    hosts = list(map(host4, ips.tolist(), ports.tolist()))
     return [h[0] for h in hosts], [h[1] for h in hosts]
 
 
@@ -161,10 +167,10 @@ def _quoted_topics_of(run) -> list[bytes]:
     raw = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
     quoted = list(map(_topic_json.get, raw))
     if None in quoted:
-        if len(_topic_json) > _CACHE_LIMIT:
+        if len(_topic_json) > CACHE_LIMIT:
             _topic_json.clear()
         for r in set(raw) - _topic_json.keys():
-            _topic_json[r] = _quoted_topic(r).encode("utf-8", "surrogateescape")
+            _topic_json[r] = quoted_topic(r).encode("utf-8", "surrogateescape")
         quoted = list(map(_topic_json.__getitem__, raw))
     return quoted
 
@@ -187,7 +193,7 @@ def _body_columns(t: _Template, bodies: list, mode: str) -> None:
         if joined.translate(None, _PLAIN) == b"\n" * (len(bodies) - 1) and _utf8(joined):
             t.col('"%s"', bodies)  # nothing to escape, valid UTF-8: the bytes as stored
             return
-    t.col("%s", [_body_json(x, "", mode).encode("utf-8", "surrogateescape") for x in bodies])
+    t.col("%s", [body_json(x, "", mode).encode("utf-8", "surrogateescape") for x in bodies])
 
 
 def _utf8(joined: bytes) -> bool:
@@ -202,7 +208,7 @@ def _utf8(joined: bytes) -> bool:
 
 
 class _RunProps:
-    """The properties of every record of a run, for the JSON view: clean ones (see _CLEAN_PROPS) handled as one
+    """The properties of every record of a run, for the JSON view: clean ones (see CLEAN_PROPS) handled as one
     text for the whole run, the others (`dirty`: index -> (text, parsed)) one by one as json_line does."""
 
     def __init__(self, n: int, text: str, dirty: dict):
@@ -233,13 +239,13 @@ class _RunProps:
     def write(self, t: _Template) -> None:
         keys, tags, uniq = (self.columns[k] for k in (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY))
         t.lit(', "properties": ')
-        t.col("%s", self._patched(self.json, lambda tx, d: _props_json(tx, d, False)))
+        t.col("%s", self._patched(self.json, lambda tx, d: props_json(tx, d, False)))
         t.lit(', "keys": ')
-        t.col("%s", self._patched([_keys_json(k, True) for k in keys],
-                                  lambda tx, d: _keys_json(d.get(PROP_KEYS), False)))
+        t.col("%s", self._patched([keys_json(k, True) for k in keys],
+                                  lambda tx, d: keys_json(d.get(PROP_KEYS), False)))
         for label, name, col in ((', "tags": ', PROP_TAGS, tags), (', "uniqKey": ', PROP_UNIQ_KEY, uniq)):
             t.lit(label)
-            t.col("%s", self._patched([_nq_clean(v, True) for v in col], lambda tx, d, name=name: _nq(d.get(name))))
+            t.col("%s", self._patched([nullable_json_clean(v, True) for v in col], lambda tx, d, name=name: nullable_json(d.get(name))))
 
     def _patched(self, col: list, one) -> list:
         """The column's texts, the dirty records' replaced by `one` of theirs, as UTF-8."""
@@ -265,7 +271,7 @@ def _plan(run) -> list[tuple]:
             return [(None, _UniformProps(names, found))]
     else:
         texts = [bytes(x).decode("utf-8", "replace") for x in raw]
-        one |= np.fromiter((m is None for m in map(_CLEAN_PROPS.fullmatch, texts)), dtype=bool, count=n)
+        one |= np.fromiter((m is None for m in map(CLEAN_PROPS.fullmatch, texts)), dtype=bool, count=n)
         one |= np.fromiter(map(str.__contains__, texts, repeat("\ufffd")), dtype=bool, count=n)  # invalid UTF-8
         raw = [b"" if o else r for o, r in zip(one.tolist(), raw)]
         joined = b"\n".join(raw)
@@ -297,9 +303,9 @@ def _general(run) -> _RunProps | None:
     ends = b.props_pos + np.maximum(b.props_len, 0)
     texts = [bytes(buf[p:e]).decode("utf-8", "replace") for p, e in zip(b.props_pos.tolist(), ends.tolist())]
     dirty: dict = {}
-    for i, m in enumerate(map(_CLEAN_PROPS.fullmatch, texts)):
+    for i, m in enumerate(map(CLEAN_PROPS.fullmatch, texts)):
         if m is None:  # parsed as json_line parses it (names given twice are found below)
-            dirty[i] = (texts[i], dict(_PROP_RE.findall(texts[i])))
+            dirty[i] = (texts[i], dict(PROP_RE.findall(texts[i])))
             if PROP_CRC32 in dirty[i][1]:
                 return None
             texts[i] = ""
@@ -310,7 +316,7 @@ def _general(run) -> _RunProps | None:
     if p.twice:
         lines = text.split("\n")
         for i in p.twice:
-            dirty[i] = (lines[i], dict(_PROP_RE.findall(lines[i])))
+            dirty[i] = (lines[i], dict(PROP_RE.findall(lines[i])))
             lines[i] = ""
         p = _RunProps(n, "\n".join(lines), dirty)
     return p
@@ -341,7 +347,7 @@ class _UniformProps:
             t.col("%s", b"\n".join(stripped).replace(b" ", b'", "').split(b"\n"))
             t.lit('"]')
         else:
-            t.col("%s", [_keys_json(k.decode("utf-8"), True).encode("utf-8") for k in keys])
+            t.col("%s", [keys_json(k.decode("utf-8"), True).encode("utf-8") for k in keys])
         for label, name in ((', "tags": ', PROP_TAGS), (', "uniqKey": ', PROP_UNIQ_KEY)):
             t.lit(label)
             if name in got:
@@ -384,7 +390,7 @@ def _uniform(text: bytes, n: int, names: list[bytes]) -> list | None:
 
 
 def _clean_bytes(joined: bytes, n: int, buf, starts: np.ndarray, ends: np.ndarray) -> bool:
-    """Is every properties text of the run (joined by "\\n") clean in the sense of _CLEAN_PROPS (names given
+    """Is every properties text of the run (joined by "\\n") clean in the sense of CLEAN_PROPS (names given
     twice aside)? Checked on the whole run at once: nothing json escapes, separators alternating \\x01 \\x02 with
     no empty name or value, and each non-empty text ends with \\x02."""
     if joined.translate(None, _PLAIN).replace(b"\x01\x02", b"") != b"\n" * (n - 1):

@@ -170,7 +170,7 @@ def settle(payload: str) -> None:
                 pass
 
 
-_SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.jobs.jvmcache import settle; settle(sys.argv[2])"
+_SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.exec.jvmcache import settle; settle(sys.argv[2])"
 
 
 class ClassArchive:

@@ -16,20 +16,74 @@ from __future__ import annotations
 import mmap
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from engine.broker.config import index_file_size
-from engine.broker.consumequeue import UNIT_DTYPE
-from engine.broker.keys import broker_index_keys
-from engine.broker.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError
-from engine.broker.putbatch import PARTS, QUEUE_OFFSET_POS, MessageBatch
+from engine.broker.config.brokerconf import index_file_size
+from engine.broker.consumequeue.queue import UNIT_DTYPE
+from engine.broker.index.keys import broker_index_keys
+from engine.broker.commitlog.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError, offset_msg_id
+from engine.broker.write.batch import PARTS, QUEUE_OFFSET_POS, MessageBatch
 from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
 from engine.java.hashes import java_string_hashes
 from engine.java.lang import java_string_hash
 
 #: Room kept free beyond a new index file before one is started (checkpoint rewrites, index headers).
 INDEX_SLACK = 64 << 10
+
+
+@dataclass
+class PutResult:
+    commitLogOffset: int
+    queueOffset: int
+    msgId: str
+    uniqKey: str | None
+    storeSize: int
+    topic: str
+    queueId: int
+    storeTimestamp: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BatchResult:
+    """What put_batch committed: the first len(self) messages of the batch, in order, and why it stopped
+    early (`error`, with `error.batch_index`), if it did. Every message counted here is written (and, with
+    sync_flush, flushed)."""
+    topic: list[str]
+    queue_id: list[int]
+    phy: list[int]
+    queue_offset: list[int]
+    size: list[int]
+    store_ts: list[int]
+    uniq_key: list[str | None]
+    store_host: list[bytes]
+    store_port: list[int]
+    error: Exception | None = None
+
+    def __len__(self) -> int:
+        return len(self.phy)
+
+    def msg_id(self, i: int) -> str:
+        return offset_msg_id(self.store_host[i], self.store_port[i], self.phy[i])
+
+    def results(self) -> list[PutResult]:
+        return [PutResult(self.phy[i], self.queue_offset[i], self.msg_id(i), self.uniq_key[i], self.size[i],
+                          self.topic[i], self.queue_id[i], self.store_ts[i]) for i in range(len(self))]
+
+
+class IndexRecord:
+    """What IndexService.build_index reads from a record (the per-record fallback of a batch put)."""
+    __slots__ = ("physical_offset", "store_timestamp", "_keys")
+
+    def __init__(self, phy: int, ts: int, keys: list[str]):
+        self.physical_offset, self.store_timestamp, self._keys = phy, ts, keys
+
+    def index_keys(self) -> list[str]:
+        return self._keys
 
 
 def now_ms() -> int:
@@ -58,7 +112,7 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     n, error, sizes = _fits(store, batch)
     if n == 0:
         return _result(batch, None, None, 0, error)
-    store._begin_put()
+    store.begin_put()
     cl = store.commitlog
     b = batch
     topics, qids, tss, in_cq, tags, uniqs, keys, rollback = (b.topic[:n], b.queue_id[:n], b.store_ts[:n], b.in_cq[:n],
@@ -85,14 +139,13 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
             cl.sync()
             store.checkpoint.physicMsgTimestamp = tss[n - 1]
     except WriteFailedError as e:
-        store._dirty = True
+        store.mark_dirty()
         raise store_full(store, e) from None
     except BaseException:
-        store._dirty = True
+        store.mark_dirty()
         raise
     if n:
-        store._last_record_start = int(phys[n - 1])
-        store._last_store_ts = max(store._last_store_ts, tss[n - 1])
+        store.note_written(int(phys[n - 1]), tss[n - 1])
     return _result(batch, phys, qoffs, n, error)
 
 
@@ -202,7 +255,7 @@ def index_rolls(store, counts) -> list[tuple[int, int]]:
     cfg = store.config
     files = store.index.files
     try:
-        store._secure_index_files()
+        store.secure_index_files()
     except DiskFullError:
         has_keys = np.flatnonzero(np.asarray(counts) > 0)
         return [(int(has_keys[0]), -1)] if len(has_keys) else []  # no key can go in: stop before the first
@@ -221,7 +274,7 @@ def index_rolls(store, counts) -> list[tuple[int, int]]:
 
 
 def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
-    """Per message, the number of index keys (engine.broker.keys.broker_index_keys: UNIQ_KEY then each KEYS
+    """Per message, the number of index keys (engine.broker.index.keys.broker_index_keys: UNIQ_KEY then each KEYS
     token, none for a rollback), and the Java hashCodes of all their "topic#key" strings, in put order.
 
     Vectorised: every message's "uniq keys" text is joined with \u0001 (which no key can hold) and cut into
@@ -354,20 +407,16 @@ def _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback
         cut = int(counts[:n].sum())
         batch_fn(phys[:n], np.asarray(tss[:n], dtype=np.int64), counts[:n], hashes[:cut])
     else:
-        from engine.broker.store import _IndexRecord
-
         for i in range(n):
             ks = broker_index_keys(topics[i], uniqs[i], keys[i], rollback[i])
-            index.build_index(_IndexRecord(int(phys[i]), tss[i], ks))
+            index.build_index(IndexRecord(int(phys[i]), tss[i], ks))
     try:
-        store._secure_index_files()  # a file started by this batch: allocated now, or by the next batch's check
+        store.secure_index_files()  # a file started by this batch: allocated now, or by the next batch's check
     except DiskFullError:
         pass
 
 
 def _result(batch, phys, qoffs, n: int, error):
-    from engine.broker.store import BatchResult
-
     if n == 0:
         return BatchResult([], [], [], [], [], [], [], [], [], error)
     b = batch

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.broker.config import check_index_geometry
-from engine.broker.indexfile import IndexFile, open_failure
-from engine.broker.lock import lock_held_elsewhere
+from engine.broker.config.brokerconf import check_index_geometry
+from engine.broker.index.file import IndexFile, open_failure
+from engine.broker.config.lock import lock_held_elsewhere
 from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError
 from engine.java.lang import java_string_hash, key_index_hash
@@ -146,7 +146,7 @@ class IndexService:
         record. The per-record loop calls last_file_for_write for every record, so a file filled by one record
         rolls when any later record of the batch arrives, even one with no keys.
         """
-        from engine.broker.indexbuild import append_puts, indexed_records
+        from engine.broker.index.build import append_puts, indexed_records
         import numpy as np
 
         phy, ts, counts, hashes = _batch_arrays(phy_offsets, store_timestamps, key_counts, key_hashes)

@@ -5,16 +5,16 @@ query walks wider and keeps only the messages whose topic, key and store time re
 
 Both answer from the healthy index files and list the others in `damaged` (a file that could not be opened as
 an index file, one whose header cannot be the broker's, one whose chain for the key is broken): the answer is
-then partial, and the CLI says so and exits 3. query_store is the entry point the CLI calls.
+then partial, and the CLI says so and exits 3. engine.broker.store.query_store is the entry point the CLI calls.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from engine.broker.indexfile import chain_damage
-from engine.broker.indexservice import DamagedIndexFile
-from engine.broker.message import VALID, MessageRecord
+from engine.broker.index.file import chain_damage
+from engine.broker.index.service import DamagedIndexFile
+from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
 from engine.java.lang import LONG_MAX, key_index_hash
 
@@ -60,18 +60,6 @@ def check_query_args(max_num: int, begin: int, end: int) -> None:
         raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
     if begin > end:
         raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
-
-
-def query_store(config, topic: str, key: str, *, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
-                unique: bool = False, raw: bool = False) -> QueryResult | RawAnswer:
-    """Open the store read-only, answer one key query (raw: the broker's own answer), close it."""
-    from engine.broker.store import MessageStore
-
-    check_query_args(max_num, begin, end)
-    with MessageStore(config) as st:
-        if raw:
-            return query_raw(st, topic, key, max_num, begin, end)
-        return query(st, topic, key, max_num, begin, end, unique)
 
 
 def query_raw(store, topic: str, key: str, max_num: int, begin: int, end: int) -> RawAnswer:

@@ -2,8 +2,9 @@
 
 scan_runs walks the same segments in the same order as CommitLog.scan, with the same entries for blank fillers,
 gaps, misplaced records, length mismatches and damage, but decodes VALID records a window at a time with the
-one bulk decoder (engine.broker.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
-body bytes, ready to be formatted many at once (engine.broker.recordjson.run_json_lines / run_table_rows).
+one bulk decoder (engine.broker.commitlog.records.decode_segment) and hands them out as RecordRuns: numpy columns plus the
+body bytes, ready to be formatted many at once (engine.views.runjson.run_json_text,
+engine.views.recordjson.run_table_rows).
 
 One difference from CommitLog.scan, on purpose: a record whose fields all add up but whose body fails its CRC is
 reported CORRUPT and the walk goes on after it (its TOTALSIZE is trustworthy), so one bad body does not hide the
@@ -17,10 +18,10 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.commitlog import MISPLACED, CommitLog, ScanEntry, misplaced_reason
-from engine.broker.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
-from engine.broker.records import SegmentEnd, body_crc_bad, decode_segment
-from engine.broker.records import BLANK as END_BLANK, ZERO as END_ZERO
+from engine.broker.commitlog.log import MISPLACED, CommitLog, ScanEntry, misplaced_reason
+from engine.broker.commitlog.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
+from engine.broker.commitlog.records import SegmentEnd, body_crc_bad, decode_segment
+from engine.broker.commitlog.records import BLANK as END_BLANK, ZERO as END_ZERO
 from engine.java.lang import rmq_crc32
 
 #: Bytes of records decoded per window (the decoder drops the pages it has passed from the resident set).
@@ -34,7 +35,7 @@ class RecordRun:
     seg_start: int
     segment: str
     buf: object
-    batch: object            # engine.broker.records.RecordBatch
+    batch: object            # engine.broker.commitlog.records.RecordBatch
     bodies: list[bytes]
 
     def __len__(self) -> int:
@@ -125,11 +126,11 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
 def run_at(seg, buf, positions: list[int]) -> RecordRun:
     """A RecordRun of records at arbitrary positions of one segment, each already found VALID (get's lookups):
     the bulk decoder's columns for exactly those records."""
-    from engine.broker.records import _BufferViews, _decode
+    from engine.broker.commitlog.records import BufferViews, decode_positions
 
-    views = _BufferViews(buf)
+    views = BufferViews(buf)
     try:
-        batch, cut = _decode(views, np.asarray(positions, dtype=np.int64))
+        batch, cut = decode_positions(views, np.asarray(positions, dtype=np.int64))
     finally:
         views.close()
     assert cut is None, "run_at takes VALID records only"
@@ -144,7 +145,7 @@ def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = N
     in one segment, and (index, reason) for each offset where there is none (the reason check_at gives).
     `expect_hosts[i]`, when not None, is the (store host, port) the i-th record must carry (a lookup by offset
     message id). Each segment's records are checked at once, in whatever order they are asked for."""
-    from engine.broker.records import _BufferViews
+    from engine.broker.commitlog.records import BufferViews
 
     segs = cl.segments
     offs = np.asarray(offsets, dtype=np.int64)
@@ -157,7 +158,7 @@ def lookup_runs(cl: CommitLog, offsets: list[int], expect_hosts: list | None = N
         idx = np.flatnonzero(seg_of == k)
         seg = segs[k]
         buf = cl.queue.buffer(seg)
-        views = _BufferViews(buf)
+        views = BufferViews(buf)
         try:
             ok, batch, bodies = _checked(views, buf, seg, offs[idx] - seg.start, check_crc)
         finally:
@@ -198,8 +199,8 @@ def _seg_indexes(cl: CommitLog, offs: np.ndarray) -> np.ndarray:
 
 def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
     """(good mask, RecordBatch of every position (garbage where not good), bodies) for positions in one segment."""
-    from engine.broker.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-    from engine.broker.records import _decode
+    from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    from engine.broker.commitlog.records import decode_positions
 
     n = views.n
     inside = (pos >= 0) & (pos + 91 <= n)
@@ -209,14 +210,14 @@ def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
     p = np.where(good, p, np.flatnonzero(good)[0] if good.any() else 0)
     if not good.any():
         return good, None, []
-    batch, cut = _decode(views, p)
+    batch, cut = decode_positions(views, p)
     while cut is not None:  # a record whose fields run past TOTALSIZE: mark it and decode the others again
         bad = p == cut
         good &= ~bad
         if not good.any():
             return good, None, []
         p = np.where(good, p, p[np.flatnonzero(good)[0]])
-        batch, cut = _decode(views, p)
+        batch, cut = decode_positions(views, p)
     bodies = _bodies(buf, batch)
     good &= batch.length_ok & (batch.phy == seg.start + pos)
     if check_crc:
@@ -232,7 +233,8 @@ def _bodies(buf, batch) -> list:
 
 def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
     """For lookups by message id: does each record carry the store host and port its id names?"""
-    from engine.broker.recordjson import _gather, decode_fields
+    from engine.broker.commitlog.message import decode_fields
+    from engine.broker.commitlog.records import gather
 
     ok = np.ones(len(good), dtype=bool)
     asked = [i for i, want in enumerate(expect) if want is not None and good[i]]
@@ -241,7 +243,7 @@ def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
     v4 = [i for i in asked if not batch.sys_flag[i] & 0x30]
     if v4:
         pos = batch.pos[v4]
-        hosts = zip(_gather(buf, pos, 64, ">u4"), _gather(buf, pos, 68, ">i4"))
+        hosts = zip(gather(buf, pos, 64, ">u4"), gather(buf, pos, 68, ">i4"))
         for i, (h, port) in zip(v4, hosts):
             want = expect[i]
             ok[i] = len(want[0]) == 4 and int.from_bytes(want[0], "big") == h and want[1] == port

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import base64
 import operator
-import struct
 import time
 
-from engine.broker.layout import validate_queue_id, validate_topic
-from engine.broker.message import (MAX_PROPERTIES_LEN, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
-                                   NAME_VALUE_SEPARATOR, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR,
-                                   MessageEncodeError, MessageRecord, UniqKeyGenerator, parse_host,
-                                   serialize_properties, tags_code)
+from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP_KEYS, PROP_TAGS,
+                                             PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError, MessageRecord,
+                                             UniqKeyGenerator, parse_host, serialize_properties, tags_code)
+from engine.broker.layout import validate_queue_id
+from engine.broker.write.encoding import (CACHE_LIMIT, DEFAULT_STORE_PORT, HEAD44, HEADS, LOCALHOST, SHAPES, TAGS,
+                                          TOPICS, shape_info, tags_hash, topic_info)
 from engine.errors import InvalidArgumentError
 from engine.java.collections import hashset_order
 from engine.java.crc import crc32
-from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_string_hash
-
-LOCALHOST = b"\x7f\x00\x00\x01"
-DEFAULT_STORE_PORT = 10911
+from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 #: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (format §2.1).
@@ -70,34 +67,16 @@ def _host(what: str, text) -> tuple[bytes, int]:
         raise InvalidArgumentError(f"{what}: {e}") from None
 
 
-_HEADS = {(4, 4): struct.Struct(">iiiiiqqiq4siq4siiqi"), (16, 4): struct.Struct(">iiiiiqqiq16siq4siiqi"),
-          (4, 16): struct.Struct(">iiiiiqqiq4siq16siiqi"), (16, 16): struct.Struct(">iiiiiqqiq16siq16siiqi")}
-_HEAD44 = _HEADS[(4, 4)]
 _COMMON = frozenset(("topic", "body", "keys", "tags", "queueId", "storeTimestamp", "uniqKey", "properties"))
-_CACHE_LIMIT = 1 << 16
 
-# Per-process caches: a topic's encoded prefix, a property-name tuple's template, a TAGS value's hashCode.
-_TOPICS: dict[str, tuple[bytes, int]] = {}
 _PROPS: dict[tuple, tuple] = {}
-_TAGS: dict[str, int] = {}
 _UNIQ: list = []  # [UniqKeyGenerator], made on first use (one per process, as MessageClientIDSetter is static)
 
 
-def _topic_info(topic) -> tuple[bytes, int]:
-    """(length prefix + topic bytes, magic code) of a valid topic: v2 past 127 UTF-16 units (format §2.4)."""
-    if not isinstance(topic, str) or not topic:
-        raise InvalidArgumentError("message has no topic")
-    validate_topic(topic)
-    raw = topic.encode("utf-8")
-    v2 = len(topic.encode("utf-16-le", "surrogatepass")) // 2 > 127
-    if len(raw) > (32767 if v2 else 127):
-        raise MessageEncodeError(f"topic is {len(raw)} bytes; too long for a {'v2' if v2 else 'v1'} record")
-    info = ((struct.pack(">h", len(raw)) if v2 else struct.pack(">b", len(raw))) + raw,
-            MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE)
-    if len(_TOPICS) >= _CACHE_LIMIT:
-        _TOPICS.clear()
-    _TOPICS[topic] = info
-    return info
+def new_uniq_generator() -> None:
+    """Make this process's UNIQ_KEYs with a generator of its own (its pid and random bits, as a second producer
+    would): a forked process that encodes messages too would otherwise repeat its parent's ids."""
+    _UNIQ[:] = [UniqKeyGenerator()]
 
 
 def _props_info(names: tuple) -> tuple:
@@ -115,22 +94,9 @@ def _props_info(names: tuple) -> tuple:
         getter = lambda d: (d[only],)  # noqa: E731 - itemgetter of one name returns no tuple
     else:
         getter = operator.itemgetter(*order)
-    if len(_PROPS) >= _CACHE_LIMIT:
+    if len(_PROPS) >= CACHE_LIMIT:
         _PROPS.clear()
     info = _PROPS[names] = (tmpl.format, getter, len(order))
-    return info
-
-
-_SHAPES: dict[tuple[bool, bool], tuple] = {}
-
-
-def _shape_info(has_keys: bool, has_tags: bool) -> tuple:
-    """The properties template of a plain JSON message: KEYS?, TAGS?, then UNIQ_KEY (the insertion order of the
-    general path), in Java HashMap order; format arguments are (keys, tags, uniq)."""
-    names = ([PROP_KEYS] if has_keys else []) + ([PROP_TAGS] if has_tags else []) + [PROP_UNIQ_KEY]
-    arg = {PROP_KEYS: 0, PROP_TAGS: 1, PROP_UNIQ_KEY: 2}
-    tmpl = "".join(f"{n}{NAME_VALUE_SEPARATOR}{{{arg[n]}}}{PROPERTY_SEPARATOR}" for n in hashset_order(names))
-    info = _SHAPES[(has_keys, has_tags)] = (tmpl.format, len(names))
     return info
 
 
@@ -142,13 +108,6 @@ def _hex4() -> list[str]:
     if not _HEX4:
         _HEX4.extend(f"{i:04X}" for i in range(1 << 16))
     return _HEX4
-
-
-def _tags_hash(tags: str) -> int:
-    if len(_TAGS) >= _CACHE_LIMIT:
-        _TAGS.clear()
-    h = _TAGS[tags] = java_string_hash(tags)
-    return h
 
 
 def _separator_error(props: dict) -> InvalidArgumentError:
@@ -232,9 +191,9 @@ class MessageBatch:
 
     def extend_json(self, objs: list) -> None:
         """Many message objects (add_json for each, in order): plain messages are checked and encoded as a whole
-        list at once (engine.broker.jsonbatch); anything else, or any bad one, goes through add_json one by one,
+        list at once (engine.broker.write.jsonbatch); anything else, or any bad one, goes through add_json one by one,
         so a bad object raises with the ones before it added."""
-        from engine.broker.jsonbatch import extend_plain
+        from engine.broker.write.jsonbatch import extend_plain
 
         if objs and not extend_plain(self, objs):
             for o in objs:
@@ -251,9 +210,9 @@ class MessageBatch:
     def add_record(self, rec: MessageRecord) -> None:
         """A MessageRecord, checked as JSON input is. Its offsets are assigned by the put; its own properties
         dict is not changed (the UNIQ_KEY a put adds is in the batch's copy)."""
-        tinfo = _TOPICS.get(rec.topic) if type(rec.topic) is str else None
+        tinfo = TOPICS.get(rec.topic) if type(rec.topic) is str else None
         if tinfo is None:
-            tinfo = _topic_info(rec.topic)
+            tinfo = topic_info(rec.topic)
         validate_queue_id(rec.queue_id)
         if not isinstance(rec.body, (bytes, bytearray)):
             raise InvalidArgumentError("body must be bytes")
@@ -283,9 +242,9 @@ class MessageBatch:
             raise InvalidArgumentError("each message must be a JSON object")
         get = obj.get
         topic = get("topic")
-        tinfo = _TOPICS.get(topic) if type(topic) is str else None
+        tinfo = TOPICS.get(topic) if type(topic) is str else None
         if tinfo is None:
-            tinfo = _topic_info(topic)
+            tinfo = topic_info(topic)
         body_b = _json_body(get("body"), get("bodyEncoding"))
         keys = get("keys")
         if keys:
@@ -322,7 +281,7 @@ class MessageBatch:
         of _encode (tested), which is what encode_record writes."""
         if uniq is None:
             uniq = self._uniq()
-        shape = _SHAPES.get((keys is not None, tags is not None)) or _shape_info(keys is not None, tags is not None)
+        shape = SHAPES.get((keys is not None, tags is not None)) or shape_info(keys is not None, tags is not None)
         text = shape[0](keys, tags, uniq)
         n_props = shape[1]
         if text.count(NAME_VALUE_SEPARATOR) != n_props or text.count(PROPERTY_SEPARATOR) != n_props:
@@ -336,8 +295,8 @@ class MessageBatch:
             store_ts = int(time.time() * 1000)
         tpart, magic = tinfo
         size = 90 + len(tpart) + blen + plen
-        tc = 0 if tags is None else (_TAGS[tags] if tags in _TAGS else _tags_hash(tags))
-        self._append((_HEAD44.pack(size, magic, crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
+        tc = 0 if tags is None else (TAGS[tags] if tags in TAGS else tags_hash(tags))
+        self._append((HEAD44.pack(size, magic, crc32(body_b) & 0x7FFFFFFF, qid, 0, 0, 0, 0, store_ts, LOCALHOST,
                                    0, store_ts, LOCALHOST, DEFAULT_STORE_PORT, 0, 0, blen),
                       body_b, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, True, tc, uniq, keys, False, LOCALHOST, DEFAULT_STORE_PORT, blen, size))
@@ -381,8 +340,8 @@ class MessageBatch:
         self._uniq_left -= 1
         return f"{self._uniq_base}{c:04X}"
 
-    def _uniq_many(self, m: int) -> list[str]:
-        """m successive _uniq() values."""
+    def uniq_many(self, m: int) -> list[str]:
+        """m successive UNIQ_KEYs (the next m a message-by-message add would take)."""
         out: list[str] = []
         while len(out) < m:
             if not self._uniq_left:
@@ -427,10 +386,10 @@ class MessageBatch:
         if not born_ts:
             born_ts = store_ts
         if len(bh) == 4 and len(sh) == 4:
-            st = _HEAD44
+            st = HEAD44
             sys_flag &= ~0x30
         else:  # the broker sets the v6 bits from the socket addresses (format §2.3)
-            st = _HEADS[(len(bh), len(sh))]
+            st = HEADS[(len(bh), len(sh))]
             sys_flag = (sys_flag | 0x10) if len(bh) == 16 else (sys_flag & ~0x10)
             sys_flag = (sys_flag | 0x20) if len(sh) == 16 else (sys_flag & ~0x20)
         tpart, magic = tinfo
@@ -443,9 +402,9 @@ class MessageBatch:
         if tags is None or not tags:
             tc = 0
         else:
-            tc = _TAGS.get(tags)
+            tc = TAGS.get(tags)
             if tc is None:
-                tc = _tags_hash(tags)
+                tc = tags_hash(tags)
         if "DELAY" in props:
             tc = tags_code(topic, tags, props, store_ts)
         tx = sys_flag & 0xC

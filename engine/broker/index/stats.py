@@ -9,22 +9,18 @@ real size (no mapping, so no SIGBUS if the file shrinks under us).
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
-from engine.broker.config import INDEX_HEADER_SIZE
-from engine.broker.indexbuild import ITEM_DTYPE
-from engine.broker.indexfile import ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
+from engine.broker.index.build import ITEM_DTYPE
+from engine.broker.index.file import ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.progress import Progress, no_progress
 
 CHUNK_ITEMS = 1 << 20
 SLOT_RANGE = 8 << 20
 
-Progress = Callable[[str, int, int], None]
-
-
-def _no_progress(phase: str, done: int, total: int) -> None:
-    pass
 
 
 def _pread_exact(fd: int, size: int, offset: int) -> bytes:
@@ -63,7 +59,7 @@ def _item_slots(f: IndexFile, n_items: int, progress: Progress, done_before: int
 
 def index_file_stats(f: IndexFile, top: int = 10, progress: Optional[Progress] = None) -> dict:
     """Slot occupancy, chain-length histogram (items per slot) and the `top` longest chains of one file."""
-    progress = progress or _no_progress
+    progress = progress or no_progress
     n_items = max(min(f.header.indexCount, f.index_num) - 1, 0)
     ranges = [(a, min(a + SLOT_RANGE, f.hash_slot_num)) for a in range(0, f.hash_slot_num, SLOT_RANGE)]
     total = n_items * len(ranges)

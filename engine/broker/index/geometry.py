@@ -9,7 +9,7 @@ items), the broker's default ratio (items = 4*slots) is taken if the size fits i
 ambiguous and the error names the flags to give and the candidates.
 
 Commit-log and consume-queue segment sizes need no help of this kind: each segment queue takes its file size
-from its files (engine.broker.segments, SegmentQueue), the configured size only when there are none.
+from its files (engine.broker.commitlog.segments, SegmentQueue), the configured size only when there are none.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.broker.config import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
 from engine.fsutil import map_readonly

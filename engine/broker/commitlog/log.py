@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from engine.broker.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
-                                   MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
-                                   MessageEncodeError, MessageRecord, blank_record, check_message, encode_record)
-from engine.broker.segments import Segment, SegmentQueue
+from engine.broker.commitlog.message import (BLANK, CORRUPT, END_FILE_MIN_BLANK_LENGTH, LENGTH_MISMATCH,
+                                             MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, CheckResult,
+                                             MessageEncodeError, MessageRecord, blank_record, check_message,
+                                             encode_record)
+from engine.broker.commitlog.segments import Segment, SegmentQueue
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import sync as sync_fd
 
@@ -133,7 +134,7 @@ class CommitLog:
 
     @property
     def problems(self):
-        """What is out of place among the segment files (engine.broker.segments.SegmentProblem)."""
+        """What is out of place among the segment files (engine.broker.commitlog.segments.SegmentProblem)."""
         return self.queue.problems
 
     @property
@@ -185,7 +186,7 @@ class CommitLog:
 
     def walk_segments(self, start: int | None, end: int | None, per_segment) -> Iterator:
         """The one walk over the segment files from `start` (default: the first segment) that scan and the bulk
-        reader (engine.broker.logrun) share: `per_segment(seg, pos, last)` yields a segment's entries and returns
+        reader (engine.broker.commitlog.logrun) share: `per_segment(seg, pos, last)` yields a segment's entries and returns
         True when the whole walk must stop; a missing segment is a GAP entry; one segment is mapped at a time."""
         segs = self.segments
         if not segs:
@@ -419,7 +420,7 @@ def open_commitlog(config, writable: bool = False) -> CommitLog:
 
 
 def _is_zero_area(buf, pos: int, n: int) -> bool:
-    from engine.broker.records import is_zero_area  # numpy: imported when a walk meets a zero area
+    from engine.broker.commitlog.records import is_zero_area  # numpy: imported when a walk meets a zero area
 
     return is_zero_area(buf, pos, n)
 

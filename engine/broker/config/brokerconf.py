@@ -35,7 +35,7 @@ class BrokerConfig:
     # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
     commitLogSizeGiven: bool = False
     # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files
-    # (engine.broker.geometry.resolve_index_geometry) rather than defaulted.
+    # (engine.broker.index.geometry.resolve_index_geometry) rather than defaulted.
     hashSlotNumGiven: bool = False
     indexNumGiven: bool = False
 

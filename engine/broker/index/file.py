@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from engine.broker.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
-from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.index.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import allocate, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
@@ -24,6 +24,8 @@ ITEM = struct.Struct(">iqii")
 SLOT = struct.Struct(">i")
 ITEM_SIZE = 20
 SLOT_SIZE = 4
+#: An item's fields as a numpy structured dtype (the bulk accessors and builders): the layout of ITEM.
+ITEM_FIELDS = [("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")]
 _ITEM_AT = ITEM.unpack_from
 _SLOT_AT = SLOT.unpack_from
 #: an item's keyHash, timeDiff and prevIndex without its phyOffset: the lookup reads the offset of a match only (a
@@ -415,12 +417,11 @@ class IndexFile:
         """Items 1..indexCount-1 (bounded by the file's capacity) as a structured array."""
         import numpy as np
 
-        from engine.broker.indexbuild import ITEM_DTYPE
-
+        dtype = np.dtype(ITEM_FIELDS)
         n = min(self.header.indexCount, self.index_num) - 1
         if n <= 0:
-            return np.empty(0, dtype=ITEM_DTYPE)
-        return np.frombuffer(self._mm, dtype=ITEM_DTYPE, count=n, offset=self._items_base + ITEM_SIZE)
+            return np.empty(0, dtype=dtype)
+        return np.frombuffer(self._mm, dtype=dtype, count=n, offset=self._items_base + ITEM_SIZE)
 
 
 def _prev_of(item: tuple[int, int, int, int]) -> int:

@@ -18,54 +18,19 @@ from json.encoder import encode_basestring as _q
 
 import numpy as np
 
-from engine.broker.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
-                                   PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, format_host)
+from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
+                                             PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
+from engine.broker.commitlog.records import gather
 
-_HEADS = {(bl, sl): struct.Struct(f">iiiiiqqiq{bl}siq{sl}siiqi") for bl in (4, 16) for sl in (4, 16)}
-_H = struct.Struct(">h")
-_CACHE_LIMIT = 1 << 14
+CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
 _hosts: dict[tuple[bytes, int], str] = {}
 _id_prefix: dict[tuple[bytes, int], str] = {}
 _seconds: dict[int, str] = {}
 
 
-class Fields:
-    """The decoded header and byte ranges of one well-formed record (what both views need)."""
-    __slots__ = ("total", "magic", "body_crc", "queue_id", "flag", "queue_offset", "phy", "sys_flag", "born_ts",
-                 "born_host", "born_port", "store_ts", "store_host", "store_port", "reconsume", "prepared", "body",
-                 "topic_raw", "props_text")
-
-
-def decode_fields(buf, pos: int) -> Fields:
-    """The fields of the VALID record at buf[pos:] (the caller has checked it)."""
-    sys_flag = struct.unpack_from(">i", buf, pos + 36)[0]
-    st = _HEADS[(16 if sys_flag & 0x10 else 4, 16 if sys_flag & 0x20 else 4)]
-    f = Fields()
-    (f.total, f.magic, f.body_crc, f.queue_id, f.flag, f.queue_offset, f.phy, f.sys_flag, f.born_ts, f.born_host,
-     f.born_port, f.store_ts, f.store_host, f.store_port, f.reconsume, f.prepared, blen) = st.unpack_from(buf, pos)
-    p = pos + st.size
-    if blen > 0:
-        f.body = bytes(buf[p:p + blen])
-        p += blen
-    else:
-        f.body = b""
-    if f.magic == MESSAGE_MAGIC_CODE_V2:
-        tl = _H.unpack_from(buf, p)[0]
-        p += 2
-    else:
-        tl = buf[p]
-        p += 1
-    f.topic_raw = bytes(buf[p:p + tl])
-    p += tl
-    pl = _H.unpack_from(buf, p)[0]
-    p += 2
-    f.props_text = bytes(buf[p:p + pl]).decode("utf-8", "replace") if pl > 0 else ""
-    return f
-
-
 def parse_props(text: str) -> dict[str, str]:
-    """engine.broker.message.parse_properties (the 4.9.1+/5.x index-based parser), split-based for speed."""
+    """engine.broker.commitlog.message.parse_properties (the 4.9.1+/5.x index-based parser), split-based for speed."""
     out: dict[str, str] = {}
     for ent in text.split("\x02"):
         if len(ent) >= 3:
@@ -78,7 +43,7 @@ def parse_props(text: str) -> dict[str, str]:
 def _topic(raw: bytes) -> str:
     t = _topics.get(raw)
     if t is None:
-        if len(_topics) > _CACHE_LIMIT:
+        if len(_topics) > CACHE_LIMIT:
             _topics.clear()
         t = _topics[raw] = raw.decode("utf-8", "replace")
     return t
@@ -87,7 +52,7 @@ def _topic(raw: bytes) -> str:
 def _host(addr: bytes, port: int) -> str:
     h = _hosts.get((addr, port))
     if h is None:
-        if len(_hosts) > _CACHE_LIMIT:
+        if len(_hosts) > CACHE_LIMIT:
             _hosts.clear()
         h = _hosts[(addr, port)] = format_host(addr, port)
     return h
@@ -97,14 +62,14 @@ def msg_id(store_host: bytes, store_port: int, phy: int) -> str:
     """offsetMsgId (format §2.10)."""
     p = _id_prefix.get((store_host, store_port))
     if p is None:
-        if len(_id_prefix) > _CACHE_LIMIT:
+        if len(_id_prefix) > CACHE_LIMIT:
             _id_prefix.clear()
         p = _id_prefix[(store_host, store_port)] = (store_host + struct.pack(">i", store_port)).hex().upper()
     return f"{p}{phy:016X}" if phy >= 0 else p + struct.pack(">q", phy).hex().upper()
 
 
 def split_keys_fast(k: str | None) -> list[str]:
-    """engine.broker.keys.split_keys: Java's split on " " (trailing empty tokens dropped)."""
+    """engine.broker.index.keys.split_keys: Java's split on " " (trailing empty tokens dropped)."""
     if not k:
         return []
     parts = k.split(" ")
@@ -129,7 +94,7 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             except zlib.error:
                 raw = rec.body
             del j["body"]
-            return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + _body_json(raw, extra, body) + "}"
+            return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + body_json(raw, extra, body) + "}"
         return json.dumps(j, ensure_ascii=False)[:-1] + extra + "}"
     prop_json = ", ".join([f"{_q(k)}: {_q(v)}" for k, v in props.items()])
     keys = split_keys_fast(props.get(PROP_KEYS))
@@ -143,7 +108,7 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             f'"tags": {"null" if tags is None else _q(tags)}, "uniqKey": {"null" if uniq is None else _q(uniq)}, '
             f'"msgId": "{msg_id(f.store_host, f.store_port, f.phy)}", '
             f'"magicVersion": "{"V2" if f.magic == MESSAGE_MAGIC_CODE_V2 else "V1"}", '
-            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {_body_json(f.body, extra, body)}}}')
+            f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body_json(f.body, extra, body)}}}')
 
 
 def fmt_time(ms: int) -> str:
@@ -157,7 +122,7 @@ def fmt_time(ms: int) -> str:
             iso = datetime.fromtimestamp(sec).astimezone().isoformat(timespec="milliseconds")
         except (OverflowError, OSError, ValueError):
             return str(ms)
-        if len(_seconds) > _CACHE_LIMIT:
+        if len(_seconds) > CACHE_LIMIT:
             _seconds.clear()
         s = _seconds[sec] = iso  # "...T12:00:00.000+01:00": the milliseconds are put in below
     return f"{s[:20]}{milli:03d}{s[23:]}"
@@ -175,25 +140,16 @@ def table_cells(buf, pos: int) -> tuple:
 
 #: parse_properties as a regular expression: a name (no separator) and, after the first \u0001, a value up to
 #: the next \u0002; entries with an empty name or value, or without \u0001, match nothing (format §2.5).
-_PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
-
-def _gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
-    """One fixed-position header field of every record (record starts `pos`), as Python ints."""
-    width = np.dtype(dtype).itemsize
-    view = np.ndarray((len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
-    out = view[pos + rel].tolist()
-    del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
-    return out
-
+PROP_RE = re.compile("([^\x01\x02]+)\x01([^\x02]+)")
 
 _hosts4: dict[tuple[int, int], tuple[str, str]] = {}
 
 
-def _host4(ip: int, port: int) -> tuple[str, str]:
+def host4(ip: int, port: int) -> tuple[str, str]:
     """(host:port text, offsetMsgId prefix) of an IPv4 address given as an unsigned int."""
     h = _hosts4.get((ip, port))
     if h is None:
-        if len(_hosts4) > _CACHE_LIMIT:
+        if len(_hosts4) > CACHE_LIMIT:
             _hosts4.clear()
         addr = ip.to_bytes(4, "big")
         h = _hosts4[(ip, port)] = (format_host(addr, port), (addr + struct.pack(">i", port)).hex().upper())
@@ -209,7 +165,7 @@ def _run_fields(run):
     ends = (b.props_pos + np.maximum(b.props_len, 0)).tolist()
     raw_props = list(map(buf.__getitem__, map(slice, b.props_pos.tolist(), ends)))
     texts = list(map(bytes.decode, raw_props, repeat("utf-8"), repeat("replace")))
-    props = list(map(dict, map(_PROP_RE.findall, texts)))
+    props = list(map(dict, map(PROP_RE.findall, texts)))
     if any(PROP_CRC32 in d for d in props):
         return None
     raw_topics = list(map(buf.__getitem__, map(slice, b.topic_pos.tolist(), (b.topic_pos + b.topic_len).tolist())))
@@ -220,20 +176,20 @@ def _run_fields(run):
 # Properties text that JSON shows as it is: every entry "name\x01value\x02" with a non-empty name and value and no
 # character json escapes (", \\, controls). Such a text (with no name twice) is turned into its JSON object by
 # replacing the separators, which is what the per-entry encoding gives for it.
-_CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
+CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
 
 
 def _is_clean(text: str, d: dict) -> bool:
-    return len(d) == text.count("\x02") and _CLEAN_PROPS.fullmatch(text) is not None
+    return len(d) == text.count("\x02") and CLEAN_PROPS.fullmatch(text) is not None
 
 
-def _props_json(text: str, d: dict, clean: bool) -> str:
+def props_json(text: str, d: dict, clean: bool) -> str:
     if clean:
         return '{"' + text[:-1].replace("\x01", '": "').replace("\x02", '", "') + '"}' if d else "{}"
     return "{" + ", ".join([f"{_q(k)}: {_q(v)}" for k, v in d.items()]) + "}"
 
 
-def _keys_json(keys: str | None, clean: bool) -> str:
+def keys_json(keys: str | None, clean: bool) -> str:
     """The "keys" array: Java's split on " " (trailing empty tokens dropped), as split_keys_fast."""
     if not keys:
         return "[]"
@@ -243,10 +199,10 @@ def _keys_json(keys: str | None, clean: bool) -> str:
     return "[" + ", ".join(map(_q, split_keys_fast(keys))) + "]"
 
 
-def _quoted_topic(raw: bytes) -> str:
+def quoted_topic(raw: bytes) -> str:
     q = _quoted_topics.get(raw)
     if q is None:
-        if len(_quoted_topics) > _CACHE_LIMIT:
+        if len(_quoted_topics) > CACHE_LIMIT:
             _quoted_topics.clear()
         q = _quoted_topics[raw] = _q(_topic(raw))
     return q
@@ -256,19 +212,11 @@ _quoted_topics: dict[bytes, str] = {}
 
 
 def _hosts_of(buf, pos: np.ndarray, rel: int) -> list[tuple[str, str]]:
-    """_host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
-    ips, ports = _gather(buf, pos, rel, ">u4"), _gather(buf, pos, rel + 4, ">i4")
+    """host4 of the IPv4 address at rel and the port after it, for every record (one lookup when all agree)."""
+    ips, ports = gather(buf, pos, rel, ">u4"), gather(buf, pos, rel + 4, ">i4")
     if ips.count(ips[0]) == len(ips) and ports.count(ports[0]) == len(ports):
-        return [_host4(ips[0], ports[0])] * len(ips)
-    return list(map(_host4, ips, ports))
-
-
-def run_json_lines(run, extra: str = "", body: str = "auto") -> list[str]:
-    """json_line(buf, pos, extra, body) for every record of a RecordRun (engine.broker.runjson.run_json_text, as
-    lines)."""
-    from engine.broker.runjson import run_json_text
-
-    return run_json_text(run, extra, body).decode("utf-8", "surrogateescape").split("\n")[:-1]  # JSON escapes "\n"
+        return [host4(ips[0], ports[0])] * len(ips)
+    return list(map(host4, ips, ports))
 
 
 def run_table_rows(run) -> list[tuple]:
@@ -287,11 +235,11 @@ def run_table_rows(run) -> list[tuple]:
                     b.queue_id.tolist(), b.queue_offset.tolist(), ids, keys))
 
 
-def _nq(v: str | None) -> str:
+def nullable_json(v: str | None) -> str:
     return "null" if v is None else _q(v)
 
 
-def _nq_clean(v: str | None, clean: bool) -> str:
+def nullable_json_clean(v: str | None, clean: bool) -> str:
     if v is None:
         return "null"
     return '"' + v + '"' if clean else _q(v)
@@ -302,7 +250,7 @@ def _nq_clean(v: str | None, clean: bool) -> str:
 BODY_MODES = ("auto", "utf8", "hex", "base64", "none")
 
 
-def _body_json(body: bytes, extra: str, mode: str = "auto") -> str:
+def body_json(body: bytes, extra: str, mode: str = "auto") -> str:
     if mode == "auto":
         try:
             return _q(body.decode("utf-8")) + extra

@@ -1,6 +1,6 @@
 """The one bulk decoder of commit-log records: a segment's records as numpy columns, window by window.
 
-check_message (engine.broker.message) decodes one record into a MessageRecord; this module decodes
+check_message (engine.broker.commitlog.message) decodes one record into a MessageRecord; this module decodes
 thousands at once into arrays of header fields and byte ranges, with the same validity rules (format §2.7,
 without the CRC: callers that need it check `body_crc` with body_crc_bad). Every bulk path
 (index rebuilds, recovery scans, tiering) reads records through decode_segment.
@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from engine.java.crc import crc32
 
 _HEAD = struct.Struct(">ii")
@@ -86,7 +86,7 @@ def is_zero_area(buf, pos: int, n: int) -> bool:
     return pos >= n or not any(buf[pos:min(pos + 8, n)])
 
 
-class _BufferViews:
+class BufferViews:
     """Big-endian views of a buffer at every byte offset (stride 1), for gathering header fields."""
 
     def __init__(self, buf):
@@ -102,7 +102,7 @@ class _BufferViews:
         self.b = self.i8 = self.i16 = self.i32 = self.i64 = None
 
 
-def _decode(v: _BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
+def decode_positions(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
     """Phase B: every header field of the records starting at s; the position of the first record whose
     fields run past its TOTALSIZE (or whose topic length is negative), which ends the walk, or None."""
     n = v.n
@@ -259,14 +259,14 @@ class _Candidates:
         return c[np.searchsorted(c, pos):np.searchsorted(c, hi)]
 
 
-def _vouched(v: "_BufferViews", h: np.ndarray, pos: int, hi: int) -> np.ndarray:
+def _vouched(v: "BufferViews", h: np.ndarray, pos: int, hi: int) -> np.ndarray:
     """The hinted positions in [pos, hi) (h sorted) whose bytes +4..+7 are a message MAGICCODE."""
     h = h[np.searchsorted(h, pos):np.searchsorted(h, hi)]
     magic = v.i32[h + 4]
     return h[(magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2)]
 
 
-def _follow(v: "_BufferViews", cand: np.ndarray, pos: int, limit: int) -> tuple[list, int, bool]:
+def _follow(v: "BufferViews", cand: np.ndarray, pos: int, limit: int) -> tuple[list, int, bool]:
     """Follow the chain from pos over the candidates (sorted): (pieces of record starts, where it stopped,
     stuck: it stopped before `limit` at a position the candidates do not vouch for)."""
     n = v.n
@@ -297,7 +297,7 @@ def _joined(pieces: list) -> np.ndarray:
     return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _chain_vector(v: "_BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
+def _chain_vector(v: "BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
                   candidates: _Candidates | None = None, hints=None) -> tuple[np.ndarray, int, SegmentEnd | None]:
     """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
     per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks;
@@ -351,7 +351,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     if n == 0 or pos >= n:
         yield SegmentEnd(ZERO, pos)
         return
-    views = _BufferViews(buf)
+    views = BufferViews(buf)
     per_record = 0.0
     candidates = (_Candidates(views.b, prefetch, pos, window, n - 7)
                   if prefetch is not None and hints is None and n - pos >= 2 * window and window >= _VECTOR_MIN
@@ -362,7 +362,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
             starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record, candidates, hints)
             if len(starts):
                 per_record = (pos - was) / len(starts)
-                batch, cut = _decode(views, starts)
+                batch, cut = decode_positions(views, starts)
                 if len(batch):
                     yield batch
                 if cut is not None:
@@ -378,3 +378,12 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
                     released = upto
     finally:
         views.close()
+
+
+def gather(buf, pos: np.ndarray, rel: int, dtype: str) -> list:
+    """One fixed-position header field of every record (record starts `pos`), as Python ints."""
+    width = np.dtype(dtype).itemsize
+    view = np.ndarray((len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
+    out = view[pos + rel].tolist()
+    del view  # no export of the mapping may outlive the call: the segment is unmapped after the walk
+    return out

@@ -3,7 +3,7 @@
 Both offer the same four steps, whatever the format:
 
 * scan(units, progress, scan_fn, scratch=None): scan_fn(SegmentRange) -> an object with .index and
-  .summary(), one per range; returns the summaries of the exact sequential walk (engine.jobs.ranges) and
+  .summary(), one per range; returns the summaries of the exact sequential walk (engine.exec.ranges) and
   keeps the scans (scratch: a directory on the output's storage the runner may use for them, None on a dry
   run);
 * ask(fn, requests): {range index: fn(scan, argument)} for a question that needs the columns;
@@ -16,7 +16,9 @@ Both offer the same four steps, whatever the format:
 scan also runs any other per-item function (items with .index, fn returning an object with .index and
 .summary(): the tiered flat store's dispatch), one task per item, without the range bookkeeping.
 
-pyspark is imported only inside SparkRunner, so the engine imports without it.
+pyspark is imported only inside SparkRunner, and numpy (through the segment ranges) only when work runs, so the
+module imports light. Every failure of the runner itself (Spark missing, unreachable or failing a task) is a
+RunnerError; the jobs that run on it raise their own errors for what their work finds.
 """
 from __future__ import annotations
 
@@ -31,10 +33,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from engine.jobs.framework import INLINE, Progress, ReindexError
-from engine.jobs.ranges import RangeChain, SegmentRange, settle
+from engine.errors import StoreError
+from engine.progress import Progress
+
+if TYPE_CHECKING:  # numpy: the ranges are imported when work runs
+    from engine.exec.ranges import SegmentRange
+
+INLINE = "inline"  # the master that runs the work in this process, without Spark
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
@@ -54,6 +61,10 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: How long a cluster may take to give the job its first executor.
 EXECUTOR_WAIT_SECONDS = 60
 MASTER_PROBE_SECONDS = 5
+
+
+class RunnerError(StoreError):
+    """The runner could not run the work: Spark missing, unreachable or failing, the job's JVM gone."""
 
 
 # ============================================================================ inline
@@ -118,6 +129,8 @@ class InlineRunner:
 
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
              ) -> list[dict]:
+        from engine.exec.ranges import RangeChain, SegmentRange  # numpy: imported when work runs
+
         if scratch is not None:
             self._spill_dir = Path(scratch)
         if units and not isinstance(units[0], SegmentRange):
@@ -147,6 +160,8 @@ class InlineRunner:
     def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        from engine.exec.ranges import settle
 
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -271,10 +286,10 @@ def probe_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
             with socket.create_connection((host, int(port)), timeout=timeout):
                 return
         except ValueError:
-            raise ReindexError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
+            raise RunnerError(f"--master {master}: expected spark://HOST:PORT[,HOST:PORT]") from None
         except OSError as e:
             errors.append(f"{hostport.strip()}: {e.strerror or e}")
-    raise ReindexError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
+    raise RunnerError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
 
 
 class SparkRunner:
@@ -300,7 +315,7 @@ class SparkRunner:
         self._scratch: Optional[str] = None
         self._files: dict[int, Optional[str]] = {}  # range -> its scan file in the scratch directory
         self._zip: Optional[str] = None
-        self.class_archive = None  # engine.jobs.jvmcache.ClassArchive of a local JVM this runner starts
+        self.class_archive = None  # engine.exec.jvmcache.ClassArchive of a local JVM this runner starts
         self._log_opened = False
         self.sc = self._context(master, conf or {})
         if self._created and not master.startswith("local"):
@@ -316,7 +331,7 @@ class SparkRunner:
         try:
             from pyspark import SparkConf, SparkContext
         except ImportError:
-            raise ReindexError("pyspark is not installed; install it or use --master inline") from None
+            raise RunnerError("pyspark is not installed; install it or use --master inline") from None
         if SparkContext._active_spark_context is not None:
             # A context already runs in this process (a notebook, the tests): use it and leave it running.
             # Its master wins over the one asked for; the result reports the master actually used.
@@ -330,7 +345,7 @@ class SparkRunner:
         java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
         # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
         # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers, and a class-data
-        # archive of Spark's classes (engine.jobs.jvmcache) about 2 s more. A driver JVM option of the
+        # archive of Spark's classes (engine.exec.jvmcache) about 2 s more. A driver JVM option of the
         # user's replaces them all. A JVM that crashes writes its report to the temporary directory, never
         # to the user's working directory.
         local = master.startswith("local")
@@ -338,7 +353,7 @@ class SparkRunner:
         if local:
             driver_opts = f"{java_opts} {LOCAL_JVM_OPTIONS} -XX:ErrorFile={tmp}/rmqtool-jvm-crash-%p.log"
             if "spark.driver.extraJavaOptions" not in conf:
-                from engine.jobs.jvmcache import ClassArchive
+                from engine.exec.jvmcache import ClassArchive
 
                 self.class_archive = ClassArchive(LOCAL_JVM_OPTIONS)
 
@@ -352,8 +367,8 @@ class SparkRunner:
                           .set("spark.executor.extraJavaOptions", java_opts))
             if local:
                 # The workers' daemon imports pyspark compiled, not from Spark's source zip: about 1 s sooner
-                # to the first task (engine.jobs.sparkdaemon).
-                spark_conf.set("spark.python.daemon.module", "engine.jobs.sparkdaemon")
+                # to the first task (engine.exec.sparkdaemon).
+                spark_conf.set("spark.python.daemon.module", "engine.exec.sparkdaemon")
             for key, value in conf.items():
                 spark_conf.set(key, value)
             return self._start_quietly(lambda: SparkContext(conf=spark_conf), master)
@@ -364,7 +379,7 @@ class SparkRunner:
         else:
             try:
                 sc = start(f"{driver_opts} {archive.options()}")
-            except ReindexError:
+            except RunnerError:
                 if archive.state != "used":
                     raise
                 archive.reject()  # an archive this JVM could not start with: start without it
@@ -396,7 +411,7 @@ class SparkRunner:
                 os.dup2(saved[1], 2)
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ReindexError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
+            raise RunnerError(f"could not start Spark ({master}): {first}; see {self.log_path}") from None
         finally:
             for fd in (*saved, log_fd):
                 os.close(fd)
@@ -406,11 +421,11 @@ class SparkRunner:
         deadline = time.monotonic() + timeout
         while jsc.getExecutorMemoryStatus().size() <= 1:  # the driver counts as one
             if jsc.isStopped():
-                raise ReindexError(f"the Spark master {self.master} refused or dropped this application; "
+                raise RunnerError(f"the Spark master {self.master} refused or dropped this application; "
                                    f"see {self.log_path}")
             if time.monotonic() > deadline:
                 stop_context(self.sc)
-                raise ReindexError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
+                raise RunnerError(f"the Spark master {self.master} gave this job no executor in {timeout:.0f} s "
                                    "(no live worker, or none with the cores/memory asked: spark.executor.cores, "
                                    "spark.executor.memory)")
             time.sleep(0.2)
@@ -444,7 +459,7 @@ class SparkRunner:
         except Exception as e:
             msg = str(e).strip().splitlines()
             detail = next((line for line in msg if "Error" in line or "Exception" in line), msg[0] if msg else "")
-            raise ReindexError(f"the Spark {phase} job failed: {detail[:300]}") from e
+            raise RunnerError(f"the Spark {phase} job failed: {detail[:300]}") from e
         finally:
             stop.set()
             t.join()
@@ -463,6 +478,8 @@ class SparkRunner:
              ) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
         a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
+        from engine.exec.ranges import SegmentRange, settle  # numpy: imported when work runs
+
         if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
             items = self.sc.parallelize(units, len(units)).map(scan_fn)
             return self._run(f"rmqtool-tasks-{uuid.uuid4().hex}", len(units), progress, "scan",
@@ -505,7 +522,7 @@ class SparkRunner:
         """One task per file, reading the scan files of the ranges that hold its pieces (the columns wait in
         the staging directory whenever there is a build: it is never a dry run)."""
         if self._scratch is None:
-            raise ReindexError("internal error: a build without a scratch directory")
+            raise RunnerError("internal error: a build without a scratch directory")
         jobs = [(k, [self._files[r] for r in ranges_fn(plan, k)]) for k in range(n_files)]
         # The plan is small (summaries, file cuts, seeds): it travels in the task closure, not as a broadcast.
         built = self.sc.parallelize(jobs, max(1, n_files)).map(
@@ -543,7 +560,7 @@ def stop_context(sc) -> None:
 
 def _end_gateway(archive) -> None:
     """End this process's Spark JVM (stopped context, idle gateway), whose class list the class-data archive is
-    made from in the background (engine.jobs.jvmcache), and forget the gateway: a later SparkContext in this
+    made from in the background (engine.exec.jvmcache), and forget the gateway: a later SparkContext in this
     process starts a JVM of its own."""
     from pyspark import SparkContext
 

@@ -20,9 +20,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from engine.broker.commitlog import open_commitlog
-from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from engine.broker.records import SCAN_WINDOW, RecordBatch, SegmentEnd, decode_segment, is_zero_area
+from engine.broker.commitlog.log import open_commitlog
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch, SegmentEnd, decode_segment, is_zero_area
 
 RANGE_BYTES = 256 << 20  # bytes of a segment per scan task: four tasks per default 1 GiB segment
 PASSED = "range"         # end kind of a walk that went past its range's end (the next range goes on)

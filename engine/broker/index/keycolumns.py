@@ -1,6 +1,6 @@
-"""The bulk form of engine.broker.keys: the keys of thousands of decoded records at once, as numpy columns.
+"""The bulk form of engine.broker.index.keys: the keys of thousands of decoded records at once, as numpy columns.
 
-engine.broker.records.decode_segment gives each record's topic and properties as byte ranges of a segment
+engine.broker.commitlog.records.decode_segment gives each record's topic and properties as byte ranges of a segment
 buffer. This module finds UNIQ_KEY and KEYS in those ranges, splits KEYS, and hashes "topic#key" as Java's
 String.hashCode does, for a whole window of records in a few array operations. The answers are those of the
 one-record rules (broker_index_keys and tiered_key_set over check_message's properties); tests/ checks both
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.broker.keys import tiered_key_set
+from engine.broker.index.keys import tiered_key_set
 from engine.java.lang import java_string_hash
 
 UNIQ_KEY_ENTRY = b"UNIQ_KEY\x01"
@@ -337,7 +337,7 @@ def key_hashes(buf, b: np.ndarray, prefix: np.ndarray, starts: np.ndarray, lengt
 
 
 def broker_keys(buf, b: np.ndarray, topic_pos, topic_len, props_pos, props_len, indexed: np.ndarray):
-    """The keys the broker's IndexService puts for each record (format §5.8; engine.broker.keys.broker_index_keys):
+    """The keys the broker's IndexService puts for each record (format §5.8; engine.broker.index.keys.broker_index_keys):
     UNIQ_KEY, then each non-empty KEYS token, as "topic#key"; records with indexed=False put none.
 
     Returns (keys per record int32, Java hashCode of each "topic#key" int32, in put order).
@@ -361,7 +361,7 @@ def broker_keys(buf, b: np.ndarray, topic_pos, topic_len, props_pos, props_len, 
 
 
 def tiered_keys(buf, b: np.ndarray, topic_pos, topic_len, props_pos, props_len):
-    """The key set the tiered dispatcher indexes for each record (format §9.6; engine.broker.keys.tiered_key_set):
+    """The key set the tiered dispatcher indexes for each record (format §9.6; engine.broker.index.keys.tiered_key_set):
     UNIQ_KEY unless blank, then the KEYS tokens unless KEYS is blank (empty tokens kept), de-duplicated, in
     Java HashSet order.
 
@@ -426,7 +426,7 @@ def _ascii_blank(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.n
 
 def _tiered_slow(buf, records: np.ndarray, topic_pos, topic_len, props_pos, props_len):
     """tiered_key_set record by record: (record, rank, signed Java hash of "topic#key") per key."""
-    from engine.broker.message import parse_properties
+    from engine.broker.commitlog.message import parse_properties
 
     out_rec, out_rank, out_hash = [], [], []
     for r in records.tolist():
@@ -447,10 +447,10 @@ KEY_ROWS = 1 << 14
 
 
 def batch_key_columns(buf, b: np.ndarray, batch, seg_start: int) -> dict:
-    """The broker index's key columns of one decoded window (an engine.broker.records.RecordBatch): the records
+    """The broker index's key columns of one decoded window (an engine.broker.commitlog.records.RecordBatch): the records
     the dispatcher indexes (LENGTH_MISMATCH records skipped, format §7.7; rollbacks index no key), each with its
     key count, and one Java hashCode per key in put order. Also the counts of what was left out."""
-    from engine.broker.message import TRANSACTION_ROLLBACK_TYPE
+    from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE
 
     mismatches = int(len(batch) - np.count_nonzero(batch.length_ok))
     if mismatches:
