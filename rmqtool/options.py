@@ -19,8 +19,12 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
 BrokerConfOpt = Annotated[Optional[Path], typer.Option(
     "--broker-conf", "-c", help="broker.conf to read store paths and geometry from.", rich_help_panel=STORE_PANEL,
     exists=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (NDJSON for message streams).",
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: camelCase names, one JSON document "
+                                       "per answer, NDJSON (one object per line) for streams of records.",
                                        rich_help_panel=OUTPUT_PANEL)]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-Q", help="No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, "
+    "warnings and errors still print.", rich_help_panel=OUTPUT_PANEL)]
 HashSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="Index hash slots per file (maxHashSlotNum; readers: from the index files, else 5000000).",
     rich_help_panel=GEOMETRY_PANEL)]

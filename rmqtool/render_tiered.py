@@ -97,8 +97,7 @@ def render_walk(r: FileInspection, w: SlotWalk, json_out: bool) -> None:
     text = "end of the slot's item range" if w.stop == "end" and compacted else STOP_TEXT.get(w.stop, w.stop)
     render.out.print(f"stopped: {text}", markup=False)
     if not compacted and len(w.items) > MAX_QUERY_COUNT:
-        render.out.print(f"note: the broker's query visits only the first {MAX_QUERY_COUNT} items of a chain",
-                         markup=False)
+        render.note(f"note: the broker's query visits only the first {MAX_QUERY_COUNT} items of a chain")
 
 
 def _walk_row(it: dict, w: SlotWalk, compacted: bool, begin: int) -> list:

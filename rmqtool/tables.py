@@ -54,8 +54,10 @@ def terminal_width() -> int:
 
 
 def note(message: str) -> None:
-    sys.stderr.write(f"note: {message}\n")
-    sys.stderr.flush()
+    """`note: ...` on stderr, silenced by --quiet (rmqtool.notes)."""
+    from rmqtool import notes
+
+    notes.note(f"note: {message}")
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:

@@ -96,7 +96,7 @@ def test_min_offset_after_the_commit_log_lost_its_first_segment(store):
 
 
 @pytest.mark.parametrize("args,contains", [
-    (["-t", "Nope", "-q", "0", "--queue-offset", "0"], "has no consume queue"),
+    (["-t", "Nope", "-q", "0", "--queue-offset", "0"], "is not in the store"),
     (["-t", "TopicA", "-q", "7", "--queue-offset", "0"], "has no queue 7"),
     (["-t", "TopicA", "-q", "0", "--queue-offset", "0", "--count", "0"], "--count 0 is out of range"),
     (["-t", "TopicA", "-q", "0", "--queue-offset", "0", "--count", str(COUNT_LIMIT + 1)], "out of range"),

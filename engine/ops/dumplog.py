@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.broker.commitlog.log import ScanEntry
 from engine.broker.layout import SEGMENT_NAME
+from engine.broker.topics import require_topic
 from engine.broker.commitlog.logrun import RecordRun, scan_runs
 from engine.broker.commitlog.message import BLANK, COMPRESSED_FLAG, VALID, check_message
 from engine.errors import InvalidArgumentError
@@ -94,6 +95,7 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
     other ScanEntries (BLANK fillers and damage) inside the offset range and the chosen files. The arguments are
     checked now (InvalidArgumentError); the entries are read as the returned iterator is consumed."""
     flt.check()
+    require_topic(store.layout, flt.topic)
     cl = store.commitlog
     if flt.from_offset is not None:
         r = cl.check_at(flt.from_offset, check_crc=False, check_position=False)

@@ -28,6 +28,10 @@ from engine.ops.indexwrite import read_exact
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
 QUARANTINE_DIR = "quarantine"
 MANIFEST = "manifest.json"
+#: The manifest's `tool`: how engine.ops.leftovers recognises a quarantine run (info, prune).
+QUARANTINE_TOOL = "rmqtool recover"
+#: An entry's `replacedBy` when a recovery placeholder record took the damaged bytes' place (info lists them).
+PLACEHOLDER_REPLACEMENT = "a placeholder record"
 _COPY_CHUNK = 1 << 20
 
 
@@ -86,7 +90,7 @@ class Quarantine:
         self.write_manifest(False)
 
     def write_manifest(self, complete: bool) -> None:
-        doc = {"tool": "rmqtool recover", "store": str(self.root), "created": self.name, "complete": complete,
+        doc = {"tool": QUARANTINE_TOOL, "store": str(self.root), "created": self.name, "complete": complete,
                "entries": [e.as_dict() for e in self.entries]}
         atomic_write(self.dir / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
 

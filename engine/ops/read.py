@@ -12,6 +12,7 @@ from typing import Iterator
 
 from engine.broker.index import keyquery
 from engine.broker.commitlog.message import VALID, MessageRecord, decode_offset_msg_id
+from engine.broker.topics import require_topic
 from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, select_queues
 
@@ -113,6 +114,7 @@ def _by_offset_id(store, text: str) -> tuple[MessageRecord | None, str]:
 
 def _by_uniq_key(store, text: str, topic: str | None) -> tuple[MessageRecord | None, str]:
     if topic is not None:
+        require_topic(store.layout, topic)
         topics = [topic]
     else:
         topics = sorted({t for t, _q in store.layout.list_queues().queues})

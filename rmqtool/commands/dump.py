@@ -15,7 +15,7 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
                              build_config, expand_path)
 
 DUMP_LIMIT = 1_000_000_000
@@ -52,7 +52,7 @@ def open_table(json_out: bool):
 
 def _warn_problems(st) -> None:
     for p in st.problems:
-        render.note(f"warning: {p.detail}")
+        render.problem(f"warning: {p.detail}")
 
 
 def _show_message(rec) -> None:
@@ -129,6 +129,7 @@ def get(
     queue_offset: QueueOffsetOpt = None,
     count: GetCountOpt = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
@@ -169,7 +170,7 @@ def get(
         with render.gc_paused():
             bad, total = _get_many(st, asked, json_out, topic)
     if bad:
-        render.note(f"{bad} of {total} message(s) could not be returned")
+        render.problem(f"{bad} of {total} message(s) could not be returned")
         raise typer.Exit(3)
 
 
@@ -207,7 +208,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     if count is None:
         c = next(qr.units)
         if c.record is None or c.status != "OK":
-            render.note(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
+            render.problem(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
             raise typer.Exit(3)
         _show_one(c.record, json_out)
         return
@@ -217,7 +218,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
         if c.status != "OK" or c.record is None:
             bad += 1
             out.flush()
-            render.note(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
+            render.problem(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
             continue
         r = c.record
         if json_out:
@@ -228,7 +229,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     if qr.count < qr.asked:
         render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
     if bad:
-        render.note(f"{bad} of {qr.count} unit(s) could not be answered with their message")
+        render.problem(f"{bad} of {qr.count} unit(s) could not be answered with their message")
         raise typer.Exit(3)
 
 
@@ -311,7 +312,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                     continue
             bad += 1
             out.flush()
-            render.note(f"error: {why}" if why else f"error: {kind} {text}: " + (
+            render.problem(f"error: {why}" if why else f"error: {kind} {text}: " + (
                 errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
     return bad, total
@@ -347,6 +348,7 @@ def dump_commitlog(
                                                             "of its segment is skipped).")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
@@ -377,7 +379,7 @@ def dump_commitlog(
     if bodies is not None:
         render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}")
     if bad:
-        render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
+        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
         raise typer.Exit(3)
 
 

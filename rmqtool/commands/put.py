@@ -119,7 +119,9 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Acknowledge messages only once the commit log "
                                              "is flushed to disk (one flush per batch).")] = False,
     json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="Print only the summary line.")] = False,
+    # not `quiet`: put's --quiet leaves out the acknowledgements (its data), not its notes (docs/output-contract.md)
+    no_acks: Annotated[bool, typer.Option("--quiet", "-Q", help="No acknowledgement lines on stdout: only the "
+                                          "summary line on stderr.")] = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -145,8 +147,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
             raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
         name, single = ("<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))), False
         batches = open_jsonl(from_jsonl if from_jsonl == "-" else name, queue_id, name)
-    acks = Acks(json_out, quiet or (single and not json_out))
-    if not json_out and not single and not quiet:
+    acks = Acks(json_out, no_acks or (single and not json_out))
+    if not json_out and not single and not no_acks:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
         sys.stdout.flush()
     try:
@@ -159,7 +161,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
             stored, last = put_prepared(cfg, batches, sync_flush, name, stored_now)
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
-    if quiet or (not single and not json_out):
+    if no_acks or (not single and not json_out):
         render.note(f"stored {stored} message(s)")
     elif single and not json_out and last is not None:
         r = last.results()[0]

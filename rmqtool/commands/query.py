@@ -9,7 +9,7 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config)
+                             QuietOpt, StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
 TIERED_PANEL = "Tiered storage (RocketMQ 5 tiered index, --tiered-dir)"
@@ -67,6 +67,7 @@ def query_key(
     raw: RawOpt = False,
     explain: ExplainOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -131,7 +132,7 @@ def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
         return
     # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
     none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
-    render.note(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
+    render.problem(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
                 + " (`rmqtool recover` rebuilds the index)")
     raise typer.Exit(PARTIAL)
 

@@ -8,7 +8,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
                              build_config)
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
@@ -146,9 +146,9 @@ def _run(job, labels: dict[str, str], json_out: bool, render_fn) -> None:
 
         result = job(progress)
     for r in result.repairs:
-        render.note(f"repaired: {r}")
+        render.problem(f"repaired: {r}")
     for a in result.anomalies:
-        render.note(f"warning: {a}")
+        render.problem(f"warning: {a}")
     if json_out:
         render.emit_json(result.as_dict())
     else:
@@ -201,6 +201,7 @@ def spark_reindex_cmd(
     dry_run: DryRunOpt = False,
     replace: ReplaceOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,

@@ -13,7 +13,7 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
                   "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
@@ -76,7 +76,7 @@ def _opened(*args, **kw):
     finally:
         st.close()
         for w in dict.fromkeys(st.warnings):
-            _note(f"warning: {w}")
+            render.problem(f"warning: {w}")
 
 
 def _note(msg: str) -> None:
@@ -127,7 +127,7 @@ def _one_of(*given: tuple[str, object]):
 @handles_errors
 def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
     from engine.tiered.flat.answers import queue_rows
 
@@ -148,7 +148,7 @@ def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
 @handles_errors
 def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
              metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
-             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """One line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it differs."""
     from engine.tiered.flat.answers import segment_rows
 
@@ -171,6 +171,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
         broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
         json_out: JsonOpt = False,
+        quiet: QuietOpt = False,
         queue_offset_o: Annotated[Optional[int], typer.Option("-o", hidden=True, help="Old spelling of -i.")] = None,
         ) -> None:
     """Messages by queue offset, with the fetcher's status. Exits 3 when a read stopped on a damaged record."""
@@ -195,7 +196,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
                     f"message(s) (it reads at most two segments), yet nextBeginOffset is {res.next_begin_offset}")
     if res.problem:
-        _note(f"error: {res.problem}")
+        render.problem(f"error: {res.problem}")
         raise typer.Exit(3)
 
 
@@ -208,7 +209,7 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
                    boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
                    tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-                   json_out: JsonOpt = False) -> None:
+                   json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
     from engine.tiered.flat.answers import offsets_by_time
 
@@ -224,7 +225,7 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
 @handles_errors
 def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
             metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
-            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
     from engine.tiered.flat.answers import cq_rows
 
@@ -242,7 +243,7 @@ def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPath
 @handles_errors
 def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Check names, segments, metadata, records and units. Exits 3 with one line per problem (file: offset)."""
     from engine.tiered.flat.verify import verify as run_verify
 
@@ -274,7 +275,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
                  "--consume-queue-max-size", help="tieredStoreConsumeQueueMaxSize (default 100 MiB).")] = None,
              master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.")] = "local[*]",
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
-             json_out: JsonOpt = False) -> None:
+             json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
     from engine.broker.config.brokerconf import load_config
     from engine.tiered.flat.config import load_tiered_config
@@ -295,7 +296,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
         task = bar.add_task("tier out", total=None)
         res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
     for w in res.warnings:
-        _note(f"warning: {w}")
+        render.problem(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:
@@ -307,7 +308,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
         _note(f"{res.messages} message(s), {res.bytes} bytes in {res.seconds:.1f} s ({res.master})"
                     + ("; metadata written" if res.metadata_written else ""))
     for p in res.problems:
-        _note(f"problem: {p}")
+        render.problem(f"problem: {p}")
     if res.problems:
         raise typer.Exit(3)
 
@@ -358,7 +359,7 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
                      from_file: Annotated[Optional[Path], typer.Option(
                          "--from", help="An older tieredStoreMetadata.json or its .bak: topic ids, wall-clock times, "
                          "and times of segments whose records are gone.", dir_okay=False)] = None,
-                     json_out: JsonOpt = False) -> None:
+                     json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
     from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
 
@@ -368,7 +369,7 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
         raise InvalidArgumentError("pass --tiered-store-path DIR")
     res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
     for w in res.warnings:
-        _note(f"warning: {w}")
+        render.problem(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:

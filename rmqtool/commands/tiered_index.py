@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from rmqtool.cli import handles_errors
-from rmqtool.options import GEOMETRY_PANEL, JsonOpt
+from rmqtool.options import GEOMETRY_PANEL, JsonOpt, QuietOpt
 
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="Slots of the tiered file (tieredStoreIndexFileMaxHashSlotNum; default: inferred from the "
@@ -29,6 +29,7 @@ def compact_index(
                                          "they differ only when some items are unreachable from the slot table.")]
     = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
 ) -> None:

@@ -21,7 +21,7 @@ from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRe
 from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.progress import Progress, no_progress
-from engine.ops.quarantine import Quarantine, check_room
+from engine.ops.quarantine import PLACEHOLDER_REPLACEMENT, Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
 from engine.ops.recovery.plan import (BLANK_FILLER, PLACEHOLDER, QUARANTINE_PROPERTY, QUARANTINE_TOPIC,
                                       RecoveryPlan)
@@ -142,7 +142,7 @@ def _commitlog(cfg: BrokerConfig, plan: RecoveryPlan, q: Quarantine) -> None:
     for r in plan.repairs:
         path = paths[r.segment]
         if r.kind == PLACEHOLDER:
-            q.keep_range(path, r.pos, r.length, r.reason, "a placeholder record")
+            q.keep_range(path, r.pos, r.length, r.reason, PLACEHOLDER_REPLACEMENT)
             data = placeholder_record(r.offset, r.length, r.prev_ts, q.name)
             _overwrite(path, r.pos, data)
         elif r.kind == BLANK_FILLER:

@@ -1,0 +1,192 @@
+"""rmqtool info and prune: a store at a glance (engine.ops.info), and removing the folders rmqtool left in it
+(engine.ops.prune)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rmqtool import render, tables, times
+from rmqtool.cli import handles_errors
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+
+PLACEHOLDER_COLUMNS = [
+    tables.Column("run", "quarantine run", tables.FIXED),
+    tables.Column("commitLogOffset", "commitLogOffset"),
+    tables.Column("bytes", "bytes"),
+    tables.Column("segment", "segment", tables.FIXED, drop=2),
+    tables.Column("position", "position", drop=1),
+]
+LEFTOVER_COLUMNS = [
+    tables.Column("name", "folder", tables.FIXED),
+    tables.Column("age", "age", tables.FIXED),
+    tables.Column("size", "on disk", tables.FIXED),
+    tables.Column("what", "what", tables.TEXT, min_width=16),
+]
+
+
+def _size(u: dict, short: bool = False) -> str:
+    from engine.fsutil import format_bytes
+
+    if short or u["apparent"] == u["allocated"]:
+        return format_bytes(u["allocated"])
+    return f"{format_bytes(u['allocated'])} on disk ({format_bytes(u['apparent'])} apparent)"
+
+
+def _t(ms) -> str:
+    return "-" if ms is None else times.format_time(ms)
+
+
+def _leftover_what(x: dict) -> str:
+    if not x["recognised"]:
+        return f"not rmqtool's: {x['notRecognisedBecause']}"
+    m = x["manifest"]
+    if x["kind"] == "quarantine":
+        return (f"recover run, {'complete' if x['complete'] else 'NOT complete'}, {m['entries']} entr"
+                f"{'y' if m['entries'] == 1 else 'ies'}, {x['placeholderCount']} placeholder(s)")
+    return f"index backup ({m.get('by') or 'rmqtool'})"
+
+
+def _pairs(d: dict) -> list[tuple[str, str]]:
+    from engine.fsutil import format_bytes
+
+    cl, cq, ix, cp = d["commitLog"], d["consumeQueues"], d["index"], d["checkpoint"]
+    pairs = [("store", d["store"])]
+    if cl["segments"]:
+        pairs += [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
+                                 f"{cl['firstSegment']} .. {cl['lastSegment']}"),
+                  ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+    else:
+        pairs.append(("commit log", "no segment files"))
+    pairs.append(("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
+                                    f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
+                                                                if cq["skipped"] else "")))
+    if ix["files"]:
+        geom = (f"{ix['hashSlotNum']} slots x {ix['indexNum']} items (from the {ix['geometryFrom']})"
+                if ix["hashSlotNum"] is not None else "geometry unknown (see the problems)")
+        pairs += [("index", f"{ix['files']} file(s), {geom}, "
+                            f"{ix['items'] if ix['items'] is not None else '?'} item(s); {_size(ix['bytes'])}"),
+                  ("", f"store times {_t(ix['firstStoreTimestamp'])} .. {_t(ix['lastStoreTimestamp'])}")]
+    else:
+        pairs.append(("index", "no index files" if ix["present"] else "no index/ directory"))
+    if not cp["present"]:
+        pairs.append(("checkpoint", "none"))
+    elif not cp["readable"]:
+        pairs.append(("checkpoint", f"unreadable: {cp.get('problem', '')}"))
+    else:
+        pairs += [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
+                  ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
+                  ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]
+    ab = d["abort"]
+    pairs.append(("abort", "present: the last writer did not shut down cleanly (rmqtool recover)"
+                  + (f", PID {ab['pid']}" if ab["pid"] else "") if ab["present"] else "none"))
+    pid = d["lockHolderPid"]
+    pairs.append(("lock", ("held by a live broker or rmqtool" + (f" (PID {pid})" if pid else "")) if d["locked"]
+                  else "free"))
+    cf = d["configFiles"]
+    pairs.append(("config files", ", ".join(c["name"] + (" (+.bak)" if c["bak"] is not None else "")
+                                           for c in cf) if cf else "none"))
+    for key, label in (("quarantine", "quarantine"), ("backups", "index backups")):
+        xs = d[key]
+        total = sum(x["bytes"]["allocated"] for x in xs)
+        pairs.append((label, f"{len(xs)} folder(s), {format_bytes(total)} on disk" if xs else "none"))
+    if d["interruptedReindex"]:
+        pairs.append(("interrupted reindex", ", ".join(d["interruptedReindex"])
+                      + " (the next spark-reindex finishes or removes them)"))
+    t = d["tiered"]
+    if t is not None:
+        pairs.append(("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
+                                f"metadata {'present' if t['metadata'] is not None else 'missing'}"
+                                + (" (+.bak)" if t["metadataBak"] is not None else "")))
+    tm = d["timer"]
+    if tm is not None:
+        pairs.append(("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
+                               f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
+                               f"{'present' if tm['checkpoint'] is not None else 'missing'}"))
+    return pairs
+
+
+@handles_errors
+def info(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """The store at a glance: commit log, consume queues, index, checkpoint, abort marker, lock, config files,
+    and the folders rmqtool left (quarantine runs with their recovery placeholders, index backups).
+
+    Read-only and fast on any size of store: directory listings, file headers and the small manifests; the
+    commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
+    Exits 3 when something could not be read (listed on stderr).
+    """
+    from engine.ops.info import store_info
+
+    cfg = build_config(store, broker_conf)
+    res = store_info(cfg)
+    d = res.as_dict()
+    if json_out:
+        render.emit_json(d)
+    else:
+        render.kv_table(None, _pairs(d))
+        xs = d["quarantine"] + d["backups"]
+        if xs:
+            rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None
+                                                                     else x["ageSeconds"] * 1000),
+                     "size": _size(x["bytes"], short=True), "what": _leftover_what(x)} for x in xs]
+            render.line()
+            tables.table(rows, LEFTOVER_COLUMNS, title="folders rmqtool left (rmqtool prune removes them)")
+        holders = [(q["name"], p) for q in d["quarantine"] for p in q["placeholders"]]
+        if holders:
+            render.line()
+            tables.table([dict(p, run=run) for run, p in holders], PLACEHOLDER_COLUMNS,
+                         title="recovery placeholders (records recover wrote in place of damaged bytes)")
+            listed = sum(q["placeholderCount"] for q in d["quarantine"])
+            if listed > len(holders):
+                tables.note(f"{listed - len(holders)} more placeholder(s) not listed (--json lists them per run)")
+    for p in res.problems:
+        render.problem(f"problem: {p}")
+    if res.problems:
+        raise typer.Exit(3)
+
+
+@handles_errors
+def prune(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    older_than: Annotated[Optional[str], typer.Option(
+        "--older-than", help=f"Only folders older than this: {times.DURATION_GRAMMAR} (default: every one).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; change nothing.")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Remove the quarantine runs and index backups rmqtool left in a store (recognised by the manifest or
+    marker rmqtool wrote into them, never by their name alone); list them first.
+
+    Kept, and listed with why: folders that are not rmqtool's, the quarantine run of a recover that did not
+    finish, index backups while the store has no index/, and folders newer than --older-than. Nothing else is
+    touched. Takes the store lock (not with --dry-run).
+    """
+    from engine.fsutil import format_bytes
+    from engine.ops.prune import prune as run_prune
+
+    older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
+    cfg = build_config(store, broker_conf)
+    plan = run_prune(cfg, older, dry_run)
+    d = plan.as_dict()
+    if json_out:
+        d["dryRun"] = dry_run
+        render.emit_json(d)
+        return
+    verb = "would remove" if dry_run else "removed"
+    rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None else x["ageSeconds"] * 1000),
+             "size": _size(x["bytes"], short=True), "what": _leftover_what(x)} for x in d["remove"]]
+    tables.table(rows, LEFTOVER_COLUMNS, title=f"{verb} {len(rows)} folder(s)", empty="(nothing to remove)")
+    if d["keep"]:
+        render.line()
+        keep = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None
+                                                                 else x["ageSeconds"] * 1000),
+                 "size": _size(x["bytes"], short=True), "what": x["why"]} for x in d["keep"]]
+        tables.table(keep, LEFTOVER_COLUMNS, title=f"kept {len(keep)} folder(s)")
+    render.note(f"{verb} {len(rows)} folder(s), {format_bytes(d['bytes']['allocated'])} on disk"
+                + (" (dry run: nothing changed)" if dry_run else ""))
