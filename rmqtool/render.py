@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime
 
 # notes (silenced by --quiet) and problems (always printed) on stderr live in rmqtool.notes, which rmqtool.tables
 # uses too; commands call them as render.note / render.problem
@@ -136,15 +135,15 @@ class gc_paused:
 
 
 def fmt_time(ms: int | None) -> str:
-    """Epoch ms -> local ISO-8601 with milliseconds (the broker's index names use local time too)."""
+    """Epoch ms -> the tables' one time format (rmqtool.times.format_time); 0 and negative values as they are
+    (the broker's "not set")."""
+    from rmqtool import times
+
     if ms is None:
         return ""
     if ms <= 0:
         return str(ms)
-    try:
-        return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
+    return times.format_time(ms)
 
 
 def parse_time(text: str | None, default: int, what: str) -> int:

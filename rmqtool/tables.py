@@ -121,7 +121,8 @@ class Stream:
             note(f"the table is too wide for {self.width} columns: one block per record "
                  "(a wider terminal, COLUMNS=..., or --json gives one row per record)")
         if self.title:
-            self._write(self.title)
+            for part in _wrap(self.title, self.width):  # a title naming a long path wraps, as TEXT does
+                self._write(part)
         if not self.vertical and self.header:
             self._write(GAP.join(_pad(c.header, self.widths[c.key], c.kind) for c in self.shown).rstrip())
             self._write(GAP.join("-" * self.widths[c.key] for c in self.shown))

@@ -343,15 +343,15 @@ def test_cli_inline_equals_reference_and_answers_queries(put_store, store, tmp_p
     r = treindex(store, tmp_path / "out")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["format"] == "tiered" and res["index_files"] >= 3 and res["index_files"] == len(res["files"])
-    assert res["transaction_records_skipped"] == 5 and res["system_topic_records"] == 4
-    assert res["messages"] == 48 and res["copied_messages"] == 48 - 5 - 4
+    assert res["format"] == "tiered" and res["indexFiles"] >= 3 and res["indexFiles"] == len(res["files"])
+    assert res["transactionRecordsSkipped"] == 5 and res["systemTopicRecords"] == 4
+    assert res["messages"] == 48 and res["copiedMessages"] == 48 - 5 - 4
     assert {t["topic"]: t["topicId"] for t in res["topics"]} == {"TopicB": 0, "TopicA": 1} or \
         {t["topic"]: t["topicId"] for t in res["topics"]} == {"TopicA": 0, "TopicB": 1}
     want = reference(decoded(store), 16, 32, tmp_path / "want")
     assert built(tmp_path / "out") == want
     assert [f["name"] for f in res["files"]] == [n for n, _ in want]
-    assert sum(f["items"] for f in res["files"]) == res["keys_indexed"]
+    assert sum(f["items"] for f in res["files"]) == res["keysIndexed"]
     # The store is untouched (no index, checkpoint or tiered_index_file change); only the lock file may appear.
     after = snapshot(store)
     after.pop("lock", None), before.pop("lock", None)
@@ -420,7 +420,7 @@ def test_metadata_topic_ids_and_query_filter(store, tmp_path):
     res = json.loads(r.stdout)
     assert {t["topic"]: (t["topicId"], t["source"]) for t in res["topics"]} == {
         "TopicB": (4, "metadata"), "TopicA": (13, "new")}
-    assert res["tiered_metadata"] == str(meta)
+    assert res["tieredMetadata"] == str(meta)
     want = reference(decoded(store), 16, 32, tmp_path / "want", topic_ids={"TopicB": 4, "Gone": 9}, next_id=13)
     assert built(tmp_path / "out") == want
     # query-key --store reads the same metadata: TopicB's items carry its id and are kept.
@@ -441,7 +441,7 @@ def test_dry_run_writes_nothing(store, tmp_path):
     r = treindex(store, None, "--dry-run")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["dry_run"] and res["index_files"] >= 3 and all("name" in f for f in res["files"])
+    assert res["dryRun"] and res["indexFiles"] >= 3 and all("name" in f for f in res["files"])
     r = treindex(store, tmp_path / "nowhere", "--dry-run")
     assert r.exit_code == 0 and not (tmp_path / "nowhere").exists()
     t = run(["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", "inline", "--dry-run"])
@@ -493,7 +493,7 @@ def test_tiered_geometry_from_broker_conf(store, tmp_path):
              "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert (res["hash_slot_num"], res["index_num"]) == (8, 40)
+    assert (res["hashSlotNum"], res["indexNum"]) == (8, 40)
 
 
 # ============================================================================ Spark (local mode)
@@ -510,8 +510,8 @@ def test_spark_multi_segment_irregular_key_sets(spark, tmp_path):
         assert r.exit_code == 0, r.output
         outs[master] = json.loads(r.stdout)
     assert outs["local[2]"]["master"] == "local[2]" and outs["inline"]["segments"] >= 3
-    assert outs["inline"]["key_sets_failed"] > 0 and outs["inline"]["key_sets_too_large"] > 0
-    assert outs["inline"]["key_sets_failed"] == outs["local[2]"]["key_sets_failed"]
+    assert outs["inline"]["keySetsFailed"] > 0 and outs["inline"]["keySetsTooLarge"] > 0
+    assert outs["inline"]["keySetsFailed"] == outs["local[2]"]["keySetsFailed"]
     want = reference(decoded(tmp_path / "s"), 10, 12, tmp_path / "want")
     assert built(tmp_path / "inline") == built(tmp_path / "local[2]") == want
     assert not [p for p in (tmp_path / "local[2]").iterdir() if p.name.startswith(".")]

@@ -111,21 +111,25 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body_json(f.body, extra, body)}}}')
 
 
+#: The one time format of every table (rmqtool.times.format_time writes the same): local time, milliseconds.
+TABLE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S."
+
+
 def fmt_time(ms: int) -> str:
-    """Epoch ms -> local ISO-8601 with milliseconds (as rmqtool.render.fmt_time), cached per second."""
+    """Epoch ms -> `YYYY-MM-DD HH:MM:SS.mmm` in local time (the tables' one format), cached per second."""
     if ms <= 0:
         return str(ms)
     sec, milli = divmod(ms, 1000)
     s = _seconds.get(sec)
     if s is None:
         try:
-            iso = datetime.fromtimestamp(sec).astimezone().isoformat(timespec="milliseconds")
+            s = datetime.fromtimestamp(sec).strftime(TABLE_TIME_FORMAT)
         except (OverflowError, OSError, ValueError):
             return str(ms)
         if len(_seconds) > CACHE_LIMIT:
             _seconds.clear()
-        s = _seconds[sec] = iso  # "...T12:00:00.000+01:00": the milliseconds are put in below
-    return f"{s[:20]}{milli:03d}{s[23:]}"
+        _seconds[sec] = s  # "2024-01-31 12:00:00.": the milliseconds are put in below
+    return f"{s}{milli:03d}"
 
 
 def table_cells(buf, pos: int) -> tuple:

@@ -32,8 +32,8 @@ def table_columns() -> list:
 
 
 #: The widths a row is planned for (wider values push their row on): a Java long, a kind, a local ISO time with
-#: milliseconds and zone, a topic, an int, a long, an offset message id (32 hex digits).
-TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 29, "topic": 24, "queueId": 7, "queueOffset": 11,
+#: milliseconds (times.format_time), a topic, an int, a long, an offset message id (32 hex digits).
+TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 23, "topic": 24, "queueId": 7, "queueOffset": 11,
                "note": 32}
 MESSAGE = {"type": "MESSAGE"}
 
@@ -138,8 +138,8 @@ def get(
 
     One message is shown in full; several stream as NDJSON (--json) or one table row each.
 
-    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 3 (2 when
-    it was the only one asked for).
+    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 2 when every
+    such address does not exist (outside the commit log, not a message id) or only one was asked for, else 3.
 
     A queue offset outside the queue's [min, max) is an error naming both; a unit that points outside the
     commit log, or at a record of another topic, queue or queue offset, is reported (exit 3), never answered
@@ -168,10 +168,11 @@ def get(
             return
         _warn_problems(st)
         with render.gc_paused():
-            bad, total = _get_many(st, asked, json_out, topic)
+            bad, absent, total = _get_many(st, asked, json_out, topic)
     if bad:
         render.problem(f"{bad} of {total} message(s) could not be returned")
-        raise typer.Exit(3)
+        # only addresses that do not exist (outside the log, not an id): bad input; anything else is damage
+        raise typer.Exit(2 if absent == bad else 3)
 
 
 def _show_one(rec, json_out: bool) -> None:
@@ -281,14 +282,14 @@ def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]
     return offsets, hosts, errors
 
 
-def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
+def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.commitlog.logrun.lookup_runs)."""
     from engine.broker.commitlog.logrun import RecordRun, lookup_runs
     from engine.views.recordjson import run_table_rows
     from engine.views.runjson import run_json_text
 
     out, table = open_table(json_out)
-    bad = total = 0
+    bad = absent = total = 0
     for kinds, texts in asked:
         total += len(texts)
         offsets, hosts, errors = _parse_chunk(kinds, texts)
@@ -311,11 +312,12 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                         table.rows([_cells(rec)], MESSAGE)
                     continue
             bad += 1
+            absent += i in errors or st.commitlog.queue.find(offsets[i]) is None
             out.flush()
             render.problem(f"error: {why}" if why else f"error: {kind} {text}: " + (
                 errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
-    return bad, total
+    return bad, absent, total
 
 
 

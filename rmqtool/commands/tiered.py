@@ -315,7 +315,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
 
 @app.command("clean")
 @handles_errors
-def clean(reserved_hours: Annotated[Optional[int], typer.Option(
+def clean(reserved_hours: Annotated[Optional[float], typer.Option(
               "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
               "reserveTime (required).")] = None,
           now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
@@ -323,8 +323,8 @@ def clean(reserved_hours: Annotated[Optional[int], typer.Option(
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
           tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-          topic: TopicFilterOpt = None, json_out: JsonOpt = False,
-          reserve_hours: Annotated[Optional[int], typer.Option("--reserve-hours", hidden=True,
+          topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
+          reserve_hours: Annotated[Optional[float], typer.Option("--reserve-hours", hidden=True,
                                                                help="Old spelling of --reserved-hours.")] = None,
           ) -> None:
     """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
@@ -334,7 +334,9 @@ def clean(reserved_hours: Annotated[Optional[int], typer.Option(
     reserve_hours = _one_of(("--reserved-hours", reserved_hours), ("--reserve-hours", reserve_hours))
     now_ms = times.now_ms() if now is None else _java_time(now, "--now")
     if not -(2**31) <= reserve_hours <= 2**31 - 1:
-        raise InvalidArgumentError(f"--reserved-hours {reserve_hours} is not a Java int")
+        raise InvalidArgumentError(f"--reserved-hours {reserve_hours:g} is out of range (a Java int of hours)")
+    if float(reserve_hours).is_integer():
+        reserve_hours = int(reserve_hours)  # whole hours stay an int in the plan, as the broker's setting
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
         if not dry_run:
