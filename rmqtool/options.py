@@ -43,6 +43,18 @@ EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
 
 
+def values(*choices: str):
+    """The values an option's completion offers (scripts/regen.py writes them into completions/): for options
+    that take one of a few words, or any Spark master URL beside the usual ones."""
+    def complete() -> list[str]:
+        return list(choices)
+    complete.choices = choices
+    return complete
+
+
+MASTER_VALUES = values("local[*]", "inline")
+
+
 def expand_path(p):
     """`~` and `~user` expanded in a path option (the shell does not expand them after `--opt=` or in quotes)."""
     if p is None:

@@ -171,6 +171,18 @@ def test_quiet_silences_notes_and_keeps_the_data(ws, tmp_path, path, i):
 COMMANDS = [(p, c) for p, c in command_paths() if not getattr(c, "commands", None)]
 
 
+ALL = command_paths()
+
+
+@pytest.mark.parametrize("path,cmd", ALL, ids=[p for p, _ in ALL])
+def test_every_command_and_option_has_help(path, cmd):
+    assert (cmd.help or "").strip(), f"{path} has no help text"
+    for p in cmd.params:
+        assert (getattr(p, "help", None) or "").strip(), f"{path} {p.name} has no help text"
+    r = run([*path.split(), "--help"])
+    assert r.exit_code == 0 and r.stdout.startswith("Usage: rmqtool") and r.stderr == ""
+
+
 @pytest.mark.parametrize("path,cmd", COMMANDS, ids=[p for p, _ in COMMANDS])
 def test_every_command_takes_quiet(path, cmd):
     opts = {o for p in cmd.params for o in p.opts}

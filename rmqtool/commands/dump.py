@@ -16,7 +16,7 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
-                             build_config, expand_path)
+                             build_config, expand_path, values)
 
 DUMP_LIMIT = 1_000_000_000
 
@@ -341,7 +341,8 @@ def dump_commitlog(
     count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
     body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
                                       "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
-                                      metavar="none|utf8|hex|base64")] = "auto",
+                                      metavar="none|utf8|hex|base64",
+                                      autocompletion=values("none", "utf8", "hex", "base64"))] = "auto",
     body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
                                                      "commit-log offset>.body (DIR outside the store, new or "
                                                      "empty).", file_okay=False)] = None,

@@ -8,8 +8,8 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
-                             build_config)
+from rmqtool.options import (MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+                             QuietOpt, StoreOpt, build_config, values)
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
@@ -162,7 +162,7 @@ OutOpt = Annotated[Optional[Path], typer.Option(
          "anything that is, holds or lies in commitlog/, consumequeue/, config/, checkpoint, index/ or "
          "tiered_index_file/.")]
 MasterOpt = Annotated[str, typer.Option(
-    "--master", rich_help_panel=SPARK_PANEL,
+    "--master", rich_help_panel=SPARK_PANEL, autocompletion=MASTER_VALUES,
     help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
          "spark://host:port, yarn, k8s://...; or 'inline' to run in this process without a JVM (small "
          "stores). On a cluster the commit log and the output directory must be on storage every "
@@ -178,7 +178,7 @@ ReplaceOpt = Annotated[bool, typer.Option(
                       "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
                       "index/ only if it holds nothing but index files.")]
 FormatOpt = Annotated[str, typer.Option(
-    "--format", "-f", rich_help_panel=TIERED_PANEL,
+    "--format", "-f", rich_help_panel=TIERED_PANEL, autocompletion=values(*FORMATS),
     help="broker (default): the broker's index files. tiered: compacted RocketMQ 5 tiered-storage index "
          "files (the uploaded form, numeric names = begin timestamp) into --out DIR; the store's index, "
          "checkpoint and tiered_index_file/ are left alone. --hash-slots/--max-index then mean "

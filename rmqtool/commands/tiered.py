@@ -13,7 +13,7 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt
+from rmqtool.options import MASTER_VALUES, BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, values
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
                   "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
@@ -206,7 +206,8 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
                    timestamp: Annotated[list[str], typer.Option("--timestamp", help=f"Any epoch in ms as the broker "
                                                                 f"takes it, or {times.GRAMMAR} (repeat the option "
                                                                 "for several).")],
-                   boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
+                   boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).",
+                                                         autocompletion=values("lower", "upper"))] = "lower",
                    tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
                    json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
@@ -273,7 +274,8 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
                  "--commitlog-max-size", help="tieredStoreCommitLogMaxSize (default 1 GiB).")] = None,
              consume_queue_max_size: Annotated[Optional[int], typer.Option(
                  "--consume-queue-max-size", help="tieredStoreConsumeQueueMaxSize (default 100 MiB).")] = None,
-             master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.")] = "local[*]",
+             master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.",
+                                                  autocompletion=MASTER_VALUES)] = "local[*]",
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
              json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
