@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
@@ -79,11 +80,18 @@ def _why_kept(x: Leftover, plan: PrunePlan, no_index: bool) -> str:
     return ""
 
 
-def prune(cfg: BrokerConfig, older_than_ms: int | None = None, dry_run: bool = False) -> PrunePlan:
-    """Remove what plan_prune lists, under the store lock (dry_run: only plan)."""
+def prune(cfg: BrokerConfig, older_than_ms: int | None = None, dry_run: bool = False,
+          before: Callable[[PrunePlan], None] | None = None) -> PrunePlan:
+    """Remove what plan_prune lists, under the store lock (dry_run: only plan). `before(plan)` is called with
+    the plan about to be carried out, under the lock, before the first folder goes (the CLI lists it there)."""
     def make_plan() -> PrunePlan:
         return plan_prune(cfg, older_than_ms)
-    return operation.run(cfg, make_plan, _execute, dry_run)
+
+    def execute(plan: PrunePlan) -> None:
+        if before is not None:
+            before(plan)
+        _execute(plan)
+    return operation.run(cfg, make_plan, execute, dry_run)
 
 
 def _execute(plan: PrunePlan) -> None:

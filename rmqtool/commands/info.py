@@ -131,11 +131,8 @@ def info(
         render.kv_table(None, _pairs(d))
         xs = d["quarantine"] + d["backups"]
         if xs:
-            rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None
-                                                                     else x["ageSeconds"] * 1000),
-                     "size": _size(x["bytes"], short=True), "what": _leftover_what(x)} for x in xs]
             render.line()
-            tables.table(rows, LEFTOVER_COLUMNS, title="folders rmqtool left (rmqtool prune removes them)")
+            _leftover_table(xs, "folders rmqtool left (prune removes those it recognises as its own)")
         holders = [(q["name"], p) for q in d["quarantine"] for p in q["placeholders"]]
         if holders:
             render.line()
@@ -172,21 +169,30 @@ def prune(
 
     older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
     cfg = build_config(store, broker_conf)
-    plan = run_prune(cfg, older, dry_run)
+    listed = []
+
+    def listing(plan) -> None:  # what is about to go, printed before the first folder is removed
+        listed.append(True)
+        _leftover_table(plan.as_dict()["remove"], f"removing {len(plan.remove)} folder(s)")
+
+    plan = run_prune(cfg, older, dry_run, before=None if json_out else listing)
     d = plan.as_dict()
     if json_out:
         d["dryRun"] = dry_run
+        d["removed"] = [x.name for x in plan.removed]
         render.emit_json(d)
         return
     verb = "would remove" if dry_run else "removed"
-    rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None else x["ageSeconds"] * 1000),
-             "size": _size(x["bytes"], short=True), "what": _leftover_what(x)} for x in d["remove"]]
-    tables.table(rows, LEFTOVER_COLUMNS, title=f"{verb} {len(rows)} folder(s)", empty="(nothing to remove)")
+    if not listed:
+        _leftover_table(d["remove"], f"{verb} {len(d['remove'])} folder(s)")
     if d["keep"]:
         render.line()
-        keep = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None
-                                                                 else x["ageSeconds"] * 1000),
-                 "size": _size(x["bytes"], short=True), "what": x["why"]} for x in d["keep"]]
-        tables.table(keep, LEFTOVER_COLUMNS, title=f"kept {len(keep)} folder(s)")
-    render.note(f"{verb} {len(rows)} folder(s), {format_bytes(d['bytes']['allocated'])} on disk"
-                + (" (dry run: nothing changed)" if dry_run else ""))
+        _leftover_table(d["keep"], f"kept {len(d['keep'])} folder(s)", why=True)
+    render.note(f"{verb} {len(plan.removed) if not dry_run else len(d['remove'])} folder(s), "
+                f"{format_bytes(d['bytes']['allocated'])} on disk" + (" (dry run: nothing changed)" if dry_run else ""))
+
+
+def _leftover_table(xs: list[dict], title: str, why: bool = False) -> None:
+    rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None else x["ageSeconds"] * 1000),
+             "size": _size(x["bytes"], short=True), "what": x["why"] if why else _leftover_what(x)} for x in xs]
+    tables.table(rows, LEFTOVER_COLUMNS, title=title, empty="(nothing to remove)")
