@@ -255,6 +255,18 @@ def test_a_short_option_means_one_long_option():
     assert mixed == {}, mixed
 
 
+def test_the_contract_document_names_every_command_and_its_json_shape():
+    text = (REPO / "docs" / "output-contract.md").read_text()
+    rows = dict(re.findall(r"^\| `rmqtool ([a-z -]+)` \| \(?([a-z]+)", text, re.M))
+    assert {p for p, _ in COMMANDS} <= set(rows), {p for p, _ in COMMANDS} - set(rows)
+    for path, samples in SAMPLES.items():
+        for args, shape in samples:
+            if "--raw" not in args:  # query-key --raw answers with one document (the row says so)
+                assert rows[path] == shape, (path, rows[path], shape)
+    readme = (REPO / "README.md").read_text()
+    assert "docs/output-contract.md" in readme and "| `--quiet`" in readme
+
+
 # ------------------------------------------------------------------ rules with commands of their own
 
 
