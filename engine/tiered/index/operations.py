@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from engine.errors import InvalidArgumentError
+from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
-from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, MAX_QUERY_COUNT, TieredIndexError
+from engine.tiered.index.flatfile import index_segment_findings, orphan_index_files
+from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, HEADER_SIZE, MAX_QUERY_COUNT, TieredIndexError
 from engine.tiered.index.inspection import SlotWalk, walk
+from engine.tiered.index.table import TableFile
 
 
 @dataclass
@@ -85,3 +88,88 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
         with IndexStoreFile.open(out, summary["hashSlotNum"]) as g:
             summary["itemsWritten"] = g.stats()["chainedItems"]
     return summary
+
+
+# ------------------------------------------------------------------ the tier's index: local files and INDEX segments
+
+
+def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Optional[str] = None,
+                 limit: int = MAX_QUERY_COUNT, stats: bool = False, verify: bool = False) -> Iterator[FileInspection]:
+    """One FileInspection per file of the service's table, oldest first: local files as the broker loads them
+    (UNSEALED, named by their timestamp), uploaded segments read from their files with the configured slot count
+    and the metadata's timestamp; with `verify`, a segment's problems include what its metadata entry and file
+    disagree on (engine.tiered.index.flatfile)."""
+    g = ti.service.geometry
+    seg_findings: dict[str, list[str]] = {}
+    if verify:
+        problems, _notes = index_segment_findings(ti.store.layout, ti.index_segments, g.hash_slot_num)
+        for rel, text in problems:
+            seg_findings.setdefault(rel, []).append(text)
+    for f in ti.service.files:
+        yield _inspect_entry(ti, f, seg_findings, walk_slot, walk_key, limit, stats, verify)
+
+
+def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
+    g = ti.service.geometry
+    extra = {"timestamp": f.timestamp, "status": f.status}
+    if f.segment is not None:
+        seg = f.segment.segment
+        rel = ti.store.layout.rel(seg.path)
+        extra.update({"baseOffset": seg.base, "metadataSize": seg.size, "fileBytes": seg.file_len})
+        problems = list(seg_findings.get(rel, []))
+        if not seg.file_len or seg.file_len < HEADER_SIZE:
+            rep = FileInspection(seg.path.name, {"file": seg.path.name, "layout": "compacted", **extra,
+                                                 "fileSize": seg.file_len}, "compacted", 0, f.timestamp)
+            rep.problems = (problems or ["no compacted index in the file"]) if verify else None
+            return rep
+        handle = IndexStoreFile.open(seg.path, g.hash_slot_num, layout="compacted", begin_timestamp=f.timestamp,
+                                     force_geometry=True)
+    else:
+        problems = []
+        handle = IndexStoreFile.open(f.local, g.hash_slot_num if g.source != "default" else None, g.index_num,
+                                     layout="unsealed", begin_timestamp=f.timestamp)
+    with handle as h:
+        header = {"file": os.path.basename(h.path), **h.header(), **extra}
+        rep = FileInspection(header["file"], header, h.layout, h.index_item_count, h.begin_timestamp)
+        if walk_slot is not None or walk_key is not None:
+            rep.walk = walk(h, walk_slot, walk_key, limit)
+        if stats:
+            rep.stats = h.stats()
+        if verify:
+            rep.problems = problems + h.verify()
+    return rep
+
+
+def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(problems, notes), each (file, text), of the tier's index: the INDEX flat file against its metadata and the
+    configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
+    directory the metadata does not list, local files the broker could not load."""
+    layout = ti.store.layout
+    problems: list[tuple[str, str]] = []
+    shown = set()
+    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):
+        rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
+        shown.add(rel)
+        problems += [(rel, text) for text in rep.problems or []]
+    seg_problems, notes = index_segment_findings(layout, ti.index_segments, ti.service.geometry.hash_slot_num)
+    problems += [(rel, text) for rel, text in seg_problems if rel not in shown]   # segments not in the table
+    problems += [(str(path), text) for path, text in ti.service.problems]
+    return problems, notes + orphan_index_files(layout, ti.index_segments)
+
+
+def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
+    """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
+    tiered index's (verify_index) in the same report."""
+    from engine.tiered.flat.verify import Finding, verify
+
+    rep = verify(store, topic)
+    if topic is None:
+        ti = tier_index_of(store, local_dir)
+        try:
+            problems, notes = verify_index(ti)
+        finally:
+            ti.service.close()
+        rep.problems += [Finding(f, None, t) for f, t in problems]
+        rep.notes += [Finding(f, None, t) for f, t in notes]
+        rep.segments += len(ti.index_segments)
+    return rep

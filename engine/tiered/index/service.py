@@ -30,6 +30,7 @@ from typing import Optional
 
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
+from engine.broker.keys import tiered_key_set
 from engine.broker.message import VALID, check_message
 from engine.tiered.flat.layout import COMMIT_LOG, TieredLayout, brokers_of, cluster_dir_name, list_clusters
 from engine.tiered.flat.segments import FlatAppendFile, Segment, TieredReadError
@@ -144,14 +145,16 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
 
 
 def check_record(rec, topic: str, key: str, unique: bool, begin: int, end: int) -> str:
-    """'' when the record really carries topic/key and a store time in [begin, end], else why not."""
+    """'' when the record really carries topic/key and a store time in [begin, end], else why not. The key is
+    looked for where the tiered index took it from (format §9.6): the UNIQ_KEY and every KEYS token; with
+    `unique`, the UNIQ_KEY only."""
     if rec.topic != topic:
         return f"hash collision: topic is {rec.topic!r}"
     if unique:
         if rec.uniq_key != key:
             return "hash collision: different UNIQ_KEY"
-    elif key not in rec.keys:
-        return "hash collision: key not among the message's KEYS"
+    elif key not in tiered_key_set(rec.uniq_key, rec.properties.get("KEYS")):
+        return "hash collision: the key is neither the message's UNIQ_KEY nor one of its KEYS"
     if not begin <= rec.store_timestamp <= end:
         return f"store time {rec.store_timestamp} outside the window"
     return ""
