@@ -29,6 +29,11 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def jlines(r) -> list[dict]:
+    """The JSON objects of an NDJSON stdout, one per line."""
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
 def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None):
     data = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     r = run(["put", "--store", store, *SMALL, "--from-jsonl", "-", "--json", *(extra or [])], input=data)
