@@ -25,8 +25,24 @@ def spark_conf_pairs(pairs) -> dict:
     return out
 
 
-def run_job(job, labels: dict[str, str], json_out: bool, render_fn, title: str = "spark-reindex") -> None:
-    """Run a job with a progress bar per phase on stderr, then warnings on stderr and the result on stdout."""
+def camel_keys(obj):
+    """A result dict with its snake_case names in camelCase (the output contract of the tiered commands)."""
+    if isinstance(obj, dict):
+        return {_camel(k) if isinstance(k, str) else k: camel_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [camel_keys(v) for v in obj]
+    return obj
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def run_job(job, labels: dict[str, str], json_out: bool, render_fn, title: str = "spark-reindex",
+            as_json=None) -> None:
+    """Run a job with a progress bar per phase on stderr, then warnings on stderr and the result on stdout
+    (`as_json(result)` with --json, default its as_dict())."""
     with render.progress(None, title) as bar:
         tasks: dict[str, int] = {}
 
@@ -41,6 +57,6 @@ def run_job(job, labels: dict[str, str], json_out: bool, render_fn, title: str =
     for a in result.anomalies:
         render.note(f"warning: {a}")
     if json_out:
-        render.emit_json(result.as_dict())
+        render.emit_json(as_json(result) if as_json else result.as_dict())
     else:
         render_fn(result)

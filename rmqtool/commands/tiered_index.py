@@ -312,7 +312,7 @@ def reindex(
     index, checkpoint and tiered_index_file/ are left alone."""
     # (a typer command: one parameter per option)
     from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
-    from rmqtool.jobview import run_job, spark_conf_pairs
+    from rmqtool.jobview import camel_keys, run_job, spark_conf_pairs
     from rmqtool.render_tiered import render_tiered_reindex
 
     render.set_quiet(quiet)
@@ -322,4 +322,4 @@ def reindex(
                                hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size)
     run_job(lambda progress: tiered_reindex_request(req, progress),
             {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
-            "tiered reindex")
+            "tiered reindex", lambda r: camel_keys(r.as_dict()))

@@ -34,6 +34,7 @@ class FileSegments:
     commit_log: list[Segment] = field(default_factory=list)
     consume_queue: list[Segment] = field(default_factory=list)
     cq_unknown_times: list[int] = field(default_factory=list)   # CQ bases whose records are all gone
+    cq_partial_times: list[int] = field(default_factory=list)   # CQ bases whose first records are gone
 
 
 def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> FileSegments:
@@ -52,6 +53,8 @@ def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> File
         lo, hi = segment_times(ts[found])
         if len(units) and not found.any():
             out.cq_unknown_times.append(f.base)
+        elif not found.all():
+            out.cq_partial_times.append(f.base)
         out.consume_queue.append(Segment(CONSUME_QUEUE, f.base, f.length, lo, hi, f.path, f.length))
     return out
 
