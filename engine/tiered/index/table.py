@@ -240,6 +240,10 @@ class TieredIndexService:
             it["fileTimestamp"] = f.timestamp
         return found
 
+    def local_file(self, f: TableFile) -> IndexStoreFile:
+        """A local file opened read-only as the service reads it (close it when done)."""
+        return _open_local(f.local, self.geometry, f.timestamp)
+
     def _local(self, f: TableFile) -> IndexStoreFile:
         h = self._open.get(f.local)
         if h is None:
