@@ -58,11 +58,11 @@ TieredDirOpt = Annotated[Optional[Path], typer.Option(
     "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file).",
     rich_help_panel=TIER_PANEL, file_okay=False)]
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--hash-slots", help="tieredStoreIndexFileMaxHashSlotNum (default: broker.conf, else read from the files, else "
-    "5000000).", rich_help_panel=GEOMETRY_PANEL)]
+    "--hash-slots", help="tieredStoreIndexFileMaxHashSlotNum (default: broker.conf's, 5000000 when it leaves it out; "
+    "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
 TieredItemsOpt = Annotated[Optional[int], typer.Option(
-    "--max-index", help="tieredStoreIndexFileMaxIndexNum (default: broker.conf, else read from the files, else "
-    "20000000).", rich_help_panel=GEOMETRY_PANEL)]
+    "--max-index", help="tieredStoreIndexFileMaxIndexNum (default: broker.conf's, 20000000 when it leaves it out; "
+    "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr (data and errors still show).",
                                         rich_help_panel=OUTPUT_PANEL)]
 

@@ -252,7 +252,9 @@ def test_query_file_selection_and_merge_across_files(tdir):
     full = next(q for q in QUERIES if q["key"] == "k0" and q["maxCount"] == 64 and q["beginTime"] == 0
                 and q["endTime"] == 2**63 - 1)
     assert pairs(items) == pairs(full["compacted"]) and len(items) == len(full["compacted"])
-    assert {i["file"] for i in items} == {str(BEGIN + 1)}  # newest file first, later duplicates not added
+    # The files answer newest first and a later put of a held queueId-offset replaces the item (Java's map put;
+    # with its parallel files either copy can win): each pair once, from one of the two files.
+    assert len({i["file"] for i in items}) == 1 and {i["file"] for i in items} <= {str(BEGIN), str(BEGIN + 1)}
     _, items = tquery(tdir, "k0", "--max", "2")
     assert len(items) == 2
     _, none = tquery(tdir, "k23")

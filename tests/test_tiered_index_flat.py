@@ -338,3 +338,21 @@ def test_verify_checks_index_items_against_the_records(tmp_path):
     assert v.exit_code == 3
     bad = [x["verify"] for x in jlines(v) if "verify" in x and not x["verify"]["ok"]]
     assert bad and any("reads zeros" in p for p in bad[0]["problems"])
+
+
+def test_the_slot_count_is_the_configured_one(tmp_path):
+    """Uploaded files are read with the configured slot count (format pitfall 40): a broker.conf without
+    tieredStoreIndexFileMaxHashSlotNum means RocketMQ's 5,000,000, which finds nothing in these 128-slot files, as
+    the broker would; verify names the mismatch. Without broker.conf the files' own count is used, and said."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\n")
+    q = ["tiered", "query-key", *tier_args(F3), "-t", "TopicTest", "-k", "batch-0", "--json"]
+    assert jlines(run(q)) and "128 hash slots, read from the files" in run(q).stderr
+    r = run([*q, "-c", conf])
+    assert r.exit_code == 3 and jlines(r) == []   # slot positions past every segment's end: each file fails
+    conf.write_text("brokerName=broker-a\ntieredStoreIndexFileMaxHashSlotNum=128\n")
+    assert jlines(run([*q, "-c", conf])) == jlines(run(q))
+    conf.write_text("brokerName=broker-a\ntieredStoreIndexFileMaxHashSlotNum=64\n")
+    v = run(["tiered", "verify", *tier_args(F3), "-c", conf, "--json"])
+    assert v.exit_code == 3
+    assert any("compacted with 128 hash slots, read with 64" in p["message"] for p in json.loads(v.stdout)["problems"])

@@ -39,6 +39,7 @@ class TieredConfig:
     traceTopicEnable: bool = False                      # the broker's keys: its trace topic is a system topic
     msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
     given: frozenset = field(default=frozenset(), compare=False)   # the keys broker.conf or an option set
+    broker_conf: str | None = field(default=None, compare=False)   # the broker.conf read, if any
 
     def validate(self) -> None:
         if not 0 < self.tieredStoreCommitLogMaxSize <= LONG_MAX:
@@ -71,7 +72,7 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
         for f in fields(TieredConfig):
-            if f.name not in props or f.name == "given":
+            if f.name not in props or f.name in ("given", "broker_conf"):
                 continue
             raw = props[f.name]
             try:
@@ -90,5 +91,6 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
             setattr(cfg, k, v)
             given.add(k)
     cfg.given = frozenset(given)
+    cfg.broker_conf = os.fspath(broker_conf) if broker_conf is not None else None
     cfg.validate()
     return cfg

@@ -86,13 +86,15 @@ class Geometry:
 
 
 def resolve_geometry(config, segments: list[IndexSegment], local: list[tuple[int, Path]]) -> Geometry:
-    """broker.conf's or the options' tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum when given; else the slot
-    count every file was written with (uploaded: where slot 0's items start; local: the file's layout); else
-    RocketMQ's defaults. Files that disagree are an error: the broker reads them all with one configuration."""
+    """The options' tieredStoreIndexFileMaxHashSlotNum/MaxIndexNum, else broker.conf's (RocketMQ's defaults when
+    broker.conf leaves them out: that is what the broker reads with); without either, the slot count every file was
+    written with (uploaded: where slot 0's items start; local: the file's layout), else RocketMQ's defaults. Files
+    that disagree are an error: the broker reads them all with one configuration."""
     slots_given, items_given = config.is_given(SLOTS_KEY), config.is_given(ITEMS_KEY)
-    if slots_given:
+    if slots_given or config.broker_conf is not None:   # a broker.conf without the key: RocketMQ's default rules
         return Geometry(config.tieredStoreIndexFileMaxHashSlotNum,
-                        config.tieredStoreIndexFileMaxIndexNum if items_given else None, "configured")
+                        config.tieredStoreIndexFileMaxIndexNum if items_given or not slots_given else None,
+                        "configured")
     seen: dict[int, str] = {}
     for s in segments:
         n = slot_count_of(s) if s.segment.size > HEADER_SIZE else None
@@ -175,6 +177,17 @@ class ServiceAnswer:
         return len({(i["queueId"], i["offset"]) for f in self.per_file for i in f.items})
 
 
+def merge_items(per_file, max_count: int) -> list[dict]:
+    """queryAsync's merge of the files' answers (newest file first): put into a map keyed queueId-offset while it
+    holds fewer than maxCount items (a put of a held key replaces its item), the values cut to maxCount."""
+    merged: dict[tuple[int, int], dict] = {}
+    for items in per_file:
+        for it in items:
+            if len(merged) < max_count:
+                merged[(it["queueId"], it["offset"])] = it
+    return list(merged.values())[:max(max_count, 0)]
+
+
 ITEM_ROW = ("hashCode", "topicId", "queueId", "offset", "size", "timeDiff", "itemIndex")
 
 
@@ -212,7 +225,6 @@ class TieredIndexService:
         if begin > end:
             return ans
         hc = tiered_hash(java_string_hash(f"{jstr(topic)}#{jstr(key)}"))  # String.format("%s#%s", topic, key)
-        merged: dict[tuple[int, int], dict] = {}
         for f in reversed(self.files):   # subMap(begin, true, end, true).descendingMap()
             if not begin <= f.timestamp <= end:
                 continue
@@ -222,10 +234,7 @@ class TieredIndexService:
             except (TieredReadError, TieredIndexError) as e:
                 fa.error = str(e)
             ans.per_file.append(fa)
-            for it in fa.items:
-                if len(merged) < max_count:
-                    merged[(it["queueId"], it["offset"])] = it
-        ans.items = list(merged.values())[:max(max_count, 0)]
+        ans.items = merge_items((fa.items for fa in ans.per_file), max_count)
         return ans
 
     def _query_file(self, f: TableFile, topic: str, key: str, hc: int, max_count: int, begin: int,
@@ -298,4 +307,4 @@ def check_query(max_count: int, begin: int, end: int) -> None:
 
 
 __all__ = ["Geometry", "TableFile", "FileAnswer", "ServiceAnswer", "TieredIndexService", "local_index_files",
-           "resolve_geometry", "build_table", "open_service", "item_row", "check_query"]
+           "resolve_geometry", "build_table", "open_service", "item_row", "check_query", "merge_items"]
