@@ -392,15 +392,21 @@ class TieredReindexResult(ReindexResult):
 def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFAULT_MASTER, dry_run: bool = False,
                    replace: bool = False, progress: Optional[Progress] = None,
                    hash_slot_num: int = TIERED_DEFAULT_HASH_SLOT_NUM, index_num: int = TIERED_DEFAULT_INDEX_NUM,
-                   metadata_path: Optional[Path] = None, keep_out: TieredTopicFilter = DEFAULT_TOPIC_FILTER,
+                   metadata_path: Optional[Path] = None,
+                   keep_out: Optional[TieredTopicFilter] = DEFAULT_TOPIC_FILTER,
                    range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None
                    ) -> TieredReindexResult:  # 12 parameters: the CLI's options, passed through one by one
-    """Build compacted tiered index files from the store's commit log into `out` (see the module docstring)."""
+    """Build compacted tiered index files from the store's commit log into `out` (see the module docstring).
+    `keep_out` None: the broker's name is unknown, refused once the inputs are checked."""
     progress = progress or no_progress
     check_tiered_geometry(hash_slot_num, index_num)
     layout = check_store(config)
     check_master(master)
     target = resolve_output(layout, out, "tiered", replace, dry_run)
+    if keep_out is None:
+        raise InvalidArgumentError("the broker name is unknown (no --broker-name, no brokerName in broker.conf, no "
+                                   "single broker in the tiered metadata): the tier never holds a topic named like "
+                                   "the broker, so it cannot be told apart; pass --broker-name")
     if metadata_path is None:
         cand = layout.tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
@@ -503,11 +509,8 @@ def tiered_reindex_request(req: TieredReindexRequest, progress: Optional[Progres
         cand = StoreLayout(config.root).tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
     broker = req.broker_name or tcfg.brokerName or _metadata_broker(metadata_path)
-    if not broker:
-        raise InvalidArgumentError("the broker name is unknown (no --broker-name, no brokerName in broker.conf, no "
-                                   "single broker in the tiered metadata): the tier never holds a topic named like "
-                                   "the broker, so it cannot be told apart; pass --broker-name")
-    keep_out = topic_filter(tcfg, req.cluster_name or tcfg.brokerClusterName or DEFAULT_CLUSTER, broker)
+    keep_out = topic_filter(tcfg, req.cluster_name or tcfg.brokerClusterName or DEFAULT_CLUSTER, broker) \
+        if broker else None
     return tiered_reindex(config, req.out, req.master, req.dry_run, req.replace, progress,
                           tcfg.tieredStoreIndexFileMaxHashSlotNum, tcfg.tieredStoreIndexFileMaxIndexNum,
                           metadata_path, keep_out, spark_conf=req.spark_conf)
