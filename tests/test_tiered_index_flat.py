@@ -348,6 +348,8 @@ def test_the_slot_count_is_the_configured_one(tmp_path):
     conf.write_text("brokerName=broker-a\n")
     q = ["tiered", "query-key", *tier_args(F3), "-t", "TopicTest", "-k", "batch-0", "--json"]
     assert jlines(run(q)) and "128 hash slots, read from the files" in run(q).stderr
+    quiet = run([*q, "--quiet"])
+    assert quiet.stderr == "" and jlines(quiet) == jlines(run(q))   # --quiet drops the notes, not the data
     r = run([*q, "-c", conf])
     assert r.exit_code == 3 and jlines(r) == []   # slot positions past every segment's end: each file fails
     conf.write_text("brokerName=broker-a\ntieredStoreIndexFileMaxHashSlotNum=128\n")

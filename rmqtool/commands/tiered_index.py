@@ -242,6 +242,7 @@ def compact_index(
                                          "they differ only when some items are unreachable from the slot table.")]
     = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
 ) -> None:
@@ -250,6 +251,7 @@ def compact_index(
     from engine.tiered.index import compact_file
     from rmqtool.render_tiered import render_compaction
 
+    render.set_quiet(quiet)
     summary = compact_file(file, out, force=force, mapped=mapped, hash_slot_num=hash_slots, index_num=max_index)
     render_compaction(summary, file.name, json_out)
 

@@ -201,6 +201,9 @@ def tier_index_of(store: TieredStore, local_dir: Optional[Path] = None) -> TierI
     segments = index_segments(store.layout, store.metadata)
     ti = TierIndex(store, open_service(local_dir, segments, store.config), segments)
     ti.notes += store.warnings + [f"{p}: {t}" for p, t in ti.service.problems]
+    for ts in sorted(ti.service.shadowed):
+        ti.notes.append(f"local tiered index file {ts} has the timestamp of an uploaded one: the broker reads the "
+                        "uploaded one and deletes the local file at start-up")
     if store.metadata is None:
         ti.notes.append("no tiered metadata: the broker knows no topic and answers nothing")
     if ti.service.geometry.source == "inferred":

@@ -120,7 +120,9 @@ def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_ke
         if not seg.file_len or seg.file_len < HEADER_SIZE:
             rep = FileInspection(seg.path.name, {"file": seg.path.name, "layout": "compacted", **extra,
                                                  "fileSize": seg.file_len}, "compacted", 0, f.timestamp)
-            rep.problems = (problems or ["no compacted index in the file"]) if verify else None
+            empty_upload = seg.size == 0   # an index file without items uploads 0 bytes (format §9.4)
+            rep.problems = (problems or ([] if empty_upload else ["no compacted index in the file"])) if verify \
+                else None
             return rep
         handle = IndexStoreFile.open(seg.path, g.hash_slot_num, layout="compacted", begin_timestamp=f.timestamp,
                                      force_geometry=True)

@@ -205,6 +205,7 @@ class TieredIndexService:
         self._flat = flat
         self._open: dict[Path, IndexStoreFile] = {}
         self.problems = [(f.local, f"{f.problem} (the broker skips it)") for f in files if f.problem]
+        self.shadowed: set[int] = set()   # timestamps of local files an uploaded file replaces
         self.files = [f for f in files if not f.problem]
 
     def close(self) -> None:
@@ -293,7 +294,9 @@ def open_service(local_dir: Optional[Path], segments: list[IndexSegment], config
     read with the configured (else inferred) geometry."""
     local = local_index_files(local_dir) if local_dir is not None else []
     geometry = resolve_geometry(config, segments, local)
-    return TieredIndexService(build_table(local, segments, geometry), geometry, index_flat_file(segments))
+    service = TieredIndexService(build_table(local, segments, geometry), geometry, index_flat_file(segments))
+    service.shadowed = {ts for ts, _ in local} & {s.timestamp for s in segments}
+    return service
 
 
 def check_query(max_count: int, begin: int, end: int) -> None:
