@@ -197,6 +197,14 @@ def test_uploaded_and_local_files_answer_together(tmp_path):
             assert as_set(got["messages"]) == as_set(want["messages"]), want["id"]
             compared += 1
     assert compared == len(QUESTIONS) - 61
+    # A local file under an uploaded file's timestamp is not read (the broker deletes it at start-up).
+    shadowed = PARAMS["indexSegments"][0]["beginTimestamp"]
+    shutil.copy(local / str(ts), local / str(shadowed))
+    q = ["tiered", "query-key", *tier_args(root), "-t", "TopicTest", "-k", "batch-0", "--raw", "--explain", "--json"]
+    r = run(q)
+    files = [x["file"] for x in jlines(r) if "file" in x and isinstance(x["file"], dict)]
+    assert [(f["fileTimestamp"], f["status"]) for f in files][-1] == (shadowed, "UPLOAD")
+    assert f"local tiered index file {shadowed} has the timestamp of an uploaded one" in r.stderr
 
 
 # ---------------------------------------------------------------- derived: stores written here
