@@ -49,8 +49,10 @@ def terminal_width() -> int:
 
 
 def note(message: str) -> None:
-    sys.stderr.write(f"note: {message}\n")
-    sys.stderr.flush()
+    """A note on stderr (through rmqtool.render, so that --quiet silences it)."""
+    from rmqtool import render
+
+    render.note(f"note: {message}")
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:

@@ -200,7 +200,6 @@ class TieredIndexService:
     """The table of one broker's tiered index files and their queries; files are opened read-only on first use."""
 
     def __init__(self, files: list[TableFile], geometry: Geometry, flat: FlatAppendFile):
-        self.files = files
         self.geometry = geometry
         self._flat = flat
         self._open: dict[Path, IndexStoreFile] = {}
@@ -232,7 +231,7 @@ class TieredIndexService:
             fa = FileAnswer(f.timestamp, f.status)
             try:
                 fa.items = self._query_file(f, topic, key, hc, max_count, begin, end)
-            except (TieredReadError, TieredIndexError) as e:
+            except (TieredReadError, TieredIndexError, OSError) as e:   # Java logs it; the other files answer
                 fa.error = str(e)
             ans.per_file.append(fa)
         ans.items = merge_items((fa.items for fa in ans.per_file), max_count)
