@@ -17,7 +17,8 @@ from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, Meta
                              tier_source)
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
-                  "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
+                  "and tieredStoreMetadata.json) and its index: inspect, read, query by key, verify, tier out, "
+                  "retention, metadata repair, index rebuild.")
 
 def _topic_not_path(value):
     """-t is --topic in every command; it used to be --tiered-store-path here: a directory given to it is refused,
