@@ -45,7 +45,9 @@ _quiet = {"on": False}
 
 def set_quiet(on: bool) -> None:
     """--quiet: notes are dropped from here on (errors, "error: ...", still show); every command starts loud."""
-    _quiet["on"] = bool(on)
+    from rmqtool import tables
+
+    _quiet["on"] = tables.QUIET["on"] = bool(on)
 
 
 def note(msg: str) -> None:

@@ -70,7 +70,8 @@ def query_key(
     time really match (no hash-collision false positives, exact time range). (The tiered index:
     `rmqtool tiered query-key`.)"""
     # (a typer command: one parameter per option)
-    from engine.broker import keyquery
+    from engine.broker.index import keyquery
+    from engine.broker.store import query_store
 
     if tiered_dir is not None:
         from rmqtool.cli import deprecated
@@ -89,7 +90,7 @@ def query_key(
         return
     _refuse_tiered_only(tiered)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    res = keyquery.query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
+    res = query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     if raw:
         _render_raw(res, f"{topic}#{key}", json_out)
     else:

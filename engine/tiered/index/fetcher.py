@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from engine.broker.layout import StoreLayout
-from engine.broker.message import VALID, MessageRecord, check_message
+from engine.broker.commitlog.message import VALID, MessageRecord, check_message
 from engine.errors import InvalidArgumentError
 from engine.tiered.flat.segments import TieredReadError
 from engine.tiered.flat.store import TieredStore, TierSource, open_tier

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from engine.broker.config import load_config
+from engine.broker.config.brokerconf import load_config
 from engine.broker.layout import StoreLayout
 from engine.tiered.flat.config import load_tiered_config
 from engine.tiered.flat.metadata import TieredMetadata, read_metadata

@@ -267,7 +267,7 @@ def _check_heads(seg, items, offs, file_ts: int, topic: str, qid: int, found: li
     """The record heads at the items' offsets in one segment: TOTALSIZE, magic, and the store time's second."""
     import numpy as np
 
-    from engine.broker.message import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    from engine.broker.commitlog.message import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 
     length = min(seg.size, seg.file_len or 0)
     pos = offs - seg.base
