@@ -72,6 +72,8 @@ class DeleteMarker:
     fire_at_ms: int | None
     timer_log_position: int | None
     queue_offset: int | None
+    offset: int                   # its record's commit-log offset
+    size: int
 
 
 @dataclass
@@ -135,7 +137,7 @@ def pending(ts: TimerStore, check_crc: bool = False) -> PendingResult:
             r = res.record
             final_delete = is_delete(u.magic) and not is_roll(u.magic)
             if r.is_delete and (final_delete or is_roll(u.magic)):
-                out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None))
+                out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
             elif r.is_delete or final_delete:
                 # A marker record under a normal unit is refused when put; a message under a delete unit is
                 # taken for a marker: neither is ever delivered (timer §6).
@@ -153,7 +155,7 @@ def pending(ts: TimerStore, check_crc: bool = False) -> PendingResult:
             out.crc_damaged.append(off)
         r = res.record
         if r.is_delete:
-            out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q))
+            out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
         else:
             candidates.append(_message(None, r, None, q))
     cancels = {(m.key, m.fire_at_ms) for m in out.markers}
@@ -163,3 +165,38 @@ def pending(ts: TimerStore, check_crc: bool = False) -> PendingResult:
     out.messages.sort(key=lambda m: (m.fire_at_ms, m.uniq_key or "", m.commit_log_offset))
     out.cancelled.sort(key=lambda m: (m.fire_at_ms, m.uniq_key or "", m.commit_log_offset))
     return out
+
+
+@dataclass
+class PendingList:
+    """`rmqtool timer list`'s answer: the pending messages that pass the filters, and what could not be read."""
+    messages: list[PendingMessage]
+    total: int                    # pending messages before the filters
+    recalled: int                 # messages a pending delete marker cancels (not listed)
+    unresolved: list[Unresolved]  # units the broker will read but cannot use (not listed)
+    notes: list[str]
+
+
+def list_pending(cfg, topic: str | None = None, due_after: int | None = None, due_before: int | None = None,
+                 check_crc: bool = False) -> PendingList:
+    """Every pending timer message of the store (timer §9) whose real topic is `topic` and whose fire time lies in
+    [due_after, due_before); sorted by fire time. Reads only."""
+    from engine.errors import InvalidArgumentError
+
+    if due_after is not None and due_before is not None and due_after >= due_before:
+        raise InvalidArgumentError(f"--due-after {due_after} is not before --due-before {due_before}")
+    with TimerStore(cfg) as ts:
+        res = pending(ts, check_crc)
+        notes = []
+        if not ts.wheel.exists:
+            notes.append("there is no timerwheel: only the units still to be enqueued are listed")
+        elif not ts.wheel.length_ok:
+            notes.append(f"timerwheel is {ts.wheel.length} bytes, not the broker's length: the broker will not "
+                         "start with it (run `rmqtool timer verify`)")
+        if res.cursor is not None and res.cursor.queue_max > res.cursor.offset:
+            notes.append(f"{res.cursor.queue_max - res.cursor.offset} unit(s) of rmq_sys_wheel_timer/0 are not in the "
+                         "wheel yet (state queued): the broker enqueues them at its next start")
+    out = [m for m in res.messages
+           if (topic is None or m.topic == topic) and (due_after is None or m.fire_at_ms >= due_after)
+           and (due_before is None or m.fire_at_ms < due_before)]
+    return PendingList(out, len(res.messages), len(res.cancelled), res.unresolved, notes)
