@@ -84,7 +84,7 @@ def test_each_module_imports_in_a_fresh_interpreter(mod):
 
 # The engine's layers, lowest first (docs/architecture.md): a module imports only its own subpackage and the ones
 # below it, and never rmqtool. Imports inside functions count too.
-LAYERS = (("engine.errors", "engine.fsutil"), ("engine.java",), ("engine.broker",), ("engine.ops",),
+LAYERS = (("engine.errors", "engine.fsutil"), ("engine.java",), ("engine.broker",), ("engine.timer",), ("engine.ops",),
           ("engine.tiered",), ("engine.jobs",))
 # The one import against the arrows, written down in docs/architecture.md: the tier-out runs on the jobs' runners.
 UPWARD_ALLOWED = {("engine.tiered.flat.runner", "engine.jobs.runners")}
@@ -132,3 +132,4 @@ def test_the_layer_check_catches_an_upward_import():
     assert _layer("engine.tiered.flat.reader") > _layer("engine.ops.queues") > _layer("engine.broker.store")
     assert _layer("engine.jobs.runners") > _layer("engine.tiered.flat.runner")
     assert _layer("engine.fsutil") < _layer("engine.java.lang")
+    assert _layer("engine.broker.store") < _layer("engine.timer.store") < _layer("engine.ops.clean")

@@ -1,5 +1,5 @@
 """The RocketMQ 5 timer store (RIP-43): timerwheel, timerlog/, config/timercheck, config/timermetrics
-(docs/timer-store-format.md, cited as "timer §N").
+(docs/timer-store-format.md; code cites its sections, as in "timer §7").
 
     layout.py   paths and geometry (precision, roll window, file size, the wheel's fixed slot count)
     codec.py    slots, units, blanks, timercheck, timermetrics
