@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.timer.chain import ChainWalk, walk_chain
-from engine.timer.codec import TimerUnit, is_delete, is_roll
+from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
 from engine.timer.records import BAD_CRC, TimerRecord
 from engine.timer.store import EnqueueCursor, TimerStore
 
@@ -85,6 +85,7 @@ class SlotWalk:
     last: int
     num: int
     walk: ChainWalk
+    disk: Slot | None = None      # the slot as the file holds it, when the broker's start-up changes it
 
 
 @dataclass
@@ -125,7 +126,11 @@ def pending(ts: TimerStore, check_crc: bool = False) -> PendingResult:
     for s in ts.live_slots():
         t_ms = int(s["time"]) * p
         w = walk_chain(ts.log, int(s["last"]), ts.end.end)
-        out.slots.append(SlotWalk(int(s["index"]), t_ms, int(s["first"]), int(s["last"]), int(s["num"]), w))
+        disk = ts.wheel.slot(int(s["index"]))
+        changed = disk is None or (disk.time, disk.first, disk.last) != (int(s["time"]), int(s["first"]),
+                                                                           int(s["last"]))
+        out.slots.append(SlotWalk(int(s["index"]), t_ms, int(s["first"]), int(s["last"]), int(s["num"]), w,
+                                  disk if changed else None))
         for u in reversed(w.units):  # append order, as the dequeue reads them
             res = ts.resolve(u.offset_py, u.size_py, check_crc)
             if not res.ok:

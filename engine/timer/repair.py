@@ -33,6 +33,7 @@ from engine.broker.config import BrokerConfig
 from engine.broker.layout import segment_name
 from engine.broker.message import VALID
 from engine.fsutil import fsync_dir, write_fully
+from engine.timer.chain import walk_chain
 from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE, Slot, TimerCheckpoint,
                                 is_delete)
 from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout
@@ -40,6 +41,8 @@ from engine.timer.pending import PendingResult, pending
 from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, timer_record
 from engine.timer.store import TimerStore
 
+#: What a unit's record may not be for the unit to stay (the broker would stall on it, or find nothing).
+_UNUSABLE = (PAST_LOG, NOT_A_RECORD, SIZE_MISMATCH, NOT_TIMER)
 #: Lost messages the plan names one by one (the rest are counted).
 MAX_LOST_LISTED = 10000
 
@@ -209,9 +212,13 @@ def _plan_cut(ts: TimerStore, rep: TimerRepair, removed: _Removed) -> None:
         for first, units in reversed(list(log.chunks(seg, upto=min(v - seg.start, stop)))):
             valid = (units["size"] == UNIT_SIZE) & ((units["magic"] | 0xF) == 0xF)
             gone = removed.mask(units["offset_py"]) | (units["offset_py"] == TOMBSTONE_OFFSET)
-            keep = np.flatnonzero(valid & ~gone)
-            if len(keep):
-                kept = first + (int(keep[-1]) + 1) * UNIT_SIZE
+            for i in np.flatnonzero(valid & ~gone)[::-1]:
+                # The last unit left must resolve: the broker's start-up resumes the enqueue after its record
+                # (timer §7), so a torn one would make it skip the messages of the units cut after it.
+                if ts.resolve(int(units["offset_py"][i]), int(units["size_py"][i])).kind not in _UNUSABLE:
+                    kept = first + (int(i) + 1) * UNIT_SIZE
+                    break
+            if kept is not None:
                 break
         if kept is not None:
             cut = kept
@@ -292,7 +299,10 @@ def _plan_slots(ts: TimerStore, rep: TimerRepair) -> None:
         before = Slot(int(r["time"]), int(r["first"]), int(r["last"]), int(r["num"]), int(r["magic"]))
         if t_ms in last_pos:
             first = before.first if before.first < end else first_pos[t_ms]
-            after = Slot(before.time, first, last_pos[t_ms], before.num - removed_sign.get(t_ms, 0), before.magic)
+            walk = walk_chain(ts.log, last_pos[t_ms], end)
+            num = (sum(-1 if is_delete(u.magic) else 1 for u in walk.units) if walk.complete
+                   else before.num - removed_sign.get(t_ms, 0))
+            after = Slot(before.time, first, last_pos[t_ms], num, before.magic)
         else:
             after = None
         rep.slots.append(SlotFix(int(r["index"]), before, after))
@@ -304,7 +314,7 @@ def _plan_slots(ts: TimerStore, rep: TimerRepair) -> None:
 def _plan_tombstones(ts: TimerStore, rep: TimerRepair, res: PendingResult, removed: _Removed) -> None:
     """Units of live slots, before the new end, whose record goes or that the broker's dequeue would stall on."""
     end = rep.new_end
-    bad = (PAST_LOG, NOT_A_RECORD, SIZE_MISMATCH, NOT_TIMER)
+    bad = _UNUSABLE
     for s in res.slots:
         for u in s.walk.units:
             if u.pos >= end or u.offset_py == TOMBSTONE_OFFSET:

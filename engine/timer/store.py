@@ -59,6 +59,7 @@ class TimerStore:
         self._cq: ConsumeQueue | None = None
         self._cq_opened = False
         self._cl_end: int | None = None
+        self._recovered: np.ndarray | None = None
         try:
             self.end: LogEnd = self.log.valid_end(self.checkpoint.cp.lastTimerLogFlushPos)
             self.commitlog = open_commitlog(cfg)
@@ -102,9 +103,9 @@ class TimerStore:
     def read_time_ms(self) -> int:
         return self.checkpoint.cp.lastReadTimeMs
 
-    def slot_states(self) -> np.ndarray:
-        """For each non-zero slot (wheel.slots order): 'live', 'stale' or 'misplaced' (timer §2)."""
-        s = self.wheel.slots
+    def slot_states(self, slots: np.ndarray | None = None) -> np.ndarray:
+        """For each non-zero slot (of the wheel on disk, or `slots`): 'live', 'stale' or 'misplaced' (timer §2)."""
+        s = self.wheel.slots if slots is None else slots
         p = self.geometry.precision_ms
         times = s["time"].astype(np.int64)
         placed = (times % WHEEL_SLOTS) == s["index"]
@@ -115,9 +116,70 @@ class TimerStore:
         return out
 
     def live_slots(self) -> np.ndarray:
-        """The slots the broker's dequeue has still to fire, by time."""
-        s = self.wheel.slots[self.slot_states() == "live"]
+        """The slots the broker's dequeue has still to fire, by time, as its start-up leaves them."""
+        rec = self.recovered_slots()
+        s = rec[self.slot_states(rec) == "live"]
         return s[np.argsort(s["time"], kind="stable")]
+
+    def recovered_slots(self) -> np.ndarray:
+        """The wheel's non-zero slots after the broker's start-up recovery (timer §7 steps 3 and 6): every slot
+        with units between the walk's start and the valid end points at its last one there (a slot holding another
+        time is taken over, first = last); then live slots that still end past the valid end but start before it
+        are re-pointed by a second walk from the earliest such start."""
+        if self._recovered is None:
+            self._recovered = self._recover_wheel()
+        return self._recovered
+
+    def _units_between(self, lo: int, hi: int):
+        """(positions, slot times) of the units the recovery walk accepts in [lo, hi), a chunk at a time."""
+        for seg in self.log.segments:
+            if seg.end <= lo or seg.start >= hi:
+                continue
+            stop, _ = self.log.file_end(seg)
+            for first, units in self.log.chunks(seg, upto=min(stop, hi - seg.start)):
+                pos = first + np.arange(len(units), dtype=np.int64) * UNIT_SIZE
+                sel = pos >= lo
+                if not sel.all():
+                    pos, units = pos[sel], units[sel]
+                if len(pos):
+                    yield pos, units["write_ms"].astype(np.int64) + units["delay"].astype(np.int64)
+
+    def _recover_wheel(self) -> np.ndarray:
+        p = self.geometry.precision_ms
+        rows = {int(r["index"]): [int(r["time"]), int(r["first"]), int(r["last"]), int(r["num"]), int(r["magic"])]
+                for r in self.wheel.slots}
+        v = self.end.end
+        if not self.wheel.exists or self.wheel.length_ok or self.wheel.length == 0:
+            for pos, t in self._units_between(self.end.start, v):
+                self._apply(rows, pos, t, force=True)
+            lo, hi = self.read_time_ms, self.read_time_ms + WHEEL_SLOTS * p
+            firsts = [r[1] for i, r in rows.items() if lo <= r[0] * p < hi and r[0] % WHEEL_SLOTS == i and r[2] > v]
+            if firsts and min(firsts) < v:
+                seg = self.log.queue.find(max(min(firsts), self.log.min_pos))
+                start = seg.start if seg is not None else self.log.min_pos
+                for pos, t in self._units_between(start, v):
+                    self._apply(rows, pos, t, force=False)
+        out = np.empty(len(rows), self.wheel.slots.dtype)
+        for k, (i, r) in enumerate(sorted(rows.items())):
+            out[k] = (i, *r)
+        return out
+
+    def _apply(self, rows: dict, pos: np.ndarray, t: np.ndarray, force: bool) -> None:
+        """reviseSlot for a chunk of units in log order: per time, its last unit (and its first, for a take-over)."""
+        p = self.geometry.precision_ms
+        order = np.lexsort((pos, t))
+        t_sorted, pos_sorted = t[order], pos[order]
+        starts = np.flatnonzero(np.r_[True, t_sorted[1:] != t_sorted[:-1]])
+        ends = np.r_[starts[1:], len(t_sorted)]
+        for a, b in zip(starts, ends):
+            time_ms = int(t_sorted[a])
+            idx = (time_ms // p) % WHEEL_SLOTS
+            cur = rows.get(idx)
+            if cur is not None and cur[0] == time_ms // p:
+                cur[2] = int(pos_sorted[b - 1])
+            elif force:
+                rows[idx] = [time_ms // p, int(pos_sorted[a]), int(pos_sorted[b - 1]),
+                             cur[3] if cur else 0, cur[4] if cur else 0]
 
     # ------------------------------------------------------------ the consume queue of rmq_sys_wheel_timer
     @property
@@ -160,6 +222,21 @@ class TimerStore:
         elif cq is not None and cur > qmax:
             cur, how = qmax, f"the queue's max offset (was {how})"
         return EnqueueCursor(cur, how, qmin, qmax, throws)
+
+    def resumable_cursor(self) -> tuple[int, int] | None:
+        """(queue offset after the record of the last unit before the valid end whose record can be read, its
+        position): where the enqueue should resume so that no message whose unit was lost is skipped."""
+        for seg in reversed(self.log.segments):
+            if seg.start >= self.end.end:
+                continue
+            stop, _ = self.log.file_end(seg)
+            for first, units in reversed(list(self.log.chunks(seg, upto=min(stop, self.end.end - seg.start)))):
+                for i in range(len(units) - 1, -1, -1):
+                    r = self.resolve(int(units["offset_py"][i]), int(units["size_py"][i]))
+                    if r.record is not None and r.ok:
+                        q = self._revise(r.record.queue_offset, r.record.offset, r.record.size)
+                        return q + 1, first + i * UNIT_SIZE
+        return None
 
     def _raw_before_end(self) -> tuple[int, int] | None:
         """(offsetPy, sizePy) as reviseQueueOffset reads them: 24 bytes before the valid end, whatever is there."""

@@ -22,7 +22,7 @@ from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE, is_delete
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
                                  WHEEL_LENGTH)
 from engine.timer.pending import MAGIC_MISMATCH, PendingResult, pending
-from engine.timer.records import BAD_CRC, EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
+from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
 from engine.timer.store import TimerStore
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -222,6 +222,16 @@ def _log(ts: TimerStore, out: _Findings) -> None:
                     "does not check files before its recovery start; a chain that reaches these bytes hands "
                     "garbage to the dequeue")
     cur = ts.enqueue_cursor()
+    if not cur.throws and cur.how.startswith("the checkpoint") and e.end > 0:
+        good = ts.resumable_cursor()
+        if good is not None and good[0] < cur.offset:
+            where, off = _log_place(ts, e.end - UNIT_SIZE)
+            out.add("timerlog-last-unit-unreadable", ERROR, where, off,
+                    f"the record of the timer log's last unit (at {e.end - UNIT_SIZE}) cannot be read; the last "
+                    f"readable one (at {good[1]}) is followed by queue offset {good[0]}",
+                    f"resumes the enqueue at the checkpoint's queue offset {cur.offset}: the timer messages at "
+                    f"rmq_sys_wheel_timer/{TIMER_QUEUE_ID} offsets {good[0]}..{cur.offset - 1} are never put in the "
+                    "wheel again")
     if cur.throws:
         at = e.end - 24
         seg = log.queue.find(at)
@@ -302,6 +312,20 @@ def _chains(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
         w = s.walk
         slot_at = s.index * SLOT_SIZE
         head = f"live slot {s.index} (time {s.time_ms})"
+        if s.disk is not None:
+            d = s.disk
+            if d.time != s.time_ms // ts.geometry.precision_ms:
+                out.add("slot-rebuilt", WARNING, rel_wheel, slot_at,
+                        f"{head} holds time {d.time} on disk, but the timer log has units for it up to {end}",
+                        f"takes the slot over at start-up (first = last = its units before {end}); units of the "
+                        "slot before its recovery walk are lost")
+            else:
+                lost = d.last >= end
+                out.add("slot-past-log-end" if lost else "slot-behind-log", WARNING if lost else INFO, rel_wheel,
+                        slot_at, f"{head} ends at timer-log position {d.last} on disk"
+                        + (f", past the valid end {end}" if lost else f"; the timer log has its units up to {s.last}"),
+                        f"points it at its last unit before {end} ({s.last}) at start-up"
+                        + ("; its units after that are gone" if lost else ""))
         if not w.complete:
             first_step = not w.units
             where, off = _log_place(ts, w.at)
@@ -309,17 +333,10 @@ def _chains(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
                 out.add("chain-cycle", ERROR, where, off, f"{head}: {w.why}",
                         "walks this slot's chain forever: the timer stops firing")
             elif w.outcome in (PAST_END, BROKEN) and first_step and w.at >= end:
-                if s.first < end:
-                    out.add("slot-past-log-end", WARNING, rel_wheel, slot_at,
-                            f"{head} ends at timer-log position {w.at}, past the valid end {end}",
-                            f"points it back at its last unit before {end} during start-up; its units after that "
-                            "are lost")
-                else:
-                    out.add("slot-past-log-end", ERROR, rel_wheel, slot_at,
-                            f"{head} points at timer-log positions {s.first}..{s.last}, all past the valid end "
-                            f"{end}",
-                            "keeps the slot as it is: once new units fill those positions, firing it walks into "
-                            "other slots' units (early and duplicate deliveries)")
+                out.add("slot-past-log-end", ERROR, rel_wheel, slot_at,
+                        f"{head} points at timer-log positions {s.first}..{s.last}, all past the valid end {end}",
+                        "keeps the slot as it is: once new units fill those positions, firing it walks into other "
+                        "slots' units (early and duplicate deliveries)")
             elif w.outcome == DELETED:
                 out.add("chain-into-deleted-file", WARNING, where, off, f"{head}: {w.why}",
                         "ends the chain there: the older units of the slot are never fired")
