@@ -115,8 +115,8 @@ class TimerRepair:
     def actions(self) -> list[str]:
         out = []
         if self.zero_to > self.zero_from:
-            out.append(f"zero timer-log file {self.zero_file} bytes {self.zero_from}..{self.zero_to} ({self.units_removed}"
-                       f" unit(s) removed: the timer log ends at {self.new_end})")
+            out.append(f"zero timer-log file {self.zero_file} bytes {self.zero_from}..{self.zero_to} "
+                       f"({self.units_removed} unit(s) removed: the timer log ends at {self.new_end})")
         for name in reversed(self.files_deleted):
             out.append(f"delete timer-log file {name}")
         if self.slots:
@@ -179,8 +179,8 @@ def plan_timer_repair(cfg: BrokerConfig, commitlog_end: int, removed_ranges: lis
         rep = TimerRepair(valid_end_before=ts.end.end, data_end_before=ts.end.data_end, new_end=ts.end.end)
         w = ts.wheel
         if w.exists and not w.length_ok:
-            rep.skipped = (f"timerwheel is {w.length} bytes, not the broker's {WHEEL_LENGTH}: recover leaves the timer store "
-                           "alone (run `rmqtool timer verify`)")
+            rep.skipped = (f"timerwheel is {w.length} bytes, not the broker's {WHEEL_LENGTH}: recover leaves the timer "
+                           "store alone (run `rmqtool timer verify`)")
             return rep
         if ts.log.size_note or any(p.kind == "wrong-size" for p in ts.log.problems):
             rep.skipped = "timer-log files have the wrong size: recover leaves the timer store alone"
@@ -236,7 +236,8 @@ def _plan_cut(ts: TimerStore, rep: TimerRepair, removed: _Removed) -> None:
         rep.new_end = cut
         delete_from = at + 1
         lo = cut - cut_seg.start
-        if not (cut == v and ts.end.stop_reason == "blank"):  # a full last file keeps its blank
+        stop, why = log.file_end(cut_seg)
+        if not (why == "blank" and lo == stop):  # a full file keeps its blank
             hi = log.last_nonzero(cut_seg, lo)
             if hi > lo:
                 rep.zero_file, rep.zero_from, rep.zero_to = cut_seg.path.name, lo, hi

@@ -181,7 +181,8 @@ class RecoveryPlan:
 
     def data_unchanged(self) -> bool:
         return not (self.commitlog_changed or any(q.changed for q in self.queues) or self.index.changed
-                    or self.write_checkpoint or self.stale_temp_files or (self.timer is not None and self.timer.changed))
+                    or self.write_checkpoint or self.stale_temp_files
+                    or (self.timer is not None and self.timer.changed))
 
     @property
     def consistent(self) -> bool:
