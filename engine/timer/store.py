@@ -266,19 +266,17 @@ class TimerStore:
             q -= 1
         return msg_offset
 
-    def queued_units(self, cursor: int) -> list[tuple[int, int, int]]:
+    def queued_units(self, cursor: int):
         """(queue offset, commit-log offset, size) of the rmq_sys_wheel_timer/0 units the broker has still to
-        enqueue, from the cursor to the queue's end."""
+        enqueue, from the cursor to the queue's end, one at a time."""
         cq = self.timer_queue
-        out = []
         if cq is None:
-            return out
+            return
         for q in range(cursor, cq.max_offset_in_queue):
             u = cq.unit(q)
             if u is None:
-                break
-            out.append((q, int(u[0]), int(u[1])))
-        return out
+                return
+            yield q, int(u[0]), int(u[1])
 
 
 def unit_bytes_at(log: TimerLogFiles, pos: int) -> bytes | None:
