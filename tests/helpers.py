@@ -70,23 +70,28 @@ def spy(monkeypatch, owner, name: str, note) -> list:
 TIMER_T1 = GOLDEN / "timer" / "t1"
 
 
-def unpack_t1(dst: Path) -> tuple[Path, Path]:
-    """The timer/t1 broker store unpacked under dst (sparse files stay sparse: tarfile seeks over the holes of a
-    --sparse archive) and a broker.conf that points at it. Returns (store root, broker.conf)."""
+def unpack_timer_set(name: str, dst: Path) -> tuple[Path, Path]:
+    """A timer golden set's broker store (timer/<name>) unpacked under dst (sparse files stay sparse: tarfile seeks
+    over the holes of a --sparse archive) and a broker.conf that points at it. Returns (store root, broker.conf)."""
     import tarfile
 
+    src = GOLDEN / "timer" / name
     dst = Path(dst)
     dst.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(TIMER_T1 / "store.tar.gz") as tf:
+    with tarfile.open(src / "store.tar.gz") as tf:
         tf.extractall(dst, filter="data")
     conf = dst / "broker.conf"
-    conf.write_text((TIMER_T1 / "broker.conf").read_text().replace("<SET>", str(dst)))
+    conf.write_text((src / "broker.conf").read_text().replace("<SET>", str(dst)))
     return dst / "store", conf
 
 
-def t1_answer(name: str):
-    """One of t1's answers: a .jsonl as a list of objects, a .json as one."""
-    path = TIMER_T1 / "answers" / name
+def unpack_t1(dst: Path) -> tuple[Path, Path]:
+    return unpack_timer_set("t1", dst)
+
+
+def t1_answer(name: str, set_name: str = "t1"):
+    """One of a timer set's answers: a .jsonl as a list of objects, a .json as one."""
+    path = GOLDEN / "timer" / set_name / "answers" / name
     if name.endswith(".jsonl"):
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return json.loads(path.read_text())
