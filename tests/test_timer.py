@@ -150,7 +150,9 @@ def test_the_engine_api_for_the_doctor(t1):
     assert len(msgs) == len(t1_answer("pending.jsonl")) and all(isinstance(m, dict) for m in msgs)
     ins = inspect_timer(cfg).as_dict()
     assert ins["geometry"]["mappedFileSizeTimerLog"] == 8192
-    assert list_pending(cfg, topic="TimerOrd").messages
+    with list_pending(cfg, topic="TimerOrd") as res:
+        got = list(res)
+    assert got and len(got) == len(res) and {m.topic for m in got} == {"TimerOrd"}
 
 
 def test_writer_rebuilds_the_brokers_timer_log_and_wheel_byte_for_byte(t1, tmp_path):

@@ -9,7 +9,7 @@ from engine.broker.commitlog import open_commitlog
 from engine.broker.config import load_config
 from engine.timer.codec import TOMBSTONE_OFFSET, UNIT_SIZE
 from engine.timer.layout import TimerGeometry
-from engine.timer.pending import pending
+from engine.timer.pending import scan_pending
 from engine.timer.store import TimerStore
 from helpers import make_timer_store, patch_file, run, snapshot, t1_answer
 
@@ -39,11 +39,10 @@ def test_recover_after_a_commit_log_cut_keeps_the_timer_store_consistent(t1):
     cfg = load_config(conf)
     before = _ndjson(run(["timer", "list", "-c", conf, "--json"]))
     with TimerStore(cfg) as ts:
-        res = pending(ts)
-        lost_before = ([m for m in res.messages + res.cancelled if m.commit_log_offset >= 0]
-                       + [mk for mk in res.markers])
+        res = scan_pending(ts)
+        offsets = list(res.rows["offset"]) + list(res.cancelled["offset"]) + [mk.offset for mk in res.markers]
     cut, end = _record_boundary_at_or_after(conf, 120_000)
-    lost = [m for m in lost_before if getattr(m, "commit_log_offset", getattr(m, "offset", None)) >= cut]
+    lost = [o for o in offsets if o >= cut]
     # The machine lost the pages of the commit log's tail: zeros from a record boundary to the end of data.
     patch_file(store / "commitlog" / "00000000000000000000", cut, bytes(end - cut))
     snap = snapshot(store)
@@ -65,8 +64,9 @@ def test_recover_after_a_commit_log_cut_keeps_the_timer_store_consistent(t1):
     v = run(["timer", "verify", "-c", conf, "--now", str(_now_after_stop()), "--json"])
     assert v.exit_code == 0, v.stdout
     with TimerStore(cfg) as ts:
-        res = pending(ts)
-        assert all(u.offset_py < cut for s in res.slots for u in s.walk.units)
+        seen = []
+        scan_pending(ts, on_unit=lambda u, r: seen.append(u.offset_py))
+        assert seen and max(seen) < cut
         assert ts.checkpoint.cp.lastTimerLogFlushPos == ts.end.end == t["newEnd"]
         assert ts.checkpoint.cp.masterTimerQueueOffset <= ts.timer_queue.max_offset_in_queue
     q = next((store / "quarantine").iterdir())
@@ -91,7 +91,8 @@ def test_recover_empties_a_unit_whose_record_it_replaces(t1):
     at = data.index(body, first["commitLogOffset"]) + len(body) // 2  # a body byte: its CRC fails
     patch_file(seg, at, bytes([data[at] ^ 0xFF]))
     with TimerStore(load_config(conf)) as ts:
-        pos = next(m.timer_log_position for m in pending(ts).messages if m.uniq_key == first["uniqKey"])
+        rows = scan_pending(ts).rows
+        pos = int(rows["pos"][rows["offset"] == first["commitLogOffset"]][0])
     r = run(["recover", "-c", conf, "--json"])
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)

@@ -28,4 +28,5 @@ __all__ = ["ERROR", "INFO", "WARNING", "PendingList", "PendingMessage", "TimerFi
 
 def pending_messages(cfg) -> list[dict]:
     """The pending timer messages as plain records (the JSON `timer list --json` prints, one dict each)."""
-    return [m.as_dict() for m in list_pending(cfg).messages]
+    with list_pending(cfg) as res:
+        return [m.as_dict() for m in res]

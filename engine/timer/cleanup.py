@@ -18,7 +18,7 @@ from pathlib import Path
 from engine.broker.config import BrokerConfig
 from engine.timer.codec import UNIT_SIZE, magic_ok
 from engine.timer.layout import TimerLayout
-from engine.timer.pending import pending
+from engine.timer.pending import message_at, scan_pending
 from engine.timer.store import TimerStore
 
 #: Pending messages a clean plan names one by one (the rest are counted).
@@ -49,8 +49,9 @@ def lowest_needed_offset(cfg: BrokerConfig) -> int | None:
     if not TimerLayout.of(cfg).exists():
         return None
     with TimerStore(cfg, require=False) as ts:
-        res = pending(ts)
-        offs = [m.commit_log_offset for m in res.messages] + [m.offset for m in res.markers]
+        res = scan_pending(ts)
+        offs = [int(res.rows["offset"].min())] if len(res.rows) else []
+        offs += [m.offset for m in res.markers]
         return min(offs) if offs else None
 
 
@@ -61,13 +62,13 @@ def timer_clean_impact(cfg: BrokerConfig, min_offset: int) -> TimerCleanImpact |
         return None
     out = TimerCleanImpact(min_offset)
     with TimerStore(cfg, require=False) as ts:
-        res = pending(ts)
-        out.pending = len(res.messages)
-        offs = [m.commit_log_offset for m in res.messages] + [m.offset for m in res.markers]
+        res = scan_pending(ts)
+        out.pending = len(res.rows)
+        offs = ([int(res.rows["offset"].min())] if len(res.rows) else []) + [m.offset for m in res.markers]
         out.needed_from = min(offs) if offs else None
-        lost = [m for m in res.messages if m.commit_log_offset < min_offset]
+        lost = res.rows[res.rows["offset"] < min_offset]
         out.lost_total = len(lost)
-        out.lost = [m.as_dict() for m in lost[:MAX_NAMED]]
+        out.lost = [m.as_dict() for m in (message_at(ts, row) for row in lost[:MAX_NAMED]) if m is not None]
         out.markers_lost = sum(1 for m in res.markers if m.offset < min_offset)
         _log_files(ts, min_offset, out)
     return out

@@ -88,7 +88,7 @@ def magic_name(magic: int) -> str:
     return "+".join(parts) or ("normal" if magic & MAGIC_DEFAULT else f"bare ({magic})")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TimerUnit:
     """One timer-log unit (timer §3). `pos` is its global timer-log position (not stored)."""
     pos: int

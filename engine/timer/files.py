@@ -245,16 +245,22 @@ class TimerLogFiles:
         return LogEnd(last.start + p, start, "blank", last.start + p)
 
     def last_nonzero(self, seg: Segment, lo: int) -> int:
-        """In-file position just past the last non-zero byte at or after lo (lo when none)."""
-        buf = self.queue.buffer(seg)
-        hi = len(buf)
+        """In-file position just past the last non-zero byte at or after lo (lo when none). Reads with pread over the
+        file's allocated extents only, from the end, so a long zero tail costs no memory (and a hole no read)."""
+        n = seg.readable_len
+        if n <= lo:
+            return lo
+        fd = self.queue.fd(seg)
+        extents = data_extents(fd, n)
         step = 1 << 20
-        while hi > lo:
-            a = max(lo, hi - step)
-            nz = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=hi - a, offset=a))
-            if len(nz):
-                return a + int(nz[-1]) + 1
-            hi = a
+        for a, b in reversed(extents if extents is not None else [(0, n)]):
+            a, hi = max(a, lo), b
+            while hi > a:
+                start = max(a, hi - step)
+                nz = np.flatnonzero(np.frombuffer(os.pread(fd, hi - start, start), dtype=np.uint8))
+                if len(nz):
+                    return start + int(nz[-1]) + 1
+                hi = start
         return lo
 
 

@@ -35,7 +35,7 @@ NOT_TIMER = "not-timer-message"    # a record of another topic, or without the t
 BAD_CRC = "body-crc"               # a timer message whose body fails its CRC (the broker does not check it)
 
 
-@dataclass
+@dataclass(slots=True)
 class TimerRecord:
     """What a timer message's record says (the fields `timer list` shows)."""
     offset: int
@@ -66,7 +66,7 @@ class TimerRecord:
         return f"{self.real_topic}+{self.uniq_key}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Resolved:
     """A unit's record, or why the broker could not use it (`kind`, one line in `why`)."""
     record: TimerRecord | None

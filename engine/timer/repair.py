@@ -37,7 +37,7 @@ from engine.timer.chain import walk_chain
 from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE, Slot, TimerCheckpoint,
                                 is_delete)
 from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout
-from engine.timer.pending import PendingResult, pending
+from engine.timer.pending import PendingScan, message_at, scan_pending
 from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, timer_record
 from engine.timer.store import TimerStore
 
@@ -185,12 +185,12 @@ def plan_timer_repair(cfg: BrokerConfig, commitlog_end: int, removed_ranges: lis
         if ts.log.size_note or any(p.kind == "wrong-size" for p in ts.log.problems):
             rep.skipped = "timer-log files have the wrong size: recover leaves the timer store alone"
             return rep
-        res = pending(ts)
         _plan_cut(ts, rep, removed)
         _plan_slots(ts, rep)
-        _plan_tombstones(ts, rep, res, removed)
+        scan = scan_pending(ts, on_unit=lambda u, res: _tombstone(rep, removed, u, res))
+        rep.tombstones.sort()
         _plan_checkpoint(ts, rep, queue_max_after)
-        _plan_lost(ts, rep, res, removed)
+        _plan_lost(ts, rep, scan, removed)
         return rep
 
 
@@ -300,9 +300,10 @@ def _plan_slots(ts: TimerStore, rep: TimerRepair) -> None:
         before = Slot(int(r["time"]), int(r["first"]), int(r["last"]), int(r["num"]), int(r["magic"]))
         if t_ms in last_pos:
             first = before.first if before.first < end else first_pos[t_ms]
-            walk = walk_chain(ts.log, last_pos[t_ms], end)
-            num = (sum(-1 if is_delete(u.magic) else 1 for u in walk.units) if walk.complete
-                   else before.num - removed_sign.get(t_ms, 0))
+            counted = [0]
+            walk = walk_chain(ts.log, last_pos[t_ms], end,
+                              visit=lambda u: counted.__setitem__(0, counted[0] + (-1 if is_delete(u.magic) else 1)))
+            num = counted[0] if walk.complete else before.num - removed_sign.get(t_ms, 0)
             after = Slot(before.time, first, last_pos[t_ms], num, before.magic)
         else:
             after = None
@@ -312,21 +313,14 @@ def _plan_slots(ts: TimerStore, rep: TimerRepair) -> None:
 # ==================================================================== tombstones
 
 
-def _plan_tombstones(ts: TimerStore, rep: TimerRepair, res: PendingResult, removed: _Removed) -> None:
-    """Units of live slots, before the new end, whose record goes or that the broker's dequeue would stall on."""
-    end = rep.new_end
-    bad = _UNUSABLE
-    for s in res.slots:
-        for u in s.walk.units:
-            if u.pos >= end or u.offset_py == TOMBSTONE_OFFSET:
-                continue
-            if removed(u.offset_py):
-                rep.tombstones.append((u.pos, f"its record at commit-log offset {u.offset_py} is removed by recover"))
-                continue
-            r = ts.resolve(u.offset_py, u.size_py)
-            if r.kind in bad:
-                rep.tombstones.append((u.pos, r.why))
-    rep.tombstones.sort()
+def _tombstone(rep: TimerRepair, removed: _Removed, u, res) -> None:
+    """A unit of a live slot, before the new end, whose record goes or that the broker's dequeue would stall on."""
+    if u.pos >= rep.new_end or u.offset_py == TOMBSTONE_OFFSET:
+        return
+    if removed(u.offset_py):
+        rep.tombstones.append((u.pos, f"its record at commit-log offset {u.offset_py} is removed by recover"))
+    elif res.kind in _UNUSABLE:
+        rep.tombstones.append((u.pos, res.why))
 
 
 # ==================================================================== checkpoint
@@ -352,7 +346,7 @@ def _plan_checkpoint(ts: TimerStore, rep: TimerRepair, queue_max_after: int | No
 # ==================================================================== what is lost
 
 
-def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingResult, removed: _Removed) -> None:
+def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingScan, removed: _Removed) -> None:
     end = rep.new_end
     stones = {p for p, _ in rep.tombstones}
     lost_markers: set[tuple[str, int | None]] = set()
@@ -368,12 +362,19 @@ def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingResult, removed: _R
             return "its record is removed by recover"
         return ""
 
-    for m in res.messages:
-        why = gone(m.timer_log_position, m.commit_log_offset)
-        if why:
-            lost.append(LostMessage("message", why, m.timer_log_position,
-                                    m.queue_offset if m.timer_log_position is None else None, m.commit_log_offset,
-                                    m.store_size, m.slot_time_ms, m.uniq_key, m.topic, m.fire_at_ms))
+    rows = res.rows
+    if len(rows):
+        hit = (rows["pos"] >= end) | np.isin(rows["pos"], np.fromiter(stones, np.int64, len(stones))) | \
+            removed.mask(rows["offset"])
+        for row in rows[hit]:
+            pos = int(row["pos"]) if row["pos"] >= 0 else None
+            why = gone(pos, int(row["offset"]))
+            m = message_at(ts, row)
+            x = LostMessage("message", why, pos, int(row["qoff"]) if pos is None else None, int(row["offset"]),
+                            int(row["size"]), int(row["slot"]) if row["slot"] >= 0 else None)
+            if m is not None:
+                x.uniq_key, x.topic, x.fire_at_ms = m.uniq_key, m.topic, m.fire_at_ms
+            lost.append(x)
     for mk in res.markers:
         why = gone(mk.timer_log_position, mk.offset)
         (lost_markers if why else kept_markers).add((mk.key, mk.fire_at_ms))
@@ -391,7 +392,10 @@ def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingResult, removed: _R
                             u.slot_time_ms)
             _describe(ts, x)
             lost.append(x)
-    for m in res.cancelled:
+    for row in res.cancelled if lost_markers else ():
+        m = message_at(ts, row)
+        if m is None:
+            continue
         key = (f"{m.topic}+{m.uniq_key}", m.fire_at_ms)
         if key in lost_markers and key not in kept_markers and not gone(m.timer_log_position, m.commit_log_offset):
             rep.resurrected.append(key[0])

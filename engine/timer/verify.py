@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from engine.broker.config import BrokerConfig
 from engine.broker.segments import GAP, MISALIGNED, MISNAMED, NOT_A_FILE, SYMLINK, WRONG_SIZE
 from engine.timer.chain import BROKEN, CYCLE, DELETED, NOT_A_UNIT, PAST_END
-from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE, is_delete
+from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
                                  WHEEL_LENGTH)
-from engine.timer.pending import MAGIC_MISMATCH, PendingResult, pending
+from engine.timer.pending import MAGIC_MISMATCH, PendingScan, scan_pending
 from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
 from engine.timer.store import TimerStore
 
@@ -106,7 +106,7 @@ def verify_timer(cfg: BrokerConfig, now: int | None = None, check_crc: bool = Tr
 
 
 def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,
-                      result: PendingResult | None = None) -> TimerReport:
+                      result: PendingScan | None = None) -> TimerReport:
     """verify_timer on an open TimerStore (the pending list may be passed in when the caller has it)."""
     out = _Findings()
     rep = TimerReport(str(ts.cfg.root))
@@ -114,15 +114,15 @@ def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,
     _log(ts, out)
     _checkpoint(ts, out)
     _metrics(ts, out)
-    res = result if result is not None else pending(ts, check_crc=check_crc)
+    res = result if result is not None else scan_pending(ts, check_crc=check_crc)
     _chains(ts, res, out)
     _records(ts, res, out)
     _read_time(ts, res, now, out)
     _metrics_counts(ts, res, out)
     rep.findings = out.finish()
-    rep.checked = {"liveSlots": len(res.slots), "unitsWalked": sum(len(s.walk.units) for s in res.slots),
+    rep.checked = {"liveSlots": len(res.slots), "unitsWalked": res.units_walked,
                    "queuedUnits": max(0, res.cursor.queue_max - res.cursor.offset) if res.cursor else 0,
-                   "pendingMessages": len(res.messages), "recalled": len(res.cancelled),
+                   "pendingMessages": len(res.rows), "recalled": len(res.cancelled),
                    "deleteMarkers": len(res.markers), "timerLogValidEnd": ts.end.end,
                    "commitLogEnd": ts.commitlog_end, "now": now}
     return rep
@@ -305,7 +305,7 @@ def _metrics(ts: TimerStore, out: _Findings) -> None:
 # ==================================================================== chains
 
 
-def _chains(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
+def _chains(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
     rel_wheel = ts.layout.rel(ts.layout.wheel)
     end = ts.end.end
     for s in res.slots:
@@ -327,7 +327,7 @@ def _chains(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
                         f"points it at its last unit before {end} ({s.last}) at start-up"
                         + ("; its units after that are gone" if lost else ""))
         if not w.complete:
-            first_step = not w.units
+            first_step = w.count == 0
             where, off = _log_place(ts, w.at)
             if w.outcome == CYCLE:
                 out.add("chain-cycle", ERROR, where, off, f"{head}: {w.why}",
@@ -355,21 +355,18 @@ def _chains(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
             out.add("chain-forward", WARNING, where, off,
                     f"{head}: the unit at {pos} points forward (prevPos >= its own position)",
                     "follows it: a chain that goes forward can reach units of other slots")
-        if w.complete and w.units and w.units[-1].pos != s.first:
+        if w.complete and w.oldest is not None and w.oldest != s.first:
             out.add("slot-first-mismatch", INFO, rel_wheel, slot_at + 8,
-                    f"{head}: firstPos is {s.first} but its chain starts at {w.units[-1].pos}",
+                    f"{head}: firstPos is {s.first} but its chain starts at {w.oldest}",
                     "uses firstPos only to tell an empty slot from a used one")
-        count = sum(-1 if is_delete(u.magic) else 1 for u in w.units)
-        if w.complete and count != s.num:
+        if w.complete and s.count != s.num:
             out.add("slot-count", INFO, rel_wheel, slot_at + 24,
-                    f"{head}: num is {s.num} but its chain counts {count}",
+                    f"{head}: num is {s.num} but its chain counts {s.count}",
                     "uses num for congestion control and metrics only")
-        for u in w.units:
-            if u.delayed_ms != s.time_ms:
-                where, off = _log_place(ts, u.pos)
-                out.add("unit-wrong-slot", WARNING, where, off,
-                        f"{head}: the unit at {u.pos} was put for time {u.delayed_ms}",
-                        "fires it with this slot, at the wrong time")
+        for pos, t in s.wrong_slot:
+            where, off = _log_place(ts, pos)
+            out.add("unit-wrong-slot", WARNING, where, off, f"{head}: the unit at {pos} was put for time {t}",
+                    "fires it with this slot, at the wrong time")
 
 
 def _log_place(ts: TimerStore, pos: int) -> tuple[str, int | None]:
@@ -383,7 +380,7 @@ def _log_place(ts: TimerStore, pos: int) -> tuple[str, int | None]:
 # ==================================================================== records
 
 
-def _records(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
+def _records(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
     skip = ts.geometry.skip_unknown_error
     for u in res.unresolved:
         if u.timer_log_position is not None:
@@ -437,7 +434,7 @@ def _cq_place(ts: TimerStore, queue_offset: int | None) -> tuple[str, int | None
 # ==================================================================== time and metrics
 
 
-def _read_time(ts: TimerStore, res: PendingResult, now: int, out: _Findings) -> None:
+def _read_time(ts: TimerStore, res: PendingScan, now: int, out: _Findings) -> None:
     """recover() moves the read time up to now - 7 days + 60 slots: live slots before that are skipped."""
     if not ts.checkpoint.exists:
         return
@@ -446,7 +443,7 @@ def _read_time(ts: TimerStore, res: PendingResult, now: int, out: _Findings) -> 
     if ts.read_time_ms >= skip_to:
         return
     lost = [s for s in res.slots if s.time_ms < skip_to]
-    units = sum(len(s.walk.units) for s in lost)
+    units = sum(s.walk.count for s in lost)
     rel = ts.layout.rel(ts.checkpoint.path)
     if units:
         out.add("read-time-too-old", ERROR, rel, 0,
@@ -459,11 +456,11 @@ def _read_time(ts: TimerStore, res: PendingResult, now: int, out: _Findings) -> 
                 f"starts reading the wheel at {skip_to} (no pending unit lies before it)")
 
 
-def _metrics_counts(ts: TimerStore, res: PendingResult, out: _Findings) -> None:
+def _metrics_counts(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
     m = ts.metrics.metrics
     if m is None or not res.slots:
         return
-    want = Counter(x.topic for x in res.messages if x.topic is not None)
+    want = res.topic_counts()
     rel = ts.layout.rel(ts.layout.metrics)
     for topic, (count, _) in sorted(m.counts.items()):
         if topic in want and count != want[topic]:

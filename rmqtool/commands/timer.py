@@ -159,32 +159,34 @@ def list_cmd(
     after = times.parse_time(due_after, "--due-after", now=now) if due_after is not None else None
     before = times.parse_time(due_before, "--due-before", now=now) if due_before is not None else None
     cfg = build_config(store, broker_conf)
-    res = list_pending(cfg, topic, after, before)
-    for n in res.notes:
-        tables.note(n)
-    if json_out:
-        for m in res.messages:
-            render.emit_json(m.as_dict())
-    else:
-        out = tables.Stream(LIST_COLUMNS, {"fireAt": 23, "topic": 16, "queueId": 3, "uniqKey": 32, "tags": 10,
-                                           "keys": 16, "rollTimes": 5, "state": 7, "commitLogOffset": 12,
-                                           "timerLogPosition": 11})
-        for m in res.messages:
-            d = m.as_dict()
-            d["fireAt"] = times.format_time(m.fire_at_ms)
-            out.row(d)
-        out.finish(empty="(no pending timer message)")
-    if not res.messages:
+    with list_pending(cfg, topic, after, before) as res:
+        for n in res.notes:
+            tables.note(n)
+        out = None if json_out else tables.Stream(LIST_COLUMNS, {
+            "fireAt": 23, "topic": 16, "queueId": 3, "uniqKey": 32, "tags": 10, "keys": 16, "rollTimes": 5,
+            "state": 7, "commitLogOffset": 12, "timerLogPosition": 11})
+        shown = 0
+        for m in res:
+            shown += 1
+            if out is None:
+                render.emit_json(m.as_dict())
+            else:
+                d = m.as_dict()
+                d["fireAt"] = times.format_time(m.fire_at_ms)
+                out.row(d)
+        if out is not None:
+            out.finish(empty="(no pending timer message)")
+    if not shown:
         tables.note("no pending timer message" + (" matches" if res.total else ""))
     else:
-        tables.note(f"{len(res.messages)} of {res.total} pending timer message(s)"
+        tables.note(f"{shown} of {res.total} pending timer message(s)"
                     + (f"; {res.recalled} recalled (not listed)" if res.recalled else ""))
-    if res.unresolved:
+    if res.unresolved_total:
         for u in res.unresolved[:20]:
             tables.note(f"not listed: {u.why}")
-        if len(res.unresolved) > 20:
-            tables.note(f"... and {len(res.unresolved) - 20} more")
-        tables.note(f"{len(res.unresolved)} unit(s) cannot be resolved; run `rmqtool timer verify` for what the "
+        if res.unresolved_total > 20:
+            tables.note(f"... and {res.unresolved_total - 20} more")
+        tables.note(f"{res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for what the "
                     "broker will do with them")
         raise typer.Exit(3)
 
