@@ -86,11 +86,11 @@ def inspect_timer(cfg: BrokerConfig) -> TimerInspection:
         w = ts.wheel
         live_rows = []
         for s in ts.live_slots():
-            walk = walk_chain(ts.log, int(s["last"]), ts.end.end)
-            by = Counter(int(u.magic) for u in walk.units)
+            by: Counter = Counter()
+            walk = walk_chain(ts.log, int(s["last"]), ts.end.end, visit=lambda u, by=by: by.update((u.magic,)))
             live_rows.append({"index": int(s["index"]), "timeMs": int(s["time"]) * g.precision_ms,
                               "firstPos": int(s["first"]), "lastPos": int(s["last"]), "num": int(s["num"]),
-                              "units": len(walk.units),
+                              "units": walk.count,
                               "unitsByMagic": {magic_name(m): n for m, n in sorted(by.items())},
                               "chain": walk.outcome if not walk.complete else "complete"})
         wheel = {"file": ts.layout.rel(w.path), "exists": w.exists, "length": w.length,
