@@ -23,13 +23,13 @@ LIST_COLUMNS = [
     tables.Column("fireAt", "fireAt", tables.FIXED),
     tables.Column("topic", "topic", tables.TEXT, min_width=8),
     tables.Column("queueId", "qid"),
-    tables.Column("uniqKey", "uniqKey", tables.FIXED, drop=3),
-    tables.Column("tags", "tags", tables.TEXT, drop=5, min_width=6),
+    tables.Column("uniqKey", "uniqKey", tables.FIXED, drop=4),
+    tables.Column("tags", "tags", tables.TEXT, drop=3, min_width=6),
     tables.Column("keys", "keys", tables.TEXT, drop=6, min_width=8),
-    tables.Column("rollTimes", "rolls", drop=7),
-    tables.Column("state", "state", tables.FIXED, drop=4),
-    tables.Column("commitLogOffset", "commitLogOffset", drop=1),
-    tables.Column("timerLogPosition", "timerLogPos", drop=2),
+    tables.Column("rollTimes", "rolls", drop=2),
+    tables.Column("state", "state", tables.FIXED, drop=1),
+    tables.Column("commitLogOffset", "commitLogOffset", drop=5),
+    tables.Column("timerLogPosition", "timerLogPos", drop=7),
 ]
 
 SLOT_COLUMNS = [
@@ -163,7 +163,7 @@ def list_cmd(
         for n in res.notes:
             tables.note(n)
         out = None if json_out else tables.Stream(LIST_COLUMNS, {
-            "fireAt": 23, "topic": 16, "queueId": 3, "uniqKey": 32, "tags": 10, "keys": 16, "rollTimes": 5,
+            "fireAt": 23, "topic": 16, "queueId": 3, "uniqKey": 56, "tags": 10, "keys": 16, "rollTimes": 5,
             "state": 7, "commitLogOffset": 12, "timerLogPosition": 11})
         shown = 0
         for m in res:
