@@ -8,7 +8,7 @@ read of the same local commit log measured in the same run, and the memory each 
 
 Every figure is measured in a fresh process (its peak memory is its own): VmHWM from /proc, sampled every 0.1 s
 over the whole process tree for Spark. Medians of --runs runs. The store is generated once under
-/tmp/rmqtool-bench-dispatch with engine.broker.message.encode_record and reused.
+/tmp/rmqtool-bench-dispatch with engine.broker.commitlog.message.encode_record and reused.
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def ensure_store(store: Path, total: int, queues: int, size: int = 1024) -> dict
         if d["total"] == total and d["queues"] == queues:
             return d
     shutil.rmtree(store, ignore_errors=True)
-    from engine.broker.message import MessageRecord, encode_record
+    from engine.broker.commitlog.message import MessageRecord, encode_record
     from engine.java.lang import java_string_hash
 
     cl_dir, n = store / "commitlog", total // size
@@ -144,7 +144,7 @@ def child_plain(store: str) -> dict:
     """A plain read of the local commit log: every segment through the one bulk decoder."""
     import mmap
 
-    from engine.broker.records import RecordBatch, decode_segment
+    from engine.broker.commitlog.records import RecordBatch, decode_segment
     t = time.perf_counter()
     n = 0
     for p in sorted(Path(store, "commitlog").iterdir()):
@@ -158,12 +158,12 @@ def child_plain(store: str) -> dict:
 
 
 def child_dispatch(store: str, tier: str, master: str, meta: str) -> dict:
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.tiered.flat.config import load_tiered_config
     from engine.tiered.flat.dispatch import DispatchRequest, dispatch
     setup = 0.0
     if master != "inline":
-        from engine.jobs.runners import SparkRunner
+        from engine.exec.runners import SparkRunner
         t = time.perf_counter()
         SparkRunner(master)   # the session the job reuses: its start-up is reported apart
         setup = time.perf_counter() - t

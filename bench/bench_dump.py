@@ -41,8 +41,8 @@ MARK_END = "<!-- bench-dump:end -->"
 
 def build_store(store: Path, n: int) -> int:
     """n messages through the put pipeline; returns the commit log's end of data."""
-    from engine.broker.config import load_config
-    from engine.broker.putbatch import MessageBatch
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.write.batch import MessageBatch
     from engine.broker.store import MessageStore
 
     cfg = load_config(None, storePathRootDir=str(store))

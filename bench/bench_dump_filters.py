@@ -30,8 +30,8 @@ T0 = 1_700_000_000_000
 
 
 def build_store(store: Path, n: int, segment: int) -> None:
-    from engine.broker.config import load_config
-    from engine.broker.putbatch import MessageBatch
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.write.batch import MessageBatch
     from engine.broker.store import MessageStore
 
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=segment)

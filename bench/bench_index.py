@@ -9,7 +9,7 @@ one Markdown report; every figure sits next to its reference measured in the sam
 
 Parts:
  lookup  median per key lookup, IndexFile.select_phy_offsets on a full default-geometry file (5,000,000 slots,
-         19,999,999 items, built with engine.broker.indexbuild), in a fresh Python process, next to our own Java
+         19,999,999 items, built with engine.broker.index.build), in a fresh Python process, next to our own Java
          program doing what RocketMQ's IndexFile.selectPhyOffset does (bench/java/IndexLookup.java, compiled here
          with javac) on a MappedByteBuffer of the same file, same keys, rounds interleaved.
  cli     `rmqtool query-key` over a store with ten such files, from a cold page cache for those files
@@ -77,7 +77,7 @@ def build_file(path: Path, slots: int, items: int, first_key: int, t_begin: int,
     (position, hash, phy) puts one item of another key at that position."""
     import numpy as np
 
-    from engine.broker.indexbuild import build_index_file_from_hashes
+    from engine.broker.index.build import build_index_file_from_hashes
 
     n = items - 1 if count is None else count
     hashes = key_hashes(np.arange(first_key, first_key + n))
@@ -190,7 +190,7 @@ def cli_env() -> dict:
 
 def child_lookup(path: str, slots: int, items: int, keys_file: str, rounds: int) -> dict:
     """Median per lookup over the keys, in this process: a warm-up pass, then `rounds` timed passes."""
-    from engine.broker.indexfile import IndexFile
+    from engine.broker.index.file import IndexFile
     from engine.java.lang import LONG_MAX
 
     keys = Path(keys_file).read_text().split()
@@ -212,7 +212,7 @@ def child_lookup(path: str, slots: int, items: int, keys_file: str, rounds: int)
 def child_batch(index_dir: str, records: int, batch: int, mode: str) -> dict:
     import numpy as np
 
-    from engine.broker.indexservice import IndexService
+    from engine.broker.index.service import IndexService
 
     rng = np.random.default_rng(5)
     phy = np.arange(records, dtype=np.int64) * 300
@@ -352,8 +352,8 @@ def part_cli(work: Path, geo: tuple[int, int], n_files: int, rep: list[str]) -> 
 
 
 def child_stats(path: str, slots: int, items: int) -> dict:
-    from engine.broker.indexfile import IndexFile
-    from engine.broker.indexstats import index_file_stats
+    from engine.broker.index.file import IndexFile
+    from engine.broker.index.stats import index_file_stats
 
     with IndexFile.open(path, slots, items) as f:
         t = time.perf_counter()

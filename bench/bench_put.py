@@ -5,10 +5,10 @@ with the commit log, consume queues and index all written, next to json.loads of
 Figures (medians of --runs):
 * reference: json.loads of every line of the input (one call per line, the objects dropped), with the garbage
   collector on (Python's default) and off (what `put` runs with, see rmqtool.render.gc_paused);
-* the put pipeline in this process: what `rmqtool put --from-jsonl FILE --json` runs (rmqtool.commands.put's
-  _jsonl_batches + _put_all: the read and parse, shared with a helper process for a file this large, the
-  MessageBatch encoding, MessageStore.put_batch, the acknowledgement lines), async and with sync_flush (one
-  fdatasync per batch); its CPU time counts the helper's;
+* the put pipeline in this process: what `rmqtool put --from-jsonl FILE --json` runs (engine.broker.write.jsonl's
+  open_jsonl + put_prepared under rmqtool.render.gc_paused, as the command runs them: the read and parse, shared
+  with a helper process for a file this large, the MessageBatch encoding, MessageStore.put_batch, the
+  acknowledgement lines), async and with sync_flush (one fdatasync per batch); its CPU time counts the helper's;
 * `rmqtool put --from-jsonl FILE` end to end in a fresh interpreter (start-up included), async and --sync-flush.
 
 The index is written through IndexService.build_index_batch when the engine has it, else record by record
@@ -78,15 +78,16 @@ def ref_json_loads(path: Path, gc_on: bool, keep: bool = False) -> float:
 
 
 def pipeline(path: Path, store: Path, sync: bool, helper: bool = True) -> tuple[float, int]:
-    """What `rmqtool put --from-jsonl FILE --json` runs (rmqtool.commands.put: the input read and parsed, with a
+    """What `rmqtool put --from-jsonl FILE --json` runs (engine.broker.write.jsonl: the input read and parsed, with a
     helper process for a large file, MessageBatch encoding, MessageStore.put_batch, the acknowledgement
     lines), in this process, the acknowledgements written to a buffer."""
     import contextlib
     import resource
 
-    import rmqtool.commands.put as put_cmd
-    from engine.broker.config import load_config
-    from rmqtool.commands.put import Acks, _jsonl_batches, _put_all
+    import engine.broker.write.jsonl as jsonl
+    from engine.broker.config.brokerconf import load_config
+    from rmqtool.commands.put import Acks
+    from rmqtool.render import gc_paused
 
     def cpu() -> float:  # this process and its helper (a joined child)
         u = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -96,15 +97,16 @@ def pipeline(path: Path, store: Path, sync: bool, helper: bool = True) -> tuple[
     out = io.StringIO()
     c = cpu()
     t = time.perf_counter()
-    threshold = put_cmd.PARSE_HELPER_MIN_BYTES
-    put_cmd.PARSE_HELPER_MIN_BYTES = threshold if helper else 1 << 62
+    threshold = jsonl.PARSE_HELPER_MIN_BYTES
+    jsonl.PARSE_HELPER_MIN_BYTES = threshold if helper else 1 << 62
     try:
-        batches = _jsonl_batches(str(path), 0, str(path))
+        batches = jsonl.open_jsonl(str(path), 0, str(path))
     finally:
-        put_cmd.PARSE_HELPER_MIN_BYTES = threshold
+        jsonl.PARSE_HELPER_MIN_BYTES = threshold
+    acks = Acks(True, False)
     try:
-        with contextlib.redirect_stdout(out):
-            n, _ = _put_all(cfg, batches, sync, Acks(True, False), str(path))
+        with contextlib.redirect_stdout(out), gc_paused():
+            n, _ = jsonl.put_prepared(cfg, batches, sync, str(path), acks.emit)
     finally:
         batches.close()
     dt = time.perf_counter() - t

@@ -103,7 +103,7 @@ def plain_read(files: list[Path]) -> float:
 _CRC_FLOOR = """
 import mmap, sys, time
 import numpy as np
-from engine.broker.records import RecordBatch, decode_segment
+from engine.broker.commitlog.records import RecordBatch, decode_segment
 from engine.java.crc import crc32
 spent = 0.0
 for p in sys.argv[1:]:

@@ -118,7 +118,7 @@ class LazyStrKeys(LazyKeys):
 def c_builder(n: int, slots: int, items: int, path: str, form: str) -> dict:
     import numpy as np
 
-    from engine.broker.indexbuild import build_index_file, build_index_file_from_hashes
+    from engine.broker.index.build import build_index_file, build_index_file_from_hashes
     from engine.java.hashes import java_string_hashes
 
     keys = LazyKeys(n) if form == "unicode" else LazyStrKeys(n)
@@ -167,9 +167,9 @@ def c_read(paths: list[str]) -> dict:
 
 def c_scan(store: str) -> dict:
     """Every segment range of the store, in order, in this process (what one inline worker does)."""
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.jobs.broker_index import scan_range
-    from engine.jobs.ranges import RangeChain, segment_ranges
+    from engine.exec.ranges import RangeChain, segment_ranges
 
     chain = RangeChain()
     t = time.perf_counter()
@@ -184,12 +184,12 @@ def c_scan(store: str) -> dict:
 
 def c_jvm(master: str, jvm_options: str = "job") -> dict:
     """The JVM's start and stop as spark-reindex pays them: pyspark's import, the runner's own start
-    (engine.jobs.runners.SparkRunner: a SparkContext with the job's settings, the JVM options of a local job,
+    (engine.exec.runners.SparkRunner: a SparkContext with the job's settings, the JVM options of a local job,
     LOCAL_JVM_OPTIONS, its log redirection), one trivial job (which starts the Python workers), and the runner's
     close. "default": the same context with Spark's own JVM options, for scale."""
     t = time.perf_counter()
     if jvm_options in ("job", "before"):
-        from engine.jobs.runners import SparkRunner
+        from engine.exec.runners import SparkRunner
 
         # "before": the runner as it was before the class archive and the compiled daemon (the caller also
         # sets RMQTOOL_SPARK_CDS=0)
@@ -200,7 +200,7 @@ def c_jvm(master: str, jvm_options: str = "job") -> dict:
         return {"seconds": time.perf_counter() - t}
     from pyspark import SparkConf, SparkContext
 
-    from engine.jobs.runners import stop_context
+    from engine.exec.runners import stop_context
 
     conf = (SparkConf().setMaster(master).setAppName("jvm-start").set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false"))
@@ -212,7 +212,7 @@ def c_jvm(master: str, jvm_options: str = "job") -> dict:
 
 
 def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
-    from engine.broker.indexfile import IndexFile
+    from engine.broker.index.file import IndexFile
 
     keys = [f"{PREFIX}{i}" for i in range(n)]
     if os.path.exists(path):
@@ -228,7 +228,7 @@ def c_putkey(n: int, slots: int, items: int, path: str) -> dict:
 
 
 def c_select(path: str, slots: int, items: int, n_keys: int, samples: int, cold: str) -> dict:
-    from engine.broker.indexfile import IndexFile
+    from engine.broker.index.file import IndexFile
 
     rnd = random.Random(3)
     keys = [f"{PREFIX}{rnd.randrange(n_keys)}" for _ in range(samples)]
@@ -364,7 +364,7 @@ def part3(cfg, rep, p2) -> dict:
     store, work = cfg["store"], cfg["work"]
     paths = sorted(str(p) for p in (store / "commitlog").iterdir())
     child("read", *paths)  # warm the page cache
-    # The local JVM's class-data archive (engine.jobs.jvmcache) in a cache of the bench's own: made afresh by a
+    # The local JVM's class-data archive (engine.exec.jvmcache) in a cache of the bench's own: made afresh by a
     # first local[2] run (timed: what an operator's first local job costs), then mapped by every later one.
     cache = work / "jvm-cache"
     shutil.rmtree(cache, ignore_errors=True)
@@ -445,8 +445,8 @@ def _part3_report(cfg, rep, res) -> None:
                f"the command returned) | {res['first_local2_s']:.2f} s | - | - | - |")
     rep.append("")
     rep.append(f"The JVM rows and local[2] run with the class-data archive of Spark's classes "
-               f"(engine.jobs.jvmcache; state of the timed runs: {', '.join(res['archive_states'])}) and the "
-               f"workers' daemon that imports pyspark compiled (engine.jobs.sparkdaemon); the rows \"as before session "
+               f"(engine.exec.jvmcache; state of the timed runs: {', '.join(res['archive_states'])}) and the "
+               f"workers' daemon that imports pyspark compiled (engine.exec.sparkdaemon); the rows \"as before session "
                f"20\" are the same commands with `RMQTOOL_SPARK_CDS=0` and `--conf "
                f"spark.python.daemon.module=pyspark.daemon`. The two save {plain - w['local[2]']:.2f} s per local[2] "
                f"run here ({plain:.2f} s -> {w['local[2]']:.2f} s), and the JVM reference gains as much.")

@@ -5,7 +5,7 @@ the same interpreter, measured side by side in the same run (the commands take t
 them alike). Target: each <= 3x `python -c pass` (median of --runs).
 
 The store: one commit log written by `rmqtool put` (a few messages, one with the key asked for), then three full
-index files written with engine.broker.indexbuild.build_index_file_from_hashes (random keys, the real key's items
+index files written with engine.broker.index.build.build_index_file_from_hashes (random keys, the real key's items
 among them pointing at its message), so query-key opens and walks real 420 MB files. Built once in --dir (kept,
 reused when it is already there).
 
@@ -34,8 +34,8 @@ def build_store(root: Path) -> None:
     """A put-written store whose index/ holds FILES full default-geometry index files."""
     import numpy as np
 
-    from engine.broker.config import load_config
-    from engine.broker.indexbuild import build_index_file_from_hashes
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.index.build import build_index_file_from_hashes
     from engine.broker.layout import index_file_name
     from engine.java.lang import java_string_hash
 

@@ -147,7 +147,7 @@ def read_only_commands(store: Path, info: Info, quick: bool, torn: bool) -> list
 
 def check_survivors(store: Path, info: Info, destroyed: set, o: Outcome) -> None:
     """Every message the damage did not destroy: readable at its offset and found by each key and UNIQ_KEY."""
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.broker.store import MessageStore
 
     cfg = load_config(None, storePathRootDir=str(store), maxHashSlotNum=16, maxIndexNum=64,

@@ -42,11 +42,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.broker.commitlog import CommitLog  # noqa: E402
-from engine.broker.config import load_config  # noqa: E402
-from engine.broker.consumequeue import list_queues  # noqa: E402
+from engine.broker.commitlog.log import CommitLog  # noqa: E402
+from engine.broker.config.brokerconf import load_config  # noqa: E402
+from engine.broker.consumequeue.queue import list_queues  # noqa: E402
 from engine.broker.layout import list_index_files  # noqa: E402
-from engine.broker.message import VALID  # noqa: E402
+from engine.broker.commitlog.message import VALID  # noqa: E402
 from engine.broker.store import MessageStore  # noqa: E402
 
 RMQTOOL = [sys.executable, "-m", "rmqtool"]

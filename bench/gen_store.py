@@ -5,7 +5,7 @@ the same messages (tests/test_gen_store.py puts a small one's messages again and
 
 Vectorised: every record of a store has the same layout (fixed-width keys, one body length, topic names of one
 length), so records are rows of a numpy byte matrix filled column by column from a template made by
-engine.broker.message.encode_record; bodies come from a pool with precomputed CRCs; index keys are hashed as
+engine.broker.commitlog.message.encode_record; bodies come from a pool with precomputed CRCs; index keys are hashed as
 arrays and written by engine.ops.indexwrite (the bounded-memory index builder recovery uses). Memory is one
 chunk of records (about CHUNK_BYTES) plus one index file's slot table.
 
@@ -30,10 +30,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from engine.broker.checkpoint import Checkpoint  # noqa: E402
-from engine.broker.config import CQ_STORE_UNIT_SIZE  # noqa: E402
+from engine.broker.config.checkpoint import Checkpoint  # noqa: E402
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE  # noqa: E402
 from engine.broker.layout import StoreLayout, index_file_name, segment_name  # noqa: E402
-from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, MessageRecord, blank_record,  # noqa: E402
+from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, MessageRecord, blank_record,  # noqa: E402
                                    encode_record)
 from engine.java.lang import java_string_hash  # noqa: E402
 from engine.fsutil import write_fully  # noqa: E402

@@ -3,7 +3,7 @@
 Every message is MSG_SIZE bytes, topic TopicBench, queue i % 8, 3 index keys (UNIQ_KEY and two KEYS tokens,
 "order-<8 digits>" and "user-<5 digits>"), TAGS and WAIT properties, store time T0 + i // 5; the body is one
 of 64 slices of random bytes (so its CRC is one of 64). Records are not encoded one by one: one template
-record is encoded with engine.broker.message.encode_record, tiled into a (messages, MSG_SIZE) matrix per
+record is encoded with engine.broker.commitlog.message.encode_record, tiled into a (messages, MSG_SIZE) matrix per
 chunk, and the fields that vary (offsets, times, queue, CRC, body, the digits of the keys) are written as
 columns. Segments end with the BLANK filler (format §3.1). The first messages of every segment are checked
 against encode_record.
@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from engine.broker.message import MessageRecord, blank_record, encode_record  # noqa: E402
+from engine.broker.commitlog.message import MessageRecord, blank_record, encode_record  # noqa: E402
 
 T0 = 1_700_000_000_000
 TOPIC = "TopicBench"

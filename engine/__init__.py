@@ -3,14 +3,14 @@
 Nothing is imported here, so that each command imports only what it needs (docs/architecture.md has the layers).
 The entry points the command line calls, one per command or concern:
 
-  the store              engine.broker.store.MessageStore (put, get, walk), engine.broker.config.load_config,
-                         engine.broker.putbatch.MessageBatch (messages to put), engine.broker.lock.StoreLock
-  reading the log        engine.broker.logrun.scan_runs / lookup_runs, engine.broker.recordjson.run_json_lines /
-                         run_table_rows (dump-commitlog, get), engine.ops.dumplog.dump_entries / BodyDir
+  the store              engine.broker.store.MessageStore (put, get, walk), engine.broker.config.brokerconf.load_config,
+                         engine.broker.write.batch.MessageBatch (messages to put), engine.broker.config.lock.StoreLock
+  reading the log        engine.broker.commitlog.logrun.scan_runs / lookup_runs, engine.views.runjson.run_json_text,
+                         engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.ops.dumplog.dump_entries / BodyDir
                          (dump-commitlog's filters), engine.ops.read.read_by_queue_offset / find_by_msg_id (get by
                          queue offset, by offset message id or UNIQ_KEY)
-  store geometry         engine.broker.geometry.resolve_index_geometry (index slots and items from the files)
-  query by key           engine.broker.keyquery (broker index), engine.tiered.index.query_tiered_key (tiered)
+  store geometry         engine.broker.index.geometry.resolve_index_geometry (index slots and items from the files)
+  query by key           engine.broker.index.keyquery (broker index), engine.tiered.index.query_tiered_key (tiered)
   index files            engine.ops.inspect_index.inspect_index_files, engine.tiered.index.inspect_files /
                          compact_file
   operations             engine.ops.recovery.recover, engine.ops.clean.clean, engine.ops.queues.queue_status /

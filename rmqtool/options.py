@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.broker.config import BrokerConfig, load_config
+from engine.broker.config.brokerconf import BrokerConfig, load_config
 
 STORE_PANEL = "Store"
 OUTPUT_PANEL = "Output"

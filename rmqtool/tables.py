@@ -7,7 +7,9 @@ value), nothing left out. The terminal width is COLUMNS when set, else the termi
 so piped tables keep one row per line. --json output never comes through here, so it never depends on the width.
 
 Rows may be streamed (Stream.row writes and flushes each one): widths are then planned from the header and the
-caller's hints, and a value wider than its hint widens its own line rather than fold.
+caller's hints, and a value wider than its hint widens its own line rather than fold. The read paths that stream
+millions of rows (dump-commitlog, get) use RowStream: the same plan, each row formatted by one %-template and the
+lines written in batches by a LineWriter (which also carries their NDJSON).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass
+from operator import itemgetter
 
 from rich.cells import cell_len
 
@@ -25,6 +28,8 @@ _DIGITS = re.compile(r"[-+]?[\d.,]+")
 GAP = "  "
 WIDE = 220
 NARROWEST = 20
+#: Lines a LineWriter writes between two flushes once the first line is out (the first goes out alone: `| head -1`).
+FLUSH_LINES = 512
 #: The widest number a cell holds (a Java long with its sign): a TEXT column that may hold numbers never wraps below it.
 NUMBER_WIDTH = 20
 
@@ -175,6 +180,124 @@ class Stream:
             self._write(c.header)
             for part in (_wrap(text, self.width - len(GAP)) if c.kind == TEXT else [text]):
                 self._write(GAP + part)
+
+
+class LineWriter:
+    """Lines to stdout, flushed after the first one and then every FLUSH_LINES: a streamed answer shows its first
+    line at once and costs one write per batch of lines after that."""
+
+    def __init__(self):
+        self._buf: list[str] = []
+        self._first = True
+
+    def line(self, text: str) -> None:
+        self._buf.append(text)
+        if self._first or len(self._buf) >= FLUSH_LINES:
+            self._first = False
+            self.flush()
+
+    def lines(self, texts: list[str]) -> None:
+        if self._first and texts:
+            self.line(texts[0])
+            texts = texts[1:]
+        self._buf += texts
+        if len(self._buf) >= FLUSH_LINES:
+            self.flush()
+
+    def data(self, chunk: bytes) -> None:
+        """Many lines at once, UTF-8 encoded (each ending with "\\n"), written and flushed now: one write per run
+        of records."""
+        self.flush()
+        self._first = False
+        if chunk:
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and _utf8_stdout():
+                raw.write(chunk)
+            else:
+                sys.stdout.write(chunk.decode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
+
+    def flush(self) -> None:
+        if self._buf:
+            text = "\n".join(self._buf) + "\n"
+            self._buf.clear()
+            raw = getattr(sys.stdout, "buffer", None)
+            if raw is not None and _utf8_stdout():
+                sys.stdout.flush()  # whatever the text layer holds goes first
+                raw.write(text.encode("utf-8", "surrogateescape"))
+            else:
+                sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _utf8_stdout() -> bool:
+    return (sys.stdout.encoding or "").lower().replace("-", "") == "utf8"
+
+
+class _LineSink:
+    """A Stream's output (write(text) of whole lines, flush()) through a LineWriter."""
+
+    def __init__(self, lines: LineWriter):
+        self._lines = lines
+
+    def write(self, text: str) -> None:
+        for line in text.rstrip("\n").split("\n"):
+            self._lines.line(line)
+
+    def flush(self) -> None:
+        self._lines.flush()
+
+
+class RowStream(Stream):
+    """A table of many streamed rows, planned as Stream plans it (columns dropped to fit, with a note; one block
+    per record when even that is too wide) but each row formatted by one %-template, widths counted in characters:
+    a value wider than its column pushes its row on, never folds. Lines go out through `lines` (a LineWriter),
+    which the caller may also give its own lines (records that are not rows: none here)."""
+
+    def __init__(self, columns: list[Column], hints: dict[str, int], lines: LineWriter, width: int | None = None):
+        super().__init__(columns, hints, width=width, out=_LineSink(lines))
+        self.lines = lines
+        self._formats: dict[tuple, object] = {}
+
+    def start(self) -> None:
+        """The header now (and the note of what was left out), before any row."""
+        if not self._started:
+            self._start()
+
+    def rows(self, rows, fixed: dict[str, str] | None = None) -> None:
+        """Rows as tuples of the values of the columns not in `fixed`, in column order; `fixed` gives the value
+        of some columns for every row (written into the template once)."""
+        self.start()
+        fixed = fixed or {}
+        keys = [c.key for c in self.columns if c.key not in fixed]
+        if self.vertical:
+            for r in rows:
+                self.row({**dict(zip(keys, r)), **fixed})
+            return
+        fmt = self._formats.get(tuple(fixed.items()))
+        if fmt is None:
+            fmt = self._formats[tuple(fixed.items())] = self._format(keys, fixed)
+        self.count += len(rows)
+        self.lines.lines(fmt(rows))
+
+    def values(self, values: dict) -> None:
+        """One row given by column key (missing keys are empty)."""
+        self.rows([tuple(values.get(c.key, "") for c in self.columns)])
+
+    def _format(self, keys: list[str], fixed: dict[str, str]):
+        parts, pick = [], []
+        for c in self.shown:
+            w = self.widths[c.key]
+            if c.key in fixed:
+                parts.append(_pad(fixed[c.key], w, c.kind).replace("%", "%%"))
+            else:
+                parts.append(("%" if c.kind == NUM else "%-") + f"{w}s")
+                pick.append(keys.index(c.key))
+        tmpl = GAP.join(parts)
+        if pick == list(range(len(keys))):
+            return lambda rows: list(map(str.rstrip, map(tmpl.__mod__, rows)))
+        get = itemgetter(*pick) if len(pick) > 1 else (lambda r, i=pick[0]: (r[i],))
+        return lambda rows: list(map(str.rstrip, map(tmpl.__mod__, map(get, rows))))
 
 
 def table(rows: list[dict], columns: list[Column], title: str | None = None, width: int | None = None,

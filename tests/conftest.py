@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.broker.config import load_config
-from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.config.brokerconf import load_config
+from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
-from engine.broker.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
+from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
 from helpers import GOLDEN, unpack_t1
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _rmqtool_cache(tmp_path_factory):
-    """Local Spark JVMs the suite starts make no class-data archive (engine.jobs.jvmcache): the shared one
+    """Local Spark JVMs the suite starts make no class-data archive (engine.exec.jvmcache): the shared one
     would write it only as the run ends. tests/test_jvmcache.py turns it on where it tests it, and a cache
     directory of the run's keeps it out of the user's cache whatever happens."""
-    from engine.jobs.jvmcache import CACHE_ENV, CDS_ENV
+    from engine.exec.jvmcache import CACHE_ENV, CDS_ENV
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("rmqtool-cache")))

@@ -114,8 +114,8 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
     (files of timer_log_size bytes) and wheel written as the broker's enqueue writes them, and a timercheck.
     Message i fires at fire_base + i * step_ms (whole seconds, as the broker floors them). Returns (broker.conf,
     [PutResult per message])."""
-    from engine.broker.config import load_config
-    from engine.broker.message import MessageRecord
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.commitlog.message import MessageRecord
     from engine.broker.store import MessageStore
     from engine.timer.codec import TimerCheckpoint
     from engine.timer.layout import TimerGeometry, TimerLayout

@@ -1,6 +1,6 @@
 """The slow, obviously-right scans the reindex jobs' bulk scans are checked against (test oracles).
 
-They walk records one by one with check_message and ask engine.broker.keys (through MessageRecord) which keys
+They walk records one by one with check_message and ask engine.broker.index.keys (through MessageRecord) which keys
 each record indexes: a readable statement of what the numpy scans must produce.
 """
 from __future__ import annotations
@@ -9,11 +9,12 @@ from typing import Iterable
 
 import numpy as np
 
-from engine.broker.message import BLANK, LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, CheckResult, check_message
-from engine.broker.records import is_zero_area
+from engine.broker.commitlog.message import (BLANK, LENGTH_MISMATCH, TRANSACTION_ROLLBACK_TYPE, VALID, CheckResult,
+                                             check_message)
+from engine.broker.commitlog.records import is_zero_area
 from engine.java.lang import java_string_hash
 from engine.jobs.broker_index import SegmentScan
-from engine.jobs.ranges import SegmentRange
+from engine.exec.ranges import SegmentRange
 
 
 def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.broker.message import BLANK, VALID, check_message, encode_record
+from engine.broker.commitlog.message import BLANK, VALID, check_message, encode_record
 from helpers import put_jsonl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

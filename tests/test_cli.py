@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import READ_GEOM, SMALL, assert_one_line_error, put_jsonl, run, snapshot
-from engine.broker.indexfile import IndexFile
+from engine.broker.index.file import IndexFile
 from engine.broker.layout import list_index_files
 from engine.java.lang import index_hash, java_string_hash
 
@@ -61,7 +61,7 @@ def test_put_json_acks_and_queue_offsets(store):
         g = json.loads(run(["get", "--store", store, "--msg-id", a["msgId"], "--json"]).stdout)
         assert g["commitLogOffset"] == a["commitLogOffset"] and g["uniqKey"] == a["uniqKey"]
     # The consume queue unit points at the record with its full size (pitfall 15).
-    from engine.broker.consumequeue import ConsumeQueue
+    from engine.broker.consumequeue.queue import ConsumeQueue
     cq = ConsumeQueue(store, "T", 1, 200)
     assert cq.max_offset_in_queue == 3
     assert cq.unit(1)[:2] == (acks[3]["commitLogOffset"], acks[3]["storeSize"])
@@ -457,7 +457,7 @@ def test_unclean_store_refuses_put(store):
 def test_locked_store_refuses_put(store):
     put_jsonl(store, [msg("T", ["k"], T0)])
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; sys.path.insert(0, %r); from engine.broker.lock import StoreLock; "
+        "import sys,time; sys.path.insert(0, %r); from engine.broker.config.lock import StoreLock; "
         "l=StoreLock(%r).acquire(); print('locked', flush=True); time.sleep(30)") % (os.getcwd(), str(store))],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from helpers import put_jsonl, run
-from engine.broker.logrun import RecordRun
-from engine.broker.message import MESSAGE_MAGIC_CODE_V2, MessageRecord, check_message, encode_record
-from engine.broker.recordjson import BODY_MODES, json_line, run_json_lines
-from engine.broker.runjson import run_json_text
-from engine.broker.records import RecordBatch, decode_segment
+from engine.broker.commitlog.logrun import RecordRun
+from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE_V2, MessageRecord, check_message, encode_record
+from engine.views.recordjson import BODY_MODES, json_line
+from engine.views.runjson import run_json_lines, run_json_text
+from engine.broker.commitlog.records import RecordBatch, decode_segment
 
 EXTRA = ', "type": "MESSAGE"'
 # Properties texts (bytes as stored): clean ones, and every way a text can leave the clean path.
@@ -127,7 +127,7 @@ SCENARIOS = {
 @pytest.fixture(params=["template-from-1", "default"])
 def small_run(request, monkeypatch):
     """Runs of any size on the template path (SMALL_RUN = 1), and with the default threshold."""
-    from engine.broker import runjson
+    from engine.views import runjson
 
     if request.param == "template-from-1":
         monkeypatch.setattr(runjson, "SMALL_RUN", 1)
@@ -161,7 +161,7 @@ def test_one_odd_record_among_clean_ones(odd, small_run):
 def test_runs_are_formatted_by_shape_groups():
     """The template path is really taken: one producer's messages as one group; several shapes as one group each
     (lines put back in log order); records the template cannot show go one by one. Exact in every case."""
-    from engine.broker import runjson
+    from engine.views import runjson
 
     rnd = random.Random(7)
     uniform = [_record(rnd, i, _props(rnd, ["KEYS", "UNIQ_KEY", "TAGS"], 0.0), False) for i in range(200)]
@@ -205,7 +205,7 @@ def test_dump_and_get_json_through_the_cli_equal_to_json(tmp_path):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     msgs = [j for j in lines if j["type"] == "MESSAGE"]
     assert len(msgs) == len(odd) * 5
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.broker.store import MessageStore
 
     with MessageStore(load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=4096)) as st:
@@ -223,8 +223,8 @@ def test_lookups_in_any_order_over_many_segments(tmp_path):
     """lookup_runs checks each segment's lookups at once, in whatever order they come: the answers stay in the
     order asked, each the record's one-record view or the reason check_at gives (offsets inside a record, past
     the end, in no segment, asked twice; offset message ids naming another store host)."""
-    from engine.broker.config import load_config
-    from engine.broker.logrun import lookup_runs
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.commitlog.logrun import lookup_runs
     from engine.broker.store import MessageStore
 
     store = tmp_path / "s"
@@ -258,8 +258,8 @@ def test_lookups_in_any_order_over_many_segments(tmp_path):
 def test_a_flipped_body_is_reported_with_both_crcs(tmp_path):
     """scan_runs checks every body CRC in bulk (records.body_crc_bad); a record whose body was changed is an
     entry of its own whose reason names the stored and the computed CRC, and the records around it stay runs."""
-    from engine.broker.config import load_config
-    from engine.broker.logrun import scan_runs
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.commitlog.logrun import scan_runs
     from engine.broker.store import MessageStore
     from engine.java.lang import rmq_crc32
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.broker.checkpoint import Checkpoint
+from engine.broker.config.checkpoint import Checkpoint
 from helpers import run
 from test_recover import data_bytes
 

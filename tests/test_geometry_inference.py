@@ -1,6 +1,6 @@
 """Read commands infer the index geometry from the index files (issue 14 item 6): the golden vectors, stores
 written by `put` with several geometries, files without items, ambiguous and damaged sizes, flags and broker.conf
-that still win (engine.broker.geometry.resolve_index_geometry)."""
+that still win (engine.broker.index.geometry.resolve_index_geometry)."""
 from __future__ import annotations
 
 import json
@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from engine.broker.config import index_file_size, load_config
-from engine.broker.geometry import Candidates, _facts, infer_index_geometry, resolve_index_geometry
-from engine.broker.indexfile import IndexFile
+from engine.broker.config.brokerconf import index_file_size, load_config
+from engine.broker.index.geometry import Candidates, _facts, infer_index_geometry, resolve_index_geometry
+from engine.broker.index.file import IndexFile
 from engine.errors import GeometryError
 from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 
@@ -198,12 +198,12 @@ def test_a_large_ambiguous_size_is_decided_by_the_items(tmp_path):
 
 
 def _fits_one_read_per_field(path, geometry, index_count):
-    """The reference: engine.broker.geometry.fits as it was, one read per field (what the batched one must
+    """The reference: engine.broker.index.geometry.fits as it was, one read per field (what the batched one must
     answer on every file)."""
     import os
 
-    from engine.broker.config import INDEX_HEADER_SIZE
-    from engine.broker.geometry import _sample
+    from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
+    from engine.broker.index.geometry import _sample
 
     s, i = geometry
     fd = os.open(path, os.O_RDONLY)
@@ -236,7 +236,7 @@ def test_fits_answers_as_one_read_per_field(tmp_path):
     slots, a file cut short) and under wrong geometries it answers as the field-by-field reads do."""
     import random
 
-    from engine.broker.geometry import fits
+    from engine.broker.index.geometry import fits
 
     p = tmp_path / "f"
     f = IndexFile.create(str(p), 40, 200)

@@ -70,7 +70,7 @@ def test_count_streams_units_in_order_and_is_cut_at_max(store):
     r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "28", "--count", "50"])
     assert r.exit_code == 0, r.output
     rows = r.stdout.splitlines()
-    assert len(rows) == 1 + 2 and all("MESSAGE" in x for x in rows[1:])   # queue offsets 28 and 29
+    assert len(rows) == 2 + 2 and all("MESSAGE" in x for x in rows[2:])   # header, rule; queue offsets 28 and 29
     assert "cut to 2" in r.stderr and "max offset of TopicA/0 is 30" in r.stderr
 
 

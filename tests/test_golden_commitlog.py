@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from helpers import GOLDEN, run
-from engine.broker.commitlog import CommitLog
-from engine.broker.message import (BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, check_message,
-                            encode_record, split_keys)
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.commitlog.message import (BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID, check_message,
+                                             encode_record, split_keys)
 
 G = GOLDEN / "commitlog"
 EXPECTED = [json.loads(l) for l in (G / "messages.jsonl").read_text().splitlines() if l.strip()]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from helpers import GOLDEN
-from engine.broker.indexbuild import build_index_file
-from engine.broker.indexfile import IndexFile
+from engine.broker.index.build import build_index_file
+from engine.broker.index.file import IndexFile
 
 SCENARIOS = sorted(p.name for p in (GOLDEN / "indexfile").iterdir() if p.is_dir())
 

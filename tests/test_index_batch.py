@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from engine.broker.indexservice import IndexService
+from engine.broker.index.service import IndexService
 from engine.errors import InvalidArgumentError
 from engine.java.lang import java_string_hash
 

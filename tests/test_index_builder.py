@@ -10,8 +10,8 @@ import pytest
 
 from helpers import GOLDEN
 from engine.errors import InvalidArgumentError
-from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains, build_index_file, build_index_file_from_hashes
-from engine.broker.indexfile import IndexFile
+from engine.broker.index.build import ITEM_DTYPE, slot_chains, build_index_file, build_index_file_from_hashes
+from engine.broker.index.file import IndexFile
 from engine.java.hashes import hash_code_units, java_string_hashes
 from engine.java.lang import INT_MAX, java_string_hash
 
@@ -208,7 +208,7 @@ def test_slot_chains_against_a_loop():
     rnd = np.random.default_rng(5)
     for slots_n, n in [(1, 10), (3, 1000), (1000, 5000), (70000, 3000)]:
         slots = rnd.integers(0, slots_n, n)
-        prev, head_slots, head_items, used = _slot_chains(slots)
+        prev, head_slots, head_items, used = slot_chains(slots)
         heads = np.zeros(slots_n, dtype=np.int32)
         heads[head_slots] = head_items
         last = {}

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, snapshot
-from engine.broker import indexstats
-from engine.broker.indexfile import IndexFile
-from engine.broker.indexservice import IndexService
+from engine.broker.index import stats
+from engine.broker.index.file import IndexFile
+from engine.broker.index.service import IndexService
 from engine.broker.layout import list_index_files
 from engine.errors import CorruptFileError, StoreError
 from engine.fsutil import DiskFullError
@@ -272,8 +272,8 @@ def stats_oracle(f: IndexFile, top: int) -> dict:
 
 @pytest.mark.parametrize("chunk,slot_range", [(1 << 20, 8 << 20), (3, 2), (1, 1)])
 def test_streamed_stats_equal_an_oracle(tmp_path, monkeypatch, chunk, slot_range):
-    monkeypatch.setattr(indexstats, "CHUNK_ITEMS", chunk)
-    monkeypatch.setattr(indexstats, "SLOT_RANGE", slot_range)
+    monkeypatch.setattr(stats, "CHUNK_ITEMS", chunk)
+    monkeypatch.setattr(stats, "SLOT_RANGE", slot_range)
     rng = random.Random(11)
     for trial in range(25):
         f = random_file(tmp_path / f"f{trial}", rng, damage=trial % 3 == 0)
@@ -281,7 +281,7 @@ def test_streamed_stats_equal_an_oracle(tmp_path, monkeypatch, chunk, slot_range
             struct.pack_into(">i", f._mm, 40 + 4 * f.hash_slot_num + 20 * n, rng.choice([-7, 3, 2**31 - 1]))
         calls = []
         for top in (10, 2):
-            got = indexstats.index_file_stats(f, top=top, progress=lambda *a: calls.append(a))
+            got = stats.index_file_stats(f, top=top, progress=lambda *a: calls.append(a))
             assert got == stats_oracle(f, top), trial
         assert calls[-1][1] == calls[-1][2]  # the progress ends at its total
         f.close()
@@ -289,22 +289,22 @@ def test_streamed_stats_equal_an_oracle(tmp_path, monkeypatch, chunk, slot_range
 
 def test_stats_memory_does_not_grow_with_the_items(tmp_path, monkeypatch):
     """Chunks are bounded: a file read with a 1,000-item chunk never holds more than that many items' slots."""
-    monkeypatch.setattr(indexstats, "CHUNK_ITEMS", 1000)
+    monkeypatch.setattr(stats, "CHUNK_ITEMS", 1000)
     seen = []
-    real = indexstats._item_slots
+    real = stats._item_slots
 
     def spy(*a, **kw):
         for s in real(*a, **kw):
             seen.append(len(s))
             yield s
-    monkeypatch.setattr(indexstats, "_item_slots", spy)
-    from engine.broker.indexbuild import build_index_file_from_hashes
+    monkeypatch.setattr(stats, "_item_slots", spy)
+    from engine.broker.index.build import build_index_file_from_hashes
 
     n = 25_000
     build_index_file_from_hashes(tmp_path / "f", np.arange(n, dtype=np.int32) * 7919, np.arange(n), np.arange(n),
                                  64, n + 1)
     with IndexFile.open(tmp_path / "f", 64, n + 1) as f:
-        s = indexstats.index_file_stats(f)
+        s = stats.index_file_stats(f)
     assert s["items"] == n and max(seen) == 1000 and sum(seen) == n
 
 

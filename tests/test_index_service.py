@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.broker.indexfile import IndexFile, time_diff_seconds
-from engine.broker.indexservice import IndexService
-from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
+from engine.broker.index.file import IndexFile, time_diff_seconds
+from engine.broker.index.service import IndexService
+from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
 
 
 def rec(off, ts, keys="", uniq=None, topic="T", sys_flag=0):

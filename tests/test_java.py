@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.broker.keys import tiered_key_set
-from engine.broker.message import VALID, MessageRecord, check_message, encode_record
+from engine.broker.index.keys import tiered_key_set
+from engine.broker.commitlog.message import VALID, MessageRecord, check_message, encode_record
 from engine.java.collections import JavaHashMap, hashmap_order, hashset_order
 from engine.java.hashes import java_string_hashes
 from engine.java.lang import index_hash, java_div, java_rem, java_string_hash, rmq_crc32, tiered_hash, to_i32

@@ -1,4 +1,4 @@
-"""The local Spark JVM's class-data archive (engine.jobs.jvmcache): where it lives, when it is used, made and
+"""The local Spark JVM's class-data archive (engine.exec.jvmcache): where it lives, when it is used, made and
 refused, and a local job end to end in fresh processes (a first run makes it, a second maps it; same files)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobs import jvmcache
-from engine.jobs.jvmcache import CACHE_ENV, CDS_ENV, ClassArchive, cache_dir
-from engine.jobs.runners import LOCAL_JVM_OPTIONS
+from engine.exec import jvmcache
+from engine.exec.jvmcache import CACHE_ENV, CDS_ENV, ClassArchive, cache_dir
+from engine.exec.runners import LOCAL_JVM_OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 

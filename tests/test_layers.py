@@ -1,7 +1,9 @@
-"""Import cycles: module-level imports of engine/ and rmqtool/ must not form a cycle.
+"""Import cycles: the imports of engine/ and rmqtool/ must not form a cycle, and no module imports another
+module's private (_underscored) names.
 
-An import inside a function is how a module defers a heavy or optional dependency and does not count. The layer
-order itself (no upward import, engine never imports rmqtool) is checked by tests/test_project.py.
+Every import counts: one inside a function (how a module defers a heavy or optional dependency) or under
+`if TYPE_CHECKING:` is a dependency all the same. The layer order itself (no upward import, engine never imports
+rmqtool) is checked by tests/test_project.py.
 """
 from __future__ import annotations
 
@@ -22,27 +24,36 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for pkg in ("engine", "rmqtool") for p in (ROOT / pkg).rglob("*.py")}
 
 
-def imports(mods: dict[str, Path]) -> list[tuple[str, str, bool]]:
-    """(importer, imported, at module level) for every import of a project module."""
+def imports(mods: dict[str, Path]) -> list[tuple[str, str]]:
+    """(importer, imported) for every import of a project module, wherever it stands in the file."""
     out = []
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        top = {id(n) for n in tree.body}
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             else:
                 continue
-            out += [(mod, n, id(node) in top) for n in names if n in mods and n != mod]
+            out += [(mod, n) for n in names if n in mods and n != mod]
+    return out
+
+
+def private_imports(mods: dict[str, Path]) -> list[str]:
+    """`from module import _name` of another project module's private name (dunders aside)."""
+    out = []
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in mods and node.module != mod:
+                out += [f"{mod} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
     return out
 
 
 def cycles(edges) -> list[list[str]]:
     graph: dict[str, set[str]] = {}
-    for a, b, top in edges:
-        if top and not b.startswith(a + "."):  # a package importing its own submodules is not a cycle
+    for a, b in edges:
+        if not b.startswith(a + "."):  # a package importing its own submodules is not a cycle
             graph.setdefault(a, set()).add(b)
     found, state = [], {}
 
@@ -63,14 +74,30 @@ def cycles(edges) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycles_at_module_level():
+def test_no_import_cycles():
     edges = imports(modules())
     assert len(edges) > 200  # the walk saw the real code
     assert cycles(edges) == []
 
 
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports(modules()) == []
+
+
 def test_the_checker_sees_a_cycle():
-    edges = [("engine.broker.x", "engine.ops.y", True), ("engine.ops.y", "engine.broker.x", True),
-             ("engine.ops.y", "engine.java.z", False)]
+    edges = [("engine.broker.x", "engine.ops.y"), ("engine.ops.y", "engine.broker.x"),
+             ("engine.ops.y", "engine.java.z")]
     assert cycles(edges) == [["engine.broker.x", "engine.ops.y", "engine.broker.x"]]
-    assert cycles([(a, b, False) for a, b, _ in edges]) == []
+    assert cycles(edges[1:]) == []
+    assert cycles([("engine.broker", "engine.broker.x"), ("engine.broker.x", "engine.java.z")]) == []
+
+
+def test_the_checker_sees_imports_inside_functions_and_private_names(tmp_path):
+    pkg = tmp_path / "engine"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("def f():\n    from engine.b import g\n")
+    (pkg / "b.py").write_text("from engine.a import _hidden\n")
+    mods = {"engine.a": pkg / "a.py", "engine.b": pkg / "b.py"}
+    assert sorted(imports(mods)) == [("engine.a", "engine.b"), ("engine.b", "engine.a")]
+    assert cycles(imports(mods)) == [["engine.a", "engine.b", "engine.a"]]
+    assert private_imports(mods) == ["engine.b imports engine.a._hidden"]

@@ -5,9 +5,10 @@ import struct
 
 import pytest
 
-from engine.broker.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID, MessageEncodeError,
-                            MessageRecord, blank_record, check_message, decode_offset_msg_id, encode_record,
-                            parse_host, parse_properties, split_keys, tags_code)
+from engine.broker.commitlog.message import (BLANK, CORRUPT, LENGTH_MISMATCH, MESSAGE_MAGIC_CODE_V2, VALID,
+                                             MessageEncodeError, MessageRecord, blank_record, check_message,
+                                             decode_offset_msg_id, encode_record, parse_host, parse_properties,
+                                             split_keys, tags_code)
 
 
 
@@ -79,7 +80,7 @@ def test_property_crc_roundtrip():
 
 
 def test_reversed_crc_digits():
-    from engine.broker.message import CRC32_RESERVED_LEN
+    from engine.broker.commitlog.message import CRC32_RESERVED_LEN
     assert CRC32_RESERVED_LEN == 20
     c = 1774740973
     assert "".join(str((c // 10 ** k) % 10) for k in range(10)) == "3790474771"

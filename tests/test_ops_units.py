@@ -7,10 +7,10 @@ import struct
 import numpy as np
 import pytest
 
-from engine.broker.commitlog import open_commitlog
-from engine.broker.config import load_config
-from engine.broker.indexbuild import build_index_file_from_hashes
-from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message
+from engine.broker.commitlog.log import open_commitlog
+from engine.broker.config.brokerconf import load_config
+from engine.broker.index.build import build_index_file_from_hashes
+from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message
 from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
 from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record
@@ -136,7 +136,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     """A long walk's helper also finds the next window's record candidates (decode_segment's prefetch, when it
     extracts no keys); with small windows, over a log with a damaged body and a torn record, the walk yields
     the same records and gaps as the walk alone."""
-    import engine.broker.records as records
+    import engine.broker.commitlog.records as records
     import engine.ops.logread as logread
 
     store = tmp_path / "s"
@@ -170,7 +170,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
 
 
 def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
-    import engine.ops.verify_log as vl
+    import engine.ops.verify as vl
     from helpers import run
 
     store = tmp_path / "s"
@@ -193,9 +193,9 @@ def test_topic_groups_name_every_records_queue_across_windows():
     import random
     from pathlib import Path
 
-    from engine.broker.message import MessageRecord, encode_record
-    from engine.broker.records import RecordBatch, decode_segment
-    from engine.broker.segments import Segment
+    from engine.broker.commitlog.message import MessageRecord, encode_record
+    from engine.broker.commitlog.records import RecordBatch, decode_segment
+    from engine.broker.commitlog.segments import Segment
     from engine.ops.logread import TopicGroups
 
     rnd = random.Random(3)
@@ -223,7 +223,7 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
     """The recovery walk follows the record starts its consume queues hold (scan.QueueHints); with the queues
     sane or damaged (offsets into the middle of records, offsets going back, units lost) and the log damaged
     (a bad body, a torn record), the plan is the one the walk makes without hints."""
-    import engine.broker.records as records
+    import engine.broker.commitlog.records as records
     import engine.ops.recovery.scan as scan
     from engine.ops.recovery import plan_recovery
     from test_recover import cfg_for
@@ -264,7 +264,7 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
 def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     """CrcHelper drops the jobs it knows are done: each holds its result (a window's key columns), and a long
     walk over many windows must not keep them all (memory would grow with the log)."""
-    import engine.broker.records as records
+    import engine.broker.commitlog.records as records
     import engine.ops.logread as logread
 
     store = tmp_path / "s"

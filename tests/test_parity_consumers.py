@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.broker import configfiles
+from engine.broker.config import jsonfiles
 from engine.broker.layout import StoreLayout
 from engine.java import fastjson
 from engine.java.concurrent import ConcurrentHashMap, int_hash, string_hash
@@ -170,13 +170,13 @@ def test_config_reader_shapes(tmp_path):
     layout = StoreLayout(tmp_path)
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "delayOffset.json").write_text("{'offsetTable':{\"1\":7, 2:9L,},/* c */}")
-    f = configfiles.delay_offsets(layout)
+    f = jsonfiles.delay_offsets(layout)
     assert f.value == {1: 7, 2: 9} and f.source == "config/delayOffset.json"
     (tmp_path / "config" / "topics.json").write_text('{"topicConfigTable":{"T":{"topicName":"T"}}}')
-    assert configfiles.topic_configs(layout).value["T"].readQueueNums == 16   # TopicConfig's default
-    assert configfiles.split_topic_group("T@g") == ("T", "g")
-    assert configfiles.split_topic_group("T@") is None and configfiles.split_topic_group("a@b@c") is None
-    missing = configfiles.subscription_groups(layout)
+    assert jsonfiles.topic_configs(layout).value["T"].readQueueNums == 16   # TopicConfig's default
+    assert jsonfiles.split_topic_group("T@g") == ("T", "g")
+    assert jsonfiles.split_topic_group("T@") is None and jsonfiles.split_topic_group("a@b@c") is None
+    missing = jsonfiles.subscription_groups(layout)
     assert not missing.found and missing.value == {} and "is missing" in missing.notes[0]
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from engine.broker.config import load_config
-from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.config.brokerconf import load_config
+from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
-from engine.ops.queues import queue_min_offset
+from engine.broker.consumequeue.offsets import queue_min_offset
 from helpers import assert_one_line_error, put_jsonl, run, snapshot
 
 T0 = 1_700_000_000_000

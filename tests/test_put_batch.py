@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from helpers import GOLDEN
-from engine.broker.commitlog import CommitLog, quick_valid_size
-from engine.broker.config import load_config
-from engine.broker.keys import broker_index_keys
-from engine.broker.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
-                                   split_keys)
-from engine.broker.putbatch import MessageBatch
-from engine.broker.putwriter import index_hashes
-from engine.broker.recordjson import fmt_time, json_line, parse_props, split_keys_fast
+from engine.broker.commitlog.log import CommitLog, quick_valid_size
+from engine.broker.config.brokerconf import load_config
+from engine.broker.index.keys import broker_index_keys
+from engine.broker.commitlog.message import (VALID, MessageRecord, check_message, encode_record, parse_properties,
+                                             split_keys)
+from engine.broker.write.batch import MessageBatch
+from engine.broker.write.writer import index_hashes
+from engine.views.recordjson import fmt_time, json_line, parse_props, split_keys_fast
 from engine.broker.store import MessageStore, message_from_json
 from engine.java.lang import java_string_hash
 from rmqtool import render
@@ -108,7 +108,7 @@ def test_generated_uniq_keys_are_distinct_and_in_the_producer_format():
         b.add_json({"topic": "T"})
     assert len(set(b.uniq)) == 1000 and all(len(u) == 32 and int(u, 16) >= 0 for u in b.uniq)
     b._uniq_base, b._uniq_next, b._uniq_left = "X", 0xFFFE, 3
-    assert b._uniq_many(5)[:3] == ["XFFFE", "XFFFF", "X0000"]  # the counter wraps; then a new block is taken
+    assert b.uniq_many(5)[:3] == ["XFFFE", "XFFFF", "X0000"]  # the counter wraps; then a new block is taken
 
 
 def test_put_batch_stores_encode_record_bytes_at_their_offsets(tmp_path):
@@ -148,7 +148,7 @@ def test_put_record_api_fills_the_record_like_before(tmp_path):
 
 
 def test_index_hashes_equal_broker_index_keys(monkeypatch):
-    import engine.broker.putwriter as pw
+    import engine.broker.write.writer as pw
 
     rnd = random.Random(3)
     words = ["k", "", "ж", "😀x", "a b", "Aa", "BB", "long" * 9, "x" * 300]
@@ -322,8 +322,9 @@ def _damaged_store(tmp_path):
 
 
 def test_run_views_equal_the_one_record_views(tmp_path):
-    from engine.broker.logrun import RecordRun, lookup_runs, scan_runs
-    from engine.broker.recordjson import _PROP_RE, run_json_lines, run_table_rows, table_cells
+    from engine.broker.commitlog.logrun import RecordRun, lookup_runs, scan_runs
+    from engine.views.recordjson import PROP_RE, run_table_rows, table_cells
+    from engine.views.runjson import run_json_lines
 
     cfg, res, segs = _damaged_store(tmp_path)
     p5 = res.phy[5]
@@ -354,14 +355,15 @@ def test_run_views_equal_the_one_record_views(tmp_path):
         assert "misplaced" in out[3][1] and "CRC" in out[1][1]
     for text in ["a\x01b\x02c\x01d", "a\x01b\x01c\x02", "\x01x\x02k\x01\x02kk\x01v\x02", "", "ab\x02\x02k\x01v",
                  "x\x01\x01\x02y\x01z"]:
-        assert dict(_PROP_RE.findall(text)) == parse_properties(text)
+        assert dict(PROP_RE.findall(text)) == parse_properties(text)
 
 
 def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path):
     """Clean properties are turned into JSON by replacing the separators; anything json escapes, or a name given
     twice, takes the per-entry path. Both must give json_line's text."""
-    from engine.broker.logrun import RecordRun, scan_runs
-    from engine.broker.recordjson import _is_clean, _PROP_RE, run_json_lines
+    from engine.broker.commitlog.logrun import RecordRun, scan_runs
+    from engine.views.recordjson import PROP_RE, _is_clean
+    from engine.views.runjson import run_json_lines
 
     cfg = load_config(None, storePathRootDir=str(tmp_path / "s"))
     odd = [{"keys": " a  b  ", "tags": "T"}, {"keys": "   ", "tags": 'q"uote'}, {"keys": "x\\y", "tags": "t"},
@@ -380,6 +382,6 @@ def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path
                 seen += len(e.batch.pos)
         assert seen == 3 * len(odd)
     dup = "a\x01b\x02a\x01c\x02"
-    assert not _is_clean(dup, dict(_PROP_RE.findall(dup)))
+    assert not _is_clean(dup, dict(PROP_RE.findall(dup)))
     assert _is_clean("a\x01b\x02c\x01d\x02", {"a": "b", "c": "d"}) and _is_clean("", {})
     assert not _is_clean('a\x01"\x02', {"a": '"'}) and not _is_clean("a\x01b\x01c\x02", {"a": "b\x01c"})

@@ -1,4 +1,4 @@
-"""`put --from-jsonl FILE` with the parse shared by a helper process (rmqtool.commands.put._ParseHelper): the same
+"""`put --from-jsonl FILE` with the parse shared by a helper process (engine.broker.write.jsonl.ParseHelper): the same
 store, the same acknowledgements and the same stops as the in-process read, whichever process parses the line
 that stops the run. The threshold and the read size are lowered so that a small file takes the helper path and
 is cut into many blocks, parsed in turn by the two processes."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import rmqtool.commands.put as put_cmd
+import engine.broker.write.jsonl as jsonl
 from helpers import SMALL, assert_one_line_error, run
 
 T0 = 1_700_000_000_000
@@ -42,15 +42,15 @@ def files_of(store: Path) -> dict[str, str]:
 
 @pytest.fixture
 def helper_on(monkeypatch):
-    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 0)
-    monkeypatch.setattr(put_cmd, "READ_CHUNK", 2048)  # blocks of a few lines: many blocks for each process
+    monkeypatch.setattr(jsonl, "PARSE_HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(jsonl, "READ_CHUNK", 2048)  # blocks of a few lines: many blocks for each process
     started = []
-    real = put_cmd._ParseHelper.__init__
+    real = jsonl.ParseHelper.__init__
 
     def init(self, *a, **k):
         started.append(1)
         real(self, *a, **k)
-    monkeypatch.setattr(put_cmd._ParseHelper, "__init__", init)
+    monkeypatch.setattr(jsonl.ParseHelper, "__init__", init)
     return started
 
 
@@ -65,7 +65,7 @@ def test_the_helper_writes_what_the_process_alone_writes(tmp_path, monkeypatch, 
     r_helper, _ = put_file(tmp_path, "h", text)
     assert r_helper.exit_code == 0, r_helper.output
     assert helper_on, "the helper path was not taken"
-    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(jsonl, "PARSE_HELPER_MIN_BYTES", 1 << 62)
     r_alone, _ = put_file(tmp_path, "a", text)
     assert r_alone.exit_code == 0 and len(helper_on) == 1
     assert r_helper.stdout == r_alone.stdout and len(r_helper.stdout.splitlines()) == 600
@@ -93,7 +93,7 @@ def test_a_bad_line_stops_the_run_where_it_would_without_the_helper(tmp_path, mo
     assert_one_line_error(r, code=2, contains=f"{f}:{bad_line}:")
     assert f"{bad_line - 1} message(s) before it were stored" in r.stderr
     assert len(r.stdout.splitlines()) == bad_line - 1
-    monkeypatch.setattr(put_cmd, "PARSE_HELPER_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(jsonl, "PARSE_HELPER_MIN_BYTES", 1 << 62)
     r2, f2 = put_file(tmp_path, "a", text)
     assert r2.stderr.replace(str(f2), "F") == r.stderr.replace(str(f), "F")
     assert r2.stdout == r.stdout
@@ -110,12 +110,12 @@ def test_not_utf8_in_the_helpers_part_is_reported_with_its_line(tmp_path, helper
 
 
 def test_a_helper_that_dies_is_a_one_line_error_after_the_batches_before_it(tmp_path, monkeypatch, helper_on):
-    real = put_cmd._parse_in_helper
+    real = jsonl._parse_in_helper
 
     def dies(conn, reader, fd, queue_id, name):
-        monkeypatch.setattr(put_cmd, "_block_batches", _dies_after(put_cmd._block_batches, 2))
+        monkeypatch.setattr(jsonl, "_block_batches", _dies_after(jsonl._block_batches, 2))
         real(conn, reader, fd, queue_id, name)
-    monkeypatch.setattr(put_cmd, "_parse_in_helper", dies)
+    monkeypatch.setattr(jsonl, "_parse_in_helper", dies)
     r, _ = put_file(tmp_path, "h", "\n".join(lines(600)) + "\n")
     assert_one_line_error(r, contains="the process parsing the JSONL input ended unexpectedly (exit code 7)")
     acks = [json.loads(x) for x in r.stdout.splitlines()]
@@ -137,7 +137,7 @@ def _dies_after(fn, n: int):
 
 def test_small_files_and_stdin_are_read_in_process(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr(put_cmd._ParseHelper, "__init__", lambda *a, **k: started.append(1))
+    monkeypatch.setattr(jsonl.ParseHelper, "__init__", lambda *a, **k: started.append(1))
     r, _ = put_file(tmp_path, "s", "\n".join(lines(50)) + "\n")
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 50
     r = run(["put", "--store", tmp_path / "s2", *SMALL, "--from-jsonl", "-", "--json"], input="\n".join(lines(5)) + "\n")
@@ -159,7 +159,7 @@ def test_a_killed_writer_leaves_no_helper_and_its_output_ends(tmp_path):
     with open(f, "w") as out:
         for line in lines(40_000):
             out.write(line + " " * 200 + "\n")  # about 10 MB: over PARSE_HELPER_MIN_BYTES
-    assert f.stat().st_size >= put_cmd.PARSE_HELPER_MIN_BYTES
+    assert f.stat().st_size >= jsonl.PARSE_HELPER_MIN_BYTES
     p = subprocess.Popen([sys.executable, "-m", "rmqtool", "put", "--store", str(tmp_path / "s"), *GEOM,
                           "--from-jsonl", str(f), "--json", "--sync-flush"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)

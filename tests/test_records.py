@@ -1,4 +1,4 @@
-"""engine.broker.records: the vectorised phase A walk returns exactly what the per-record walk returns."""
+"""engine.broker.commitlog.records: the vectorised phase A walk returns exactly what the per-record walk returns."""
 from __future__ import annotations
 
 import random
@@ -7,9 +7,9 @@ import struct
 import numpy as np
 import pytest
 
-from engine.broker import records
-from engine.broker.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
-from engine.broker.records import _BufferViews, _chain, _chain_vector, decode_segment
+from engine.broker.commitlog import records
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
+from engine.broker.commitlog.records import BufferViews, _chain, _chain_vector, decode_segment
 
 
 def _record(rnd: random.Random, pos: int, fake_chain: bool = False) -> bytes:
@@ -69,7 +69,7 @@ def tiny_blocks(monkeypatch):
 def test_vector_walk_equals_per_record_walk(tiny_blocks, seed):
     buf = bytes(_buffer(seed))
     rnd = random.Random(1000 + seed)
-    v = _BufferViews(buf)
+    v = BufferViews(buf)
     n = len(buf)
     plain_starts, _, _ = _chain(buf, 0, n, n + 1)
     starts_from = [0] + rnd.sample(plain_starts, min(3, len(plain_starts)))
@@ -89,7 +89,7 @@ def test_false_magic_candidates_are_jumped_over(tiny_blocks):
     for _ in range(30):
         buf += _record(rnd, len(buf), fake_chain=True)
     buf = bytes(buf)
-    v = _BufferViews(buf)
+    v = BufferViews(buf)
     cand = records.magic_candidates(v.b, 0, len(buf) - 7)
     starts = _chain_vector(v, buf, 0, len(buf) + 1)[0]
     assert len(cand) > len(starts) == 30  # the bodies' headers are candidates, and are not records
@@ -239,9 +239,9 @@ def test_decode_segment_leaves_page_release_to_the_caller_when_asked(tmp_path, t
 def test_key_columns_are_the_same_extracted_in_slices(monkeypatch, seed):
     """batch_key_columns extracts the keys KEY_ROWS records at a time (memory); slices of any size give the
     columns of the whole window at once, and both match each record's own index_keys()."""
-    from engine.broker import keycolumns
-    from engine.broker.message import check_message
-    from engine.broker.records import RecordBatch
+    from engine.broker.index import keycolumns
+    from engine.broker.commitlog.message import check_message
+    from engine.broker.commitlog.records import RecordBatch
     from engine.java.lang import java_string_hash
 
     rnd = random.Random(seed)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.config import load_config
-from engine.broker.consumequeue import ConsumeQueue, list_queues
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.config.brokerconf import load_config
+from engine.broker.consumequeue.queue import ConsumeQueue, list_queues
 from engine.broker.layout import list_index_files
 from engine.ops.recovery import apply_recovery, plan_recovery
 from engine.broker.store import MessageStore
@@ -64,7 +64,7 @@ def crash_put(store: Path, msgs: list[dict], tmp: Path) -> None:
     inp.write_text("".join(json.dumps(m) + "\n" for m in msgs))
     code = textwrap.dedent(f"""
         import json, os
-        from engine.broker.config import load_config
+        from engine.broker.config.brokerconf import load_config
         from engine.broker.store import MessageStore, message_from_json
         cfg = load_config(None, storePathRootDir={str(store)!r}, mappedFileSizeCommitLog={SEG},
                           maxHashSlotNum=16, maxIndexNum=64)
@@ -497,7 +497,7 @@ def locked(tmp_path):
     procs = []
 
     def lock(store: Path):
-        code = ("import sys, time\nfrom engine.broker.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
+        code = ("import sys, time\nfrom engine.broker.config.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
                 "print('locked', flush=True)\ntime.sleep(60)\n")
         p = subprocess.Popen([sys.executable, "-c", code, str(store)], cwd=REPO, stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "locked"

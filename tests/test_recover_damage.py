@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker.checkpoint import Checkpoint
+from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.layout import list_index_files
-from engine.broker.message import BLANK, VALID, check_message
+from engine.broker.commitlog.message import BLANK, VALID, check_message
 from helpers import spy
 from test_recover import (GEOM, SEG, assert_all_found, cli, found, messages, patch, put, recover_json, seg_file,
                           verify_ok)
@@ -238,7 +238,7 @@ def locked_store():
     repo = Path(__file__).resolve().parent.parent
 
     def lock(store: Path):
-        code = ("import sys, time\nfrom engine.broker.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
+        code = ("import sys, time\nfrom engine.broker.config.lock import StoreLock\nStoreLock(sys.argv[1]).acquire()\n"
                 "print('locked', flush=True)\ntime.sleep(60)\n")
         p = subprocess.Popen([sys.executable, "-c", code, str(store)], cwd=repo, stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "locked"
@@ -281,7 +281,7 @@ def test_a_rename_interrupted_by_a_crash_is_finished(tmp_path):
 def _inside_an_older_index_file(store: Path) -> tuple[Path, int]:
     """A segment and a cut in it such that the records lost past the cut are items in the middle of an index
     file a normal recovery of the intact store takes on trust (its first and last items stay intact)."""
-    from engine.broker.indexfile import IndexFile
+    from engine.broker.index.file import IndexFile
 
     start = recover_json(store, "--dry-run")["scanStartOffset"]
     for p in list_index_files(store / "index"):

@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 
 from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.indexfile import IndexFile
-from engine.broker.indexservice import IndexService
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.index.file import IndexFile
+from engine.broker.index.service import IndexService
 from engine.broker.layout import list_index_files
-from engine.broker.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
-                            MessageRecord, blank_record, check_message, encode_record, serialize_properties)
+from engine.broker.commitlog.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+                                             TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, check_message,
+                                             encode_record, serialize_properties)
 from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range
-from engine.jobs.ranges import SegmentRange, whole_segment
+from engine.exec.ranges import SegmentRange, whole_segment
 from reindex_oracles import scan_from_records, scan_segment_reference
 
 T0 = 1_700_000_000_000
@@ -393,7 +394,7 @@ def test_unclean_store_is_refused(store):
 
 def test_locked_store_is_refused(store):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; sys.path.insert(0, %r); from engine.broker.lock import StoreLock; "
+        "import sys,time; sys.path.insert(0, %r); from engine.broker.config.lock import StoreLock; "
         "l=StoreLock(%r).acquire(); print('locked', flush=True); time.sleep(30)") % (os.getcwd(), str(store))],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -444,7 +445,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")
-    from engine.jobs.runners import SparkRunner
+    from engine.exec.runners import SparkRunner
 
     runner = SparkRunner("local[2]")  # one context shared by every Spark test; commands reuse it
     runner.sc.setLogLevel("ERROR")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.broker.indexbuild import _slot_order
-from engine.broker.keycolumns import _by_length
+from engine.broker.index.build import _slot_order
+from engine.broker.index.keycolumns import _by_length
 from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.jobs.broker_plan import (accepted_count, entry_columns, entry_records, file_pieces, make_plan,
                                      probe_range)
-from engine.jobs.framework import no_progress
-from engine.jobs.ranges import segment_ranges
+from engine.progress import no_progress
+from engine.exec.ranges import segment_ranges
 from test_reindex import index_bytes, spark  # noqa: F401  (spark: the shared session)
 from test_reindex_ranges import config, fuzz_store
 
@@ -28,14 +28,14 @@ def test_slot_order_is_the_stable_order_by_slot(dtype):
 
 
 def test_slot_chains_are_the_same_by_radix_or_by_composite_sort(monkeypatch):
-    from engine.broker import indexbuild
+    from engine.broker.index import build
 
     rnd = np.random.default_rng(13)
     for top, n in [(1, 20), (997, 30_000), (5_000_000, 100_000), (2**31 - 1, 5000)]:
         slots = rnd.integers(0, top, n).astype(np.int32)
-        radix = indexbuild._slot_chains(slots)
-        monkeypatch.setattr(indexbuild, "RADIX_MAX_ITEMS", 0)
-        composite = indexbuild._slot_chains(slots)
+        radix = build.slot_chains(slots)
+        monkeypatch.setattr(build, "RADIX_MAX_ITEMS", 0)
+        composite = build.slot_chains(slots)
         monkeypatch.undo()
         assert all(np.array_equal(a, b) for a, b in zip(radix[:3], composite[:3])) and radix[3] == composite[3]
         assert radix[0].dtype == composite[0].dtype == np.int32 and radix[2].dtype == composite[2].dtype
@@ -55,7 +55,7 @@ def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):
     fuzz_store(tmp_path / "s", 8)
     cfg = config(tmp_path / "s")
     scans = [scan_range(u) for u in segment_ranges(cfg, 1 << 30)]  # whole segments: exact starts
-    from engine.jobs.runners import InlineRunner
+    from engine.exec.runners import InlineRunner
 
     plan = make_plan(InlineRunner(scans), [sc.summary() for sc in scans], 16, 64)
     whole = cut = 0
@@ -78,7 +78,7 @@ def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):
 
 
 def test_spark_answers_plan_questions_from_the_scan_files(spark, tmp_path, monkeypatch):
-    from engine.jobs.runners import InlineRunner, SparkRunner
+    from engine.exec.runners import InlineRunner, SparkRunner
 
     fuzz_store(tmp_path / "s", 9)
     cfg = config(tmp_path / "s")
@@ -114,7 +114,7 @@ def settled_units(units, summaries):
 
 def test_a_local_job_jvm_runs_with_the_local_jvm_options(spark):
     # The shared context was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
-    from engine.jobs.runners import LOCAL_JVM_OPTIONS
+    from engine.exec.runners import LOCAL_JVM_OPTIONS
 
     args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert set(LOCAL_JVM_OPTIONS.split()) <= set(args)

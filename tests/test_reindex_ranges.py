@@ -1,4 +1,4 @@
-"""Segment ranges (engine.jobs.ranges): a segment cut into byte ranges that are scanned apart, each guessing
+"""Segment ranges (engine.exec.ranges): a segment cut into byte ranges that are scanned apart, each guessing
 where its first record starts, settles to the one sequential walk, for both index formats, inline and Spark."""
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.broker.config import load_config
-from engine.broker.message import (TRANSACTION_ROLLBACK_TYPE, LENGTH_MISMATCH, VALID, MessageRecord, check_message,
-                                   encode_record)
-from engine.broker.records import SegmentEnd, decode_segment
+from engine.broker.config.brokerconf import load_config
+from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, LENGTH_MISMATCH, VALID, MessageRecord,
+                                             check_message, encode_record)
+from engine.broker.commitlog.records import SegmentEnd, decode_segment
 from engine.jobs.broker_index import scan_range, spark_reindex
-from engine.jobs.ranges import RangeChain, find_record_start, segment_ends, segment_ranges, settle
+from engine.exec.ranges import RangeChain, find_record_start, segment_ends, segment_ranges, settle
 from engine.jobs.tiered_index import scan_range_tiered, tiered_reindex
 from test_reindex import index_bytes, place, rec, spark, write_segments  # noqa: F401  (spark: shared session)
 
@@ -174,7 +174,7 @@ def test_decode_segment_reads_a_record_that_ends_the_buffer():
 def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
     # Big commit logs are scanned by forked workers, ranges from guessed starts, and scans beyond the memory
     # budget wait on disk: the same files as range by range in memory.
-    from engine.jobs import runners
+    from engine.exec import runners
 
     fuzz_store(tmp_path / "s", 6)
     cfg = config(tmp_path / "s")
@@ -192,7 +192,7 @@ def test_runners_run_other_per_item_work(spark):
     # The tiered flat store's dispatch runs its per-queue function through the same runners.
     from types import SimpleNamespace
 
-    from engine.jobs.runners import InlineRunner, SparkRunner
+    from engine.exec.runners import InlineRunner, SparkRunner
 
     def work(item):  # pickled by value for the Spark workers (this module is not importable there)
         return SimpleNamespace(index=item.index, summary=lambda: {"index": item.index, "double": 2 * item.index})

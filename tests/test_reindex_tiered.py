@@ -13,11 +13,11 @@ import pytest
 
 from helpers import assert_one_line_error, put_jsonl, run, snapshot
 from engine.java.lang import INT_MIN, java_string_hash
-from engine.broker.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
-                            TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
-from engine.broker.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
+from engine.broker.commitlog.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
+                                             TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
+from engine.broker.index.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
-from engine.jobs.ranges import SegmentRange
+from engine.exec.ranges import SegmentRange
 from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered, topic_filtered
 from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
 

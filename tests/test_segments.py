@@ -8,8 +8,8 @@ import os
 import pytest
 
 from helpers import SMALL, assert_one_line_error, put_jsonl, run, snapshot
-from engine.broker.commitlog import GAP, MISPLACED, CommitLog
-from engine.broker.segments import DUPLICATE, MISALIGNED, MISNAMED, SYMLINK, WRONG_SIZE, SegmentQueue
+from engine.broker.commitlog.log import GAP, MISPLACED, CommitLog
+from engine.broker.commitlog.segments import DUPLICATE, MISALIGNED, MISNAMED, SYMLINK, WRONG_SIZE, SegmentQueue
 from engine.errors import GeometryError
 
 T0 = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""The local Spark workers' daemon (engine.jobs.sparkdaemon): pyspark imported compiled from the installation
+"""The local Spark workers' daemon (engine.exec.sparkdaemon): pyspark imported compiled from the installation
 that is SPARK_HOME, not from Spark's source zip; anything else leaves the workers' path as Spark made it."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.jobs.sparkdaemon import prefer_installed_pyspark
+from engine.exec.sparkdaemon import prefer_installed_pyspark
 from test_reindex import spark  # noqa: F401  (the shared session)
 
 pyspark = pytest.importorskip("pyspark")
@@ -30,10 +30,10 @@ def test_the_path_is_left_alone_otherwise(tmp_path):
 
 
 def test_local_workers_run_the_compiled_installation(spark):  # noqa: F811
-    from engine.jobs.runners import SparkRunner
+    from engine.exec.runners import SparkRunner
 
     runner = SparkRunner("local[2]")  # the shared context, started by SparkRunner
-    assert runner.sc.getConf().get("spark.python.daemon.module") == "engine.jobs.sparkdaemon"
+    assert runner.sc.getConf().get("spark.python.daemon.module") == "engine.exec.sparkdaemon"
 
     def where(_):
         import pyspark as p

@@ -87,6 +87,37 @@ def test_stream_widens_a_number_rather_than_fold():
     assert s.count == 2 and s.shows("t")
 
 
+ROW_COLS = [Column("off", "offset", NUM), Column("kind", "type", FIXED), Column("size", "size", NUM, drop=2),
+            Column("topic", "topic", FIXED, drop=1), Column("note", "note", FIXED)]
+
+
+def test_row_stream_formats_rows_as_the_stream_plans_them(capsys):
+    """RowStream: the header and widths of Stream's plan, rows by one template (a fixed column written once), wider
+    values pushing their row on; at a narrow width the dropped columns are named on stderr."""
+    lines = tables.LineWriter()
+    rs = tables.RowStream(ROW_COLS, {"off": 6, "kind": 7, "size": 4, "topic": 8, "note": 10}, lines, width=200)
+    rs.rows([(5, 12, "TopicA", "id-1"), (123456789012, 3, "T" * 12, "x")], {"kind": "MESSAGE"})
+    rs.values({"off": 7, "kind": "CORRUPT", "note": "bad CRC"})
+    lines.flush()
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["offset  type     size  topic     note", "------  -------  ----  --------  ----------",
+                   "     5  MESSAGE    12  TopicA    id-1",
+                   "123456789012  MESSAGE     3  TTTTTTTTTTTT  x",
+                   "     7  CORRUPT" + " " * 18 + "bad CRC"]
+    assert rs.count == 3
+    narrow = tables.RowStream(ROW_COLS, {"off": 6, "kind": 7, "size": 4, "topic": 8, "note": 10}, lines, width=30)
+    narrow.rows([(5, 12, "TopicA", "id-1")], {"kind": "MESSAGE"})
+    lines.flush()
+    got = capsys.readouterr()
+    assert got.out.splitlines() == ["offset  type     note", "------  -------  ----------", "     5  MESSAGE  id-1"]
+    assert got.err == "note: size, topic left out to fit 30 columns (a wider terminal, COLUMNS=..., or --json shows " \
+                      "every field)\n"
+    vertical = tables.RowStream(ROW_COLS, {"off": 6, "kind": 7, "size": 4, "topic": 8, "note": 10}, lines, width=20)
+    vertical.rows([(5, 12, "TopicA", "id-1")], {"kind": "MESSAGE"})
+    lines.flush()
+    assert "MESSAGE" in capsys.readouterr().out and vertical.vertical
+
+
 def test_empty_table_and_cut_note(capsys):
     out = io.StringIO()
     tables.table([], COLS, width=200, out=out, empty="(nothing)")

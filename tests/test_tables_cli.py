@@ -36,8 +36,8 @@ def cases(root):
         "inspect-index": (["inspect-index", *s, *READ_GEOM], True),
         "inspect-index --walk-key": (["inspect-index", *s, "--walk-key", f"{t}#user-1", *READ_GEOM], True),
         "get": (["get", *s, "--offset", "0"], True),
-        # dump-commitlog's table is written by rmqtool/commands/dump.py (engine.broker.recordjson lines), owned by
-        # the read-path work: it joins this list when it renders through rmqtool.tables.
+        "get --count": (["get", *s, "-t", t, "-q", "1", "--queue-offset", "0", "--count", "5"], True),
+        "dump-commitlog": (["dump-commitlog", *s], True),
         "queues": (["queues", *s], True),
         "dump-cq": (["dump-cq", *s, "-t", t, "-q", "1", "--count", "20"], True),
         "print-msg": (["print-msg", *s, "-t", t, "--begin", "2000-01-01", "--end", "now"], True),

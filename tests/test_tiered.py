@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.broker.keys import tiered_key_set as message_key_set
+from engine.broker.index.keys import tiered_key_set as message_key_set
 from engine.java.collections import hashset_order
 from engine.java.lang import java_is_blank
 from engine.tiered.index import compaction
@@ -1023,7 +1023,7 @@ def test_hashset_order_resizes_when_a_bucket_gets_nine_entries():
 
 
 def test_chain_walk_follows_self_links_only_when_asked():
-    from engine.broker.chain import CYCLE, SELF, ChainWalk
+    from engine.broker.index.chain import CYCLE, SELF, ChainWalk
 
     prev = {3: 2, 2: 2}  # item 3 -> item 2 -> item 2 ...
     default = ChainWalk(3, prev.get, lambda p: p, last=3)

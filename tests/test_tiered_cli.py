@@ -301,7 +301,7 @@ def md5_8(s: str) -> str:
 
 
 def record_of_size(topic, queue_id, keys, uniq, ts, phy, size):
-    from engine.broker.message import MessageRecord, encode_record
+    from engine.broker.commitlog.message import MessageRecord, encode_record
 
     props = {"KEYS": " ".join(keys)}
     if uniq:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from engine.broker.message import MessageRecord, check_message
+from engine.broker.commitlog.message import MessageRecord, check_message
 from engine.tiered.flat.layout import md5_prefix, offset_to_file_name
 from engine.tiered.flat.metadata import TieredMetadata
 from helpers import assert_one_line_error, run, snapshot
@@ -172,7 +172,7 @@ def test_incremental_dispatch_gives_the_one_shot_files(tmp_path):
     local = f1_local_store(tmp_path / "local", limit=70)
     first = run_dispatch(local, tmp_path / "tier")
     assert first.messages == 70
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.broker.store import MessageStore
     rest = sorted(f1_messages(), key=lambda m: m["originalCommitLogOffset"])[70:]
     cfg = load_config(None, storePathRootDir=str(local), mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=400)
@@ -317,7 +317,7 @@ def test_dispatch_never_writes_past_a_file_shorter_than_its_metadata(tmp_path):
     local = f1_local_store(tmp_path / "local", limit=40)
     run_dispatch(local, tmp_path / "tier")
     put = sorted(f1_messages(), key=lambda m: m["originalCommitLogOffset"])[40:80]
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.broker.store import MessageStore
     cfg = load_config(None, storePathRootDir=str(local), mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=400)
     with MessageStore(cfg, writable=True) as st:

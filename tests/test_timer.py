@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from engine.broker.config import load_config, snap_timer_precision
+from engine.broker.config.brokerconf import load_config, snap_timer_precision
 from engine.broker.layout import StoreLayout
 from engine.timer import inspect_timer, list_pending, pending_messages, verify_timer
 from engine.timer.codec import BLANK_MAGIC_CODE, UNIT_SIZE, TimerCheckpoint

@@ -5,8 +5,8 @@ import json
 import os
 import time
 
-from engine.broker.commitlog import open_commitlog
-from engine.broker.config import load_config
+from engine.broker.commitlog.log import open_commitlog
+from engine.broker.config.brokerconf import load_config
 from engine.timer.codec import TOMBSTONE_OFFSET, UNIT_SIZE
 from engine.timer.layout import TimerGeometry
 from engine.timer.pending import scan_pending

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from helpers import SMALL, assert_one_line_error, put_jsonl, run, snapshot
-from engine.broker.config import load_config
-from engine.broker.putbatch import MessageBatch
+from engine.broker.config.brokerconf import load_config
+from engine.broker.write.batch import MessageBatch
 from engine.broker.store import MessageStore
 from engine.fsutil import DiskFullError, WriteFailedError, data_extents, map_readonly
 
@@ -154,7 +154,7 @@ def test_failed_flush_acknowledges_nothing_of_the_batch(tmp_path, monkeypatch):
 
 
 def test_index_room_is_checked_before_a_new_index_file_is_started(tmp_path, monkeypatch):
-    import engine.broker.putwriter as pw
+    import engine.broker.write.writer as pw
 
     store = tmp_path / "s"
     first = put_jsonl(store, msgs(4))  # 12 of the 63 items of the first index file
@@ -361,7 +361,7 @@ def test_a_full_disk_at_any_allocation_leaves_a_clean_readable_store(tmp_path, m
     assert not (store / "abort").exists()
     assert set(dump_kinds(store)) <= {"MESSAGE", "BLANK"} and dump_kinds(store).count("MESSAGE") == 3 + len(acks)
     readable(store, first + acks)
-    from engine.broker.consumequeue import ConsumeQueue
+    from engine.broker.consumequeue.queue import ConsumeQueue
 
     units = sum(ConsumeQueue(store, "T", q, 200).max_offset_in_queue for q in range(5))
     assert units == 3 + len(acks)
@@ -370,7 +370,7 @@ def test_a_full_disk_at_any_allocation_leaves_a_clean_readable_store(tmp_path, m
 def test_jsonl_batches_start_small_and_keep_line_numbers():
     import io
 
-    from rmqtool.commands.put import read_jsonl
+    from engine.broker.write.jsonl import read_jsonl
 
     data = b"".join(json.dumps({"topic": "T", "i": i}).encode() + (b"\n\n" if i % 10 == 0 else b"\n")
                     for i in range(1000))

@@ -7,8 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
-from engine.broker.config import load_config
-from engine.broker.message import MessageRecord, check_message
+from engine.broker.config.brokerconf import load_config
+from engine.broker.commitlog.message import MessageRecord, check_message
 from engine.broker.store import MessageStore
 from engine.tiered.flat.config import load_tiered_config
 from engine.tiered.flat.dispatch import DispatchRequest, dispatch

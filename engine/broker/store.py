@@ -2,75 +2,33 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import MISPLACED, CommitLog, LogEntry, open_commitlog
-from engine.broker.config import BrokerConfig
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import MISPLACED, CommitLog, LogEntry, open_commitlog
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
-from engine.broker import keyquery
-from engine.broker.indexservice import IndexService
+from engine.broker.index import keyquery
+from engine.broker.index.service import IndexService
 from engine.broker.layout import StoreLayout
 from engine.java.lang import LONG_MAX
-from engine.broker.lock import StoreLock, mark_clean, mark_in_use
-from engine.broker.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, UniqKeyGenerator,
-                                   decode_offset_msg_id, offset_msg_id, parse_host)
+from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
+from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord,
+                                             UniqKeyGenerator, decode_offset_msg_id, parse_host)
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
 if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
-    from engine.broker.consumequeue import ConsumeQueue
-    from engine.broker.putbatch import MessageBatch
-
-
-@dataclass
-class PutResult:
-    commitLogOffset: int
-    queueOffset: int
-    msgId: str
-    uniqKey: str | None
-    storeSize: int
-    topic: str
-    queueId: int
-    storeTimestamp: int
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
-class BatchResult:
-    """What put_batch committed: the first len(self) messages of the batch, in order, and why it stopped
-    early (`error`, with `error.batch_index`), if it did. Every message counted here is written (and, with
-    sync_flush, flushed)."""
-    topic: list[str]
-    queue_id: list[int]
-    phy: list[int]
-    queue_offset: list[int]
-    size: list[int]
-    store_ts: list[int]
-    uniq_key: list[str | None]
-    store_host: list[bytes]
-    store_port: list[int]
-    error: Exception | None = None
-
-    def __len__(self) -> int:
-        return len(self.phy)
-
-    def msg_id(self, i: int) -> str:
-        return offset_msg_id(self.store_host[i], self.store_port[i], self.phy[i])
-
-    def results(self) -> list[PutResult]:
-        return [PutResult(self.phy[i], self.queue_offset[i], self.msg_id(i), self.uniq_key[i], self.size[i],
-                          self.topic[i], self.queue_id[i], self.store_ts[i]) for i in range(len(self))]
+    from engine.broker.consumequeue.queue import ConsumeQueue
+    from engine.broker.write.batch import MessageBatch
+    from engine.broker.write.writer import BatchResult, PutResult
 
 
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
     store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
-    from engine.broker.putbatch import MessageBatch  # the write path: imported when a message is checked
+    from engine.broker.write.batch import MessageBatch  # the write path: imported when a message is checked
     MessageBatch(default_queue_id).add_json(obj)  # every check, or a one-line InvalidArgumentError
     body = obj.get("body") or ""
     props = dict(obj.get("properties") or {})
@@ -96,17 +54,6 @@ def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     if rec.queue_id is None:
         rec.queue_id = default_queue_id
     return rec
-
-
-class _IndexRecord:
-    """What IndexService.build_index reads from a record (the per-record fallback of a batch put)."""
-    __slots__ = ("physical_offset", "store_timestamp", "_keys")
-
-    def __init__(self, phy: int, ts: int, keys: list[str]):
-        self.physical_offset, self.store_timestamp, self._keys = phy, ts, keys
-
-    def index_keys(self) -> list[str]:
-        return self._keys
 
 
 class MessageStore:
@@ -167,7 +114,7 @@ class MessageStore:
     def index(self) -> IndexService:
         if self._index is None:
             if not self.writable:
-                from engine.broker.geometry import resolve_index_geometry
+                from engine.broker.index.geometry import resolve_index_geometry
                 resolve_index_geometry(self.config)  # a reader needs no --hash-slots when the files tell
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
@@ -177,7 +124,7 @@ class MessageStore:
         key = (topic, queue_id)
         cq = self._cqs.get(key)
         if cq is None:
-            from engine.broker.consumequeue import ConsumeQueue  # numpy: imported when a queue is read
+            from engine.broker.consumequeue.queue import ConsumeQueue  # numpy: imported when a queue is read
             cq = ConsumeQueue(self.root, topic, queue_id, self.config.cq_file_size, writable=self.writable)
             self._cqs[key] = cq
         return cq
@@ -196,7 +143,7 @@ class MessageStore:
                 try:
                     self._shutdown_flush()
                 except WriteFailedError as e:
-                    from engine.broker.putwriter import store_full
+                    from engine.broker.write.writer import store_full
                     raise store_full(self, e) from None
         finally:
             for cq in self._cqs.values():
@@ -216,8 +163,8 @@ class MessageStore:
         # anything raised between writes (bad input, a closed output pipe) leaves a consistent store.
         self.close()
 
-    # ------------------------------------------------------------ put
-    def _begin_put(self) -> None:
+    # ------------------------------------------------------------ put (the writer's interface: engine.broker.write)
+    def begin_put(self) -> None:
         """Like a broker's start(): check the log can be appended to, make room, then mark the store in use."""
         if self._put_started:
             return
@@ -226,20 +173,20 @@ class MessageStore:
         try:
             cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
             if self.config.messageIndexEnable:
-                self._secure_index_files()
+                self.secure_index_files()
             if not self.layout.checkpoint.exists():
                 # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
                 self.checkpoint.save(self.layout.checkpoint)
             mark_in_use(self.layout)
         except WriteFailedError as e:
-            from engine.broker.putwriter import store_full
+            from engine.broker.write.writer import store_full
             raise store_full(self, e) from None
         self._put_started = True
 
     def put(self, rec: MessageRecord, sync_flush: bool = False) -> PutResult:
         """Append one message: commit log, consume queue, index; with sync_flush it is durable on return.
         The record's offsets, timestamps and UNIQ_KEY are filled in as stored."""
-        from engine.broker.putbatch import MessageBatch
+        from engine.broker.write.batch import MessageBatch
         batch = MessageBatch(rec.queue_id)
         batch.add_record(rec)
         res = self.put_batch(batch, sync_flush)
@@ -256,20 +203,29 @@ class MessageStore:
 
     def put_batch(self, batch: MessageBatch, sync_flush: bool = False) -> BatchResult:
         """Append a batch: commit log, consume queues, index, in that order, then (sync_flush) one flush of the
-        commit log for the whole batch (group commit). See engine.broker.putwriter for the steps."""
+        commit log for the whole batch (group commit). See engine.broker.write.writer for the steps."""
         if not self.writable:
             raise InvalidArgumentError(f"store {self.root} is open read-only: open it with writable=True to put")
-        from engine.broker.putwriter import put_batch
+        from engine.broker.write.writer import put_batch
         return put_batch(self, batch, sync_flush)
 
-    def _secure_index_files(self) -> None:
+    def secure_index_files(self) -> None:
         """Allocate the index file that puts will write (its pages are written through a mapping: an
         unallocated page on a full disk would be a SIGBUS)."""
         files = self.index.files
         if files and not files[-1].is_write_full() and files[-1].path not in self._index_allocated:
-            from engine.broker.putwriter import allocate_file
+            from engine.broker.write.writer import allocate_file
             allocate_file(files[-1].path)
             self._index_allocated.add(files[-1].path)
+
+    def mark_dirty(self) -> None:
+        """A write failed half-way: the store is left with its abort marker, and the next writer recovers first."""
+        self._dirty = True
+
+    def note_written(self, last_record_start: int, store_ts: int) -> None:
+        """A put wrote records up to the one starting at last_record_start: the clean shutdown's checkpoint says so."""
+        self._last_record_start = last_record_start
+        self._last_store_ts = max(self._last_store_ts, store_ts)
 
     def _shutdown_flush(self) -> None:
         """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
@@ -298,6 +254,8 @@ class MessageStore:
     def get(self, offset: int, check_crc: bool = True) -> MessageRecord:
         if offset < 0:
             raise InvalidArgumentError(f"offset {offset} is negative")
+        if offset > LONG_MAX:
+            raise InvalidArgumentError(f"offset {offset} is out of range: it must fit a Java long")
         r = self.commitlog.check_at(offset, check_crc=check_crc)
         if r.status == MISPLACED:
             raise CorruptFileError(f"no trustworthy message at commit-log offset {offset}: {r.reason}")
@@ -324,10 +282,20 @@ class MessageStore:
             yield e
             n += 1
 
-    # ------------------------------------------------------------ query by key (engine.broker.keyquery)
+    # ------------------------------------------------------------ query by key (engine.broker.index.keyquery)
     def query_raw(self, topic: str, key: str, max_num: int, begin: int, end: int) -> "keyquery.RawAnswer":
         return keyquery.query_raw(self, topic, key, max_num, begin, end)
 
     def query(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
               unique: bool = False) -> "keyquery.QueryResult":
         return keyquery.query(self, topic, key, max_num, begin, end, unique)
+
+
+def query_store(config, topic: str, key: str, *, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
+                unique: bool = False, raw: bool = False) -> "keyquery.QueryResult | keyquery.RawAnswer":
+    """Open the store read-only, answer one key query (raw: the broker's own answer), close it."""
+    keyquery.check_query_args(max_num, begin, end)
+    with MessageStore(config) as st:
+        if raw:
+            return keyquery.query_raw(st, topic, key, max_num, begin, end)
+        return keyquery.query(st, topic, key, max_num, begin, end, unique)

@@ -2,8 +2,8 @@
 
 The job (on the framework of engine.jobs.framework), bottom to top:
 
-* scan: one commit-log segment range -> compact columns. engine.broker.records.decode_segment decodes the
-  records window by window; engine.broker.keycolumns finds and hashes the keys the dispatcher would put
+* scan: one commit-log segment range -> compact columns. engine.broker.commitlog.records.decode_segment decodes the
+  records window by window; engine.broker.index.keycolumns finds and hashes the keys the dispatcher would put
   (UNIQ_KEY, then each non-empty KEYS token, as `topic#key`; rollback and length-mismatch records none,
   format §5.8, §7.7). Per record: PHYSICALOFFSET, STORETIMESTAMP and its key count; per key its Java
   hashCode. A message's keys share its offset and time, so this is the compact form of "offset, time, hash
@@ -25,20 +25,17 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.config import BrokerConfig, check_index_geometry, index_file_size
-from engine.broker.indexbuild import build_index_file_from_hashes
-from engine.broker.keycolumns import batch_key_columns
-from engine.broker.records import SCAN_WINDOW, RecordBatch
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.config.brokerconf import BrokerConfig, check_index_geometry, index_file_size
+from engine.broker.index.build import build_index_file_from_hashes
+from engine.broker.index.keycolumns import batch_key_columns
+from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch
 from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
-from engine.jobs.framework import (DEFAULT_MASTER, INLINE, Job, Progress, ReindexError, ReindexResult, check_master,
-                                   check_store, no_progress, resolve_output)
-from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                               walk_range)
-
-__all__ = ["spark_reindex", "scan_range", "SegmentScan", "rebuild_from_scans", "ReindexResult", "ReindexError",
-           "DEFAULT_MASTER", "INLINE"]
-
+from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
+                                   resolve_output)
+from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
+                                walk_range)
+from engine.progress import Progress, no_progress
 
 # ============================================================================ scan
 
@@ -170,7 +167,7 @@ def build_file(k: int, pieces: Iterable[tuple], plan: Plan, staging: str, run_id
 
 def rebuild_from_scans(scans: list[SegmentScan], hash_slot_num: int, index_num: int, out_dir: Path) -> list[Path]:
     """Plan and build index files from ready scans into out_dir (no lock, no publishing): for tests and tools."""
-    from engine.jobs.runners import InlineRunner
+    from engine.exec.runners import InlineRunner
 
     check_index_geometry(hash_slot_num, index_num)
     runner = InlineRunner(scans)

@@ -5,8 +5,8 @@ A job, in order:
 1. check the inputs and the output path (check_store, check_master, resolve_output): nothing is written,
    no lock file is created, for an input that is refused;
 2. Job: take the store lock, refuse an unclean store (abort marker), repair what an interrupted run left
-   (engine.jobs.publish), start the runner (engine.jobs.runners);
-3. scan the commit log as segment ranges on the runner (Job.scan; engine.jobs.ranges), plan on the driver;
+   (engine.jobs.publish), start the runner (engine.exec.runners);
+3. scan the commit log as segment ranges on the runner (Job.scan; engine.exec.ranges), plan on the driver;
 4. build the files into a staging directory (Job.open_staging, the runner's build_with), seal it (Job.seal:
    final names, marker, fsync) and publish it by renames (Job.publish);
 5. the result (ReindexResult), with the anomalies met and the repairs made.
@@ -22,28 +22,21 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout, is_inside, list_index_files
-from engine.broker.lock import StoreLock
+from engine.broker.config.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.jobs import publish
+from engine.progress import Progress
 
 if TYPE_CHECKING:  # the numpy side of the jobs is imported when a job runs, not with the CLI
-    from engine.jobs.ranges import SegmentRange
+    from engine.exec.ranges import SegmentRange
 
-INLINE = "inline"
 DEFAULT_MASTER = "local[*]"
 SCRATCH = ".scratch"  # in the staging directory: scan columns and build pieces waiting between the steps
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total); phases "scan" and "build"
-
-
-def no_progress(phase: str, done: int, total: int) -> None:
-    pass
-
 
 class ReindexError(StoreError):
     """The rebuild could not run or did not complete (nothing was published)."""
@@ -213,7 +206,7 @@ class Job:
         return self
 
     def start_runner(self, spark_conf: Optional[dict] = None):
-        from engine.jobs.runners import open_runner
+        from engine.exec.runners import open_runner
 
         self.runner = open_runner(self.master, spark_conf)
         self.result.spark_log = getattr(self.runner, "log_path", None)
@@ -222,7 +215,7 @@ class Job:
 
     def scan(self, units: list[SegmentRange], scan_fn, progress: Progress) -> list[dict]:
         """Scan every range on the runner; the summaries in commit-log order, with the common figures set."""
-        from engine.jobs.ranges import scan_anomalies
+        from engine.exec.ranges import scan_anomalies
 
         r = self.result
         r.segments = len({u.segment for u in units})

@@ -9,7 +9,7 @@ from its first message, computed straight from the local commit log:
   -- TopicValidator's set or the ``rmq_sys_`` prefix --, not an LMQ ``%LMQ%`` topic, not the cluster or broker
   name). Their key set is what MessageStoreDispatcherImpl.constructIndexFile builds (format §9.6): UNIQ_KEY if not
   blank plus every token of KEYS split on " " (empty tokens kept, Java's trailing empty tokens dropped),
-  de-duplicated, in Java HashSet order -- engine.broker.keys.tiered_key_set.
+  de-duplicated, in Java HashSet order -- engine.broker.index.keys.tiered_key_set.
 * item fields: topicId from ``<store>/config/tieredStoreMetadata.json`` when the topic is there, else a new
   id: after the metadata's topicSerialNumber / largest id, or from 0 without metadata (the broker's
   topicSequenceNumber starts at -1 and is incremented before use), in first-seen commit-log order;
@@ -29,8 +29,8 @@ same inputs (the tests check it). Unlike the broker, it does not need the 28 + 8
 unsealed file: each compacted file is assembled in memory from its items with numpy.
 
 Job layout (the framework and runners of engine.jobs.framework, as the broker-format job): scan one segment
-range per task (records decoded window by window with engine.broker.records.decode_segment, key sets found,
-de-duplicated, ordered and hashed in bulk by engine.broker.keycolumns.tiered_keys), plan on the driver
+range per task (records decoded window by window with engine.broker.commitlog.records.decode_segment, key sets found,
+de-duplicated, ordered and hashed in bulk by engine.broker.index.keycolumns.tiered_keys), plan on the driver
 (engine.jobs.tiered_plan: topic ids, queue base offsets, the greedy FILE_FULL cut with searchsorted per file
 and an exact emulation of the service's retry loop for the rare irregular key sets), one build task per file.
 """
@@ -47,21 +47,22 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from engine.broker.config import BrokerConfig
-from engine.broker.keycolumns import distinct_ranges, tiered_keys
-from engine.broker.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from engine.broker.records import SCAN_WINDOW, RecordBatch
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.index.keycolumns import distinct_ranges, tiered_keys
+from engine.broker.commitlog.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
 from engine.jobs.broker_index import temp_name
-from engine.jobs.framework import (DEFAULT_MASTER, Job, Progress, ReindexError, ReindexResult, check_master,
-                                   check_store, no_progress, resolve_output)
-from engine.jobs.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                               walk_range)
+from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
+                                   resolve_output)
+from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
+                                walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
+from engine.progress import Progress, no_progress
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
-                                      HEADER_SIZE, INDEX_ITEM_SIZE)
+                                        HEADER_SIZE, INDEX_ITEM_SIZE)
 from engine.tiered.flat.metadata import read_metadata
 
 TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
@@ -372,7 +373,7 @@ def build_tiered_file(k: int, pieces: list, plan: TieredPlan, staging: str, run_
 def rebuild_tiered_from_scans(scans: list[TieredSegmentScan], hash_slot_num: int, index_num: int, out_dir,
                               topic_ids: Optional[dict[str, int]] = None, next_id: int = 0) -> list[Path]:
     """Plan and build from ready scans into out_dir (no lock, no publishing): for tests and tools."""
-    from engine.jobs.runners import InlineRunner
+    from engine.exec.runners import InlineRunner
 
     check_tiered_geometry(hash_slot_num, index_num)
     runner = InlineRunner(scans)

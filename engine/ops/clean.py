@@ -19,15 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue import UNIT, UNIT_DTYPE
-from engine.broker.indexfile import HEADER
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.queue import UNIT, UNIT_DTYPE
+from engine.broker.index.file import HEADER
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, list_index_files
-from engine.broker.lock import StoreLock
+from engine.broker.config.lock import StoreLock
 from engine.errors import InvalidArgumentError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.ops import operation
-from engine.ops.operation import Progress, no_progress
+from engine.progress import Progress, no_progress
 from engine.timer.cleanup import lowest_needed_offset, timer_clean_impact
 
 HOUR_MS = 3_600_000

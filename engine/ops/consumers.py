@@ -1,5 +1,5 @@
 """Consumer progress (mqadmin consumerProgress) and the delay-level queues (ScheduleMessageService), from the
-broker's config/*.json files (engine.broker.configfiles) and the consume queues (engine.ops.queues).
+broker's config/*.json files (engine.broker.config.jsonfiles) and the consume queues (engine.ops.queues).
 
 consumerProgress, per group, topic and queue, as the broker's getConsumeStats answers it: brokerOffset = the
 queue's max offset, consumerOffset = the committed offset (0 when none), diff = brokerOffset - consumerOffset,
@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from engine.broker import configfiles
-from engine.broker.config import read_properties_file
-from engine.broker.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
+from engine.broker.config import jsonfiles
+from engine.broker.config.brokerconf import read_properties_file
+from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset
+from engine.broker.consumequeue.queue import MAX_EXT_ADDR
+from engine.ops.queues import OK, QueueView, commitlog_min_offset
 
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -75,18 +76,18 @@ class ConsumersReport:
 def consumer_progress(store, group: str | None = None) -> ConsumersReport:
     """consumerProgress for every group with committed offsets (or for one group)."""
     layout = store.layout
-    offsets = configfiles.consumer_offsets(layout)
+    offsets = jsonfiles.consumer_offsets(layout)
     if not offsets.found:
-        raise configfiles.ConfigFileError(
-            f"config/{configfiles.CONSUMER_OFFSET} (and its .bak) is missing in {store.root}: there are no committed "
+        raise jsonfiles.ConfigFileError(
+            f"config/{jsonfiles.CONSUMER_OFFSET} (and its .bak) is missing in {store.root}: there are no committed "
             "offsets to show (copy the broker's config/ directory along with the store)")
-    topics = configfiles.topic_configs(layout)
-    subs = configfiles.subscription_groups(layout)
+    topics = jsonfiles.topic_configs(layout)
+    subs = jsonfiles.subscription_groups(layout)
     rep = ConsumersReport(notes=offsets.notes + topics.notes + subs.notes,
                           sources={f.name: f.source for f in (offsets, topics, subs)})
     by_group: dict[str, dict[str, dict[int, int]]] = {}
     for key, queues in offsets.value.items():
-        tg = configfiles.split_topic_group(key)
+        tg = jsonfiles.split_topic_group(key)
         if tg is None:
             rep.notes.append(f"offsetTable key {key!r} is not topic@group: skipped, as the broker does")
             continue
@@ -94,8 +95,8 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
     if group is not None:
         if group not in by_group and group not in (subs.value or {}):
             known = ", ".join(sorted(by_group)[:8]) or "none"
-            raise InvalidArgumentError(f"no consumer group {group!r} in config/{configfiles.CONSUMER_OFFSET} or "
-                                       f"config/{configfiles.SUBSCRIPTION_GROUP} (groups with offsets: {known})")
+            raise InvalidArgumentError(f"no consumer group {group!r} in config/{jsonfiles.CONSUMER_OFFSET} or "
+                                       f"config/{jsonfiles.SUBSCRIPTION_GROUP} (groups with offsets: {known})")
         if group not in by_group:
             rep.notes.append(f"group {group} is configured but has no committed offset")
         by_group = {group: by_group.get(group, {})}
@@ -124,7 +125,7 @@ def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: l
                          f"{tc.readQueueNums}; the broker does not report them")
         return ids
     if topic_table is not None:
-        notes.append(f"{topic} is not in config/{configfiles.TOPICS}: the broker's consumerProgress would skip it; "
+        notes.append(f"{topic} is not in config/{jsonfiles.TOPICS}: the broker's consumerProgress would skip it; "
                      "its queues here come from the offsets and the consume queues")
     return sorted(set(committed) | on_disk.get(topic, set()))
 
@@ -215,7 +216,7 @@ def delay_status(store, broker_conf: str | os.PathLike | None = None) -> DelaysR
     if broker_conf is not None:
         spec = read_properties_file(broker_conf).get("messageDelayLevel", DEFAULT_DELAY_LEVELS)
     delays = parse_delay_levels(spec)
-    offsets = configfiles.delay_offsets(store.layout)
+    offsets = jsonfiles.delay_offsets(store.layout)
     rep = DelaysReport(spec, notes=list(offsets.notes), source=offsets.source)
     table = offsets.value or {}
     queue_ids = {q for t, q in store.layout.list_queues().queues if t == SCHEDULE_TOPIC}

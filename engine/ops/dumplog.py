@@ -1,7 +1,7 @@
 """dump-commitlog's filters (as kafka-dump-log's): a topic, a store-time range, a commit-log offset range, chosen
 segment files, a maximum trusted record size, and the bodies written one file per message.
 
-Streamed: the log is read a window of records at a time (engine.broker.logrun.scan_runs) and each RecordRun is
+Streamed: the log is read a window of records at a time (engine.broker.commitlog.logrun.scan_runs) and each RecordRun is
 cut down with numpy masks, so memory does not grow with the number of messages. The offset range seeks: the walk
 starts at --from-offset (or the first chosen file) and stops at the first entry at or past --to-offset.
 Damage met inside the range (CORRUPT, MISPLACED, GAP, ...) is passed on whatever the topic and time filters say:
@@ -16,15 +16,13 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.commitlog import ScanEntry
+from engine.broker.commitlog.log import ScanEntry
 from engine.broker.layout import SEGMENT_NAME
-from engine.broker.logrun import RecordRun, scan_runs
-from engine.broker.message import BLANK, COMPRESSED_FLAG, VALID, check_message
+from engine.broker.commitlog.logrun import RecordRun, scan_runs
+from engine.broker.commitlog.message import BLANK, COMPRESSED_FLAG, VALID, check_message
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
-from engine.java.lang import LONG_MAX
-
-INT_MAX = 2**31 - 1
+from engine.java.lang import INT_MAX, LONG_MAX
 
 
 @dataclass
@@ -38,10 +36,11 @@ class DumpFilter:
     files: list[str] | None = None          # segment names (or paths of segment files of the store)
     max_message_size: int | None = None
     check_crc: bool = True
+    from_option: str = "--from-offset"     # the option that gave from_offset (--from is its alias), for errors
 
     def check(self) -> None:
         """InvalidArgumentError for values that cannot make a range (checked before the store is opened)."""
-        for name, v in (("--from-offset", self.from_offset), ("--to-offset", self.to_offset)):
+        for name, v in ((self.from_option, self.from_offset), ("--to-offset", self.to_offset)):
             if v is not None and not 0 <= v < 2**63:
                 raise InvalidArgumentError(f"{name} {v} is negative" if v < 0 else
                                            f"{name} {v} is out of range: it must fit a Java long")
@@ -121,7 +120,7 @@ def _bound(pick, x: int | None, y: int | None) -> int | None:
 def _boundaries_near(cl, offset: int) -> str:
     """For the error of a --from-offset inside a record: the record starts on either side of it, found by
     decoding its segment from the start up to it (one segment at most, never the log before it)."""
-    from engine.broker.records import SegmentEnd, decode_segment
+    from engine.broker.commitlog.records import SegmentEnd, decode_segment
 
     seg = cl.queue.find(offset)
     if seg is None:

@@ -1,6 +1,6 @@
 """Broker index files built (or compared with a file on disk) a chunk of items at a time, in bounded memory.
 
-The bytes are those of engine.broker.indexbuild.build_index_file_from_hashes, i.e. IndexFile.create(seed) followed
+The bytes are those of engine.broker.index.build.build_index_file_from_hashes, i.e. IndexFile.create(seed) followed
 by put_key per key (format §5.6, §5.8), but the keys arrive in chunks, so a 20M-item file never needs its
 items in memory at once. Memory: the slot heads (4 bytes per hash slot, 20 MB for the default 5,000,000
 slots) plus one chunk. Items go to disk with pwrite as they come (no writable mapping: a full disk is an
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.broker.indexbuild import ITEM_DTYPE, _slot_chains
-from engine.broker.indexfile import HEADER, ITEM_SIZE, SLOT_SIZE
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
+from engine.broker.index.build import ITEM_DTYPE, slot_chains
+from engine.broker.index.file import HEADER, ITEM_SIZE, SLOT_SIZE
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX
 
@@ -169,7 +169,7 @@ class IndexFileBuilder:
         phy = np.asarray(phys[:n], dtype=np.int64)
         ts = np.asarray(tss[:n], dtype=np.int64)
         slots = (kh % np.int32(self.hash_slot_num)).astype(np.uint32)
-        prev, head_slots, head_items, _ = _slot_chains(slots)
+        prev, head_slots, head_items, _ = slot_chains(slots)
         base = self.count
         first_of_slot = prev == 0
         prev = prev.astype(np.int32)

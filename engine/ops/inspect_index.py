@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from engine.broker.config import BrokerConfig, index_file_size
-from engine.broker.geometry import resolve_index_geometry
-from engine.broker.indexfile import IndexFile, open_failure
-from engine.broker.indexstats import Progress, index_file_stats
+from engine.broker.config.brokerconf import BrokerConfig, index_file_size
+from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.index.file import IndexFile, open_failure
+from engine.broker.index.stats import index_file_stats
 from engine.broker.layout import list_index_files
-from engine.broker.lock import lock_held_elsewhere
+from engine.broker.config.lock import lock_held_elsewhere
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.java.lang import key_index_hash
+from engine.progress import Progress
 
 
 @dataclass

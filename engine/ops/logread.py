@@ -1,13 +1,13 @@
 """Reading the commit log in bulk for the operations (recovery, verify): valid records a window at a time,
 and the gaps between them.
 
-walk() goes segment by segment through engine.broker.records.decode_segment (the one bulk decoder) and checks
+walk() goes segment by segment through engine.broker.commitlog.records.decode_segment (the one bulk decoder) and checks
 every record as the broker's recovery does (format §2.7): body CRC (CRC-32 over the body ranges), the length
 formula, and, stricter than the broker, that PHYSICALOFFSET names the record's own position. A record that fails
 is not the end of the log: records are self-delimiting, so the walk resynchronises at the next valid record
 (format §2.7 applied at every candidate position, and its store time must not go back: a "valid" record older
 than the one before the damage is stale data left behind by an earlier truncation, pitfall 13) and reports the
-bytes in between as a Gap. Memory: one decode window (engine.broker.records.SCAN_WINDOW) plus its columns.
+bytes in between as a Gap. Memory: one decode window (engine.broker.commitlog.records.SCAN_WINDOW) plus its columns.
 """
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.broker.commitlog import CommitLog
-from engine.broker.keycolumns import batch_key_columns
-from engine.broker.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
-                                   check_message)
-from engine.broker.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
-                                   decode_segment, magic_candidates)
-from engine.broker.segments import Segment
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.index.keycolumns import batch_key_columns
+from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
+                                             check_message)
+from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
+                                             decode_segment, magic_candidates)
+from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
 _MAGICS = (MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True), MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True))
@@ -81,7 +81,7 @@ class Filler:
 
 def body_crc_first_bad(buf, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
     """Index of the first record whose body CRC is wrong (format §2.6: CRC-32 & 0x7FFFFFFF; an empty body is not
-    checked), or len(body_pos). engine.broker.records.body_crc_bad over slices of buf."""
+    checked), or len(body_pos). engine.broker.commitlog.records.body_crc_bad over slices of buf."""
     n = len(body_pos)
     if not n:
         return 0
@@ -357,7 +357,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     parallel_crc: check body CRCs in a helper process (CrcHelper), for long walks on more than one core;
     parallel_keys: the helper also extracts every window's index keys (Window.keys).
     hints: a function (offset, end offset) -> sorted physical offsets where records are believed to start,
-    asked with increasing ranges (engine.broker.records.decode_segment's hints: they save the byte scan where
+    asked with increasing ranges (engine.broker.commitlog.records.decode_segment's hints: they save the byte scan where
     they are right and change no result where they are wrong).
     """
     segs = cl.segments
@@ -473,7 +473,7 @@ def key_columns(w: Window, rows: np.ndarray | None = None) -> dict:
     """The broker index's keys of the window's records (format §5.8: UNIQ_KEY, then the KEYS tokens, as
     "topic#key"; rollback records none), as per-record key counts and one Java hashCode per key, in put order.
 
-    Uses engine.broker.keycolumns.batch_key_columns, the one vectorised statement of engine.broker.keys' rule.
+    Uses engine.broker.index.keycolumns.batch_key_columns, the one vectorised statement of engine.broker.index.keys' rule.
     """
     if w.keys is not None:
         return w.keys if rows is None else _select_keys(w.keys, rows)

@@ -11,18 +11,11 @@ from __future__ import annotations
 import os
 from typing import Callable, Protocol, TypeVar
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import LOCK_FILE
-from engine.broker.lock import StoreLock
+from engine.broker.config.lock import StoreLock
 from engine.errors import NotAStoreError
 from engine.ops.quarantine import QUARANTINE_DIR
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total), e.g. ("scan", bytes, total bytes)
-
-
-def no_progress(phase: str, done: int, total: int) -> None:
-    pass
-
 
 class Plan(Protocol):
     fingerprint: tuple

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from engine.broker import keyquery
-from engine.broker.message import VALID, MessageRecord, decode_offset_msg_id
+from engine.broker.index import keyquery
+from engine.broker.commitlog.message import VALID, MessageRecord, decode_offset_msg_id
 from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, select_queues
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from engine.broker.message import MessageRecord
+from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 from engine.java.lang import java_string_hash
-from engine.ops.queues import MAX_EXT_ADDR, OK, QueueView, commitlog_min_offset, select_queues
+from engine.broker.consumequeue.queue import MAX_EXT_ADDR
+from engine.ops.queues import OK, QueueView, commitlog_min_offset, select_queues
 
 SUB_ALL = "*"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.timer.codec import UNIT_SIZE, magic_ok
 from engine.timer.layout import TimerLayout
 from engine.timer.pending import message_at, scan_pending

@@ -16,7 +16,7 @@ from typing import Iterator
 import numpy as np
 
 from engine.broker.layout import is_regular_file
-from engine.broker.segments import Segment, SegmentQueue
+from engine.broker.commitlog.segments import Segment, SegmentQueue
 from engine.errors import GeometryError
 from engine.fsutil import data_extents
 from engine.java import fastjson

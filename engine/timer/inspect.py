@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.timer.codec import magic_name
 from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, WHEEL_SLOTS
 from engine.timer.store import TimerStore

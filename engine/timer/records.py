@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.broker.commitlog import MISPLACED, CommitLog
-from engine.broker.keys import split_keys
-from engine.broker.message import VALID, MessageRecord
+from engine.broker.commitlog.log import MISPLACED, CommitLog
+from engine.broker.index.keys import split_keys
+from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.timer.codec import TOMBSTONE_OFFSET
 from engine.timer.layout import TIMER_TOPIC
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import segment_name
-from engine.broker.message import VALID
+from engine.broker.commitlog.message import VALID
 from engine.fsutil import fsync_dir, write_fully
 from engine.timer.chain import walk_chain
 from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE, Slot, TimerCheckpoint,

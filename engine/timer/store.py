@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog, open_commitlog
-from engine.broker.config import BrokerConfig
-from engine.broker.consumequeue import ConsumeQueue
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import CommitLog, open_commitlog
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.consumequeue.offsets import queue_min_offset
+from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout
 from engine.errors import NotAStoreError, StoreError
 from engine.timer.codec import UNIT, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE
@@ -199,7 +200,7 @@ class TimerStore:
         unit (reviseQueueOffset), else the checkpoint's; never past masterTimerQueueOffset; clamped to the queue."""
         cp = self.checkpoint.cp
         cq = self.timer_queue
-        qmin = cq.min_logic_offset // 20 if cq is not None else 0
+        qmin = queue_min_offset(cq, self.commitlog.min_offset) if cq is not None else 0
         qmax = cq.max_offset_in_queue if cq is not None else 0
         cur, how, throws = None, "", ""
         raw = self._raw_before_end()

@@ -15,8 +15,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.broker.config import BrokerConfig
-from engine.broker.segments import GAP, MISALIGNED, MISNAMED, NOT_A_FILE, SYMLINK, WRONG_SIZE
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.commitlog.segments import GAP, MISALIGNED, MISNAMED, NOT_A_FILE, SYMLINK, WRONG_SIZE
 from engine.timer.chain import BROKEN, CYCLE, DELETED, NOT_A_UNIT, PAST_END
 from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,

@@ -1,7 +1,7 @@
 """rmqtool get and dump-commitlog: read messages straight from the commit log.
 
-Both stream: every record is formatted from its bytes and written as it is read (NDJSON, or a plain table
-with fixed columns, one row per line), so memory does not grow with the number of messages and `| head`
+Both stream: every record is formatted from its bytes and written as it is read (NDJSON, or a table with one
+row per line, planned by rmqtool.tables), so memory does not grow with the number of messages and `| head`
 answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP entry) and in the exit code.
 """
 from __future__ import annotations
@@ -19,75 +19,35 @@ from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, Json
                              build_config, expand_path)
 
 DUMP_LIMIT = 1_000_000_000
-#: Lines written between two flushes once the first line is out (the first goes out alone: `| head -1`).
-FLUSH_LINES = 512
-TABLE_HEADER = ("offset", "type", "size", "storeTime", "topic", "queueId", "queueOffset", "msgId / note", "keys")
 
 
-class LineWriter:
-    """Lines to stdout, flushed after the first one and then every FLUSH_LINES."""
+def table_columns() -> list:
+    """The streamed table of get and dump-commitlog: one row per entry (a message, or damage met on the way)."""
+    from rmqtool.tables import FIXED, NUM, Column
 
-    def __init__(self):
-        self._buf: list[str] = []
-        self._first = True
-        self.write = self._buf.append
-
-    def line(self, text: str) -> None:
-        self._buf.append(text)
-        if self._first or len(self._buf) >= FLUSH_LINES:
-            self._first = False
-            self.flush()
-
-    def lines(self, texts: list[str]) -> None:
-        if self._first and texts:
-            self.line(texts[0])
-            texts = texts[1:]
-        self._buf += texts
-        if len(self._buf) >= FLUSH_LINES:
-            self.flush()
-
-    def data(self, chunk: bytes) -> None:
-        """Many lines at once, UTF-8 encoded (each ending with "\\n"), written and flushed now: one write per run
-        of records."""
-        self.flush()
-        self._first = False
-        if chunk:
-            raw = getattr(sys.stdout, "buffer", None)
-            if raw is not None and _utf8_stdout():
-                raw.write(chunk)
-            else:
-                sys.stdout.write(chunk.decode("utf-8", "surrogateescape"))
-        sys.stdout.flush()
-
-    def flush(self) -> None:
-        if self._buf:
-            text = "\n".join(self._buf) + "\n"
-            self._buf.clear()
-            raw = getattr(sys.stdout, "buffer", None)
-            if raw is not None and _utf8_stdout():
-                sys.stdout.flush()  # whatever the text layer holds goes first
-                raw.write(text.encode("utf-8", "surrogateescape"))
-            else:
-                sys.stdout.write(text)
-        sys.stdout.flush()
+    return [Column("offset", "offset", NUM), Column("type", "type", FIXED), Column("size", "size", NUM, drop=2),
+            Column("storeTime", "storeTime", FIXED, drop=4), Column("topic", "topic", FIXED, drop=3),
+            Column("queueId", "queueId", NUM, drop=7), Column("queueOffset", "queueOffset", NUM, drop=6),
+            Column("note", "msgId / note", FIXED), Column("keys", "keys", FIXED, drop=5)]
 
 
-def _utf8_stdout() -> bool:
-    return (sys.stdout.encoding or "").lower().replace("-", "") == "utf8"
+#: The widths a row is planned for (wider values push their row on): a Java long, a kind, a local ISO time with
+#: milliseconds and zone, a topic, an int, a long, an offset message id (32 hex digits).
+TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 29, "topic": 24, "queueId": 7, "queueOffset": 11,
+               "note": 32}
+MESSAGE = {"type": "MESSAGE"}
 
 
-_ROW = "%20s  %-15s  %7s  %-29s  %-24s  %7s  %11s  %-32s  %s"
-_MESSAGE_ROW = _ROW.replace("%-15s", "MESSAGE        ", 1)
+def open_table(json_out: bool):
+    """(the LineWriter every line goes through, the RowStream of the table or None with --json)."""
+    from rmqtool.tables import LineWriter, RowStream
 
-
-def table_row(offset, kind: str, size="", time="", topic="", queue_id="", queue_offset="", note="", keys="") -> str:
-    """One row of the streaming table: fixed widths, wider values push the row on (never cut)."""
-    return (_ROW % (offset, kind, size, time, topic, queue_id, queue_offset, note, keys)).rstrip()
-
-
-def message_rows(cells: list[tuple]) -> list[str]:
-    """Table rows of many messages: cells are (offset, size, storeTime, topic, queueId, queueOffset, msgId, keys)."""
-    return list(map(str.rstrip, map(_MESSAGE_ROW.__mod__, cells)))
+    out = LineWriter()
+    if json_out:
+        return out, None
+    table = RowStream(table_columns(), TABLE_HINTS, out)
+    table.start()
+    return out, table
 
 
 def _warn_problems(st) -> None:
@@ -139,24 +99,6 @@ def _lookups(offsets, msg_ids, from_file):
 
 def _kind(text: str) -> str:
     return "offset" if text.lstrip("-").isdecimal() else "msgId"
-
-
-def _resolve(st, kind: str, text: str) -> int:
-    """The commit-log offset of one lookup (InvalidArgumentError when it cannot be one)."""
-    from engine.broker.message import decode_offset_msg_id
-    from engine.errors import InvalidArgumentError
-
-    if kind == "offset":
-        off = int(text)
-        if off < 0:
-            raise InvalidArgumentError(f"offset {off} is negative")
-        if off >= 2**63:
-            raise InvalidArgumentError(f"offset {off} is out of range: it must fit a Java long")
-        return off
-    try:
-        return decode_offset_msg_id(text)[2]
-    except ValueError as e:
-        raise InvalidArgumentError(str(e)) from None
 
 
 QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Queue id, with --queue-offset.")]
@@ -219,7 +161,7 @@ def get(
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kinds, texts = next(asked)
             kind, text = kinds[0], texts[0]
-            rec = st.get(_resolve(st, kind, text)) if kind == "offset" else find_by_msg_id(st, text, topic)
+            rec = st.get(int(text)) if kind == "offset" else find_by_msg_id(st, text, topic)
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
             return
@@ -269,9 +211,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
             raise typer.Exit(3)
         _show_one(c.record, json_out)
         return
-    out = LineWriter()
-    if not json_out:
-        out.line(table_row(*TABLE_HEADER))
+    out, table = open_table(json_out)
     bad = 0
     for c in qr.units:
         if c.status != "OK" or c.record is None:
@@ -280,8 +220,10 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
             render.note(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
             continue
         r = c.record
-        out.line(json.dumps(r.to_json(), ensure_ascii=False) if json_out else
-                 message_rows([_cells(r)])[0])
+        if json_out:
+            out.line(json.dumps(r.to_json(), ensure_ascii=False))
+        else:
+            table.rows([_cells(r)], MESSAGE)
     out.flush()
     if qr.count < qr.asked:
         render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
@@ -292,7 +234,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
 
 def _cells(r) -> tuple:
     """The table cells of one decoded record (as run_table_rows gives them for many)."""
-    from engine.broker.recordjson import fmt_time
+    from engine.views.recordjson import fmt_time
 
     return (r.physical_offset, r.total_size, fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
             r.msg_id, " ".join(r.keys))
@@ -313,7 +255,7 @@ def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
 def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]:
     """(commit-log offsets, expected (store host, port) of each or None, {index: why it cannot be looked up}) of
     a chunk of lookups; an offset of -1 lies in no segment (its error is in the dict)."""
-    from engine.broker.message import decode_offset_msg_id
+    from engine.broker.commitlog.message import decode_offset_msg_id
 
     if kinds is None:
         digits = "".join(texts)
@@ -339,14 +281,12 @@ def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]
 
 
 def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
-    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.logrun.lookup_runs)."""
-    from engine.broker.logrun import RecordRun, lookup_runs
-    from engine.broker.recordjson import run_table_rows
-    from engine.broker.runjson import run_json_text
+    """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.commitlog.logrun.lookup_runs)."""
+    from engine.broker.commitlog.logrun import RecordRun, lookup_runs
+    from engine.views.recordjson import run_table_rows
+    from engine.views.runjson import run_json_text
 
-    out = LineWriter()
-    if not json_out:
-        out.line(table_row(*TABLE_HEADER))
+    out, table = open_table(json_out)
     bad = total = 0
     for kinds, texts in asked:
         total += len(texts)
@@ -356,7 +296,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                 if json_out:
                     out.data(run_json_text(item))
                 else:
-                    out.lines(message_rows(run_table_rows(item)))
+                    table.rows(run_table_rows(item), MESSAGE)
                 continue
             i, reason = item
             kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
@@ -364,8 +304,10 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
             if kind == "msgId":
                 rec, why = _uniq_fallback(st, text, topic)
                 if rec is not None:
-                    out.line(json.dumps(rec.to_json(), ensure_ascii=False) if json_out else
-                             message_rows([_cells(rec)])[0])
+                    if json_out:
+                        out.line(json.dumps(rec.to_json(), ensure_ascii=False))
+                    else:
+                        table.rows([_cells(rec)], MESSAGE)
                     continue
             bad += 1
             out.flush()
@@ -418,9 +360,10 @@ def dump_commitlog(
     from engine.broker.store import MessageStore
     from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
 
-    from_offset = _checked_dump_options(count, from_offset, from_alias, body, json_out)
+    _check_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)
-    flt = DumpFilter(topic, b, e, from_offset, to_offset, files, max_message_size, not no_check_crc)
+    flt = DumpFilter(topic, b, e, from_offset if from_alias is None else from_alias, to_offset, files, max_message_size,
+                     not no_check_crc, "--from-offset" if from_alias is None else "--from")
     flt.check()
     cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with MessageStore(cfg) as st:
@@ -438,38 +381,30 @@ def dump_commitlog(
         raise typer.Exit(3)
 
 
-def _checked_dump_options(count, from_offset, from_alias, body: str, json_out: bool):
-    """The options dump-commitlog checks itself (the filter checks the rest); returns the start offset."""
-    from engine.broker.recordjson import BODY_MODES
+def _check_dump_options(count, from_offset, from_alias, body: str, json_out: bool) -> None:
+    """The options dump-commitlog checks itself (the filter, DumpFilter.check, checks the offsets and the rest)."""
+    from engine.views.recordjson import BODY_MODES
     from engine.errors import InvalidArgumentError
 
     if count is not None and not 0 < count <= DUMP_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_alias is not None:
-        if from_offset is not None:
-            raise InvalidArgumentError("give --from-offset or --from, not both")
-        if not 0 <= from_alias < 2**63:
-            raise InvalidArgumentError(f"--from {from_alias} is negative" if from_alias < 0 else
-                                       f"--from {from_alias} is out of range: it must fit a Java long")
-        from_offset = from_alias
+    if from_alias is not None and from_offset is not None:
+        raise InvalidArgumentError("give --from-offset or --from, not both")
     if body not in BODY_MODES:
         raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
     if body != "auto" and not json_out:
         raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
                                    "or use --body-dir")
-    return from_offset
 
 
 def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
     """Write the entries; returns how many were damage (not VALID, not BLANK)."""
-    from engine.broker.logrun import RecordRun
-    from engine.broker.message import BLANK
-    from engine.broker.recordjson import run_table_rows
-    from engine.broker.runjson import run_json_text
+    from engine.broker.commitlog.logrun import RecordRun
+    from engine.broker.commitlog.message import BLANK
+    from engine.views.recordjson import run_table_rows
+    from engine.views.runjson import run_json_text
 
-    out = LineWriter()
-    if not json_out:
-        out.line(table_row(*TABLE_HEADER))
+    out, table = open_table(json_out)
     bad = n = 0
     for e in entries:
         if count is not None and n >= count:
@@ -483,7 +418,7 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
             if json_out:
                 out.data(run_json_text(e, ', "type": "MESSAGE"', body))
             else:
-                out.lines(message_rows(run_table_rows(e)))
+                table.rows(run_table_rows(e), MESSAGE)
             continue
         n += 1
         bad += e.kind != BLANK
@@ -491,6 +426,6 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
             out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
                                  "reason": e.reason}, ensure_ascii=False))
         else:
-            out.line(table_row(e.offset, e.kind, e.size if e.size >= 0 else "", note=e.reason))
+            table.values({"offset": e.offset, "type": e.kind, "size": e.size if e.size >= 0 else "", "note": e.reason})
     out.flush()
     return bad

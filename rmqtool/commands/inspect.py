@@ -73,7 +73,7 @@ def inspect_index(
     if with_store:
         cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     else:
-        from engine.broker.config import load_config
+        from engine.broker.config.brokerconf import load_config
 
         cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
     _inspect_broker(cfg, file, with_store, req, json_out)

@@ -85,7 +85,8 @@ def query_key(
     (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
     shown unverified)."""
     # (a typer command: one parameter per option)
-    from engine.broker import keyquery
+    from engine.broker.index import keyquery
+    from engine.broker.store import query_store
 
     b, e = times.parse_range(begin, end)
     keyquery.check_query_args(max_num, b, e)
@@ -100,7 +101,7 @@ def query_key(
         return
     _refuse_tiered_only(tiered)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    res = keyquery.query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
+    res = query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     if raw:
         _render_raw(res, f"{topic}#{key}", json_out)
     else:

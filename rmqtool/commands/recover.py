@@ -144,7 +144,7 @@ def recover(  # typer: one parameter per option
 
     Takes the store lock. A store that is already consistent is left untouched.
     """
-    from engine.broker.lock import StoreLock
+    from engine.broker.config.lock import StoreLock
     from engine.ops.recovery import recover as run_recovery
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)

@@ -63,7 +63,7 @@ def _render_tiered(r) -> None:
 
 def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max_index: Optional[int]):
     """--hash-slots/--max-index, else broker.conf's tiered keys, else the tiered store's defaults."""
-    from engine.broker.config import read_properties_file
+    from engine.broker.config.brokerconf import read_properties_file
     from engine.jobs.tiered_index import TIERED_DEFAULT_HASH_SLOT_NUM, TIERED_DEFAULT_INDEX_NUM
 
     props = read_properties_file(broker_conf) if broker_conf is not None else {}

@@ -276,7 +276,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
              json_out: JsonOpt = False) -> None:
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
-    from engine.broker.config import load_config
+    from engine.broker.config.brokerconf import load_config
     from engine.tiered.flat.config import load_tiered_config
     from engine.tiered.flat.dispatch import DispatchRequest, dispatch as run_dispatch
 

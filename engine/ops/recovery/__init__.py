@@ -10,12 +10,12 @@ Public surface: plan_recovery, apply_recovery, recover, RecoveryPlan.
 """
 from __future__ import annotations
 
-from engine.broker.config import BrokerConfig
-from engine.broker.lock import StoreLock
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.config.lock import StoreLock
 from engine.ops import operation
-from engine.ops.operation import Progress
 from engine.ops.recovery.plan import RecoveryPlan
 from engine.ops.recovery.planner import plan_recovery
+from engine.progress import Progress
 
 __all__ = ["RecoveryPlan", "apply_recovery", "plan_recovery", "recover"]
 

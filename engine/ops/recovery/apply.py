@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.broker.commitlog import open_commitlog
-from engine.broker.config import BrokerConfig
+from engine.broker.commitlog.log import open_commitlog
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
-from engine.broker.lock import mark_clean, mark_in_use
-from engine.broker.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, encode_record
+from engine.broker.config.lock import mark_clean, mark_in_use
+from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, encode_record
 from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
-from engine.ops.operation import Progress, no_progress
+from engine.progress import Progress, no_progress
 from engine.ops.quarantine import Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
 from engine.ops.recovery.plan import (BLANK_FILLER, PLACEHOLDER, QUARANTINE_PROPERTY, QUARANTINE_TOPIC,

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue import ConsumeQueue
-from engine.broker.message import VALID, check_message
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.queue import ConsumeQueue
+from engine.broker.commitlog.message import VALID, check_message
 from engine.errors import InvalidArgumentError
 from engine.ops.indexwrite import IndexFileBuilder
 from engine.ops.logread import TopicGroups, Window, key_columns
@@ -38,7 +38,7 @@ class QueueFeed:
 class QueueDispatch(ScanHooks):
     """putMessagePositionInfo (format §4.3) for every record of the walk from `start` on, per queue.
 
-    write=False only counts; write=True appends through engine.broker.consumequeue.ConsumeQueue.
+    write=False only counts; write=True appends through engine.broker.consumequeue.queue.ConsumeQueue.
     """
 
     def __init__(self, cfg: BrokerConfig, states: dict[tuple[str, int], QueueFeed], start: int,

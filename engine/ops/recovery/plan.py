@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.message import cal_msg_length
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.message import cal_msg_length
 from engine.ops.recovery.dispatch import CREATE, KEEP, REBUILD, FileOut, ReplayStart
 from engine.timer.repair import TimerRepair
 

@@ -23,23 +23,24 @@ import time
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog
-from engine.broker.config import BrokerConfig
-from engine.broker.consumequeue import list_queues
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.consumequeue.queue import list_queues
 from engine.broker.layout import StoreLayout, index_file_name
-from engine.broker.message import BLANK_MAGIC_CODE
-from engine.broker.records import decode_segment, RecordBatch, SegmentEnd
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE
+from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
 from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
-from engine.ops.operation import Progress, fingerprint, no_progress
+from engine.ops.operation import fingerprint
+from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
                                       scan_log)
 from engine.ops.recovery.trust import (IndexFacts, ItemJoin, broker_start, check_index_files, open_index_files,
-                                       read_checkpoint, trailing_items, trusted_prefix, _record_ts)
+                                       read_checkpoint, record_ts, trailing_items, trusted_prefix)
 from engine.timer.layout import TIMER_QUEUE_ID, TIMER_TOPIC
 from engine.timer.repair import plan_timer_repair
 
@@ -364,7 +365,7 @@ def _replay_start(cl: CommitLog, files: list[IndexFacts], k: int, join: ItemJoin
     if k < len(files) and join is not None and join.good > 0 and files[k].prefix_ok:
         x = files[k]
         off, skip = trailing_items(x.f, join.good)
-        end_ts = join.last_ts if join.last_ts is not None else (_record_ts(cl, off) or x.f.header.endTimestamp)
+        end_ts = join.last_ts if join.last_ts is not None else (record_ts(cl, off) or x.f.header.endTimestamp)
         return ReplayStart(k, off, skip, *seed, resume_from=x.path, resume_items=join.good, resume_end_ts=end_ts)
     if prev is not None and prev.count:
         off, skip = trailing_items(prev.f, prev.count)

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.commitlog import CommitLog, open_commitlog
-from engine.broker.config import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue import UNIT_DTYPE, ConsumeQueue
+from engine.broker.commitlog.log import CommitLog, open_commitlog
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.queue import UNIT_DTYPE, ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, segment_name
-from engine.broker.message import VALID, check_message
-from engine.broker.segments import WRONG_SIZE, Segment, SegmentQueue
+from engine.broker.commitlog.message import VALID, check_message
+from engine.broker.commitlog.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
-from engine.ops.operation import Progress
+from engine.progress import Progress
 
 BLANK_CQ_SIZE = 0x7FFFFFFF
 TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)
@@ -372,7 +372,7 @@ def _at_or_before(offset: int | None, limit: int) -> bool:
 
 class QueueHints:
     """decode_segment's hints for the recovery walk: the offsets of every record the consume queues hold, a
-    window at a time (engine.broker.records: a record they lack, or a wrong offset, changes no result; it only
+    window at a time (engine.broker.commitlog.records: a record they lack, or a wrong offset, changes no result; it only
     costs the byte scan the hints save). Memory: one chunk of offsets (HINT_CHUNK_UNITS) per queue; no file
     descriptor is kept open."""
 

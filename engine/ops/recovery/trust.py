@@ -17,18 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.checkpoint import Checkpoint
-from engine.broker.commitlog import CommitLog
-from engine.broker.config import BrokerConfig, index_file_size
-from engine.broker.geometry import resolve_index_geometry
-from engine.broker.indexfile import IndexFile, suggest_geometry
+from engine.broker.config.checkpoint import Checkpoint
+from engine.broker.commitlog.log import CommitLog
+from engine.broker.config.brokerconf import BrokerConfig, index_file_size
+from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.index.file import IndexFile, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
-from engine.broker.message import BLANK, VALID, check_message
+from engine.broker.commitlog.message import BLANK, VALID, check_message
 from engine.errors import GeometryError
 from engine.ops.logread import Window
 from engine.ops.recovery.scan import ScanHooks
-from engine.ops.verify import VERIFY_CHUNK, Structure, VerifyReport, check_structure, trailing_count
-from engine.ops.verify_log import _Items, keys_match
+from engine.ops.verify import (VERIFY_CHUNK, ItemCursor, Structure, VerifyReport, check_structure, keys_match,
+                               trailing_count)
 
 #: Items per chunk of a structure check that runs beside the walk: about 25 MB of working arrays, on top of the
 #: check's per-file state (4 bytes per hash slot and 1 per item) and the walk's own memory.
@@ -259,7 +259,7 @@ def _outside_segments(x: IndexFacts, count: int, cl: CommitLog) -> str:
     return ""
 
 
-def _record_ts(cl: CommitLog, off: int) -> int | None:
+def record_ts(cl: CommitLog, off: int) -> int | None:
     r = cl.check_at(off, check_crc=False)
     if r.status != VALID or r.record.physical_offset != off:
         return None
@@ -270,13 +270,13 @@ def _edge_problem(x: IndexFacts, cl: CommitLog, check_end: bool) -> str:
     """Header begin (and for a full file, end) timestamps against the records its first and last items name."""
     h, s = x.f.header, x.structure
     if s.first_phy >= cl.min_offset:
-        ts = _record_ts(cl, s.first_phy)
+        ts = record_ts(cl, s.first_phy)
         if ts is None:
             return f"item 1 points at {s.first_phy}, which is not a valid record"
         if ts != h.beginTimestamp:
             return f"header beginTimestamp {h.beginTimestamp} but item 1's message was stored at {ts}"
     if check_end:
-        ts = _record_ts(cl, s.last_phy)
+        ts = record_ts(cl, s.last_phy)
         if ts is None:
             return f"the last item points at {s.last_phy}, which is not a valid record"
         if ts != h.endTimestamp:
@@ -362,7 +362,7 @@ class ItemJoin(ScanHooks):
         del items
         # The item cursor (one chunk of columns) exists only while the walk is inside this file's range, so
         # memory does not grow with the number of index files the walk passes.
-        self.cursor: _Items | None = None
+        self.cursor: ItemCursor | None = None
         self.first_phy = x.structure.first_phy
         self.good = below          # items before the walk are taken on trust (they passed the structure checks)
         self.reason = ""
@@ -373,7 +373,7 @@ class ItemJoin(ScanHooks):
         if self.done or int(w.offsets[-1]) < self.first_phy:
             return
         if self.cursor is None:
-            self.cursor = _Items(self.x.f, self.good, self.x.count)
+            self.cursor = ItemCursor(self.x.f, self.good, self.x.count)
         nums, phy, ih, tdiff = self.cursor.take_upto(int(w.offsets[-1]))
         if not len(nums):
             return
@@ -413,7 +413,7 @@ class ItemJoin(ScanHooks):
         if self.done:
             return
         if self.cursor is None:
-            self.cursor = _Items(self.x.f, self.good, self.x.count)
+            self.cursor = ItemCursor(self.x.f, self.good, self.x.count)
         nums, phy, _, _ = self.cursor.take_upto(2**62)
         if len(nums):
             self._stop(int(nums[0]), f"item {int(nums[0]) + 1} points at {int(phy[0])}, "

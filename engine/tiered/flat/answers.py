@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from engine.broker.message import check_message
+from engine.broker.commitlog.message import check_message
 from engine.errors import InvalidArgumentError
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import FILE_TYPE_NAMES, COMMIT_LOG, CONSUME_QUEUE

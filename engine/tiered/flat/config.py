@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
-from engine.broker.config import read_properties_file
+from engine.broker.config.brokerconf import read_properties_file
 from engine.errors import InvalidArgumentError
 
 GIB = 1024 * 1024 * 1024

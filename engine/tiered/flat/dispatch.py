@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine.broker.config import BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
-from engine.broker.lock import StoreLock
+from engine.broker.config.lock import StoreLock
 from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, StoreLockedError
+from engine.progress import Progress
 from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig
 from engine.tiered.flat.layout import (FILE_TYPE_NAMES, COMMIT_LOG, CONSUME_QUEUE, TieredLayout, file_path,
                                        resolve_names)
@@ -121,7 +122,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def dispatch(req: DispatchRequest, progress: Callable[[str, int, int], None] | None = None,
+def dispatch(req: DispatchRequest, progress: Progress | None = None,
              clock: Callable[[], int] | None = None) -> DispatchResult:
     """The whole tier-out; see the module docstring."""
     from engine.tiered.flat.runner import run_queue_tasks

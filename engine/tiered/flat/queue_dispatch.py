@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.consumequeue import UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
-from engine.broker.segments import SegmentQueue
+from engine.broker.commitlog.segments import SegmentQueue
+from engine.broker.consumequeue.offsets import queue_min_offset
+from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, UNIT_DTYPE as LOCAL_UNIT_DTYPE, ConsumeQueue
 from engine.errors import StoreError
 from engine.fsutil import fsync_dir, write_fully
-from engine.ops.queues import queue_min_offset
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, TieredLayout
 from engine.tiered.flat.scan import decode_records
@@ -36,7 +36,6 @@ from engine.tiered.flat.segments import SegmentState, plan_appends
 CHUNK_UNITS = 16384
 READ_WINDOW = 1 << 20   # bytes of the local commit log read at once around a queue's records
 PHYSICAL_OFFSET_POSITION = 28
-BLANK_UNIT_SIZE = 0x7FFFFFFF
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from engine.broker.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from engine.java.lang import java_div
 from engine.tiered.flat.config import CQ_UNIT_SIZE, TieredConfig
 from engine.tiered.flat.scan import QUEUE_OFFSET_POSITION, STORE_TIMESTAMP_POSITION

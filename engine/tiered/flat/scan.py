@@ -1,5 +1,5 @@
 """Reading what the segment files hold, segment by segment: the records of a COMMIT_LOG segment (through the one
-bulk decoder, engine.broker.records.decode_segment) and the units of a CONSUME_QUEUE segment, and the segment
+bulk decoder, engine.broker.commitlog.records.decode_segment) and the units of a CONSUME_QUEUE segment, and the segment
 times the broker would have recorded for them (flat-store §3-§5; flat-store pitfall 14).
 
 Memory: one segment's columns at a time (a 1 GiB COMMIT_LOG segment of 100-byte records is ~10M records,
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.message import BORNHOST_V6_FLAG
-from engine.broker.records import CORRUPT, ZERO, SegmentEnd, decode_segment
+from engine.broker.commitlog.message import BORNHOST_V6_FLAG
+from engine.broker.commitlog.records import CORRUPT, ZERO, SegmentEnd, decode_segment
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 
 LONG_MAX = 2**63 - 1

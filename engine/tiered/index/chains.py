@@ -1,18 +1,16 @@
 """Whole-file chain analysis of unsealed tiered index files with numpy (no per-item Python loop): list ranking
 by pointer jumping, shared by compaction (the order items are copied in), stats and verify (chain lengths,
-cycles). Walking one chain item by item is ChainWalk's job (engine.broker.chain).
+cycles). Walking one chain item by item is ChainWalk's job (engine.broker.index.chain).
 """
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.tiered.index.format import INDEX_ITEM_SIZE
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 def list_rank(nxt: np.ndarray, detect_cycles: bool = False):

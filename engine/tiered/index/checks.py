@@ -5,7 +5,7 @@ checks are vectorised over the whole tables (format §9.2-§9.4).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -13,8 +13,7 @@ from engine.tiered.index.chains import chain_lengths
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE, HEADER,
                                         HEADER_SIZE, INDEX_ITEM_SIZE, hex32, magic_name)
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 class _Problems:

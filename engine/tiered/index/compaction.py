@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -17,8 +17,7 @@ from engine.tiered.index.chains import list_rank
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE, HEADER, INDEX_ITEM_SIZE, INT,
                                         TieredIndexError)
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 _WRITE_CHUNK = 1 << 18  # items per write: bounds the memory of a compaction to ~8 MiB of rows
 

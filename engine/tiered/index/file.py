@@ -388,7 +388,7 @@ class IndexStoreFile:
         """``IndexStoreFile.putKey``; returns ``"SUCCESS"``, ``"FILE_FULL"`` or ``"UNKNOWN_ERROR"``.
 
         ``keys`` is the Java ``Set<String>`` as a sequence **in its iteration order** (for a
-        dispatcher-built set use :func:`engine.broker.keys.tiered_key_set`).  Python sets are refused because
+        dispatcher-built set use :func:`engine.broker.index.keys.tiered_key_set`).  Python sets are refused because
         their order is not Java's.  ``UNKNOWN_ERROR`` is returned for a blank topic and when Java would throw inside
         the put (a slot position outside the buffer, see module doc); ``last_error`` then says why.
         """
@@ -483,7 +483,7 @@ def _key_list(keys) -> list[str]:
     if isinstance(keys, (set, frozenset)):
         raise TieredIndexError(
             "keys must be ordered as the Java Set iterates them; a Python set has no such order "
-            "(use engine.broker.keys.tiered_key_set() or engine.java.collections.hashset_order())"
+            "(use engine.broker.index.keys.tiered_key_set() or engine.java.collections.hashset_order())"
         )
     out = list(keys)
     for k in out:

@@ -4,19 +4,18 @@ a compacted slot range), the walk of the slot a TOPIC#KEY hashes to, and slot/ch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
-from engine.broker.chain import BEYOND, END, OUTSIDE_FILE, ChainWalk
+from engine.broker.index.chain import BEYOND, END, OUTSIDE_FILE, ChainWalk
 from engine.errors import InvalidArgumentError
 from engine.tiered.index.chains import chain_lengths
 from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE,
                                         INDEX_ITEM_SIZE, INT, ITEM, ITEM_FIELDS, MAX_COMPACT_READ_ITEMS,
                                         MAX_QUERY_COUNT, SLOT, TieredIndexError, tiered_key_hash, tiered_slot)
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 def check_slot(f: "IndexStoreFile", slot) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from engine.broker.config import load_config, read_properties_file
+from engine.broker.config.brokerconf import load_config, read_properties_file
 from engine.broker.layout import StoreLayout
 from engine.errors import InvalidArgumentError
 from engine.tiered.flat.metadata import TieredMetadata, read_metadata

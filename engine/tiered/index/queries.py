@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-from engine.broker.chain import ChainWalk
+from engine.broker.index.chain import ChainWalk
 from engine.java.lang import (INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_rem, java_string_hash, tiered_hash, to_i32,
                               to_i64)
 from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLOT_SIZE, HEADER_SIZE,
@@ -22,8 +22,7 @@ from engine.tiered.index.format import (CITEM, COMPACT_INDEX_ITEM_SIZE, HASH_SLO
                                         MAX_QUERY_COUNT, SEALED, SLOT, UNSEALED, UPLOAD, JavaRuntimeError,
                                         Reader, TieredQueryError, check_int, jstr)
 
-if TYPE_CHECKING:
-    from engine.tiered.index.file import IndexStoreFile
+# `f` below is an engine.tiered.index.file.IndexStoreFile, named in annotations only: file.py imports this module.
 
 
 def query(f: "IndexStoreFile", topic: str, key: str, max_count: int, begin: int, end: int, *,

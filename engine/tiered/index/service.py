@@ -30,7 +30,7 @@ from typing import Optional
 
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
-from engine.broker.message import VALID, check_message
+from engine.broker.commitlog.message import VALID, check_message
 from engine.tiered.flat.layout import COMMIT_LOG, TieredLayout, brokers_of, cluster_dir_name, list_clusters
 from engine.tiered.flat.segments import FlatAppendFile, Segment, TieredReadError
 from engine.tiered.index.file import IndexStoreFile

@@ -1,0 +1,213 @@
+"""ConsumeQueue: 20-byte units per topic/queue (format §4).
+
+Files are read through SegmentQueue (reads bounded by the real size, no fault on unallocated pages); a file is
+allocated on disk before a unit is written into it, and every write is checked.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
+from engine.broker.layout import StoreLayout, symlink_on_path
+from engine.errors import GeometryError, NotAStoreError
+from engine.broker.commitlog.segments import SegmentQueue
+
+UNIT = struct.Struct(">qiq")
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+#: The size of a blank pre-fill unit (format §4.1): it points at no record.
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+#: ConsumeQueueExt addresses are tagsCodes at or below this (format §4.6).
+MAX_EXT_ADDR = -2147483649
+BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+
+
+def list_queues(root: Path) -> list[tuple[str, int]]:
+    """(topic, queueId) for every valid queue directory (StoreLayout.list_queues also reports the others)."""
+    return StoreLayout(root).list_queues().queues
+
+
+class ConsumeQueue:
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, writable: bool = False):
+        self.topic, self.queue_id = topic, queue_id
+        layout = StoreLayout(root)
+        self.dir = layout.cq_dir(topic, queue_id)
+        link = symlink_on_path(layout.root, self.dir)
+        if link is not None:
+            raise NotAStoreError(f"consume queue directory {link} is a symlink; rmqtool never follows links out of "
+                                 "the store")
+        # Existing files decide the file size (a store made with another mappedFileSizeConsumeQueue stays
+        # readable); a new queue takes the configured one.
+        self.queue = SegmentQueue(self.dir, None, writable=writable, what="consume queue", default_size=file_size)
+        self.file_size = self.queue.file_size
+        if self.file_size % CQ_STORE_UNIT_SIZE:
+            raise GeometryError(f"consume queue {self.dir} has {self.file_size}-byte files, not a multiple of 20")
+        self.writable = writable
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self._write_pos = 0  # write position in the file at _end_seg_index
+        self._end_seg_index = 0
+        self._recover()
+
+    def close(self) -> None:
+        self.queue.close()
+
+    @property
+    def problems(self):
+        """What is out of place among this queue's files (engine.broker.commitlog.segments.SegmentProblem)."""
+        return self.queue.problems
+
+    # ------------------------------------------------------------ reading
+    def file_units(self, seg) -> np.ndarray:
+        """The units of one file (a copy: the mapping can be closed while the array lives on)."""
+        return self.units_view(seg).copy()
+
+    def units_view(self, seg) -> np.ndarray:
+        """The units of one file as a view of its mapping (no copy, no anonymous memory): drop every reference
+        before the queue is closed."""
+        buf = self.queue.buffer(seg)
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n) if n else np.empty(0, dtype=UNIT_DTYPE)
+
+    def _valid_prefix(self, seg) -> tuple[int, int, int]:
+        """(units in the file, leading valid units, offset + size of the last of them or -1), read in place."""
+        units = self.units_view(seg)
+        bad = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0))
+        n_valid = int(bad[0]) if len(bad) else len(units)
+        end = int(units["offset"][n_valid - 1]) + int(units["size"][n_valid - 1]) if n_valid else -1
+        return len(units), n_valid, end
+
+    def _recover(self) -> None:
+        """Find the end of data as the broker's recover does (format §4.4): the first invalid unit, looking from the third
+        last file on (so opening a queue reads at most three files, whatever its length)."""
+        segs = self.queue.segments
+        self._write_pos = 0
+        if not segs:
+            return
+        self.min_logic_offset = segs[0].start
+        for i in range(max(0, len(segs) - 3), len(segs)):
+            seg = segs[i]
+            n_units, n_valid, end = self._valid_prefix(seg)
+            if n_valid:
+                self.max_physic_offset = end
+            if n_valid < n_units or i == len(segs) - 1:
+                # Files after the end are left alone here; recover (issue 3) truncates them.
+                self._end_seg_index = i
+                self._write_pos = n_valid * CQ_STORE_UNIT_SIZE
+                return
+
+    @property
+    def max_offset_in_queue(self) -> int:
+        segs = self.queue.segments
+        if not segs:
+            return 0
+        seg = segs[self._end_seg_index]
+        return (seg.start + self._write_pos) // CQ_STORE_UNIT_SIZE
+
+    def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
+        logical = queue_offset * CQ_STORE_UNIT_SIZE
+        seg = self.queue.find(logical)
+        if seg is None:
+            return None
+        buf = self.queue.buffer(seg)
+        pos = logical - seg.start
+        if pos + CQ_STORE_UNIT_SIZE > len(buf):
+            return None
+        return UNIT.unpack_from(buf, pos)
+
+    def all_units(self) -> np.ndarray:
+        """Every unit up to the end of data, as one structured array (bulk readers use this)."""
+        parts = []
+        segs = self.queue.segments
+        for i, seg in enumerate(segs[: self._end_seg_index + 1] if segs else []):
+            units = self.file_units(seg)
+            if i == self._end_seg_index:
+                units = units[: self._write_pos // CQ_STORE_UNIT_SIZE]
+            parts.append(units)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=UNIT_DTYPE)
+
+    # ------------------------------------------------------------ writing
+    def _end(self) -> int:
+        """Logical byte position of the end of data (where the next unit goes)."""
+        segs = self.queue.segments
+        return segs[self._end_seg_index].start + self._write_pos if segs else 0
+
+    def files_needed(self, n: int) -> list[tuple[int, int]]:
+        """(unit number within the next n, file start) for each file the next n units go into that is not yet
+        allocated for writing: the writer allocates them (allocate_file) before any unit is written."""
+        self.queue.require_writable()
+        F = self.file_size
+        start = self._end()
+        out = []
+        p = start - start % F
+        while p < start + n * CQ_STORE_UNIT_SIZE:
+            seg = self.queue.find(p)
+            if seg is None or not self.queue.is_allocated(seg):
+                out.append((max(0, (p - start) // CQ_STORE_UNIT_SIZE), p))
+            p += F
+        return out
+
+    def allocate_file(self, start: int) -> None:
+        """Create (or complete) the file at `start`, allocated on disk; DiskFullError leaves the queue as it was."""
+        seg = self.queue.find(start)
+        if seg is None:
+            seg = self.queue.create(start)
+        self.queue.prepare_for_write(seg)
+
+    def append_units(self, data: bytes, max_physic_offset: int) -> None:
+        """Write packed units (UNIT_DTYPE rows) at the end of the queue, into files reserve() made ready."""
+        pos = self._end()
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            seg = self.queue.find(pos)
+            at = pos - seg.start
+            k = min(len(view) - done, seg.size - at)
+            self.queue.write(seg, at, view[done:done + k])
+            done += k
+            pos += k
+            self._end_seg_index, self._write_pos = self.queue.index_of(seg), at + k
+        if done:
+            self.max_physic_offset = max_physic_offset
+
+    def put(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """putMessagePositionInfo (format §4.3). Returns False when the unit is ignored as a duplicate."""
+        if phy_offset + size <= self.max_physic_offset:
+            return False
+        F = self.file_size
+        expected = cq_offset * CQ_STORE_UNIT_SIZE
+        segs = self.queue.segments
+        if not segs:
+            seg = self.queue.create(expected - expected % F)
+            self._end_seg_index, self._write_pos = 0, 0
+            if cq_offset != 0 and expected % F:
+                self.queue.write(seg, 0, BLANK_UNIT * ((expected % F) // CQ_STORE_UNIT_SIZE))
+                self._write_pos = expected % F
+                self.min_logic_offset = expected
+        else:
+            seg = segs[self._end_seg_index]
+            self.queue.prepare_for_write(seg)
+            if self._write_pos >= F:
+                if self._end_seg_index + 1 < len(segs):
+                    seg = segs[self._end_seg_index + 1]
+                else:
+                    seg = self.queue.create(seg.start + F)
+                self._end_seg_index += 1
+                self._write_pos = 0
+        if cq_offset != 0:
+            current = seg.start + self._write_pos
+            if expected < current:
+                return False
+            # expected > current: the broker logs "[BUG] logic queue order maybe wrong" and appends anyway.
+        self.queue.write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
+        self._write_pos += CQ_STORE_UNIT_SIZE
+        self.max_physic_offset = phy_offset + size
+        return True
+
+    def sync(self) -> None:
+        segs = self.queue.segments
+        if segs:
+            for seg in segs[max(0, self._end_seg_index - 1): self._end_seg_index + 1]:
+                self.queue.flush(seg)

@@ -1,0 +1,286 @@
+"""The index geometry (hash slots, max index) of a store, read from its index files when the configuration does
+not give it: the read commands need --hash-slots/--max-index only when the files cannot tell.
+
+An index file is 40 + 4*slots + 20*items bytes (format §5.1), so its size alone leaves every fifth slot count
+open. The header bounds them (slots >= hashSlotCount, items >= indexCount: pitfall 20), and the items decide:
+with the right geometry every item's slot holds that item or a newer one of its chain, every item links back
+to an older item of the same slot, and item 0 is never written. When the items cannot decide (a file without
+items), the broker's default ratio (items = 4*slots) is taken if the size fits it; else the geometry is
+ambiguous and the error names the flags to give and the candidates.
+
+Commit-log and consume-queue segment sizes need no help of this kind: each segment queue takes its file size
+from its files (engine.broker.commitlog.segments, SegmentQueue), the configured size only when there are none.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
+from engine.broker.layout import list_index_files
+from engine.errors import GeometryError
+from engine.fsutil import map_readonly
+
+if TYPE_CHECKING:  # numpy is imported where an ambiguous size is checked: query-key starts without it
+    import numpy as np
+
+ITEM_SIZE, SLOT_SIZE = 20, 4
+#: Items of a file checked against each candidate geometry: the first and the last ones written.
+SAMPLE_ITEMS = 64
+#: Candidates listed in the error of an ambiguous size.
+LISTED = 5
+
+
+def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -> BrokerConfig:
+    """THE geometry inference of the read commands: set cfg.maxHashSlotNum / cfg.maxIndexNum from the index
+    files (`paths`, default: every file of the store's index directory) where neither broker.conf nor a flag
+    gave them. Without index files nothing changes (the defaults stand: there is nothing to read). Raises
+    GeometryError when the files fit several geometries, naming the flags and the candidates. Returns cfg."""
+    if cfg.hashSlotNumGiven and cfg.indexNumGiven:
+        return cfg
+    if paths is None:
+        from engine.broker.layout import StoreLayout
+        paths = list_index_files(StoreLayout.of(cfg).index_dir)
+    facts = [f for f in map(_facts, paths) if f is not None]
+    if not facts:
+        return cfg
+    sizes = Counter(f[1] for f in facts)
+    best = max(sizes.values())
+    size = next(f[1] for f in reversed(facts) if sizes[f[1]] == best)  # the most common size; newest on a tie
+    same = [f for f in facts if f[1] == size]
+    slots = cfg.maxHashSlotNum if cfg.hashSlotNumGiven else None
+    items = cfg.maxIndexNum if cfg.indexNumGiven else None
+    s, i = infer_index_geometry(same, size, slots, items)
+    cfg.maxHashSlotNum, cfg.maxIndexNum = s, i
+    cfg.hashSlotNumGiven = cfg.indexNumGiven = True  # settled: later opens use it as they would a flag
+    return cfg
+
+
+def _facts(path: Path):
+    """(path, size, hashSlotCount, indexCount) of one index file, None when it cannot be read or is too short."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(INDEX_HEADER_SIZE)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None
+    if len(head) < INDEX_HEADER_SIZE:
+        return None
+    slot_count = int.from_bytes(head[32:36], "big", signed=True)
+    index_count = int.from_bytes(head[36:40], "big", signed=True)
+    return path, size, slot_count, index_count
+
+
+#: Candidates checked against the items at once (bounds the memory of the check: a few arrays of this length).
+CHUNK = 1 << 18
+
+
+class Candidates:
+    """Every (slots, items) with 40 + 4*slots + 20*items == size, slots >= min_slots, items >= min_items (and a
+    given one fixed): slots run over an arithmetic progression (step 5), never materialised whole (a 400 MB file
+    has millions)."""
+
+    def __init__(self, size: int, min_slots: int = 1, min_items: int = 2, slots: int | None = None,
+                 items: int | None = None):
+        room = size - INDEX_HEADER_SIZE
+        self.units = room // SLOT_SIZE                 # slots + 5*items == units
+        self.lo, self.hi = 1, 0                        # empty
+        if room <= 0 or room % SLOT_SIZE or size > INT_MAX:
+            return
+        u = self.units
+        lo, hi = max(min_slots, 1), u - 5 * max(min_items, 2)
+        if slots is not None:
+            lo, hi = max(lo, slots), min(hi, slots)
+        if items is not None:
+            lo, hi = max(lo, u - 5 * items), min(hi, u - 5 * items)
+        lo += (u - lo) % 5                             # the smallest slot count >= lo with the right residue
+        self.lo, self.hi = lo, hi
+
+    def __len__(self) -> int:
+        return max(0, (self.hi - self.lo) // 5 + 1)
+
+    def chunks(self):
+        """The candidates as (n, 2) int64 arrays of CHUNK rows (numpy: only an ambiguous size needs it)."""
+        import numpy as np
+
+        for a in range(self.lo, self.hi + 1, 5 * CHUNK):
+            s = np.arange(a, min(self.hi, a + 5 * (CHUNK - 1)) + 1, 5, dtype=np.int64)
+            yield np.stack([s, (self.units - s) // 5], axis=1)
+
+    def first(self, k: int) -> list[tuple[int, int]]:
+        return [(s, (self.units - s) // 5) for s in range(self.lo, self.hi + 1, 5)[:k]]
+
+    def ratio(self) -> tuple[int, int] | None:
+        """The broker's default shape (items = 4*slots, so size = 40 + 84*slots) when it is a candidate."""
+        s = self.units // 21
+        return (s, 4 * s) if self.units % 21 == 0 and self.lo <= s <= self.hi else None
+
+
+def infer_index_geometry(facts: list, size: int, slots: int | None = None, items: int | None = None) -> tuple[int, int]:
+    """(slots, items) of index files that all have `size` bytes; facts are (path, size, hashSlotCount,
+    indexCount) tuples. GeometryError when the files cannot tell."""
+    min_slots = max(max(f[2] for f in facts), 1)
+    min_items = max(max(f[3] for f in facts), 2)
+    cands = Candidates(size, min_slots, min_items, slots, items)
+    if not len(cands):  # the header counts are damaged: the size alone
+        cands = Candidates(size, slots=slots, items=items)
+    if not len(cands):
+        raise GeometryError(f"index file {facts[0][0]} is {size} bytes: no index geometry gives that size "
+                            f"(40 + 4*slots + 20*items){_given(slots, items)}; the file is damaged or not an index "
+                            "file")
+    if len(cands) == 1:
+        return cands.first(1)[0]
+    richest = max(facts, key=lambda f: f[3])
+    ratio = cands.ratio()
+    if richest[3] <= 1:  # no item to decide by
+        if ratio:
+            return ratio
+        _ambiguous(richest, size, cands.first(LISTED), len(cands), "")
+    if ratio and fits(richest[0], ratio, richest[3]):
+        return ratio  # the broker's default shape, confirmed by the items (no numpy on this, the usual, path)
+    passing = [c for c in (_content_check(richest[0], ch, richest[3]) for ch in cands.chunks()) if len(c)]
+    passing = [tuple(map(int, row)) for c in passing for row in c.tolist()]
+    if len(passing) == 1:
+        return passing[0]
+    if passing:
+        _ambiguous(richest, size, passing[:LISTED], len(passing), "")
+    _ambiguous(richest, size, cands.first(LISTED), len(cands),
+               " (under none of them do its items read as the broker writes them: the file may be damaged)")
+
+
+def _ambiguous(fact, size: int, shown: list, total: int, why: str):
+    listed = ", ".join(f"--hash-slots {s} --max-index {i}" for s, i in shown)
+    more = f", ... ({total} in all)" if total > len(shown) else ""
+    raise GeometryError(f"cannot tell the index geometry from {fact[0]} ({size} bytes, {max(fact[3] - 1, 0)} "
+                        f"items): it fits {listed}{more}{why}; give --hash-slots and --max-index (or --broker-conf)")
+
+
+def _given(slots, items) -> str:
+    parts = [f"--hash-slots {slots}"] * (slots is not None) + [f"--max-index {items}"] * (items is not None)
+    return f" with {' and '.join(parts)}" if parts else ""
+
+
+def _sample(n: int) -> list[int]:
+    """The items checked: the first and the last SAMPLE_ITEMS written (1 <= k < n)."""
+    return sorted(set(range(1, min(n, SAMPLE_ITEMS + 1))) | set(range(max(1, n - SAMPLE_ITEMS), n)))
+
+
+def fits(path: Path, geometry: tuple[int, int], index_count: int) -> bool:
+    """One candidate checked as _items_fit checks many, in plain Python: the sampled items are read in one call
+    per run of consecutive items, then one small read per slot head and per previous item outside the runs
+    (about 150 reads for the default sample, where one read per field took 640: every command that infers the
+    geometry pays them at start-up)."""
+    s, i = geometry
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        def i32(pos: int) -> int:
+            b = os.pread(fd, 4, pos)
+            return int.from_bytes(b, "big", signed=True) if len(b) == 4 else -1
+
+        base = INDEX_HEADER_SIZE + SLOT_SIZE * s
+        if os.pread(fd, ITEM_SIZE, base) != bytes(ITEM_SIZE):
+            return False  # item 0 is never written (pitfall 20)
+        ks = _sample(index_count)
+        if any(k >= i for k in ks):
+            return False
+        fields = _item_fields(fd, base, ks)  # k -> (keyHash, timeDiff, prevIndex); -1 where the file ends
+        for k in ks:
+            key_hash, time_diff, prev = fields[k]
+            if key_hash < 0 or time_diff < 0 or not 0 <= prev < k:
+                return False
+            slot = key_hash % s
+            if not k <= i32(INDEX_HEADER_SIZE + SLOT_SIZE * slot) < i:
+                return False
+            if prev:
+                their = fields[prev][0] if prev in fields else i32(base + ITEM_SIZE * prev)
+                if their < 0 or their % s != slot:
+                    return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def _item_fields(fd: int, base: int, ks: list[int]) -> dict[int, tuple[int, int, int]]:
+    """(keyHash, timeDiff, prevIndex) of items ks (sorted), one read per run of consecutive items; a field the
+    file does not reach reads as -1."""
+    out: dict[int, tuple[int, int, int]] = {}
+    j = 0
+    while j < len(ks):
+        e = j
+        while e + 1 < len(ks) and ks[e + 1] == ks[e] + 1:
+            e += 1
+        raw = os.pread(fd, ITEM_SIZE * (ks[e] - ks[j] + 1), base + ITEM_SIZE * ks[j])
+        for n, k in enumerate(ks[j:e + 1]):
+            at = n * ITEM_SIZE
+            out[k] = tuple(int.from_bytes(raw[at + f:at + f + 4], "big", signed=True) if at + f + 4 <= len(raw)
+                           else -1 for f in (0, 12, 16))
+        j = e + 1
+    return out
+
+
+def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarray:
+    """The candidates under which the file's items read as the broker wrote them (see the module docstring):
+    a cheap pass on the newest item over every candidate, then SAMPLE_ITEMS first and last items on the rest."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return cands
+    try:
+        mm = map_readonly(fd, os.fstat(fd).st_size)  # holes read as zeros, never a fault (a sparse file)
+    finally:
+        os.close(fd)
+    import numpy as np
+
+    try:
+        view = np.frombuffer(mm, dtype=np.uint8)
+        n = index_count
+        keep = _items_fit(view, cands, np.array([n - 1], dtype=np.int64))
+        cands = cands[keep]
+        if len(cands) > 1:
+            cands = cands[_items_fit(view, cands, np.array(_sample(n), dtype=np.int64))]
+        del view
+        return cands
+    finally:
+        mm.close()
+
+
+def _i32(view: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Big-endian int32 at byte positions pos (positions past the end read as -1)."""
+    import numpy as np
+
+    ok = (pos >= 0) & (pos + 4 <= len(view))
+    p = np.where(ok, pos, 0)
+    v = ((view[p].astype(np.int64) << 24) | (view[p + 1].astype(np.int64) << 16) | (view[p + 2].astype(np.int64) << 8)
+         | view[p + 3].astype(np.int64))
+    v = np.where(v >= 2**31, v - 2**32, v)
+    return np.where(ok, v, -1)
+
+
+def _items_fit(view: np.ndarray, cands: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """For each candidate (row), do items ks (1 <= k < n) read as the broker's? Vectorised over both."""
+    import numpy as np
+
+    s = cands[:, 0:1]
+    base = INDEX_HEADER_SIZE + SLOT_SIZE * s                        # (m, 1)
+    k = ks[None, :]                                                 # (1, K)
+    ok = np.all(k < cands[:, 1:2], axis=1)
+    item = base + ITEM_SIZE * k                                     # (m, K)
+    key_hash = _i32(view, item)
+    time_diff = _i32(view, item + 12)
+    prev = _i32(view, item + 16)
+    fine = (key_hash >= 0) & (time_diff >= 0) & (prev >= 0) & (prev < k)
+    slot = np.where(key_hash >= 0, key_hash, 0) % s
+    head = _i32(view, INDEX_HEADER_SIZE + SLOT_SIZE * slot)
+    # The slot's head is this item or a newer one (bounded by the capacity, not by n: a live writer may have
+    # added items since the header was read).
+    fine &= (head >= k) & (head < cands[:, 1:2])
+    prev_hash = _i32(view, base + ITEM_SIZE * np.maximum(prev, 0))
+    fine &= (prev == 0) | ((prev_hash >= 0) & (np.where(prev_hash >= 0, prev_hash, 0) % s == slot))
+    item0 = [_i32(view, base[:, 0] + o) for o in (0, 4, 8, 12, 16)]
+    zero0 = np.all([x == 0 for x in item0], axis=0)                 # item 0 is never written (pitfall 20)
+    return ok & zero0 & np.all(fine, axis=1)
