@@ -40,7 +40,7 @@ COMMAND_TABLE = {
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
 }
-GROUP_TABLE = {"tiered": "tiered"}  # command groups: the module whose `app` holds the subcommands
+GROUP_TABLE = {"tiered": "tiered", "timer": "timer"}  # command groups: the module whose `app` holds the subcommands
 # Subcommands a group takes from another module: the tiered index commands live beside the flat-store ones.
 GROUP_COMMANDS = {"tiered": {
     "query-key": ("tiered_index", "query_key"),
