@@ -7,7 +7,7 @@ _rmqtool() {
         case "$w" in -*) continue ;; esac
         if [[ -z "$cmd" ]]; then
             cmd="$w"
-            case "$cmd" in tiered) ;; *) break ;; esac
+            case "$cmd" in tiered|timer) ;; *) break ;; esac
         else
             cmd="$cmd $w"
             break
@@ -16,14 +16,14 @@ _rmqtool() {
     _rmqtool_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur"); }
     case "$cmd" in
         "")
-            _rmqtool_words "clean compact-index consumers delays demo dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover spark-reindex tiered --version -V --debug --install-completion --show-completion --help" ;;
+            _rmqtool_words "clean compact-index consumers delays demo dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover spark-reindex tiered timer --version -V --debug --install-completion --show-completion --help" ;;
         "clean")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --reserved-hours|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "compact-index")
             case "$prev" in
                 --out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
@@ -79,11 +79,11 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --help" ;;
         "inspect-index")
             case "$prev" in
-                --store|-s|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --walk-slot|--walk-key|--max|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --max -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --tiered-dir --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --max -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "print-msg")
             case "$prev" in
                 --topic|-t|--begin|-b|--end|-e|--queue-id|-q|--tags|--max|-n) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -107,11 +107,11 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "query-key")
             case "$prev" in
-                --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--hash-slots|--max-index|--commitlog-file-size|--topic-id|--cluster-name|--broker-name|--tiered-hash-slots|--tiered-max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
-                --store|-s|--tiered-dir|--tiered-store-path) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
-                --broker-conf|-c|--tiered-metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --quiet -Q --hash-slots --max-index --commitlog-file-size --tiered-dir --tiered-metadata --topic-id --tiered-store-path --cluster-name --broker-name --tiered-hash-slots --tiered-max-index --help" ;;
+            _rmqtool_words "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "queues")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -129,14 +129,13 @@ _rmqtool() {
         "spark-reindex")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
-                --broker-conf|-c|--out|-o|--tiered-metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --broker-conf|-c|--out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --master) _rmqtool_words "local[*] inline"; return ;;
                 --conf|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
-                --format|-f) _rmqtool_words "broker tiered"; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "tiered")
-            _rmqtool_words "clean dispatch dump-cq get offset-by-time queues rebuild-metadata segments verify --help" ;;
+            _rmqtool_words "clean compact-index dispatch dump-cq get inspect-index offset-by-time query-key queues rebuild-metadata reindex segments verify --help" ;;
         "tiered clean")
             case "$prev" in
                 --reserved-hours|--now|--cluster-name|--broker-name|--topic|-t) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -144,6 +143,12 @@ _rmqtool() {
                 --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
             _rmqtool_words "--reserved-hours --now --dry-run --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --json --quiet -Q --help" ;;
+        "tiered compact-index")
+            case "$prev" in
+                --out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --help" ;;
         "tiered dispatch")
             case "$prev" in
                 --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -165,7 +170,14 @@ _rmqtool() {
                 --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --queue-id -q --queue-offset -i --count -n --raw --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
+            _rmqtool_words "--topic -t --queue-id -q --queue-offset -i --count -n --raw --as-consumer --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
+        "tiered inspect-index")
+            case "$prev" in
+                --walk-slot|--walk-key|--max|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+            esac
+            _rmqtool_words "--walk-slot --walk-key --max -n --stats --verify --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered offset-by-time")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--timestamp|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -174,6 +186,13 @@ _rmqtool() {
                 --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
             _rmqtool_words "--topic -t --queue-id -q --timestamp --boundary --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
+        "tiered query-key")
+            case "$prev" in
+                --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --from-jsonl|--broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+            esac
+            _rmqtool_words "--topic -t --key -k --begin -b --end -e --max -n --unique-key --raw --as-broker --explain --from-jsonl --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered queues")
             case "$prev" in
                 --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -188,6 +207,14 @@ _rmqtool() {
                 --broker-name|--cluster-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
             _rmqtool_words "--out -o --tiered-store-path -T --broker-name --cluster-name --from --json --quiet -Q --help" ;;
+        "tiered reindex")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c|--out|-o|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --master) _rmqtool_words "local[*] inline"; return ;;
+                --conf|--cluster-name|--broker-name|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --metadata --cluster-name --broker-name --hash-slots --max-index --commitlog-file-size --help" ;;
         "tiered segments")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -202,6 +229,28 @@ _rmqtool() {
                 --cluster-name|--broker-name|--topic|-t) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
             _rmqtool_words "--tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --json --quiet -Q --help" ;;
+        "timer")
+            _rmqtool_words "inspect list verify --help" ;;
+        "timer inspect")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --help" ;;
+        "timer list")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --topic|-t|--due-after|--due-before) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --due-after --due-before --json --quiet -Q --help" ;;
+        "timer verify")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --now) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --now --no-check-crc --json --quiet -Q --help" ;;
     esac
 }
 complete -o default -F _rmqtool rmqtool

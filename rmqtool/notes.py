@@ -8,6 +8,10 @@ import sys
 state = {"quiet": False}
 
 
+#: A note that starts with one of these is a problem all the same, and prints under --quiet.
+PROBLEMS = ("error:", "warning:")
+
+
 def set_quiet(quiet: bool) -> None:
     state["quiet"] = bool(quiet)
 
@@ -15,7 +19,7 @@ def set_quiet(quiet: bool) -> None:
 def note(msg: str) -> None:
     """A note on stderr, one line whatever the terminal width: what was done or left out, an empty answer, a
     summary. --quiet silences it; errors and warnings go through problem()."""
-    if state["quiet"]:
+    if state["quiet"] and not msg.startswith(PROBLEMS):
         return
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()

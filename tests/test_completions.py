@@ -49,7 +49,8 @@ PATHS = command_paths()
 
 
 def test_the_group_subcommands_complete():
-    assert bash_complete("rmqtool tiered q") == ["queues"]
+    assert bash_complete("rmqtool tiered q") == ["query-key", "queues"]
+    assert bash_complete("rmqtool timer l") == ["list"]
     group = dict(PATHS)["tiered"]
     assert set(bash_complete("rmqtool tiered ")) == set(group.commands) | {"--help"}
     assert "--queue-offset" in bash_complete("rmqtool tiered get --q")
@@ -59,7 +60,7 @@ def test_the_group_subcommands_complete():
 def test_choice_values_complete():
     assert bash_complete("rmqtool dump-commitlog --body ") == ["none", "utf8", "hex", "base64"]
     assert bash_complete("rmqtool dump-commitlog -s /tmp --body h") == ["hex"]
-    assert bash_complete("rmqtool spark-reindex --format t") == ["tiered"]
+    assert bash_complete("rmqtool tiered reindex --master i") == ["inline"]
     assert bash_complete("rmqtool spark-reindex --master ") == ["local[*]", "inline"]
     assert bash_complete("rmqtool tiered offset-by-time --boundary u") == ["upper"]
     assert bash_complete("rmqtool tiered dispatch --master i") == ["inline"]
@@ -136,6 +137,6 @@ def test_fish_offers_the_tiered_subcommands_and_values():
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
         return [w.split("\t")[0] for w in p.stdout.splitlines()]
-    assert ask("rmqtool tiered q") == ["queues"]
+    assert ask("rmqtool tiered q") == ["query-key", "queues"]
     assert set(ask("rmqtool dump-commitlog --body ")) == {"none", "utf8", "hex", "base64"}
     assert "--msg-id" in ask("rmqtool get --m") and "--msg-id" not in ask("rmqtool tiered get --m")

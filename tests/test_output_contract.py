@@ -34,8 +34,7 @@ SAMPLES: dict[str, list[tuple[list[str], str]]] = {
     "get": [(["-s", "{store}", "-o", "0"], STREAM), (["-s", "{store}", "-o", "0", "-o", "0"], STREAM),
             (["-s", "{store}", "-t", "TopicA", "-q", "0", "-i", "0", "-n", "2"], STREAM)],
     "dump-commitlog": [(["-s", "{store}", "-n", "12"], STREAM)],
-    "inspect-index": [(["-s", "{store}"], STREAM), (["-s", "{store}", "--stats", "--verify"], STREAM),
-                      (["{tfile}", "--stats"], STREAM)],
+    "inspect-index": [(["-s", "{store}"], STREAM), (["-s", "{store}", "--stats", "--verify"], STREAM)],
     "compact-index": [(["{tfile}", "-o", "{out}"], DOC)],
     "recover": [(["-s", "{store}", "--dry-run"], DOC)],
     "clean": [(["-s", "{store}", "--dry-run"], DOC)],
@@ -60,11 +59,21 @@ SAMPLES: dict[str, list[tuple[list[str], str]]] = {
     "tiered clean": [(["-T", "{tiered}", "--metadata", "{meta}", "--reserved-hours", "1.5", "--dry-run"], DOC)],
     "tiered rebuild-metadata": [(["-T", "{tiered}", "--broker-name", "broker-a", "--from", "{meta}", "-o", "{out}"],
                                  DOC)],
+    "tiered query-key": [(["-T", "{f3tier}", "-s", "{f3store}", "-t", "{f3topic}", "-k", "{f3key}"], STREAM),
+                         (["-T", "{f3tier}", "-s", "{f3store}", "-t", "{f3topic}", "-k", "{f3key}", "--raw"], STREAM)],
+    "tiered inspect-index": [(["{tfile}"], STREAM), (["--tiered-dir", "{tidx}", "--stats", "--verify"], STREAM)],
+    "tiered compact-index": [(["{tfile}", "-o", "{out}"], DOC)],
+    "tiered reindex": [(["-s", "{store}", "--broker-name", "broker-a", "-o", "{out}", "--master", "inline",
+                         "--hash-slots", "16", "--max-index", "64"], DOC)],
+    "timer inspect": [(["-c", "{timerconf}"], DOC)],
+    "timer list": [(["-c", "{timerconf}"], STREAM)],
+    "timer verify": [(["-c", "{timerconf}"], DOC)],
 }
 #: Command paths with no sample, and why.
 NO_SAMPLE = {
     "demo": "writes a sample store of its own and runs other commands (tests/test_demo.py)",
     "tiered": "a group: its subcommands have samples",
+    "timer": "a group: its subcommands have samples",
 }
 #: Commands whose --quiet means something else (docs/output-contract.md says what).
 OWN_QUIET = {"put": "--quiet leaves out the acknowledgements (put's data); its summary stays"}
@@ -72,6 +81,8 @@ OWN_QUIET = {"put": "--quiet leaves out the acknowledgements (put's data); its s
 DATA_MAPS = {"properties", "chainLengthHistogram", "segments", "bytes", "newSegments", "entriesByHow", "sources",
              "problems", "offsetTable", "segmentsDeleted"}
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
+#: The one warning an old spelling prints (rmqtool.cli.deprecated): a warning, so --quiet keeps it.
+DEPRECATED = re.compile(r"^warning: `rmqtool .*` is deprecated ")
 ISO_T = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 
@@ -80,15 +91,16 @@ def ws(tmp_path_factory) -> dict[str, Path]:
     return sample_workspace(tmp_path_factory.mktemp("contract"))
 
 
-def fresh(ws: dict[str, Path], tmp_path: Path) -> dict[str, Path]:
+def fresh(ws: dict, tmp_path: Path) -> dict:
     """A copy of the workspace for one run, always at the same path (writers change it; every run starts from
-    the same state and names the same paths)."""
-    base = next(iter(ws.values())).parent
+    the same state and names the same paths). What lies outside it is only read, and named where it is."""
+    base = ws["store"].parent
     copy = tmp_path / "ws"
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(base, copy, symlinks=True)
-    return {k: copy / v.relative_to(base) for k, v in ws.items()}
+    return {k: copy / v.relative_to(base) if isinstance(v, Path) and v.is_relative_to(base) else v
+            for k, v in ws.items()}
 
 
 def args_of(path: str, template: list[str], paths: dict[str, Path]) -> list[str]:
@@ -165,7 +177,8 @@ def test_quiet_silences_notes_and_keeps_the_data(ws, tmp_path, path, i):
     quiet = run([*args_of(path, template, fresh(ws, tmp_path)), "--quiet"], env={"COLUMNS": "80"})
     assert loud.exit_code == quiet.exit_code == 0, quiet.output
     assert masked(quiet.stdout) == masked(loud.stdout)
-    assert quiet.stderr == "", f"{path} --quiet still says: {quiet.stderr!r}"
+    said = [line for line in quiet.stderr.splitlines() if not DEPRECATED.match(line)]
+    assert said == [], f"{path} --quiet still says: {said}"
 
 
 COMMANDS = [(p, c) for p, c in command_paths() if not getattr(c, "commands", None)]
@@ -281,7 +294,10 @@ UNKNOWN_TOPIC = [
     ["tiered", "segments", "-T", "{tiered}", "--metadata", "{meta}", "-t", "TopicC", "-q", "0"],
     ["tiered", "get", "-T", "{tiered}", "--metadata", "{meta}", "-t", "TopicC", "-q", "0", "-i", "0"],
     ["tiered", "dump-cq", "-T", "{tiered}", "--metadata", "{meta}", "-t", "TopicC", "-q", "0"],
+    ["tiered", "query-key", "-T", "{f3tier}", "-s", "{f3store}", "-t", "TopicC", "-k", "x"],
 ]
+# Not here: `timer list --topic` filters the pending messages by the topic they will be delivered to, which need
+# not have a consume queue yet; a topic none of them has is an empty answer (exit 0, said on stderr).
 
 
 @pytest.mark.parametrize("template", UNKNOWN_TOPIC, ids=[" ".join(t[:2]) for t in UNKNOWN_TOPIC])
@@ -289,7 +305,7 @@ def test_a_topic_the_store_does_not_have_is_exit_2_naming_it(ws, template):
     r = run([a.format(**{k: str(v) for k, v in ws.items()}) for a in template])
     assert_one_line_error(r, 2, "'TopicC'")
     assert r.stdout == ""
-    assert ("'TopicA'" in r.stderr or "TopicTest" in r.stderr), r.stderr  # it lists what there is
+    assert re.search(r"'Topic[ABT]", r.stderr), r.stderr  # it lists what there is
 
 
 def test_many_topics_are_listed_as_a_few_and_n_more(tmp_path):

@@ -114,8 +114,9 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     prop: Annotated[Optional[List[str]], typer.Option("--property", "-p", help="Extra property K=V (repeatable).")] = None,
     store_timestamp: Annotated[Optional[int], typer.Option("--store-timestamp",
                                                            help="Store time in epoch ms (default: now).")] = None,
-    from_jsonl: Annotated[Optional[str], typer.Option("--from-jsonl", help="Put one message per JSON line "
-                                                      "(same field names as the JSON output); '-' for stdin.")] = None,
+    from_jsonl: Annotated[Optional[Path], typer.Option(
+        "--from-jsonl", dir_okay=False, help="Put one message per JSON line (same field names as the JSON output); "
+        "'-' for stdin.")] = None,
     sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Acknowledge messages only once the commit log "
                                              "is flushed to disk (one flush per batch).")] = False,
     json_out: JsonOpt = False,
@@ -138,6 +139,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     validate_queue_id(queue_id)
+    if from_jsonl is not None:
+        from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
     if from_jsonl is None:
         batches = prepared_batches([([_single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)],
                               [0], None)], queue_id, "")
