@@ -93,6 +93,15 @@ class ReindexResult:
         return d
 
 
+    def legacy_dict(self) -> dict:
+        """The 0.1 snake_case names, kept only for `spark-reindex --format tiered`, the old spelling of `tiered
+        reindex`, until it goes (docs/output-contract.md)."""
+        d = asdict(self)
+        d["throughput_bytes_per_s"] = round(self.throughput, 1)
+        d["scan_throughput_bytes_per_s"] = round(self.scan_throughput, 1)
+        return d
+
+
 def camel(name: str) -> str:
     """keys_indexed -> keysIndexed."""
     head, *rest = name.split("_")

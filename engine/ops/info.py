@@ -26,10 +26,8 @@ from engine.broker.index.geometry import resolve_index_geometry
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
 from engine.errors import StoreError
 from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
+from engine.timer.layout import TimerLayout
 
-#: The timer store's files (docs/timer-store-format.md; engine.timer.layout spells them for the timer commands).
-TIMER_WHEEL_FILE, TIMER_LOG_DIR, TIMER_CHECK_FILE, TIMER_METRICS_FILE = "timerwheel", "timerlog", "timercheck", \
-    "timermetrics"
 #: What an interrupted spark-reindex leaves beside index/ (engine.jobs.publish; the next run repairs it).
 INTERRUPTED_PREFIXES = (".index.reindex-", ".index.old-")
 #: Index-file headers read (each 40 bytes); a store with more files is summarised from its first and last ones.
@@ -213,9 +211,10 @@ def _tiered(layout: StoreLayout) -> dict | None:
 
 
 def _timer(layout: StoreLayout) -> dict | None:
-    wheel, log = layout.root / TIMER_WHEEL_FILE, layout.root / TIMER_LOG_DIR
-    check, metrics = layout.config_file(TIMER_CHECK_FILE), layout.config_file(TIMER_METRICS_FILE)
-    if not (wheel.exists() or log.is_dir() or check.exists() or metrics.exists()):
+    """The timer store's files (timer §1), sizes only: `rmqtool timer inspect` reads them."""
+    t = TimerLayout(layout)
+    wheel, log, check, metrics = t.wheel, t.log_dir, t.checkpoint, t.metrics
+    if not (t.exists() or metrics.exists()):
         return None
     segs = sorted(e.path for e in os.scandir(log) if e.is_file(follow_symlinks=False)) if log.is_dir() else []
     return {"wheel": _usage_of([wheel]).as_dict() if wheel.exists() else None,

@@ -137,4 +137,5 @@ def _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_si
     req = TieredReindexRequest(store=store, broker_conf=broker_conf, metadata=tiered_metadata, hash_slots=hash_slots,
                                max_index=max_index, commitlog_file_size=commitlog_file_size, **job)
     run_job(lambda progress: tiered_reindex_request(req, progress),
-            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex)
+            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
+            as_json=lambda r: r.legacy_dict())  # the old spelling keeps its old names until it goes
