@@ -194,8 +194,13 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
     if raw and res.left_out:
         _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
                     f"message(s) (it reads at most two segments), yet nextBeginOffset is {res.next_begin_offset}")
+    undecoded = [m for m in out["messages"] if "compressionError" in m]
+    for m in undecoded:
+        _note(f"error: queue offset {m.get('queueOffset')}: its {m.get('compression')} body does not decode "
+              f"({m['compressionError']}); the consumer cannot read it")
     if res.problem:
         _note(f"error: {res.problem}")
+    if res.problem or undecoded:
         raise typer.Exit(3)
 
 
