@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
-from helpers import BROKER_R1, jsonl, run
+from helpers import BROKER_R1, BROKER_R2, TIMER_T2, copy_store, jsonl, run, unpack_store
 
 
 def _body(j: dict, mode: str = "auto") -> bytes:
@@ -93,3 +93,73 @@ def test_query_key_print_msg_and_tiered_get_show_decoded_bodies(r1_store, tmp_pa
         assert r.exit_code == 0, r.output
         got.update({" ".join(m["keys"]): _body(m) for m in json.loads(r.stdout)["messages"]})
     assert got == by_key
+
+
+# ------------------------------------------------------------------------------------------ the pre-allocated segment
+
+
+def _admin(where) -> dict:
+    return json.loads((where / "answers" / "admin.json").read_text())
+
+
+def _dump(store, *extra) -> tuple[int, list[dict], str]:
+    r = run(["dump-commitlog", "-s", store, "--json", *extra])
+    return r.exit_code, _lines(r.stdout), r.stderr
+
+
+def test_a_killed_brokers_preallocated_segment_is_the_end_of_data(r2_stores, tmp_path):
+    """A broker killed with -9 leaves the next commit-log segment allocated and all zero (r2/killed: 0 blocks;
+    timer/t2 likewise): the end of data, as the broker's recovery reads it, not damage."""
+    killed = r2_stores["killed"]
+    assert not any((killed / "commitlog" / "00000000000003145728").read_bytes())
+    code, entries, err = _dump(killed, "--body", "none")
+    assert code == 0, err
+    assert {e["type"] for e in entries} == {"MESSAGE", "BLANK"}
+    last = entries[-1]
+    # the broker that restarted on a copy of it answered commitLogMaxOffset = the end of the last record
+    assert last["commitLogOffset"] + last["storeSize"] == int(_admin(BROKER_R2 / "killed")["brokerRuntime"]
+                                                             ["commitLogMaxOffset"])
+
+    t2 = unpack_store(TIMER_T2 / "store.tar.gz", tmp_path / "t2")
+    code, entries, err = _dump(t2, "--body", "none")
+    assert code == 0 and entries and {e["type"] for e in entries} == {"MESSAGE"}, err
+    assert sorted(p.name for p in (t2 / "commitlog").iterdir())[-1] == "00000000000016777216"
+
+
+def test_data_after_a_zero_area_is_still_damage(r2_stores, tmp_path):
+    """The rule is the broker's: segments that hold nothing but zeros after the data. One byte written in the
+    pre-allocated segment makes the zero tail before it a missing BLANK filler again (the broker would cut there)."""
+    store = copy_store(r2_stores["killed"], tmp_path / "s")
+    with open(store / "commitlog" / "00000000000003145728", "r+b") as f:
+        f.seek(500_000)
+        f.write(b"\x01")
+    code, entries, err = _dump(store, "--body", "none")
+    assert code == 3
+    bad = [e for e in entries if e["type"] == "CORRUPT"]
+    assert [e["commitLogOffset"] for e in bad] == [2117276] and "no BLANK filler" in bad[0]["reason"]
+
+
+def test_recover_deletes_the_preallocated_segment_as_the_broker_does(r2_stores, tmp_path):
+    store = copy_store(r2_stores["killed"], tmp_path / "s")
+    r = run(["recover", "-s", store, "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert plan["commitLog"]["segmentsDeleted"] == ["00000000000003145728"]
+    assert (store / "commitlog" / "00000000000003145728").exists()
+    r = run(["recover", "-s", store])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (store / "commitlog").iterdir()) == [
+        "00000000000000000000", "00000000000001048576", "00000000000002097152"]
+    code, entries, err = _dump(store, "--body", "none")
+    assert code == 0 and entries[-1]["commitLogOffset"] + entries[-1]["storeSize"] == 2117276
+
+
+def test_a_preallocated_segment_written_with_zeros_is_unwritten_too(r2_stores, tmp_path):
+    """warmMapedFileEnable=true makes the broker write the zeros of the segment it allocates ahead: no holes, still
+    nothing written."""
+    store = copy_store(r2_stores["killed"], tmp_path / "s")
+    seg = store / "commitlog" / "00000000000003145728"
+    seg.write_bytes(bytes(seg.stat().st_size))
+    assert seg.stat().st_blocks * 512 >= seg.stat().st_size
+    code, entries, err = _dump(store, "--body", "none")
+    assert code == 0, err
