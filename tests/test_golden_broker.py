@@ -163,3 +163,82 @@ def test_a_preallocated_segment_written_with_zeros_is_unwritten_too(r2_stores, t
     assert seg.stat().st_blocks * 512 >= seg.stat().st_size
     code, entries, err = _dump(store, "--body", "none")
     assert code == 0, err
+
+
+# ------------------------------------------------------------------------------------------ logical truncation
+
+
+def _stats_equal(store, answers, consumers: bool = True) -> None:
+    """queues and consumers answer what the broker answered (examineTopicStats, examineConsumeStats)."""
+    admin = _admin(answers)
+    r = run(["queues", "-s", store, "--json"])
+    assert r.exit_code == 0, r.stderr
+    mine = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in json.loads(r.stdout)["queues"]}
+    theirs = {(t, int(q)): (v["min"], v["max"]) for t, qs in admin["topicStats"].items() for q, v in qs.items()}
+    assert {k: mine.get(k, (0, 0)) for k in theirs} == theirs
+    if not consumers:
+        return
+    r = run(["consumers", "-s", store, "--json"])
+    assert r.exit_code == 0, r.stderr
+    mine = {(g["group"], f"{q['topic']}/{q['queueId']:03d}"): (q["brokerOffset"], q["consumerOffset"])
+            for g in json.loads(r.stdout)["groups"] for q in g["queues"]}
+    theirs = {(g, k): (q["brokerOffset"], q["consumerOffset"]) for g, v in admin["consumeStats"].items()
+              if "queues" in v for k, q in v["queues"].items()}
+    assert theirs and {k: mine.get(k) for k in theirs} == theirs
+
+
+def test_queues_and_consumers_answer_what_the_broker_answered(r1_store, r2_stores):
+    _stats_equal(r1_store, BROKER_R1)
+    # killed/answers come from a broker that went on running on a copy: its consumers' offsets are not in the store
+    _stats_equal(r2_stores["killed"], BROKER_R2 / "killed", consumers=False)
+    _stats_equal(r2_stores["recovered_by_broker"], BROKER_R2 / "recovered_by_broker")
+
+
+def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores):
+    """r2/recovered_by_broker: the broker's recovery stopped at the damaged TopicFlood record (damage.json) and
+    truncated logically; TopicFlood/0's units up to 300 stay in its file, the broker serves 184."""
+    store = r2_stores["recovered_by_broker"]
+    damage = json.loads((BROKER_R2 / "damaged" / "damage.json").read_text())["damagedRecord"]
+    cut_at, cut_q = damage["commitLogOffset"], damage["queueOffset"]
+    broker_max = _admin(BROKER_R2 / "recovered_by_broker")["topicStats"]["TopicFlood"]["000"]["max"]
+    assert cut_q == broker_max == 184
+
+    r = run(["queues", "-s", store, "-t", "TopicFlood", "--json"])
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    (q,) = doc["queues"]
+    assert (q["maxOffset"], q["truncatedUnits"]) == (184, 300 - 184)
+    t = doc["logicalTruncation"]
+    assert t["commitLogEnd"] == cut_at and "CRC" in t["reason"] and t["cutUnits"] == 116
+    assert f"ends its commit log at offset {cut_at}" in r.stderr
+
+    r = run(["dump-cq", "-s", store, "-t", "TopicFlood", "-q", 0, "-i", 182, "-n", 10, "--json"])
+    assert r.exit_code == 0
+    assert [u["status"] for u in _lines(r.stdout)] == ["OK", "OK"]  # cut at the broker's max
+    r = run(["dump-cq", "-s", store, "-t", "TopicFlood", "-q", 0, "-i", 184, "-n", 3, "--json"])
+    assert r.exit_code == 0 and [(u["queueOffset"], u["status"]) for u in _lines(r.stdout)] == [
+        (184, "CUT"), (185, "CUT"), (186, "CUT")]
+    assert _lines(r.stdout)[0]["commitLogOffset"] == cut_at and "logical truncation" in r.stderr
+
+    r = run(["get", "-s", store, "-t", "TopicFlood", "-q", 0, "-i", 183, "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["queueOffset"] == 183
+    r = run(["get", "-s", store, "-t", "TopicFlood", "-q", 0, "-i", 184])
+    assert r.exit_code == 2 and "max offset is 184" in r.stderr and "logical truncation" in r.stderr
+
+    r = run(["print-msg", "-s", store, "-t", "TopicFlood", "--begin", 0, "--end", "now", "--json"])
+    assert r.exit_code == 0 and [j["queueOffset"] for j in _lines(r.stdout)] == list(range(184))
+    assert "logical truncation" in r.stderr
+
+    # what its consumer received of TopicFlood: the same 184 messages
+    got = [d for d in jsonl(BROKER_R2 / "recovered_by_broker" / "answers" / "consumed_G_VERIFY_D.jsonl")
+           if d["topic"] == "TopicFlood"]
+    assert sorted(d["queueOffset"] for d in got) == list(range(184))
+
+
+def test_the_damaged_store_before_any_broker_is_read_the_same_way(r2_stores):
+    """r2/damaged (abort marker, the damaged record in the middle segment): a broker's abnormal recovery scans
+    from the checkpoint's segment and stops at the same record; the readers serve what it served."""
+    r = run(["queues", "-s", r2_stores["damaged"], "-t", "TopicFlood", "--json"])
+    assert r.exit_code == 0
+    (q,) = json.loads(r.stdout)["queues"]
+    assert q["maxOffset"] == 184 and json.loads(r.stdout)["logicalTruncation"]["mode"] == "abnormal"

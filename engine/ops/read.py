@@ -13,7 +13,7 @@ from typing import Iterator
 from engine.broker.index import keyquery
 from engine.broker.commitlog.message import VALID, MessageRecord, decode_offset_msg_id
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, select_queues
+from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
 COUNT_LIMIT = 10_000_000
@@ -32,6 +32,7 @@ class QueueRead:
     asked: int                     # the --count asked for
     count: int                     # the units that exist from `start` (asked, cut at maxOffset)
     units: Iterator[UnitCheck]     # status OK: .record is the message; anything else: .reason says why not
+    note: str | None = None        # the broker's start-up cuts units of the store (logical truncation)
 
 
 def read_by_queue_offset(store, topic: str, queue_id: int, queue_offset: int, count: int = 1,
@@ -51,6 +52,11 @@ def read_by_queue_offset(store, topic: str, queue_id: int, queue_offset: int, co
         where = "below" if queue_offset < lo else "at or after"
         bounds = (f"the queue is empty (min offset = max offset = {hi})" if lo == hi else
                   f"its min offset is {lo} and its max offset is {hi}, so queue offsets {lo}..{hi - 1} can be read")
+        if view.cut and hi <= queue_offset < view.units_end:
+            end = store.broker_view.log_end
+            bounds += (f"; the {view.cut} unit(s) after {hi} in its files point at or after offset {end.end}, where "
+                       f"a broker starting on this store ends the commit log ({end.reason}): it cuts them, they are "
+                       "not messages (logical truncation, format §4.5)")
         raise InvalidArgumentError(f"queue offset {queue_offset} is {where} the readable range of {topic}/{queue_id}: "
                                    f"{bounds}")
     n = min(count, hi - queue_offset)
@@ -62,7 +68,8 @@ def read_by_queue_offset(store, topic: str, queue_id: int, queue_offset: int, co
         finally:
             view.close()
 
-    return QueueRead(topic, queue_id, lo, hi, queue_offset, count, n, units())
+    cut = logical_truncation(store)
+    return QueueRead(topic, queue_id, lo, hi, queue_offset, count, n, units(), cut["note"] if cut else None)
 
 
 def strict_check(view: QueueView, q: int, check_crc: bool) -> UnitCheck:

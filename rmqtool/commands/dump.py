@@ -220,6 +220,8 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
 
     qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
     _warn_problems(st)
+    if qr.note:
+        render.note(qr.note)
     if count is None:
         c = next(qr.units)
         if c.record is None or c.status != "OK":

@@ -59,6 +59,8 @@ def print_msg(
     with MessageStore(cfg) as st:
         scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc)
         undecoded: list[str] = []
+        for n in scan.notes:
+            tables.note(n)
         shown, cut = _emit(scan, max_num, json_out, _hints(st, scan), undecoded)
         if cut:
             if scan.tag_filter.tags is None:

@@ -176,7 +176,7 @@ class CommitLog:
     def data_end_index(self) -> int:
         """The index of the last segment that holds data. The segments after it hold nothing but zeros: the next
         segment a broker allocates ahead (format §1.1), which a crash leaves behind and the broker's recovery
-        deletes (§7.2). A walk reads them as it reads the unwritten tail of the last segment: the end of data,
+        deletes (format §7.2). A walk reads them as it reads the unwritten tail of the last segment: the end of data,
         not damage. 0 when no segment holds data."""
         segs = self.segments
         i = len(segs) - 1

@@ -39,7 +39,8 @@ from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNC
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
                                       scan_log)
-from engine.ops.recovery.trust import (IndexFacts, ItemJoin, broker_start, check_index_files, open_index_files,
+from engine.broker.commitlog.startup import broker_start
+from engine.ops.recovery.trust import (IndexFacts, ItemJoin, check_index_files, open_index_files,
                                        read_checkpoint, record_ts, trailing_items, trusted_prefix)
 
 _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
