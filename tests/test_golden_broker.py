@@ -194,7 +194,7 @@ def test_queues_and_consumers_answer_what_the_broker_answered(r1_store, r2_store
     _stats_equal(r2_stores["recovered_by_broker"], BROKER_R2 / "recovered_by_broker")
 
 
-def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores):
+def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores, tmp_path):
     """r2/recovered_by_broker: the broker's recovery stopped at the damaged TopicFlood record (damage.json) and
     truncated logically; TopicFlood/0's units up to 300 stay in its file, the broker serves 184."""
     store = r2_stores["recovered_by_broker"]
@@ -228,6 +228,13 @@ def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores):
     r = run(["print-msg", "-s", store, "-t", "TopicFlood", "--begin", 0, "--end", "now", "--json"])
     assert r.exit_code == 0 and [j["queueOffset"] for j in _lines(r.stdout)] == list(range(184))
     assert "logical truncation" in r.stderr
+
+    # the tier-out tiers what the broker serves
+    where = ["-T", tmp_path / "flat", "--metadata", tmp_path / "meta.json", "--cluster-name", "C", "--broker-name", "B"]
+    r = run(["tiered", "dispatch", "-s", store, *where, "-t", "TopicFlood", "--master", "inline", "--json"])
+    assert r.exit_code == 0 and "logical truncation" in r.stderr, r.output
+    r = run(["tiered", "queues", *where, "--json"])
+    assert [(q["topic"], q["consumeQueueMaxOffset"]) for q in _lines(r.stdout)] == [("TopicFlood", 184)], r.stdout
 
     # what its consumer received of TopicFlood: the same 184 messages
     got = [d for d in jsonl(BROKER_R2 / "recovered_by_broker" / "answers" / "consumed_G_VERIFY_D.jsonl")
