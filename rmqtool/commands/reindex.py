@@ -176,7 +176,8 @@ ReplaceOpt = Annotated[bool, typer.Option(
     "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
                       "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
                       "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
-                      "index/ only if it holds nothing but index files.")]
+                      "index/ only if rmqtool built it (its marker is <store>/rmqtool-index.json, beside "
+                      "index/, where the broker never looks) or it holds nothing but index files.")]
 FormatOpt = Annotated[str, typer.Option(
     "--format", "-f", rich_help_panel=TIERED_PANEL,
     help="broker (default): the broker's index files. tiered: compacted RocketMQ 5 tiered-storage index "
