@@ -249,3 +249,41 @@ def test_the_damaged_store_before_any_broker_is_read_the_same_way(r2_stores):
     assert r.exit_code == 0
     (q,) = json.loads(r.stdout)["queues"]
     assert q["maxOffset"] == 184 and json.loads(r.stdout)["logicalTruncation"]["mode"] == "abnormal"
+
+
+# ------------------------------------------------------------------------------------------ UNIQ_KEY without --topic
+
+
+def test_get_by_uniq_key_answers_the_delivered_copy_and_names_the_others(r1_store, tmp_path):
+    """r1's viewMessage(topic, uniqKey) answers: the record a consumer of the message's own topic received, for
+    delayed, transactional and retried messages too; `get -m` without --topic answers the same record and names
+    the other copies (SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_HALF_TOPIC, %RETRY%, %DLQ%) on stderr."""
+    asked = [q for q in jsonl(BROKER_R1 / "answers" / "queries.jsonl") if q["q"] == "viewMessage(topic,uniqKey)"]
+    found = [q for q in asked if "hit" in q]
+    missing = [q for q in asked if "hit" not in q]
+    assert len(found) > 200 and missing
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(q["id"] + "\n" for q in found))
+    r = run(["get", "-s", r1_store, "--from-file", ids, "--json"])
+    assert r.exit_code == 0, r.stderr
+    got = _lines(r.stdout)
+    assert [(g["topic"], g["queueId"], g["queueOffset"], g["commitLogOffset"]) for g in got] == [
+        (q["hit"]["topic"], q["hit"]["queueId"], q["hit"]["queueOffset"], q["hit"]["commitLogOffset"]) for q in found]
+
+    sent = {s["msgId"]: s for s in jsonl(BROKER_R1 / "sent.jsonl")}
+    for kind, others in (("delay", "SCHEDULE_TOPIC_XXXX"), ("tx", "RMQ_SYS_TRANS_HALF_TOPIC"),
+                         ("retry", "%DLQ%G_FAIL")):
+        q = next(q for q in found if sent[q["id"]]["type"].startswith(kind)
+                 and (kind != "retry" or "kFailAlways" in json.dumps(sent[q["id"]])))
+        r = run(["get", "-s", r1_store, "-m", q["id"], "--json"])
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["commitLogOffset"] == q["hit"]["commitLogOffset"]
+        assert f"another copy of UNIQ_KEY {q['id']}: {others}/" in r.stderr, (kind, r.stderr)
+
+    # Never delivered (a rollback, a 2-hour delay still waiting): the broker's view finds no message in the topic;
+    # get shows the copy there is, and says it was not delivered.
+    for q in missing:
+        r = run(["get", "-s", r1_store, "-m", q["id"], "--json"])
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["topic"] in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC")
+        assert "was not delivered to its topic" in r.stderr

@@ -119,7 +119,7 @@ QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Que
 MsgIdOpt = Annotated[Optional[List[str]], typer.Option(
     "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
     "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
-    "every topic).")]
+    "every topic: the copy delivered to the message's own topic, the other copies named on stderr).")]
 QueueOffsetOpt = Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
                                                        "at this queue offset of --topic/--queue-id and its message "
                                                        "(mqadmin queryMsgByOffset).")]
@@ -160,7 +160,7 @@ def get(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.read import find_by_msg_id
+    from engine.ops.read import find_msg_id
 
     by_queue = _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
@@ -175,9 +175,12 @@ def get(
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kinds, texts = next(asked)
             kind, text = kinds[0], texts[0]
-            rec = st.get(int(text)) if kind == "offset" else find_by_msg_id(st, text, topic)
+            found = None if kind == "offset" else find_msg_id(st, text, topic)
+            rec = st.get(int(text)) if found is None else found.record
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
+            for n in found.notes() if found is not None else ():
+                render.note(n)
             if undecoded_note(rec):
                 raise typer.Exit(3)
             return
@@ -264,13 +267,13 @@ def _cells(r) -> tuple:
 
 
 def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
-    """(the message whose UNIQ_KEY is `text`, "") for an id that is no valid offset message id, else (None, why
-    neither form found a message)."""
+    """(the answer for the UNIQ_KEY `text` (engine.ops.read.MsgIdAnswer), "") for an id that is no valid offset
+    message id, else (None, why neither form found a message)."""
     from engine.errors import InvalidArgumentError
-    from engine.ops.read import find_by_msg_id
+    from engine.ops.read import find_msg_id
 
     try:
-        return find_by_msg_id(st, text, topic), ""
+        return find_msg_id(st, text, topic), ""
     except InvalidArgumentError as e:
         return None, str(e)
 
@@ -326,8 +329,9 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
             kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
             why = ""
             if kind == "msgId":
-                rec, why = _uniq_fallback(st, text, topic)
-                if rec is not None:
+                found, why = _uniq_fallback(st, text, topic)
+                if found is not None:
+                    rec = found.record
                     if json_out:
                         out.line(json.dumps(rec.to_json(), ensure_ascii=False))
                     else:
@@ -335,6 +339,11 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                     if rec.compression():
                         out.flush()
                         bad += undecoded_note(rec)
+                    notes = found.notes()
+                    if notes:
+                        out.flush()
+                    for n in notes:
+                        render.note(n)
                     continue
             bad += 1
             out.flush()

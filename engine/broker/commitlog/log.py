@@ -180,7 +180,9 @@ class CommitLog:
         not damage. 0 when no segment holds data."""
         segs = self.segments
         i = len(segs) - 1
-        while i > 0 and self.queue.is_unwritten(segs[i]):
+        # The allocator makes full-size files (an empty last one is deleted at load, format §3.3): a short file
+        # is damage, never the segment allocated ahead.
+        while i > 0 and segs[i].file_len in (0, segs[i].size) and self.queue.is_unwritten(segs[i]):
             i -= 1
         return max(i, 0)
 
