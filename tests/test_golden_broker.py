@@ -287,3 +287,50 @@ def test_get_by_uniq_key_answers_the_delivered_copy_and_names_the_others(r1_stor
         assert r.exit_code == 0, r.stderr
         assert json.loads(r.stdout)["topic"] in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC")
         assert "was not delivered to its topic" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------ the recovery placeholder
+
+
+def test_recover_keeps_the_messages_after_the_damage_and_says_what_consumers_receive(r2_stores, tmp_path):
+    """r2/damaged: the broker's recovery cut TopicFlood at the damaged record (184 messages); recover keeps the
+    183 after it and puts a placeholder where the damaged one was. The plan says what a consumer receives there,
+    the placeholder says what it replaces, and list_placeholders finds it from the quarantine manifest."""
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.store import MessageStore
+    from engine.ops.recovery import list_placeholders
+
+    damage = json.loads((BROKER_R2 / "damaged" / "damage.json").read_text())
+    dr = damage["damagedRecord"]
+    store = copy_store(r2_stores["damaged"], tmp_path / "s")
+    r = run(["recover", "-s", store, "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "TopicFlood/0 queue offset 184" in r.stdout and "rmq_sys_rmqtool_quarantine" in r.stderr
+    assert "RMQTOOL_QUARANTINED" in r.stderr and "`rmqtool info`" in r.stderr
+    r = run(["recover", "-s", store, "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)
+    assert plan["placeholders"] == [{"commitLogOffset": dr["commitLogOffset"], "size": dr["storeSize"],
+                                     "origin": {"topic": "TopicFlood", "queueId": 0, "queueOffset": 184}}]
+
+    r = run(["get", "-s", store, "-t", "TopicFlood", "-q", 0, "-i", 184, "--count", 2, "--json"])
+    got = _lines(r.stdout)
+    assert r.exit_code == 3 and [g["queueOffset"] for g in got] == [185]  # the placeholder is no TopicFlood message
+    ph = json.loads(run(["get", "-s", store, "--offset", dr["commitLogOffset"], "--json"]).stdout)
+    assert ph["topic"] == "rmq_sys_rmqtool_quarantine" and ph["tags"] is None and ph["keys"] == []
+    assert (ph["queueId"], ph["queueOffset"], ph["storeSize"]) == (0, 184, dr["storeSize"])
+    props = ph["properties"]
+    assert (props["RMQTOOL_ORIGIN_TOPIC"], props["RMQTOOL_ORIGIN_QUEUE_ID"], props["RMQTOOL_ORIGIN_QUEUE_OFFSET"]) \
+        == ("TopicFlood", "0", "184")
+    manifest = store / props["RMQTOOL_QUARANTINED"]
+    assert json.loads(manifest.read_text())["complete"]
+    assert set(base64.b64decode(ph["body"]) if ph.get("bodyEncoding") else ph["body"].encode()) <= {0}
+
+    with MessageStore(load_config(None, storePathRootDir=str(store))) as st:
+        (p,) = list_placeholders(st)
+    assert (p.commitLogOffset, p.size, p.origin, p.present) == (
+        dr["commitLogOffset"], dr["storeSize"], {"topic": "TopicFlood", "queueId": 0, "queueOffset": 184}, True)
+    assert p.manifest == props["RMQTOOL_QUARANTINED"] and "CRC" in p.reason
+    # every flood message but the damaged one is still there to consume
+    r = run(["queues", "-s", store, "-t", "TopicFlood", "--json"])
+    assert json.loads(r.stdout)["queues"][0]["maxOffset"] == 368 and not json.loads(r.stdout)["logicalTruncation"]
