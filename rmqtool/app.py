@@ -40,8 +40,9 @@ COMMAND_TABLE = {
     "dump-cq": ("queues", "dump_cq"),
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
+    "doctor": ("doctor", "doctor"),
 }
-GROUP_TABLE = {"tiered": "tiered", "timer": "timer"}  # command groups: the module whose `app` holds the subcommands
+GROUP_TABLE = {"tiered": "tiered", "timer": "timer", "repair": "repair"}  # command groups: the module whose `app` holds the subcommands
 
 
 class _Lazy(Mapping):
