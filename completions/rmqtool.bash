@@ -15,7 +15,7 @@ _rmqtool() {
         consumers) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --group -g --json --help" -- "$cur")) ;;
         delays) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --json --help" -- "$cur")) ;;
         demo) COMPREPLY=($(compgen -W "--messages -n --master --help" -- "$cur")) ;;
-        doctor) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --deep --now --json --quiet -q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
+        doctor) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         dump-commitlog) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --begin -b --end -e --from-offset --to-offset --files --count -n --body --body-dir --max-message-size --no-check-crc --json --commitlog-file-size --help" -- "$cur")) ;;
         dump-cq) COMPREPLY=($(compgen -W "--topic -t --queue-id -q --store -s --broker-conf -c --queue-offset -i --count -n --no-check-crc --json --help" -- "$cur")) ;;
         get) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --commitlog-file-size --hash-slots --max-index --help" -- "$cur")) ;;

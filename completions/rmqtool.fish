@@ -67,7 +67,7 @@ complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l deep -d 'Read the
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l now -r -d 'Judge time rules (the timer wheel keeps 7 days) as if the broker started at this time: epoch ms or ISO-8601 (default: now).'
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l json -d 'Machine-readable output (NDJSON for message streams).'
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l quiet -d 'No notes on stderr.'
-complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -s q -d 'No notes on stderr.'
+complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -s Q -d 'No notes on stderr.'
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l hash-slots -r -d 'Index hash slots per file (maxHashSlotNum; readers: from the index files, else 5000000).'
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l max-index -r -d 'Index items per file (maxIndexNum; readers: from the index files, else 20000000).'
 complete -c rmqtool -n '__fish_seen_subcommand_from doctor' -l commitlog-file-size -r -d 'Commit-log segment size (mappedFileSizeCommitLog; default: from the files, else 1 GiB).'

@@ -93,7 +93,7 @@ def doctor(
                                                "if the broker started at this time: epoch ms or ISO-8601 (default: "
                                                "now).")] = None,
     json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr.")] = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
