@@ -183,3 +183,19 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
         w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
     w.write(TimerCheckpoint(read_ms, w.end, count, count))
     return conf, puts
+
+
+def unpack_broker_set(name: str, dst: Path) -> tuple[Path, Path]:
+    """A broker golden store (`r1`, `r2/killed`, `r2/damaged`, ...) unpacked under dst, with a broker.conf that
+    points at it (the set's own, `<store>` replaced). Returns (store root, broker.conf)."""
+    import tarfile
+
+    src = GOLDEN / "broker" / name
+    conf_src = src / "broker.conf" if (src / "broker.conf").exists() else src.parent / "broker.conf"
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src / "store.tar.gz") as tf:
+        tf.extractall(dst, filter="data")
+    conf = dst / "broker.conf"
+    conf.write_text(conf_src.read_text().replace("<store>", str(dst / "store")))
+    return dst / "store", conf

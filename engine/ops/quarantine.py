@@ -73,6 +73,7 @@ class Quarantine:
     name: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     entries: list[Kept] = field(default_factory=list)
     extra: dict = field(default_factory=dict)     # further sections of the manifest (e.g. "timer": what was lost)
+    tool: str = "rmqtool recover"                 # the command that made the changes (the manifest says it)
 
     @property
     def dir(self) -> Path:
@@ -90,7 +91,7 @@ class Quarantine:
         self.write_manifest(False)
 
     def write_manifest(self, complete: bool) -> None:
-        doc = {"tool": "rmqtool recover", "store": str(self.root), "created": self.name, "complete": complete,
+        doc = {"tool": self.tool, "store": str(self.root), "created": self.name, "complete": complete,
                "entries": [e.as_dict() for e in self.entries], **self.extra}
         atomic_write(self.dir / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
 
