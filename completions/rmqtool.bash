@@ -7,7 +7,7 @@ _rmqtool() {
         case "$w" in -*) continue ;; esac
         if [[ -z "$cmd" ]]; then
             cmd="$w"
-            case "$cmd" in tiered|timer) ;; *) break ;; esac
+            case "$cmd" in repair|tiered|timer) ;; *) break ;; esac
         else
             cmd="$cmd $w"
             break
@@ -16,7 +16,7 @@ _rmqtool() {
     _rmqtool_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur"); }
     case "$cmd" in
         "")
-            _rmqtool_words "clean compact-index consumers delays demo dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover spark-reindex tiered timer --version -V --debug --install-completion --show-completion --help" ;;
+            _rmqtool_words "clean compact-index consumers delays demo doctor dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover repair spark-reindex tiered timer --version -V --debug --install-completion --show-completion --help" ;;
         "clean")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -49,6 +49,13 @@ _rmqtool() {
                 --master) _rmqtool_words "local[2] inline none"; return ;;
             esac
             _rmqtool_words "--messages -n --master --help" ;;
+        "doctor")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --now|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "dump-commitlog")
             case "$prev" in
                 --store|-s|--body-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -126,6 +133,29 @@ _rmqtool() {
                 --hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
             _rmqtool_words "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+        "repair")
+            _rmqtool_words "config consume-queue timer --help" ;;
+        "repair config")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --from-bak --from-store --empty --dry-run --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+        "repair consume-queue")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --topic|-t|--queue-id|-q|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --queue-id -q --dry-run --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+        "repair timer")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --dry-run --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "spark-reindex")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

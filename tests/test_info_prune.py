@@ -75,11 +75,11 @@ def test_info_lists_quarantine_runs_with_their_placeholders_and_the_index_backup
     assert q["recognised"] and q["complete"] and q["path"].startswith("quarantine/")
     manifest = json.loads((store / q["path"] / "manifest.json").read_text())
     assert q["manifest"]["entries"] == len(manifest["entries"]) and q["bytes"]["apparent"] > 0
-    (ph,) = q["placeholders"]
-    assert q["placeholderCount"] == 1
+    (ph,) = d["placeholders"]
+    assert q["placeholderCount"] == 1 and ph["manifest"] == f"{q['path']}/manifest.json" and ph["present"]
     record = next(e for e in dump(store) if e.get("commitLogOffset") == ph["commitLogOffset"])
-    assert record["topic"] == "rmq_sys_rmqtool_quarantine" and record["storeSize"] == ph["bytes"]
-    assert ph["segment"] == "00000000000000000000" and ph["position"] == ph["commitLogOffset"]
+    assert record["topic"] == "rmq_sys_rmqtool_quarantine" and record["storeSize"] == ph["size"]
+    assert ph["origin"] == {"topic": "TopicA", "queueId": 1, "queueOffset": 1}  # the unit that pointed at it
     (b,) = d["backups"]
     assert b["recognised"] and b["name"].startswith("index.bak-") and b["manifest"]["by"] == "spark-reindex"
     assert 0 <= b["ageSeconds"] < 3600
@@ -179,7 +179,7 @@ def test_prune_keeps_what_it_cannot_recognise_and_says_why(store):
     assert [x["kind"] for x in d["remove"]] == ["index-backup"]
     why = {x["name"]: x["why"] for x in d["keep"]}
     assert "no rmqtool-backup.json" in why["index.bak-20240101000000"]
-    assert "not written by rmqtool recover" in why["mine"]
+    assert "not written by rmqtool (tool 'someone else')" in why["mine"]
     assert "did not finish" in why[run_dir.name]
     assert "linked" not in why and (outside / "keep").exists()  # a link is not followed, nor listed
     assert (store / "index.bak-20240101000000").exists() and run_dir.exists() and (store / "quarantine" / "mine").exists()

@@ -68,12 +68,18 @@ SAMPLES: dict[str, list[tuple[list[str], str]]] = {
     "timer inspect": [(["-c", "{timerconf}"], DOC)],
     "timer list": [(["-c", "{timerconf}"], STREAM)],
     "timer verify": [(["-c", "{timerconf}"], DOC)],
+    "doctor": [(["-s", "{store}"], DOC)],
+    "repair config": [(["-s", "{store}", "topics.json", "--from-store", "--dry-run"], DOC),
+                      (["-s", "{store}", "topics.json", "--from-store"], DOC)],
+    "repair consume-queue": [(["-s", "{store}", "--dry-run"], DOC)],
+    "repair timer": [(["-c", "{timerconf}", "--dry-run"], DOC)],
 }
 #: Command paths with no sample, and why.
 NO_SAMPLE = {
     "demo": "writes a sample store of its own and runs other commands (tests/test_demo.py)",
     "tiered": "a group: its subcommands have samples",
     "timer": "a group: its subcommands have samples",
+    "repair": "a group: its subcommands have samples",
 }
 #: Commands whose --quiet means something else (docs/output-contract.md says what).
 OWN_QUIET = {"put": "--quiet leaves out the acknowledgements (put's data); its summary stays"}

@@ -8,7 +8,8 @@ starts there, else from the segment's start (at most one segment, headers only; 
 for writing and nothing is scanned whole.
 
 The answer is one document (as_dict, camelCase): commitLog, consumeQueues, index, checkpoint, abort, locked,
-configFiles, quarantine, backups, interruptedReindex, tiered and timer (null when the store has none).
+configFiles, placeholders (engine.ops.recovery.placeholder), quarantine, backups, interruptedReindex, tiered and
+timer (null when the store has none).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from engine.broker.index.geometry import resolve_index_geometry
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
 from engine.errors import StoreError
 from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
+from engine.ops.quarantine import QUARANTINE_DIR
+from engine.ops.recovery.placeholder import list_placeholders
 from engine.timer.layout import TimerLayout
 
 #: What an interrupted spark-reindex leaves beside index/ (engine.jobs.publish; the next run repairs it).
@@ -66,6 +69,7 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None) -> StoreInfo:
     info.sections["locked"] = holder is not None
     info.sections["lockHolderPid"] = holder or None  # 0: held from another PID namespace (a container)
     info.sections["configFiles"] = _config_files(layout)
+    info.sections["placeholders"] = _placeholders(cfg, layout, info)
     info.quarantine = quarantine_runs(layout.root)
     info.backups = index_backups(layout.root)
     info.sections["interruptedReindex"] = sorted(e.name for e in os.scandir(layout.root)
@@ -110,6 +114,31 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     finally:
         cl.close()
     return out
+
+
+@dataclass
+class _LogView:
+    """What list_placeholders reads of a store: its root and commit log."""
+    root: Path
+    commitlog: object
+
+
+def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> list[dict]:
+    """The recovery placeholders the quarantine manifests name, each checked against the commit log (one record
+    read per placeholder)."""
+    if not (layout.root / QUARANTINE_DIR).is_dir():
+        return []
+    try:
+        cl = open_commitlog(cfg)
+    except StoreError:
+        return []  # said under commitLog
+    try:
+        return [p.as_dict() for p in list_placeholders(_LogView(layout.root, cl))]
+    except StoreError as e:
+        info.problems.append(f"recovery placeholders: {e}")
+        return []
+    finally:
+        cl.close()
 
 
 def _consume_queues(layout: StoreLayout, info: StoreInfo) -> dict:

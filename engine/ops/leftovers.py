@@ -1,15 +1,15 @@
 """The folders rmqtool leaves in a store root, recognised by what they hold, never by their name alone.
 
-* Quarantine runs, `<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` (engine.ops.quarantine): what a recover removed
-  or overwrote. Recognised by `manifest.json` with tool "rmqtool recover" and `created` equal to the folder's
-  name. A run whose manifest is not complete belongs to an interrupted recover and may hold the only copy of
-  bytes it changed: it is listed, never pruned.
+* Quarantine runs, `<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` (engine.ops.quarantine): what a recover (or a
+  repair) removed or overwrote. Recognised by `manifest.json` whose tool is rmqtool's ("rmqtool recover",
+  "rmqtool repair ...") and whose `created` is the folder's name. A run whose manifest is not complete belongs to
+  an interrupted run and may hold the only copy of bytes it changed: it is listed, never pruned.
 * Index backups, `<store>/index.bak-<time>/` (engine.jobs.publish): the index directory a spark-reindex swapped
   out. Recognised by `rmqtool-backup.json` (BACKUP_MARKER, written before the directory gets its backup name).
   An index.bak-* without it (made by hand, or by an older rmqtool) is listed as not recognised and left alone.
 * A recovery placeholder: a record recover wrote in place of damaged bytes so the records after them stay
-  readable (engine.ops.recovery.plan). The quarantine manifest names each one (an entry replaced by
-  PLACEHOLDER_REPLACEMENT): its segment, position and length.
+  readable. The quarantine manifest names each one; engine.ops.recovery.placeholder.list_placeholders lists
+  them for `info`, and a run counts its own here.
 
 Everything here reads only (directory listings, the small manifests, stat): `rmqtool info` and `prune` use it.
 """
@@ -22,17 +22,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from engine.broker.layout import SEGMENT_NAME
 from engine.fsutil import atomic_write
-from engine.ops.quarantine import MANIFEST, PLACEHOLDER_REPLACEMENT, QUARANTINE_DIR, QUARANTINE_TOOL
+from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR, QUARANTINE_TOOL_PREFIX
+from engine.ops.recovery.placeholder import REPLACED_BY
 
 BACKUP_MARKER = "rmqtool-backup.json"
 BACKUP_KIND = "index-backup"
 BACKUP_PREFIX = "index.bak-"
 #: Manifests and markers larger than this are not rmqtool's (they are read whole).
 MAX_MANIFEST_BYTES = 64 << 20
-#: Placeholders listed per quarantine run (the count is always given).
-LISTED_PLACEHOLDERS = 1000
 
 
 @dataclass
@@ -71,21 +69,6 @@ def tree_usage(path: Path) -> Usage:
 
 
 @dataclass
-class Placeholder:
-    segment: str
-    position: int
-    bytes: int
-
-    @property
-    def commit_log_offset(self) -> int:
-        return int(self.segment) + self.position
-
-    def as_dict(self) -> dict:
-        return {"segment": self.segment, "position": self.position, "commitLogOffset": self.commit_log_offset,
-                "bytes": self.bytes}
-
-
-@dataclass
 class Leftover:
     """One folder rmqtool left: a quarantine run or an index backup."""
     kind: str                    # "quarantine" or "index-backup"
@@ -95,8 +78,7 @@ class Leftover:
     usage: Usage
     complete: bool = True        # quarantine: the recover that made it finished
     detail: dict = field(default_factory=dict)
-    placeholders: list[Placeholder] = field(default_factory=list)
-    placeholder_count: int = 0
+    placeholder_count: int = 0   # quarantine: the recovery placeholders its manifest names
     why_not: str = ""            # why it is not recognised
 
     @property
@@ -115,7 +97,6 @@ class Leftover:
         if self.kind == "quarantine":
             d["complete"] = self.complete
             d["placeholderCount"] = self.placeholder_count
-            d["placeholders"] = [p.as_dict() for p in self.placeholders]
         if not self.recognised:
             d["notRecognisedBecause"] = self.why_not
         d["manifest"] = self.detail
@@ -181,8 +162,8 @@ def quarantine_run(path: Path) -> Leftover:
     created = _name_time_ms(stamp, "%Y%m%d-%H%M%S") or _mtime_ms(path)
     run = Leftover("quarantine", path, False, created, tree_usage(path))
     if doc is not None:
-        if doc.get("tool") != QUARANTINE_TOOL:
-            why = f"its {MANIFEST} was not written by {QUARANTINE_TOOL}"
+        if not str(doc.get("tool", "")).startswith(QUARANTINE_TOOL_PREFIX):
+            why = f"its {MANIFEST} was not written by rmqtool (tool {doc.get('tool')!r})"
         elif doc.get("created") != path.name:
             why = f"its {MANIFEST} belongs to run {doc.get('created')!r}, not to this folder"
         elif not isinstance(doc.get("entries"), list):
@@ -201,24 +182,10 @@ def quarantine_run(path: Path) -> Leftover:
         how[str(e.get("how"))] = how.get(str(e.get("how")), 0) + 1
         if e.get("how") in ("copied", "moved", "linked") and isinstance(e.get("length"), int):
             kept += e["length"]
-        p = _placeholder(e)
-        if p is not None:
-            run.placeholder_count += 1
-            if len(run.placeholders) < LISTED_PLACEHOLDERS:
-                run.placeholders.append(p)
+        run.placeholder_count += e.get("replacedBy") == REPLACED_BY
     run.detail = {"tool": doc.get("tool"), "complete": run.complete, "entries": len(entries), "keptBytes": kept,
                   "entriesByHow": how}
     return run
-
-
-def _placeholder(e: dict) -> Placeholder | None:
-    """The recovery placeholder a manifest entry names (a commit-log range replaced by one), else None."""
-    if e.get("kind") != "range" or e.get("replacedBy") != PLACEHOLDER_REPLACEMENT:
-        return None
-    seg = os.path.basename(str(e.get("path", "")))
-    if not SEGMENT_NAME.match(seg) or not isinstance(e.get("offset"), int) or not isinstance(e.get("length"), int):
-        return None
-    return Placeholder(seg, e["offset"], e["length"])
 
 
 # ------------------------------------------------------------------------------------------- index backups

@@ -11,11 +11,11 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 PLACEHOLDER_COLUMNS = [
-    tables.Column("run", "quarantine run", tables.FIXED),
     tables.Column("commitLogOffset", "commitLogOffset"),
-    tables.Column("bytes", "bytes"),
-    tables.Column("segment", "segment", tables.FIXED, drop=2),
-    tables.Column("position", "position", drop=1),
+    tables.Column("size", "bytes"),
+    tables.Column("origin", "replaces (topic/queueId@queueOffset)", tables.FIXED),
+    tables.Column("present", "present"),
+    tables.Column("run", "quarantine run", tables.FIXED, drop=1),
 ]
 LEFTOVER_COLUMNS = [
     tables.Column("name", "folder", tables.FIXED),
@@ -37,12 +37,17 @@ def _t(ms) -> str:
     return "-" if ms is None else times.format_time(ms)
 
 
+def _origin(o: dict | None) -> str:
+    return "-" if not o else f"{o['topic']}/{o['queueId']}@{o['queueOffset']}"
+
+
 def _leftover_what(x: dict) -> str:
     if not x["recognised"]:
         return f"not rmqtool's: {x['notRecognisedBecause']}"
     m = x["manifest"]
     if x["kind"] == "quarantine":
-        return (f"recover run, {'complete' if x['complete'] else 'NOT complete'}, {m['entries']} entr"
+        return (f"{m['tool'].replace('rmqtool ', '')} run, {'complete' if x['complete'] else 'NOT complete'}, "
+                f"{m['entries']} entr"
                 f"{'y' if m['entries'] == 1 else 'ies'}, {x['placeholderCount']} placeholder(s)")
     return f"index backup ({m.get('by') or 'rmqtool'})"
 
@@ -90,6 +95,10 @@ def _pairs(d: dict) -> list[tuple[str, str]]:
         xs = d[key]
         total = sum(x["bytes"]["allocated"] for x in xs)
         pairs.append((label, f"{len(xs)} folder(s), {format_bytes(total)} on disk" if xs else "none"))
+    ph = d["placeholders"]
+    if ph:
+        pairs.append(("recovery placeholders", f"{len(ph)}, {sum(p['present'] for p in ph)} still in the commit log "
+                                               "(consumers of their queues receive them)"))
     if d["interruptedReindex"]:
         pairs.append(("interrupted reindex", ", ".join(d["interruptedReindex"])
                       + " (the next spark-reindex finishes or removes them)"))
@@ -133,14 +142,12 @@ def info(
         if xs:
             render.line()
             _leftover_table(xs, "folders rmqtool left (prune removes those it recognises as its own)")
-        holders = [(q["name"], p) for q in d["quarantine"] for p in q["placeholders"]]
+        holders = d["placeholders"]
         if holders:
             render.line()
-            tables.table([dict(p, run=run) for run, p in holders], PLACEHOLDER_COLUMNS,
-                         title="recovery placeholders (records recover wrote in place of damaged bytes)")
-            listed = sum(q["placeholderCount"] for q in d["quarantine"])
-            if listed > len(holders):
-                tables.note(f"{listed - len(holders)} more placeholder(s) not listed (--json lists them per run)")
+            rows = [dict(p, origin=_origin(p["origin"]), run=p["manifest"].split("/")[1]) for p in holders]
+            tables.table(rows, PLACEHOLDER_COLUMNS, title="recovery placeholders (records recover wrote in place of "
+                         "damaged bytes: consumers of those queues receive them)")
     for p in res.problems:
         render.problem(f"problem: {p}")
     if res.problems:
