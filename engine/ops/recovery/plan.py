@@ -166,6 +166,7 @@ class RecoveryPlan:
     write_checkpoint: bool = False
     stale_temp_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped_entries: list[dict] = field(default_factory=list)  # consumequeue/ entries a broker would not load
     fingerprint: tuple = ()
     data_consistent: bool = False               # nothing to repair in the data
     force: bool = False
@@ -275,5 +276,5 @@ class RecoveryPlan:
             "checkpointBefore": self.checkpoint_before.as_dict(), "checkpointAfter": self.checkpoint_after.as_dict(),
             "writeCheckpoint": self.write_checkpoint, "staleTempFiles": self.stale_temp_files,
             "quarantineBytes": self.quarantine_bytes, "quarantineDir": self.quarantine_dir,
-            "actions": self.actions(), "notes": self.notes,
+            "actions": self.actions(), "notes": self.notes, "skippedEntries": self.skipped_entries,
         }
