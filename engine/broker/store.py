@@ -180,9 +180,9 @@ class MessageStore:
         cl = self.commitlog
         end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
         try:
-            cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
             if self.config.messageIndexEnable:
-                self.secure_index_files()
+                self.secure_index_files()  # first: the index geometry is refused before any file is touched
+            cl.open_for_append(end)  # refuses misplaced files; allocates what the last segment holds
             if not self.layout.checkpoint.exists():
                 # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
                 self.checkpoint.save(self.layout.checkpoint)

@@ -159,8 +159,8 @@ class Quarantine:
                     if not data:
                         break
                     h.update(data)
-                    if data.count(0) != len(data):
-                        write_fully(out, data, done, target, undo=False)
+                    for a2, b2 in _nonzero_pages(data):
+                        write_fully(out, memoryview(data)[a2:b2], done + a2, target, undo=False)
                     done += len(data)
             while done < length:
                 k = min(_COPY_CHUNK, length - done)
@@ -177,6 +177,27 @@ class Quarantine:
         # Before the caller changes the original (with many entries, every 100th: the .bin names say enough).
         if len(self.entries) <= 200 or len(self.entries) % 100 == 0:
             self.write_manifest(False)
+
+
+_PAGE = 4096
+
+
+def _nonzero_pages(data: bytes) -> list[tuple[int, int]]:
+    """The runs of 4 KiB pages of data that hold a non-zero byte, as (start, end) positions (the rest is left a
+    hole in a sparse copy)."""
+    n = len(data)
+    if not n:
+        return []
+    full = n - n % _PAGE
+    arr = np.frombuffer(data, dtype=np.uint8)
+    nz = np.zeros(-(-n // _PAGE), dtype=bool)
+    if full:
+        nz[:full // _PAGE] = arr[:full].reshape(-1, _PAGE).any(axis=1)
+    if full < n:
+        nz[-1] = bool(arr[full:].any())
+    edges = np.diff(np.concatenate(([0], nz.view(np.int8), [0])))
+    return [(int(a) * _PAGE, min(int(b) * _PAGE, n)) for a, b in zip(np.flatnonzero(edges == 1),
+                                                                     np.flatnonzero(edges == -1))]
 
 
 def _data_ranges(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
