@@ -41,6 +41,11 @@ def broker_store_copy(name: str, dest: Path) -> Path:
     return dest / "store"
 
 
+def jlines(r) -> list[dict]:
+    """The JSON objects of an NDJSON stdout, one per line."""
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
 def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None):
     data = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     r = run(["put", "--store", store, *SMALL, "--from-jsonl", "-", "--json", *(extra or [])], input=data)
@@ -48,7 +53,18 @@ def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None)
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
-def assert_one_line_error(r, code: int | None = None, contains: str | None = None):
+DEPRECATED = "is deprecated and goes away in the next release; use `rmqtool "
+
+
+def assert_deprecated(r, new: str) -> None:
+    """An old spelling ran: its first stderr line is the one-line note naming the new spelling."""
+    first = r.stderr.splitlines()[0] if r.stderr else ""
+    assert first.startswith("warning: `rmqtool ") and f"{DEPRECATED}{new}`" in first, r.stderr
+
+
+def assert_one_line_error(r, code: int | None = None, contains: str | None = None, deprecated: str | None = None):
+    """One line `error: ...` on stderr (after the deprecation note of an old spelling when `deprecated` names the
+    new one), a non-zero exit, no traceback."""
     assert r.exit_code != 0, r.output
     if code is not None:
         assert r.exit_code == code, (r.exit_code, r.output)
@@ -56,6 +72,9 @@ def assert_one_line_error(r, code: int | None = None, contains: str | None = Non
     assert err, "expected an error message on stderr"
     assert "Traceback" not in r.output and "Traceback" not in err
     lines = err.splitlines()
+    if deprecated is not None:
+        assert_deprecated(r, deprecated)
+        lines = lines[1:]
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: "), lines[0]
     if contains:
@@ -75,3 +94,79 @@ def spy(monkeypatch, owner, name: str, note) -> list:
         return got
     monkeypatch.setattr(owner, name, wrapped)
     return seen
+
+
+# ------------------------------------------------------------------------------------------- timer store
+
+TIMER_T1 = GOLDEN / "timer" / "t1"
+
+
+def unpack_timer_set(name: str, dst: Path) -> tuple[Path, Path]:
+    """A timer golden set's broker store (timer/<name>) unpacked under dst (sparse files stay sparse: tarfile seeks
+    over the holes of a --sparse archive) and a broker.conf that points at it. Returns (store root, broker.conf)."""
+    import tarfile
+
+    src = GOLDEN / "timer" / name
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src / "store.tar.gz") as tf:
+        tf.extractall(dst, filter="data")
+    conf = dst / "broker.conf"
+    conf.write_text((src / "broker.conf").read_text().replace("<SET>", str(dst)))
+    return dst / "store", conf
+
+
+def unpack_t1(dst: Path) -> tuple[Path, Path]:
+    return unpack_timer_set("t1", dst)
+
+
+def t1_answer(name: str, set_name: str = "t1"):
+    """One of a timer set's answers: a .jsonl as a list of objects, a .json as one."""
+    path = GOLDEN / "timer" / set_name / "answers" / name
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
+def patch_file(path: Path, pos: int, data: bytes) -> None:
+    """Overwrite bytes of a file in place (fault injection into a copy)."""
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, data, pos)
+    finally:
+        os.close(fd)
+
+
+def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, read_ms: int, step_ms: int = 1000,
+                     body: int = 300, timer_log_size: int = 276, topic: str = "TopicT") -> tuple[Path, list]:
+    """A store of `count` timer messages in rmq_sys_wheel_timer/0 (4 KiB commit-log segments), their timer log
+    (files of timer_log_size bytes) and wheel written as the broker's enqueue writes them, and a timercheck.
+    Message i fires at fire_base + i * step_ms (whole seconds, as the broker floors them). Returns (broker.conf,
+    [PutResult per message])."""
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.commitlog.message import MessageRecord
+    from engine.broker.store import MessageStore
+    from engine.timer.codec import TimerCheckpoint
+    from engine.timer.layout import TimerGeometry, TimerLayout
+    from engine.timer.write import TimerStoreWriter
+
+    fire_base, write_ms, step_ms = fire_base // 1000 * 1000, write_ms // 1000 * 1000, max(1000, step_ms // 1000 * 1000)
+    root = Path(root)
+    conf = root.parent / f"{root.name}.conf"
+    conf.write_text(f"storePathRootDir={root}\nmappedFileSizeCommitLog=4096\nmappedFileSizeConsumeQueue=200\n"
+                    f"mappedFileSizeTimerLog={timer_log_size}\nmaxHashSlotNum=16\nmaxIndexNum=64\n")
+    cfg = load_config(conf)
+    puts = []
+    with MessageStore(cfg, writable=True, create=True) as st:
+        for i in range(count):
+            rec = MessageRecord(topic="rmq_sys_wheel_timer", queue_id=0, body=b"b" * body,
+                                properties={"REAL_TOPIC": topic, "REAL_QID": str(i % 4), "KEYS": f"key-{i}",
+                                            "TAGS": "t", "TIMER_OUT_MS": str(fire_base + i * step_ms)})
+            puts.append(st.put(rec))
+    w = TimerStoreWriter(TimerLayout.of(cfg), TimerGeometry.of(cfg))
+    for i, r in enumerate(puts):
+        w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
+    w.write(TimerCheckpoint(read_ms, w.end, count, count))
+    return conf, puts

@@ -3,7 +3,7 @@ defaults; broker.conf fills them by name, as MessageStorePluginContext does."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from engine.broker.config.brokerconf import read_properties_file
 from engine.errors import InvalidArgumentError
@@ -32,6 +32,14 @@ class TieredConfig:
     readAheadMessageCountThreshold: int = 4096
     readAheadMessageSizeThreshold: int = 16 * MIB
     messageIndexEnable: bool = True
+    tieredStoreIndexFileMaxHashSlotNum: int = 5_000_000
+    tieredStoreIndexFileMaxIndexNum: int = 20_000_000
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024   # the local store's key; the fetcher's read-ahead stops there
+    readAheadCacheEnable: bool = True
+    traceTopicEnable: bool = False                      # the broker's keys: its trace topic is a system topic
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    given: frozenset = field(default=frozenset(), compare=False)   # the keys broker.conf or an option set
+    broker_conf: str | None = field(default=None, compare=False)   # the broker.conf read, if any
 
     def validate(self) -> None:
         if not 0 < self.tieredStoreCommitLogMaxSize <= LONG_MAX:
@@ -45,15 +53,26 @@ class TieredConfig:
             raise InvalidArgumentError("readAheadMessageSizeThreshold must be a positive int")
         if not -(2**31) <= self.tieredStoreFileReservedTime <= 2**31 - 1:
             raise InvalidArgumentError("tieredStoreFileReservedTime is not a Java int")
+        if not 0 < self.tieredStoreIndexFileMaxHashSlotNum <= 2**31 - 1:
+            raise InvalidArgumentError("tieredStoreIndexFileMaxHashSlotNum must be a positive int")
+        if not 1 < self.tieredStoreIndexFileMaxIndexNum <= 2**31 - 1:
+            raise InvalidArgumentError("tieredStoreIndexFileMaxIndexNum must be an int above 1")
+        if not 0 < self.maxTransferBytesOnMessageInMemory <= 2**31 - 1:
+            raise InvalidArgumentError("maxTransferBytesOnMessageInMemory must be a positive int")
+
+    def is_given(self, key: str) -> bool:
+        """Whether broker.conf or an option set `key` (else RocketMQ's default is in force)."""
+        return key in self.given
 
 
 def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides) -> TieredConfig:
     """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
     cfg = TieredConfig()
+    given = set()
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
         for f in fields(TieredConfig):
-            if f.name not in props:
+            if f.name not in props or f.name in ("given", "broker_conf"):
                 continue
             raw = props[f.name]
             try:
@@ -66,8 +85,12 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
             except ValueError:
                 raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
             setattr(cfg, f.name, val)
+            given.add(f.name)
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
+            given.add(k)
+    cfg.given = frozenset(given)
+    cfg.broker_conf = os.fspath(broker_conf) if broker_conf is not None else None
     cfg.validate()
     return cfg
