@@ -155,7 +155,7 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
         # The chains first: their sort's temporaries are gone before the file's pages are written.
         prev, head_slots, head_items, used = slot_chains(kh % np.int32(hash_slot_num))
         d = _time_diffs(ts, seed_ts, first_item=True)
-        allocate(fd, 0, items_base + ITEM_SIZE * (n + 1), path)
+        allocate(fd, 0, items_base + ITEM_SIZE * min(n + 2, index_num), path)  # and the item after the last
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         try:
             HEADER.pack_into(mm, 0, int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)

@@ -100,7 +100,7 @@ class IndexFile:
         path = Path(path)
         size = index_file_size(hash_slot_num, index_num)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        head = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num
+        head = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * 2  # items 0 and 1: a reader looks at 1
         try:
             os.ftruncate(fd, size)  # sparse, as the broker's: items are allocated as they come (ensure_items)
             # Real blocks for the header and the slot table before the file is mapped for writing: a store to a
@@ -150,7 +150,8 @@ class IndexFile:
                 # A broker's file is sparse: no holes where puts will write first (the slot table, the items so
                 # far); the items after them are allocated as they come (ensure_items).
                 count = HEADER.unpack(os.pread(fd, HEADER.size, 0))[5]
-                allocated = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * min(max(count, 1), index_num)
+                allocated = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * min(max(count, 1) + 1,
+                                                                                            index_num)
                 allocate(fd, 0, allocated, path)
             mm = mmap.mmap(fd, actual, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
             if random_access and hasattr(mm, "madvise"):
@@ -167,9 +168,10 @@ class IndexFile:
         return f
 
     def ensure_items(self, count: int) -> None:
-        """Allocate items up to item `count` (exclusive) before they are written, ITEMS_AHEAD bytes more when the
-        disk gives them; DiskFullError when it cannot."""
-        need = self._items_base + ITEM_SIZE * min(count, self.index_num)
+        """Allocate items up to item `count` (exclusive) before they are written, and the one after them (a
+        reader looks at item indexCount for a put in flight), ITEMS_AHEAD bytes more when the disk gives them;
+        DiskFullError when it cannot."""
+        need = self._items_base + ITEM_SIZE * min(count + 1, self.index_num)
         if need > self._allocated:
             self._allocated = reserve(self._fd, self._allocated, need, self._items_base + ITEM_SIZE * self.index_num,
                                       self.path, ITEMS_AHEAD)
@@ -232,7 +234,7 @@ class IndexFile:
         if not newest and count < self.index_num:
             what = "no items (zero-filled?)" if items == 0 else f"{items} of {self.index_num - 1} items"
             return f"holds {what} but is not the newest index file (the broker rolls only full files)"
-        if h.indexCount < self.index_num and any(self.item(h.indexCount)) and not (
+        if h.indexCount < self.index_num and any(self.read_item(h.indexCount)) and not (
                 newest and live_writer is not None and live_writer()):
             if self.refresh_header(wait=True):
                 return self.header_damage(newest, previous, live_writer)  # a writer appended meanwhile: look again
@@ -267,6 +269,12 @@ class IndexFile:
     def item(self, n: int) -> tuple[int, int, int, int]:
         """(keyHash, phyOffset, timeDiff, prevIndex) of item n."""
         return _ITEM_AT(self._view, self._items_base + ITEM_SIZE * n)
+
+    def read_item(self, n: int) -> tuple[int, int, int, int]:
+        """Item n read with pread, not through the mapping: the item past the last may lie in a hole of a sparse
+        file, and a read fault there allocates a page on some filesystems (tmpfs), a SIGBUS when it is full."""
+        raw = os.pread(self._fd, ITEM_SIZE, self._items_base + ITEM_SIZE * n)
+        return _ITEM_AT(raw.ljust(ITEM_SIZE, b"\0"), 0)
 
     def item_or_none(self, n: int) -> Optional[tuple[int, int, int, int]]:
         """Item n, or None when n lies past the file's last item (a chain walk then stops: OUTSIDE_FILE)."""
