@@ -79,7 +79,7 @@ def _note_time_back(results: list) -> None:
         return
     phy, ts, before = results[0].went_back_first
     n = sum(r.went_back for r in results)
-    render.note(f"note: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
+    render.note(f"warning: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
                 f"{render.fmt_time(ts)}, after a message stored at {render.fmt_time(before)}); index file headers "
                 "then do not bound their messages' times and the broker's query by key may miss them in a time "
                 "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
@@ -171,6 +171,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     if not json_out and not single and not quiet:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
         sys.stdout.flush()
+    back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
     try:
         with render.gc_paused(), render.progress(None, "put") as bar:
             task = bar.add_task("putting messages", total=None)
@@ -178,8 +179,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
             def stored_now(res) -> None:
                 acks.emit(res)
                 bar.advance(task, len(res))
-                back.append(res) if res.went_back else None
-            back: list = []
+                if res.went_back:
+                    back.append(res)
             stored, last = put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends

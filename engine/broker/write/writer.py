@@ -30,6 +30,7 @@ import numpy as np
 from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
 from engine.broker.commitlog.log import RESERVE_AHEAD
 from engine.broker.consumequeue.queue import UNIT_DTYPE
+from engine.broker.index.file import ITEM_SIZE
 from engine.broker.index.keys import broker_index_keys
 from engine.broker.commitlog.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError, offset_msg_id
 from engine.broker.write.batch import PARTS, QUEUE_OFFSET_POS, MessageBatch
@@ -39,7 +40,6 @@ from engine.java.lang import java_string_hash
 
 #: Room kept free beyond a new index file before one is started (checkpoint rewrites, index headers).
 INDEX_SLACK = 64 << 10
-ITEM_SIZE = 20
 
 
 @dataclass
