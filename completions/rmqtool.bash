@@ -111,7 +111,7 @@ _rmqtool() {
                 --broker-conf|-c|--body-file|--from-jsonl) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --topic|-t|--tags|--keys|-k|--body|--queue-id|-q|--property|-p|--store-timestamp|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --create --help" ;;
         "query-key")
             case "$prev" in
                 --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -163,7 +163,7 @@ _rmqtool() {
                 --master) _rmqtool_words "local[*] inline"; return ;;
                 --conf|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --new-geometry --help" ;;
         "tiered")
             _rmqtool_words "clean compact-index dispatch dump-cq get inspect-index offset-by-time query-key queues rebuild-metadata reindex segments verify --help" ;;
         "tiered clean")

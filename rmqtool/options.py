@@ -26,10 +26,12 @@ QuietOpt = Annotated[bool, typer.Option(
     "--quiet", "-Q", help="No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, "
     "warnings and errors still print.", rich_help_panel=OUTPUT_PANEL)]
 HashSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--hash-slots", help="Index hash slots per file (maxHashSlotNum; readers: from the index files, else 5000000).",
+    "--hash-slots", help="Index hash slots per file (maxHashSlotNum; default: from the store's index files, else "
+    "5000000; writers never write another geometry beside the files').",
     rich_help_panel=GEOMETRY_PANEL)]
 MaxIndexOpt = Annotated[Optional[int], typer.Option(
-    "--max-index", help="Index items per file (maxIndexNum; readers: from the index files, else 20000000).",
+    "--max-index", help="Index items per file (maxIndexNum; default: from the store's index files, else "
+    "20000000).",
     rich_help_panel=GEOMETRY_PANEL)]
 CommitLogSizeOpt = Annotated[Optional[int], typer.Option(
     "--commitlog-file-size", help="Commit-log segment size (mappedFileSizeCommitLog; default: from the files, "
