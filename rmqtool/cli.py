@@ -105,15 +105,16 @@ class OneLineErrors(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        from typer._click import exceptions as click_exceptions
+        from typer._click.exceptions import ClickException  # typer's vendored click
+        from typer.exceptions import Abort
 
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click_exceptions.ClickException as e:
+        except ClickException as e:
             sys.stderr.write(usage_error_line(e) + "\n")
             sys.stderr.flush()
             sys.exit(BAD_INPUT)
-        except click_exceptions.Abort:
+        except Abort:
             sys.stderr.write("error: interrupted\n")
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else OK)

@@ -97,7 +97,8 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
     other ScanEntries (BLANK fillers and damage) inside the offset range and the chosen files. The arguments are
     checked now (InvalidArgumentError); the entries are read as the returned iterator is consumed."""
     flt.check()
-    require_topic(store.layout, flt.topic)
+    if getattr(store, "layout", None) is not None:  # segment files on their own (SegmentFiles) name no topics
+        require_topic(store.layout, flt.topic)
     cl = store.commitlog
     if flt.from_offset is not None:
         r = cl.check_at(flt.from_offset, check_crc=False, check_position=False)
