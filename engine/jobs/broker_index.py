@@ -26,7 +26,8 @@ from typing import Iterable, Optional
 import numpy as np
 
 from engine.broker.config.checkpoint import Checkpoint
-from engine.broker.config.brokerconf import BrokerConfig, check_index_geometry, index_file_size
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.index.file import check_index_geometry, index_file_size
 from engine.broker.index.build import build_index_file_from_hashes
 from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch

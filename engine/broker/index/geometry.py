@@ -18,7 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE
+from engine.java.lang import INT_MAX
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
 from engine.fsutil import map_readonly
@@ -26,7 +28,6 @@ from engine.fsutil import map_readonly
 if TYPE_CHECKING:  # numpy is imported where an ambiguous size is checked: query-key starts without it
     import numpy as np
 
-ITEM_SIZE, SLOT_SIZE = 20, 4
 #: Items of a file checked against each candidate geometry: the first and the last ones written.
 SAMPLE_ITEMS = 64
 #: Candidates listed in the error of an ambiguous size.

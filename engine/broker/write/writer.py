@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.broker.config.brokerconf import index_file_size
+from engine.broker.index.file import index_file_size
 from engine.broker.consumequeue.queue import UNIT_DTYPE
 from engine.broker.index.keys import broker_index_keys
 from engine.broker.commitlog.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError, offset_msg_id
