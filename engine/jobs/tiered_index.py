@@ -61,13 +61,11 @@ from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summ
                                 walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.progress import Progress, no_progress
-from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, END_MAGIC_CODE, HASH_SLOT_SIZE,
-                                        HEADER_SIZE, INDEX_ITEM_SIZE)
+from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, DEFAULT_HASH_SLOT_NUM,
+                                        DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE, INDEX_ITEM_SIZE)
+from engine.tiered.flat.layout import DEFAULT_CLUSTER as DEFAULT_CLUSTER_NAME
 from engine.tiered.flat.metadata import read_metadata
 
-TIERED_DEFAULT_HASH_SLOT_NUM = 5_000_000
-TIERED_DEFAULT_INDEX_NUM = 20_000_000
-DEFAULT_CLUSTER_NAME = "DefaultCluster"
 
 #: TopicValidator.SYSTEM_TOPIC_SET (5.x) -- MessageStoreTopicFilter skips these, and every "rmq_sys_" topic.
 SYSTEM_TOPICS = frozenset({
@@ -406,7 +404,7 @@ class TieredReindexResult(ReindexResult):
 
 def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFAULT_MASTER, dry_run: bool = False,
                    replace: bool = False, progress: Optional[Progress] = None,
-                   hash_slot_num: int = TIERED_DEFAULT_HASH_SLOT_NUM, index_num: int = TIERED_DEFAULT_INDEX_NUM,
+                   hash_slot_num: int = DEFAULT_HASH_SLOT_NUM, index_num: int = DEFAULT_INDEX_NUM,
                    metadata_path: Optional[Path] = None, black_topics: Iterable[str] = (DEFAULT_CLUSTER_NAME,),
                    range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None
                    ) -> TieredReindexResult:  # 12 parameters: the CLI's options, passed through one by one

@@ -63,28 +63,15 @@ def _render_tiered(r) -> None:
 
 def _tiered_geometry(broker_conf: Optional[Path], hash_slots: Optional[int], max_index: Optional[int]):
     """--hash-slots/--max-index, else broker.conf's tiered keys, else the tiered store's defaults."""
-    from engine.broker.config.brokerconf import read_properties_file
-    from engine.jobs.tiered_index import TIERED_DEFAULT_HASH_SLOT_NUM, TIERED_DEFAULT_INDEX_NUM
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.index.format import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM
 
-    props = read_properties_file(broker_conf) if broker_conf is not None else {}
-
-    def conf(name: str, default: int) -> int:
-        v = props.get(name, "").strip()
-        if not v:
-            return default
-        try:
-            return int(v)
-        except ValueError:
-            from engine.errors import InvalidArgumentError
-
-            raise InvalidArgumentError(f"{broker_conf}: {name}={v!r} is not a number") from None
-
-    slots = hash_slots if hash_slots is not None else conf("tieredStoreIndexFileMaxHashSlotNum",
-                                                           TIERED_DEFAULT_HASH_SLOT_NUM)
-    items = max_index if max_index is not None else conf("tieredStoreIndexFileMaxIndexNum", TIERED_DEFAULT_INDEX_NUM)
-    black = {props.get("brokerClusterName") or "DefaultCluster"}
-    if props.get("brokerName"):
-        black.add(props["brokerName"])
+    tc = load_tiered_config(broker_conf)
+    slots = hash_slots if hash_slots is not None else tc.tieredStoreIndexFileMaxHashSlotNum or DEFAULT_HASH_SLOT_NUM
+    items = max_index if max_index is not None else tc.tieredStoreIndexFileMaxIndexNum or DEFAULT_INDEX_NUM
+    black = {tc.cluster_name}
+    if tc.brokerName:
+        black.add(tc.brokerName)
     return slots, items, black
 
 

@@ -1,5 +1,6 @@
-"""The tiered store plugin's configuration keys that shape or read the flat files (flat-store §1), with RocketMQ's
-defaults; broker.conf fills them by name, as MessageStorePluginContext does."""
+"""The tiered store plugin's configuration keys that shape or read the flat files (flat-store §1) and the tiered
+index files, with RocketMQ's defaults; broker.conf fills them by name, as MessageStorePluginContext does. Every
+reader of a tiered broker.conf key asks here (load_tiered_config)."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ from dataclasses import dataclass, fields
 
 from engine.broker.config.brokerconf import read_properties_file
 from engine.errors import InvalidArgumentError
+from engine.tiered.flat.layout import DEFAULT_CLUSTER
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
@@ -32,6 +34,15 @@ class TieredConfig:
     readAheadMessageCountThreshold: int = 4096
     readAheadMessageSizeThreshold: int = 16 * MIB
     messageIndexEnable: bool = True
+    # The tiered index files' geometry; 0: not in broker.conf (RocketMQ's defaults are
+    # engine.tiered.index.format.DEFAULT_HASH_SLOT_NUM / DEFAULT_INDEX_NUM).
+    tieredStoreIndexFileMaxHashSlotNum: int = 0
+    tieredStoreIndexFileMaxIndexNum: int = 0
+
+    @property
+    def cluster_name(self) -> str:
+        """brokerClusterName, or the broker's default when broker.conf has none."""
+        return self.brokerClusterName or DEFAULT_CLUSTER
 
     def validate(self) -> None:
         if not 0 < self.tieredStoreCommitLogMaxSize <= LONG_MAX:
@@ -64,7 +75,7 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
                 else:
                     val = raw
             except ValueError:
-                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
+                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a number") from None
             setattr(cfg, f.name, val)
     for k, v in overrides.items():
         if v is not None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from engine.broker.config.brokerconf import load_config, read_properties_file
+from engine.broker.config.brokerconf import load_config
 from engine.broker.layout import StoreLayout
-from engine.errors import InvalidArgumentError
+from engine.tiered.flat.config import load_tiered_config
 from engine.tiered.flat.metadata import TieredMetadata, read_metadata
 from engine.tiered.index.service import FlatCommitLogVerifier, LocalStoreLocator, TieredQueryResult, query_tiered_dir
 
@@ -111,33 +111,20 @@ def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
     return ans
 
 
-def _conf_value(props: dict, name: str, kind=str):
-    v = props.get(name)
-    if v is None or v == "":
-        return None
-    if kind is int:
-        try:
-            return int(v)
-        except ValueError:
-            raise InvalidArgumentError(f"broker.conf: {name}={v!r} is not a number") from None
-    return v
-
-
 def _resolve_sources(q: TieredKeyQuery) -> _Sources:
-    props = read_properties_file(q.broker_conf) if q.broker_conf is not None else {}
-    root = q.store if q.store is not None else (Path(props["storePathRootDir"]) if props.get("storePathRootDir")
-                                                else None)
+    tc = load_tiered_config(q.broker_conf)
+    root = q.store if q.store is not None else (Path(tc.storePathRootDir) if tc.storePathRootDir else None)
     have_store = q.store is not None or q.broker_conf is not None
     # Tiered geometry: explicit tiered options, else broker.conf's tiered keys, else --hash-slots/--max-index
     # when there is no local store they could belong to, else inferred from each file.
-    slots = q.tiered_hash_slots or _conf_value(props, "tieredStoreIndexFileMaxHashSlotNum", int)
-    items_num = q.tiered_max_index or _conf_value(props, "tieredStoreIndexFileMaxIndexNum", int)
+    slots = q.tiered_hash_slots or tc.tieredStoreIndexFileMaxHashSlotNum or None
+    items_num = q.tiered_max_index or tc.tieredStoreIndexFileMaxIndexNum or None
     if not have_store:
         slots = slots or q.hash_slots
         items_num = items_num or q.max_index
-    tsp = q.tiered_store_path or (Path(p) if (p := _conf_value(props, "tieredStoreFilePath")) else None)
-    return _Sources(root, have_store, slots, items_num, tsp, q.cluster_name or _conf_value(props, "brokerClusterName"),
-                    q.broker_name or _conf_value(props, "brokerName"))
+    tsp = q.tiered_store_path or (Path(tc.tieredStoreFilePath) if tc.tieredStoreFilePath else None)
+    return _Sources(root, have_store, slots, items_num, tsp, q.cluster_name or tc.brokerClusterName or None,
+                    q.broker_name or tc.brokerName or None)
 
 
 def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]
