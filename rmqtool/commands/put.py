@@ -8,6 +8,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from engine.views.times import iso_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -166,6 +167,6 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
                                    ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
                                    ("topic", r.topic), ("queueId", r.queueId),
-                                   ("storeTimestamp", render.fmt_time(r.storeTimestamp))])
+                                   ("storeTimestamp", iso_time(r.storeTimestamp))])
 
 
