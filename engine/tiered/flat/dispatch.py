@@ -39,7 +39,6 @@ SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRAN
                  "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
                  "CHECKPOINT_TOPIC"}
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"
 LMQ_PREFIX = "%LMQ%"
 
 
@@ -49,8 +48,6 @@ def filtered_topic(topic: str, cluster: str, broker: str) -> str | None:
         return "blank topic"
     if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
         return "system topic"
-    if topic.startswith(REVIVE_PREFIX):
-        return "POP revive topic"
     if topic in (cluster, broker):
         return "named like the cluster or the broker"
     if topic.startswith(LMQ_PREFIX):
