@@ -61,3 +61,15 @@ def golden_store(tmp_path):
         for cq in cqs.values():
             cq.close()
     return root, [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark context shared by every Spark test (commands reuse it)."""
+    pytest.importorskip("pyspark")
+    from engine.exec.runners import SparkRunner
+
+    runner = SparkRunner("local[2]")  # one context shared by every Spark test; commands reuse it
+    runner.sc.setLogLevel("ERROR")
+    yield runner.sc
+    runner.close()

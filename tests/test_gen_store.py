@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.broker.config.checkpoint import Checkpoint
 from helpers import run
-from test_recover import data_bytes
+from helpers import data_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from engine.broker.index.keys import split_keys as java_split_keys, tiered_key_s
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
 from engine.exec.ranges import SegmentRange
 from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered, topic_filtered
-from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
+from helpers import place, rec, seg_infos, write_segments
 
 T0 = 1_700_000_000_000
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from engine.exec.sparkdaemon import prefer_installed_pyspark
-from test_reindex import spark  # noqa: F401  (the shared session)
 
 pyspark = pytest.importorskip("pyspark")
 INSTALLED = Path(pyspark.__file__).resolve().parent  # pip's pyspark: SPARK_HOME of a local job

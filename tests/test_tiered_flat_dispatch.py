@@ -17,7 +17,6 @@ from engine.broker.commitlog.message import MessageRecord, check_message
 from engine.tiered.flat.layout import md5_prefix, offset_to_file_name
 from engine.tiered.flat.metadata import TieredMetadata
 from helpers import assert_one_line_error, run, snapshot
-from test_reindex import spark  # noqa: F401  (the suite's one shared SparkContext)
 from tiered_flat_helpers import (F1_META, F1_TIER, edit_metadata, f1_local_store, f1_messages, put_messages,
                                  run_dispatch, strip_wall_clock, tier_files)
 
