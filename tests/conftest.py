@@ -73,3 +73,11 @@ def spark():
     runner.sc.setLogLevel("ERROR")
     yield runner.sc
     runner.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the Spark context starts a JVM: it must carry the slow mark (README, "Tests")."""
+    unmarked = [item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())
+                and item.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests using the spark fixture must be marked @pytest.mark.slow: {unmarked}")

@@ -53,6 +53,7 @@ def probe(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_committed_expected_is_what_this_jvm_prints(probe):
     assert probe((JAVA_DIR / "chm_cases.txt").read_text()) == (JAVA_DIR / "chm_expected.txt").read_text()
 

@@ -170,6 +170,7 @@ def test_the_key_changes_with_the_jvm_options():
     assert k1 != k2 and len(k1) == 16
 
 
+@pytest.mark.slow
 def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
     """Two spark-reindex runs in fresh processes: the first makes the archive, the second starts its JVM with
     it; both give the inline job's files, and stdout is the JSON result alone."""

@@ -381,6 +381,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
 # ============================================================================ Spark (local mode)
 
 
+@pytest.mark.slow
 def test_spark_rebuild_is_byte_identical_to_put(spark, store, tmp_path):
     want = index_bytes(store / "index")
     r = reindex(store, "--out", tmp_path / "out", "--json", master="local[2]")
@@ -391,6 +392,7 @@ def test_spark_rebuild_is_byte_identical_to_put(spark, store, tmp_path):
     assert not list((tmp_path / "out").glob(".*"))  # no temporary or staging names left
 
 
+@pytest.mark.slow
 def test_spark_into_store_with_backup_and_checkpoint(spark, store):
     want = index_bytes(store / "index")
     r = reindex(store, "--json", master="local[2]")
@@ -400,6 +402,7 @@ def test_spark_into_store_with_backup_and_checkpoint(spark, store):
     assert Checkpoint.load(store / "checkpoint").indexMsgTimestamp == res["index_msg_timestamp"] > 0
 
 
+@pytest.mark.slow
 def test_spark_handles_offsets_going_backwards_like_inline(spark, tmp_path):
     # Records whose PHYSICALOFFSET fields go back across segments exercise the "already indexed" filter job.
     root = tmp_path / "s"

@@ -76,6 +76,7 @@ def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):
     assert whole and cut  # the fuzzed store has both kinds
 
 
+@pytest.mark.slow
 def test_spark_answers_plan_questions_from_the_scan_files(spark, tmp_path, monkeypatch):
     from engine.exec.runners import InlineRunner, SparkRunner
 
@@ -111,6 +112,7 @@ def settled_units(units, summaries):
     return out
 
 
+@pytest.mark.slow
 def test_a_local_job_jvm_runs_with_the_local_jvm_options(spark):
     # The shared context was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
     from engine.exec.runners import LOCAL_JVM_OPTIONS

@@ -106,6 +106,7 @@ def test_jobs_with_small_ranges_are_byte_identical(tmp_path):
     assert outs[("t", FUZZ_SEG)] == outs[("t", 1000)] == outs[("t", 333)]
 
 
+@pytest.mark.slow
 def test_spark_with_guessed_ranges_equals_inline(spark, tmp_path):
     fuzz_store(tmp_path / "s", 5)
     cfg = fuzz_config(tmp_path / "s")
@@ -126,6 +127,7 @@ def test_decode_segment_reads_a_record_that_ends_the_buffer():
     assert batch.store_ts.tolist() == [T0] * 3
 
 
+@pytest.mark.slow
 def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
     # Big commit logs are scanned by forked workers, ranges from guessed starts, and scans beyond the memory
     # budget wait on disk: the same files as range by range in memory.
@@ -143,6 +145,7 @@ def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
     assert index_bytes(tmp_path / "tpool") == index_bytes(tmp_path / "tseq")
 
 
+@pytest.mark.slow
 def test_runners_run_other_per_item_work(spark):
     # The tiered flat store's dispatch runs its per-queue function through the same runners.
     from types import SimpleNamespace

@@ -160,6 +160,7 @@ FLOWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flow", FLOWS)
 def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_path, flow):
     extra, no_exchange = FLOWS[flow]
@@ -194,6 +195,7 @@ def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_p
 
 
 
+@pytest.mark.slow
 def test_a_kill_while_publishing_into_out_is_repaired_by_the_next_run(put_store, tmp_path):
     # --out DIR is published file by file; whatever a kill leaves there, the next --replace run (allowed: the
     # marker is written before the first file moves in) removes the staging and writes the full set.

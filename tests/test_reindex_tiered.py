@@ -498,6 +498,7 @@ def test_tiered_geometry_from_broker_conf(store, tmp_path):
 
 # ============================================================================ Spark (local mode)
 
+@pytest.mark.slow
 def test_spark_multi_segment_irregular_key_sets(spark, tmp_path):
     # Several segments, MIN_VALUE keys that fail with 10 slots, key sets larger than a file: inline and Spark
     # both equal the reference byte for byte.

@@ -28,6 +28,7 @@ def test_the_path_is_left_alone_otherwise(tmp_path):
     assert prefer_installed_pyspark(["/somewhere", SITE], str(INSTALLED)) == ["/somewhere", SITE]  # no zips
 
 
+@pytest.mark.slow
 def test_local_workers_run_the_compiled_installation(spark):  # noqa: F811
     from engine.exec.runners import SparkRunner
 

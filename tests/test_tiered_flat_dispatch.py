@@ -273,6 +273,7 @@ print(calls[0], len(r.problems))
 """
 
 
+@pytest.mark.slow
 def test_dispatch_killed_at_any_point_then_rerun_is_byte_identical(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = tmp_path / "kill.py"
@@ -303,6 +304,7 @@ def test_dispatch_killed_at_any_point_then_rerun_is_byte_identical(tmp_path):
         assert got == want, k
 
 
+@pytest.mark.slow
 def test_spark_dispatch_is_byte_identical_to_inline(spark, tmp_path):  # noqa: F811
     local = f1_local_store(tmp_path / "local")
     res = run_dispatch(local, tmp_path / "tier", master="local[2]")
