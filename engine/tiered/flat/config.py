@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
-from engine.broker.config.brokerconf import read_properties_file
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file
 from engine.errors import InvalidArgumentError
+from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
 from engine.tiered.flat.layout import DEFAULT_CLUSTER
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
-CQ_UNIT_SIZE = 20
-LONG_MAX = 2**63 - 1
 
 
 @dataclass
@@ -50,11 +49,11 @@ class TieredConfig:
         if not CQ_UNIT_SIZE <= self.tieredStoreConsumeQueueMaxSize <= LONG_MAX:
             raise InvalidArgumentError(f"tieredStoreConsumeQueueMaxSize {self.tieredStoreConsumeQueueMaxSize} must be at "
                                        f"least {CQ_UNIT_SIZE} (one consume-queue unit)")
-        if not 0 < self.readAheadMessageCountThreshold <= 2**31 - 1:
+        if not 0 < self.readAheadMessageCountThreshold <= INT_MAX:
             raise InvalidArgumentError("readAheadMessageCountThreshold must be a positive int")
-        if not 0 < self.readAheadMessageSizeThreshold <= 2**31 - 1:
+        if not 0 < self.readAheadMessageSizeThreshold <= INT_MAX:
             raise InvalidArgumentError("readAheadMessageSizeThreshold must be a positive int")
-        if not -(2**31) <= self.tieredStoreFileReservedTime <= 2**31 - 1:
+        if not INT_MIN <= self.tieredStoreFileReservedTime <= INT_MAX:
             raise InvalidArgumentError("tieredStoreFileReservedTime is not a Java int")
 
 
