@@ -9,8 +9,8 @@ _rmqtool() {
         --broker-conf|-c|--body-file|--from-jsonl) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     case "$cmd" in
-        "") COMPREPLY=($(compgen -W "clean compact-index consumers delays demo dump-commitlog dump-cq get inspect-index print-msg put query-key queues recover spark-reindex tiered --version -V --debug --install-completion --show-completion --help" -- "$cur")) ;;
-        clean) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "clean compact-index consumers delays demo dump-commitlog dump-cq get inspect-index print-msg put query-key queues recover spark-reindex tiered timer --version -V --debug --install-completion --show-completion --help" -- "$cur")) ;;
+        clean) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         compact-index) COMPREPLY=($(compgen -W "--out -o --force --mapped --json --hash-slots --max-index --help" -- "$cur")) ;;
         consumers) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --group -g --json --help" -- "$cur")) ;;
         delays) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --json --help" -- "$cur")) ;;
@@ -26,6 +26,7 @@ _rmqtool() {
         recover) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --format -f --tiered-metadata --help" -- "$cur")) ;;
         tiered) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+        timer) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _rmqtool rmqtool

@@ -41,7 +41,7 @@ COMMAND_TABLE = {
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
 }
-GROUP_TABLE = {"tiered": "tiered"}  # command groups: the module whose `app` holds the subcommands
+GROUP_TABLE = {"tiered": "tiered", "timer": "timer"}  # command groups: the module whose `app` holds the subcommands
 
 
 class _Lazy(Mapping):

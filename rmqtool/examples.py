@@ -122,6 +122,24 @@ EXAMPLES: dict[str, list[str]] = {
         "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json",
         "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json --from old.json.bak --json",
     ],
+    "timer": [
+        "rmqtool timer inspect -s ~/store",
+        "rmqtool timer list -c /opt/rocketmq/conf/broker.conf --topic TopicTest --due-before now+1h",
+        "rmqtool timer verify -s ~/store --json",
+    ],
+    "timer inspect": [
+        "rmqtool timer inspect -s ~/store",
+        "rmqtool timer inspect -c /opt/rocketmq/conf/broker.conf --json | jq .wheel.liveSlots",
+    ],
+    "timer list": [
+        "rmqtool timer list -s ~/store",
+        "rmqtool timer list -s ~/store --topic TopicTest --due-after now --due-before now+1d",
+        "rmqtool timer list -c /opt/rocketmq/conf/broker.conf --json | jq -c '[.uniqKey, .fireAtMs]'",
+    ],
+    "timer verify": [
+        "rmqtool timer verify -s ~/store",
+        "rmqtool timer verify -c /opt/rocketmq/conf/broker.conf --now 2024-02-01T00:00 --json",
+    ],
 }
 
 

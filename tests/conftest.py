@@ -13,7 +13,7 @@ from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
 from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
-from helpers import GOLDEN
+from helpers import GOLDEN, unpack_t1
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -81,3 +81,9 @@ def pytest_collection_modifyitems(config, items):
                 and item.get_closest_marker("slow") is None]
     if unmarked:
         raise pytest.UsageError(f"tests using the spark fixture must be marked @pytest.mark.slow: {unmarked}")
+
+
+@pytest.fixture
+def t1(tmp_path):
+    """A fresh copy of the timer/t1 broker store: (store root, broker.conf pointing at it)."""
+    return unpack_t1(tmp_path / "t1")

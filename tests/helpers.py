@@ -276,3 +276,79 @@ def fuzz_store(root: Path, seed: int) -> None:
 
 def fuzz_config(root: Path):
     return load_config(storePathRootDir=str(root), mappedFileSizeCommitLog=FUZZ_SEG, maxHashSlotNum=16, maxIndexNum=64)
+
+
+# ------------------------------------------------------------------------------------------- timer store
+
+TIMER_T1 = GOLDEN / "timer" / "t1"
+
+
+def unpack_timer_set(name: str, dst: Path) -> tuple[Path, Path]:
+    """A timer golden set's broker store (timer/<name>) unpacked under dst (sparse files stay sparse: tarfile seeks
+    over the holes of a --sparse archive) and a broker.conf that points at it. Returns (store root, broker.conf)."""
+    import tarfile
+
+    src = GOLDEN / "timer" / name
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src / "store.tar.gz") as tf:
+        tf.extractall(dst, filter="data")
+    conf = dst / "broker.conf"
+    conf.write_text((src / "broker.conf").read_text().replace("<SET>", str(dst)))
+    return dst / "store", conf
+
+
+def unpack_t1(dst: Path) -> tuple[Path, Path]:
+    return unpack_timer_set("t1", dst)
+
+
+def t1_answer(name: str, set_name: str = "t1"):
+    """One of a timer set's answers: a .jsonl as a list of objects, a .json as one."""
+    path = GOLDEN / "timer" / set_name / "answers" / name
+    if name.endswith(".jsonl"):
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
+def patch_file(path: Path, pos: int, data: bytes) -> None:
+    """Overwrite bytes of a file in place (fault injection into a copy)."""
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, data, pos)
+    finally:
+        os.close(fd)
+
+
+def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, read_ms: int, step_ms: int = 1000,
+                     body: int = 300, timer_log_size: int = 276, topic: str = "TopicT") -> tuple[Path, list]:
+    """A store of `count` timer messages in rmq_sys_wheel_timer/0 (4 KiB commit-log segments), their timer log
+    (files of timer_log_size bytes) and wheel written as the broker's enqueue writes them, and a timercheck.
+    Message i fires at fire_base + i * step_ms (whole seconds, as the broker floors them). Returns (broker.conf,
+    [PutResult per message])."""
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.commitlog.message import MessageRecord
+    from engine.broker.store import MessageStore
+    from engine.timer.codec import TimerCheckpoint
+    from engine.timer.layout import TimerGeometry, TimerLayout
+    from engine.timer.write import TimerStoreWriter
+
+    fire_base, write_ms, step_ms = fire_base // 1000 * 1000, write_ms // 1000 * 1000, max(1000, step_ms // 1000 * 1000)
+    root = Path(root)
+    conf = root.parent / f"{root.name}.conf"
+    conf.write_text(f"storePathRootDir={root}\nmappedFileSizeCommitLog=4096\nmappedFileSizeConsumeQueue=200\n"
+                    f"mappedFileSizeTimerLog={timer_log_size}\nmaxHashSlotNum=16\nmaxIndexNum=64\n")
+    cfg = load_config(conf)
+    puts = []
+    with MessageStore(cfg, writable=True, create=True) as st:
+        for i in range(count):
+            rec = MessageRecord(topic="rmq_sys_wheel_timer", queue_id=0, body=b"b" * body,
+                                properties={"REAL_TOPIC": topic, "REAL_QID": str(i % 4), "KEYS": f"key-{i}",
+                                            "TAGS": "t", "TIMER_OUT_MS": str(fire_base + i * step_ms)})
+            puts.append(st.put(rec))
+    w = TimerStoreWriter(TimerLayout.of(cfg), TimerGeometry.of(cfg))
+    for i, r in enumerate(puts):
+        w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
+    w.write(TimerCheckpoint(read_ms, w.end, count, count))
+    return conf, puts

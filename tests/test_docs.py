@@ -1,7 +1,8 @@
 """The format documents in docs/ and the citations of them in the code.
 
 The citation grammar is stated in docs/README.md: "format \u00a7N.M" (broker-store-format.md or
-tiered-index-format.md), "flat-store \u00a7N" (tiered-flat-store.md), "pitfall N" / "pitfalls N, M", and
+tiered-index-format.md), "flat-store \u00a7N" (tiered-flat-store.md), "timer \u00a7N" (timer-store-format.md),
+"pitfall N" / "pitfalls N, M", and
 "flat-store pitfall N". These tests check every .py file under engine/, rmqtool/, tests/, bench/ and scripts/
 against the headings that exist, and that docs/architecture.md names every engine subpackage.
 (This file spells the section sign as an escape so that it does not cite anything itself.)
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FORMAT_DOCS = ("broker-store-format.md", "tiered-index-format.md")
 FLAT_DOC = "tiered-flat-store.md"
+TIMER_DOC = "timer-store-format.md"
 CODE_DIRS = ("engine", "rmqtool", "tests", "bench", "scripts")
 S = "\u00a7"
 # The checker's own test vectors are built from pieces, so that this file holds no citation of its own.
@@ -52,6 +54,7 @@ class Targets:
     format_pitfalls: frozenset
     flat_sections: frozenset | None  # None: docs/tiered-flat-store.md does not exist (yet)
     flat_pitfalls: frozenset | None
+    timer_sections: frozenset = frozenset()
 
 
 def load_targets(docs: Path = DOCS) -> Targets:
@@ -60,18 +63,19 @@ def load_targets(docs: Path = DOCS) -> Targets:
         text = (docs / name).read_text(encoding="utf-8")
         fs += sections(text)
         fp += pitfalls(text)
+    timer = frozenset(sections((docs / TIMER_DOC).read_text(encoding="utf-8")))
     flat = docs / FLAT_DOC
     if flat.exists():
         text = flat.read_text(encoding="utf-8")
-        return Targets(frozenset(fs), frozenset(fp), frozenset(sections(text)), frozenset(pitfalls(text)))
-    return Targets(frozenset(fs), frozenset(fp), None, None)
+        return Targets(frozenset(fs), frozenset(fp), frozenset(sections(text)), frozenset(pitfalls(text)), timer)
+    return Targets(frozenset(fs), frozenset(fp), None, None, timer)
 
 
 # ---------------------------------------------------------------- the citation grammar
 
 ID = r"(?:\d+|[A-Z])(?:\.\d+[a-z]?)*"
 SEP = r"(?:\s*,\s*|\s*/\s*|\s+and\s+|\s+or\s+|-)"
-CHAIN_START = re.compile(rf"\b(format|flat-store)\s+{S}({ID})")
+CHAIN_START = re.compile(rf"\b(format|flat-store|timer)\s+{S}({ID})")
 CHAIN_NEXT = re.compile(rf"{SEP}{S}({ID})")
 HALF_WRITTEN = re.compile(rf"(?:-|\s*/\s*|\s*,\s*)\d+\.\d+(?![.\d])")  # "\u00a74.4-4.5", "\u00a70.2 / 0.3"
 PITFALL_AFTER_FLAT = re.compile(r"(?:\s*,\s*|\s+and\s+|\s*/\s*)pitfalls?\b", re.I)
@@ -112,7 +116,8 @@ def check_text(text: str, path: str, targets: Targets) -> list[Problem]:
             end = n.end()
         if HALF_WRITTEN.match(text, end):
             add(m.start(), HALF_WRITTEN.match(text, end).end(), f"every section in a list carries its own {S}")
-        known = targets.format_sections if family == "format" else targets.flat_sections
+        known = {"format": targets.format_sections, "timer": targets.timer_sections}.get(family,
+                                                                                         targets.flat_sections)
         if family == "flat-store" and PITFALL_AFTER_FLAT.match(text, end):
             add(m.start(), PITFALL_AFTER_FLAT.match(text, end).end(),
                 "a flat-store pitfall is cited as 'flat-store pitfall N'; a bare 'pitfall N' means the format docs")
@@ -204,6 +209,10 @@ def test_the_checker_catches_bad_citations():
     assert [p.why for p in check_text(f"flat-store {S}6 flat-store {PF} 9 flat-store {S}3", "x.py", flat)] == []
     assert any("flat-store pitfall N" in p.why for p in check_text(f"(flat-store {S}6, {PF} 9)", "x.py", flat))
     assert any("not a section" in p.why for p in check_text(f"flat-store {S}11", "x.py", flat))
+    timer = Targets(t.format_sections, t.format_pitfalls, None, None, frozenset({"2", "7"}))
+    assert [p.why for p in check_text(f"(timer {S}2, {S}7) timer {S}7", "x.py", timer)] == []
+    assert any("not a section" in p.why for p in check_text(f"timer {S}12", "x.py", timer))
+    assert any("bare" in p.why for p in check_text(f"(timer {S}2, see {S}7)", "x.py", timer))
 
 
 # Section numbers the code has cited since the format spec was written; the docs keep every one of them.
@@ -255,8 +264,17 @@ def test_docs_readme_lists_every_document():
     for p in sorted(DOCS.glob("*.md")):
         if p.name != "README.md":
             assert f"({p.name})" in text, p.name
-    for name in FORMAT_DOCS + (FLAT_DOC, "architecture.md"):
+    for name in FORMAT_DOCS + (FLAT_DOC, TIMER_DOC, "architecture.md"):
         assert f"({name})" in text, name
+
+
+def test_timer_doc_has_the_sections_the_code_cites():
+    found = sections((DOCS / TIMER_DOC).read_text(encoding="utf-8"))
+    assert found == [str(n) for n in range(1, 11)], found
+    cited = set()
+    for p in code_files():
+        cited |= set(re.findall(rf"\btimer {S}(\d+)", p.read_text(encoding="utf-8")))
+    assert cited and cited <= set(found), cited - set(found)
 
 
 def test_performance_page_states_every_memory_constant_as_the_code_has_it():

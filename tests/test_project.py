@@ -86,7 +86,7 @@ def test_each_module_imports_in_a_fresh_interpreter(mod):
 # it, and never rmqtool. Imports inside functions count too. Packages named together in BESIDE share a floor but
 # know nothing of each other: neither imports the other.
 LAYERS = (("engine.errors", "engine.fsutil", "engine.progress"), ("engine.java",), ("engine.broker",),
-          ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.jobs",))
+          ("engine.timer",), ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.jobs",))
 BESIDE = (("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"))
 
 
@@ -153,3 +153,4 @@ def test_the_layer_check_catches_an_upward_import():
     assert layer_problems([("engine.jobs.framework", "engine.ops.queues"), ("engine.ops.x", "engine.ops.y"),
                            ("engine.views.runjson", "engine.broker.commitlog.records")]) == []
     assert layer_problems([("engine.broker.store", "rmqtool.render")]) == ["engine.broker.store imports rmqtool.render"]
+    assert _layer("engine.broker.store") < _layer("engine.timer.store") < _layer("engine.ops.clean")

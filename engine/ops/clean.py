@@ -1,5 +1,6 @@
 """Expired-file clean-up (format §8): commit-log segments by age, then consume-queue and index files below the
-new minimum commit-log offset, and the consume queues' corrected minimum offsets.
+new minimum commit-log offset, and the consume queues' corrected minimum offsets; for the timer store (timer §8),
+the pending timer messages that lose their record and the timer-log files the broker's own rule deletes.
 
 plan_clean() only reads (lstat, headers, last units: memory is one consume-queue file at a time, whatever the
 store's size); apply_clean() deletes under the store lock, through the scaffolding recovery shares
@@ -27,6 +28,7 @@ from engine.errors import InvalidArgumentError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.ops import operation
 from engine.progress import Progress, no_progress
+from engine.timer.cleanup import lowest_needed_offset, timer_clean_impact
 
 HOUR_MS = 3_600_000
 
@@ -75,6 +77,9 @@ class CleanPlan:
     skipped: list[dict] = field(default_factory=list)   # {"path", "reason"}: symlinks and the like, left alone
     unclean: bool = False
     fingerprint: tuple = ()
+    keep_timer: bool = False                            # --keep-timer-messages
+    timer: dict | None = None                           # what the deletions cost pending timer messages (timer §8)
+    timer_log: list[CleanItem] = field(default_factory=list)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -83,7 +88,11 @@ class CleanPlan:
 
     @property
     def items(self) -> list[CleanItem]:
-        return self.commitlog + self.consume_queue_files + self.index
+        return self.commitlog + self.consume_queue_files + self.index + self.timer_log
+
+    @property
+    def timer_lost(self) -> int:
+        return self.timer["pendingLost"] if self.timer else 0
 
     @property
     def bytes_freed(self) -> int:
@@ -101,6 +110,8 @@ class CleanPlan:
             "consumeQueues": {"deleted": [i.as_dict() for i in self.consume_queue_files],
                               "queues": [q.as_dict() for q in self.queues]},
             "index": {"deleted": [i.as_dict() for i in self.index], "stoppedBecause": self.index_stop},
+            "timer": dict(self.timer, deleted=[i.as_dict() for i in self.timer_log]) if self.timer else None,
+            "keepTimerMessages": self.keep_timer,
             "skipped": self.skipped,
             "filesDeleted": len(self.items), "bytesFreed": self.bytes_freed, "fileBytes": self.file_bytes,
             "uncleanStore": self.unclean,
@@ -207,8 +218,13 @@ def _segment_files(fence: _Fence, d: Path, skipped: list[dict]) -> list[tuple[in
 # ==================================================================== plan
 
 def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False,
-               now: int | None = None, progress: Progress | None = None) -> CleanPlan:
-    """What clean deletes (format §8). Reads only."""
+               now: int | None = None, progress: Progress | None = None, keep_timer: bool = False) -> CleanPlan:
+    """What clean deletes (format §8). Reads only.
+
+    Pending timer messages (timer §8): the broker deletes commit-log segments by age alone, so does clean; the
+    plan says which pending timer messages lose their record, and deletes the timer-log files the broker's own
+    rule deletes once the commit log starts later. keep_timer: stop before the first segment that holds the record
+    of a pending timer message instead."""
     progress = progress or no_progress
     layout = StoreLayout.of(cfg)
     layout.require_store()
@@ -218,16 +234,34 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
     now = int(time.time() * 1000) if now is None else now
     fence = _Fence(cfg)
     plan = CleanPlan(str(cfg.root), now, hours, force_now, 0, 0, unclean=layout.abort.exists(),
-                     fingerprint=operation.fingerprint(cfg))
-    if not _plan_commitlog(cfg, fence, plan):
+                     fingerprint=operation.fingerprint(cfg), keep_timer=keep_timer)
+    needed = lowest_needed_offset(cfg) if keep_timer and cfg.timerWheelEnable else None
+    if not _plan_commitlog(cfg, fence, plan, needed):
         return plan
     _plan_queues(layout, fence, plan, progress)
     _plan_index(layout, fence, plan)
+    if cfg.timerWheelEnable:
+        _plan_timer(cfg, fence, plan)
     return plan
 
 
-def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> bool:
-    """Expired segments, oldest first, never the last (format §8.1). False when nothing else may be cleaned."""
+def _plan_timer(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> None:
+    """The pending timer messages the new minimum costs, and the timer-log files the broker's rule deletes."""
+    impact = timer_clean_impact(cfg, plan.min_offset_after)
+    if impact is None:
+        return
+    plan.timer = impact.as_dict()
+    for p in impact.log_files:
+        why = fence.check(p)
+        if why:
+            plan.skipped.append({"path": fence.rel(p), "reason": why})
+            break
+        plan.timer_log.append(_item(fence, p, "timerlog", f"its last unit points below {plan.min_offset_after}"))
+
+
+def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan, needed: int | None = None) -> bool:
+    """Expired segments, oldest first, never the last (format §8.1). False when nothing else may be cleaned.
+    `needed`: the lowest offset a pending timer message needs (--keep-timer-messages): its segment stays."""
     segs: list[tuple[int, Path]] = []
     blocked = False
     for d in cfg.commitlog_dirs:
@@ -255,6 +289,11 @@ def _plan_commitlog(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> bool:
         if not (plan.force_now or plan.now >= mtime_ms + expired_ms):
             plan.commitlog_stop = (f"{p.name} is not expired (last modified {age_h:.1f} h ago, "
                                    f"reserved {plan.reserved_hours:g} h)")
+            break
+        end = segs[i + 1][0]
+        if needed is not None and needed < end:
+            plan.commitlog_stop = (f"{p.name} holds the record of a pending timer message (commit-log offset "
+                                   f"{needed}; --keep-timer-messages)")
             break
         forced = plan.force_now and plan.now < mtime_ms + expired_ms
         plan.commitlog.append(_item(fence, p, "commitlog", "forced" if forced else f"last modified {age_h:.1f} h ago"))
@@ -379,12 +418,12 @@ def _execute(cfg: BrokerConfig, plan: CleanPlan) -> None:
 def apply_clean(cfg: BrokerConfig, plan: CleanPlan, lock: StoreLock | None = None) -> CleanPlan:
     """Delete what the plan lists under the store lock (re-planned first if the store changed since)."""
     return operation.apply_under_lock(
-        cfg, plan, lambda: plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now),
+        cfg, plan, lambda: plan_clean(cfg, plan.reserved_hours, plan.force_now, plan.now, keep_timer=plan.keep_timer),
         lambda p: _execute(cfg, p), lock)
 
 
 def clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: bool = False, dry_run: bool = False,
-          now: int | None = None, progress: Progress | None = None) -> CleanPlan:
+          now: int | None = None, progress: Progress | None = None, keep_timer: bool = False) -> CleanPlan:
     """The `rmqtool clean` entry point: lock (unless dry run), plan, apply."""
-    return operation.run(cfg, lambda: plan_clean(cfg, reserved_hours, force_now, now, progress),
+    return operation.run(cfg, lambda: plan_clean(cfg, reserved_hours, force_now, now, progress, keep_timer),
                          lambda p: _execute(cfg, p), dry_run)

@@ -69,6 +69,7 @@ class Quarantine:
     force: bool = False               # --force: remove without keeping a copy when copying is impossible
     name: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     entries: list[Kept] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)     # further sections of the manifest (e.g. "timer": what was lost)
 
     @property
     def dir(self) -> Path:
@@ -87,7 +88,7 @@ class Quarantine:
 
     def write_manifest(self, complete: bool) -> None:
         doc = {"tool": "rmqtool recover", "store": str(self.root), "created": self.name, "complete": complete,
-               "entries": [e.as_dict() for e in self.entries]}
+               "entries": [e.as_dict() for e in self.entries], **self.extra}
         atomic_write(self.dir / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
 
     def keep_range(self, path: Path, pos: int, length: int, reason: str, replaced_by: str) -> Kept:

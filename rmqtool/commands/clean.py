@@ -44,11 +44,34 @@ def _render(plan, dry_run: bool) -> None:
         ("consume-queue files " + verb, len(plan.consume_queue_files)),
         ("index files " + verb, len(plan.index)),
         ("index deletion stopped", plan.index_stop or "-"),
+        *_timer_pairs(plan, verb),
         ("space freed" if not dry_run else "space that would be freed",
          f"{_size(plan.bytes_freed)} on disk ({_size(plan.file_bytes)} of file size)"),
     ])
     if plan.unclean:
         _note("the store has an abort file (not shut down cleanly); run `rmqtool recover` first")
+    t = plan.timer
+    if t and t["pendingLost"]:
+        shown = t["lost"][:20]
+        render.table(f"pending timer messages whose record {'would be' if dry_run else 'was'} deleted"
+                     + (f" (first {len(shown)} of {t['pendingLost']})" if t["pendingLost"] > len(shown) else ""),
+                     ["uniqKey", "topic", "fireAtMs", "commitLogOffset"],
+                     [[m["uniqKey"], m["topic"], m["fireAtMs"], m["commitLogOffset"]] for m in shown])
+        _note(f"{t['pendingLost']} pending timer message(s) lose their record: the broker drops them when they "
+              "are due (it deletes commit-log segments by age alone, as clean does); --keep-timer-messages keeps "
+              "the segments they need")
+    if t and t["deleteMarkersLost"]:
+        _note(f"{t['deleteMarkersLost']} pending delete marker(s) (recalls) lose their record: the messages they "
+              "recall will be delivered")
+
+
+def _timer_pairs(plan, verb: str) -> list[tuple[str, object]]:
+    t = plan.timer
+    if t is None:
+        return []
+    return [("pending timer messages / losing their record", f"{t['pendingTimerMessages']} / {t['pendingLost']}"),
+            ("timer-log files " + verb, len(plan.timer_log)),
+            ("timer-log deletion stopped", t["timerLogStoppedBecause"] or "-")]
 
 
 @handles_errors
@@ -61,6 +84,9 @@ def clean(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be deleted; change nothing.")] = False,
     force_now: Annotated[bool, typer.Option("--force-now", help="Delete every commit-log segment but the last, "
                                             "expired or not (the broker's forced clean-up).")] = False,
+    keep_timer: Annotated[bool, typer.Option("--keep-timer-messages", help="Stop before the first commit-log "
+                                             "segment that holds the record of a pending timer message (the broker "
+                                             "does not: it deletes by age alone).")] = False,
     json_out: JsonOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
@@ -69,6 +95,12 @@ def clean(
 ) -> None:
     """Delete expired commit-log segments (oldest first, never the last), then consume-queue and index files that
     lie wholly below the new minimum commit-log offset; report the corrected consume-queue minimum offsets.
+
+    Pending timer messages: the broker deletes commit-log segments by age alone, even when a pending timer
+    message's record lies in one (its dequeue then drops the message when it is due); clean does the same and says
+    which pending timer messages lose their record. --keep-timer-messages keeps every segment they need instead.
+    Then, as the broker's timer store does, it deletes the timer-log files (never the last) whose last unit points
+    below the new minimum commit-log offset.
 
     Takes the store lock. Never deletes or follows anything outside the store: symlinks are reported and left.
     """
@@ -82,7 +114,7 @@ def clean(
         def progress(phase: str, done: int, total: int) -> None:
             bar.update(task, description=phase, completed=done, total=total)
 
-        plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress)
+        plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress, keep_timer=keep_timer)
     if json_out:
         d = plan.as_dict()
         d["dryRun"] = dry_run

@@ -64,6 +64,16 @@ def _summary(plan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
         change("physicMsgTimestamp"), change("logicsMsgTimestamp"), change("indexMsgTimestamp"),
         change("confirmPhyOffset", str),
     ]
+    t = plan.timer
+    if t is not None:
+        if t.skipped:
+            pairs.append(("timer store", "left alone"))
+        elif not t.changed:
+            pairs.append(("timer store", "consistent with the commit log"))
+        else:
+            pairs.append(("timer store", f"log ends at {t.new_end} ({t.units_removed} unit(s) removed), "
+                                         f"{len(t.slots)} slot(s) fixed, {len(t.tombstones)} unit(s) emptied"))
+            pairs.append(("pending timer messages lost", t.lost_total))
     if not plan.checkpoint_readable:
         pairs.append(("checkpoint problem", plan.checkpoint_problem))
     if plan.quarantine_dir:
@@ -89,6 +99,14 @@ def _render(plan, dry_run: bool) -> None:
     if ix["problems"]:
         render.table("index files that could not be trusted", ["file", "problem"],
                      [[k, v] for k, v in ix["problems"].items()])
+    t = d.get("timer")
+    if t and t["lost"]:
+        shown = t["lost"][:50]
+        render.table("timer messages lost" + (f" (first {len(shown)} of {t['pendingLost']})"
+                                              if t["pendingLost"] > len(shown) else ""),
+                     ["what", "uniqKey", "topic", "fireAtMs", "commitLogOffset", "why"],
+                     [[x["what"], x["uniqKey"], x["topic"], x["fireAtMs"], x["commitLogOffset"], x["why"]]
+                      for x in shown])
     acts = d["actions"]
     if acts and not plan.nothing_to_do:
         render.table("would do" if dry_run else "done", ["step"], [[a] for a in acts])
@@ -120,7 +138,9 @@ def recover(  # typer: one parameter per option
     """Recover a store after a crash: end the commit log after its last valid record, step over damaged records
     in the middle (every valid record after them is kept; the damaged bytes get a placeholder the broker accepts),
     cut and re-dispatch the consume queues, repair the index so every surviving message is found by each of its
-    keys, write the checkpoint and remove the abort marker. Everything removed or overwritten is first copied to
+    keys, make the timer store agree with the commit log it leaves (timer-log units whose records are gone are
+    cut or emptied, the wheel and timercheck follow; the plan lists the pending timer messages lost), write the
+    checkpoint and remove the abort marker. Everything removed or overwritten is first copied to
     the store's quarantine folder with a manifest.json, or recover refuses and says what --force would remove.
 
     Takes the store lock. A store that is already consistent is left untouched.

@@ -14,6 +14,13 @@ CQ_STORE_UNIT_SIZE = 20
 CONSUME_QUEUE_FILE_SIZE = 300_000 * CQ_STORE_UNIT_SIZE
 MAX_HASH_SLOT_NUM = 5_000_000
 MAX_INDEX_NUM = 5_000_000 * 4
+#: MessageStoreConfig's timer defaults (RIP-43, timer §1).
+TIMER_LOG_FILE_SIZE = 100 * 1024 * 1024
+TIMER_PRECISION_MS = 1000
+TIMER_ROLL_WINDOW_SLOT = 3600 * 24 * 2
+TIMER_MAX_DELAY_SEC = 3600 * 24 * 3
+#: setTimerPrecisionMs snaps any configured value to one of these (the largest not above it, at least 100).
+TIMER_PRECISIONS = (100, 200, 500, 1000)
 
 
 @dataclass
@@ -32,6 +39,13 @@ class BrokerConfig:
     fileReservedTime: int = 72
     maxMessageSize: int = 1024 * 1024 * 4
     checkCRCOnRecover: bool = True
+    # The timer store (timer §1): on by default in RocketMQ 5.
+    timerWheelEnable: bool = True
+    mappedFileSizeTimerLog: int = TIMER_LOG_FILE_SIZE
+    timerPrecisionMs: int = TIMER_PRECISION_MS
+    timerRollWindowSlot: int = TIMER_ROLL_WINDOW_SLOT
+    timerMaxDelaySec: int = TIMER_MAX_DELAY_SEC
+    timerSkipUnknownError: bool = False
     # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
     commitLogSizeGiven: bool = False
     # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files
@@ -55,6 +69,11 @@ class BrokerConfig:
         n = self.mappedFileSizeConsumeQueue
         return -(-n // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
 
+    @property
+    def timer_precision_ms(self) -> int:
+        """timerPrecisionMs as the broker holds it: its setter snaps the configured value (timer §1)."""
+        return snap_timer_precision(self.timerPrecisionMs)
+
     def validate(self) -> None:
         if not 0 < self.mappedFileSizeCommitLog <= INT_MAX:
             raise InvalidArgumentError(f"mappedFileSizeCommitLog {self.mappedFileSizeCommitLog} must be in 1..{INT_MAX}")
@@ -63,6 +82,18 @@ class BrokerConfig:
         check_index_geometry(self.maxHashSlotNum, self.maxIndexNum)
         if self.maxMsgsNumBatch <= 0:
             raise InvalidArgumentError(f"maxMsgsNumBatch {self.maxMsgsNumBatch} must be positive")
+        if not 0 < self.mappedFileSizeTimerLog <= INT_MAX:
+            raise InvalidArgumentError(f"mappedFileSizeTimerLog {self.mappedFileSizeTimerLog} must be in 1..{INT_MAX}")
+
+
+def snap_timer_precision(configured: int) -> int:
+    """MessageStoreConfig.setTimerPrecisionMs: the largest of 100, 200, 500, 1000 not above the value (100 below)."""
+    out = TIMER_PRECISIONS[0]
+    for p in TIMER_PRECISIONS[1:]:
+        if configured < p:
+            return out
+        out = p
+    return out
 
 
 def _parse_bool(v: str) -> bool:

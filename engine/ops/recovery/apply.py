@@ -27,6 +27,7 @@ from engine.ops.recovery.plan import (BLANK_FILLER, PLACEHOLDER, QUARANTINE_PROP
                                       RecoveryPlan)
 from engine.ops.recovery.planner import redispatch
 from engine.ops.recovery.scan import RENAME_SUFFIX
+from engine.timer.repair import apply_timer_repair
 
 _ZERO_CHUNK = 1 << 20
 
@@ -85,6 +86,11 @@ def execute(cfg: BrokerConfig, plan: RecoveryPlan, progress: Progress | None = N
     _commitlog(cfg, plan, q)
     _queues(cfg, layout, plan, q)
     _rewalk(cfg, layout, plan, q, progress)
+    if plan.timer is not None and plan.timer.changed:
+        # After the commit log and its consume queue: the timer store is made to agree with what they hold now.
+        q.extra["timer"] = {"pendingLost": plan.timer.lost_total, "lost": [m.as_dict() for m in plan.timer.lost],
+                            "recallsUndone": plan.timer.resurrected}
+        apply_timer_repair(cfg, plan.timer, q)
     for t in plan.stale_temp_files:
         p = cfg.root / t
         if p.exists():

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.message import cal_msg_length
 from engine.ops.recovery.dispatch import CREATE, KEEP, REBUILD, FileOut, ReplayStart
+from engine.timer.repair import TimerRepair
 
 QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
 QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
@@ -171,6 +172,7 @@ class RecoveryPlan:
     force: bool = False
     quarantine_bytes: int = 0                   # bytes recover copies to the quarantine before changing them
     quarantine_dir: str | None = None           # set by apply: where they went
+    timer: TimerRepair | None = None            # the timer store's part (timer §10); None: no timer store
 
     @property
     def commitlog_changed(self) -> bool:
@@ -179,7 +181,8 @@ class RecoveryPlan:
 
     def data_unchanged(self) -> bool:
         return not (self.commitlog_changed or any(q.changed for q in self.queues) or self.index.changed
-                    or self.write_checkpoint or self.stale_temp_files)
+                    or self.write_checkpoint or self.stale_temp_files
+                    or (self.timer is not None and self.timer.changed))
 
     @property
     def consistent(self) -> bool:
@@ -209,7 +212,8 @@ class RecoveryPlan:
         out = []
         if self.mode == "abnormal" or not self.consistent:
             out.append("write the abort marker (PID) so a crash during recovery is recovered again")
-        if self.quarantine_bytes or self.segments_deleted or self.index.changed or self.repairs:
+        if (self.quarantine_bytes or self.segments_deleted or self.index.changed or self.repairs
+                or (self.timer is not None and self.timer.changed)):
             out.append("keep what is removed or overwritten in the store's quarantine folder, with a manifest")
         for name, n, size in self.segment_resizes:
             out.append(f"{'pad' if n < size else 'cut'} commit-log segment {name} from {n} to {size} bytes")
@@ -232,6 +236,8 @@ class RecoveryPlan:
                 out.append(f"create index file {p.name} ({p.count} items)")
         out.extend(f"delete index file {n}" for n in self.index.removed)
         out.extend(f"delete stale temporary file {t}" for t in self.stale_temp_files)
+        if self.timer is not None and self.timer.changed:
+            out.extend(self.timer.actions())
         if self.write_checkpoint:
             out.append("write the checkpoint")
         if self.mode == "abnormal" or not self.consistent:
@@ -275,5 +281,6 @@ class RecoveryPlan:
             "checkpointBefore": self.checkpoint_before.as_dict(), "checkpointAfter": self.checkpoint_after.as_dict(),
             "writeCheckpoint": self.write_checkpoint, "staleTempFiles": self.stale_temp_files,
             "quarantineBytes": self.quarantine_bytes, "quarantineDir": self.quarantine_dir,
+            "timer": self.timer.as_dict() if self.timer is not None else None,
             "actions": self.actions(), "notes": self.notes,
         }

@@ -41,6 +41,8 @@ from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, 
                                       scan_log)
 from engine.ops.recovery.trust import (IndexFacts, ItemJoin, broker_start, check_index_files, open_index_files,
                                        read_checkpoint, record_ts, trailing_items, trusted_prefix)
+from engine.timer.layout import TIMER_QUEUE_ID, TIMER_TOPIC
+from engine.timer.repair import plan_timer_repair
 
 _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
 
@@ -93,6 +95,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         feeds = _plan_queues(cfg, cl, plan, queues, scan)
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
+        _plan_timer(cfg, plan)
         plan.stale_temp_files = sorted(str(p.relative_to(cfg.root)) for d in (cfg.root, layout.index_dir)
                                        if d.is_dir() for p in d.iterdir() if _TMP_NAME.match(p.name))
         _finish(plan, cpf.cp)
@@ -107,6 +110,20 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         cl.close()
 
 
+def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
+    """The timer store's part (timer §10): units whose records the plan removes, against the log it leaves."""
+    if not cfg.timerWheelEnable:
+        return
+    removed = [(r.offset, r.end) for r in plan.repairs]
+    qmax = next((q.max_offset_after for q in plan.queues if (q.topic, q.queue_id) == (TIMER_TOPIC, TIMER_QUEUE_ID)),
+                None)
+    plan.timer = plan_timer_repair(cfg, plan.end_offset, removed, qmax)
+    if plan.timer is not None:
+        plan.notes += plan.timer.notes
+        if plan.timer.skipped:
+            plan.notes.append(plan.timer.skipped)
+
+
 def _finish(plan: RecoveryPlan, cp: Checkpoint) -> None:
     plan.data_consistent = plan.data_unchanged()
     if not plan.data_consistent or plan.mode == "abnormal":
@@ -115,7 +132,8 @@ def _finish(plan: RecoveryPlan, cp: Checkpoint) -> None:
         plan.checkpoint_after = cp
     plan.quarantine_bytes = (sum(r.length for r in plan.repairs if r.kind != TRUNCATE)
                              + max(0, plan.zero_to - plan.zero_from)
-                             + sum(max(0, q.zero_to - q.zero_from) for q in plan.queues))
+                             + sum(max(0, q.zero_to - q.zero_from) for q in plan.queues)
+                             + (plan.timer.quarantine_bytes if plan.timer is not None and plan.timer.changed else 0))
 
 
 # ==================================================================== the walk

@@ -1,0 +1,328 @@
+"""Which timer messages are pending (timer §9): what the broker will still deliver, and when.
+
+The rule, in the broker's terms:
+1. The live slots (time >= timercheck.lastReadTimeMs, timer §2) hold the units the dequeue has still to fire.
+   Each slot's chain is walked from lastPos (chain.walk_chain: it stops where the broker's walk would go wrong).
+2. The units of rmq_sys_wheel_timer/0 the enqueue has still to read (from the enqueue cursor, timer §7) will be
+   put in the wheel at the next start: their messages are pending too (state "queued").
+3. A unit's record is read as the broker reads it (records.resolve); a unit whose record cannot be read is not
+   pending (the broker drops it): it is a problem, reported with the list.
+4. A record with TIMER_DEL_UNIQKEY is a delete marker (a recall), never a message. A message is cancelled when a
+   pending marker names `<REAL_TOPIC>+<UNIQ_KEY>` and has the same TIMER_OUT_MS: both end in the slot of that
+   time, where the dequeue drops the message (a marker's recall handle carries TIMER_OUT_MS + 1, floored again).
+5. A rolled unit (magic roll) sits in a nearer slot: its message is re-put and enqueued again when the slot fires;
+   its fire time is TIMER_OUT_MS all the same.
+
+Memory: the scan keeps one numpy row per pending message (PENDING_ROW: its fire time, where its unit and record
+are) and a summary per live slot; a message's fields are read again from its record when it is listed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from engine.timer.chain import ChainWalk, walk_chain
+from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
+from engine.timer.records import BAD_CRC, Resolved, TimerRecord
+from engine.timer.store import EnqueueCursor, TimerStore
+
+WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
+_STATES = (WHEEL, ROLLED, QUEUED)
+#: A unit whose magic and record disagree on being a delete marker (never delivered).
+MAGIC_MISMATCH = "magic-mismatch"
+#: Problems of one kind a scan keeps in detail (the rest are counted).
+MAX_DETAILS = 10000
+#: Units of one slot put for another time that a scan names.
+MAX_WRONG_SLOT_NOTED = 10
+
+#: One pending message: where its unit and record are (-1: none), its fire time, state, real topic (an index into
+#: PendingScan.topics) and a hash of `<REAL_TOPIC>+<UNIQ_KEY>` with its fire time (the cancel key).
+PENDING_ROW = np.dtype([("fire", "<i8"), ("offset", "<i8"), ("size", "<i4"), ("pos", "<i8"), ("slot", "<i8"),
+                        ("qoff", "<i8"), ("state", "u1"), ("topic", "<i4"), ("key", "<i8")])
+
+
+@dataclass(slots=True)
+class PendingMessage:
+    """One pending timer message (the plain record `timer list` prints)."""
+    uniq_key: str | None
+    topic: str | None             # REAL_TOPIC
+    queue_id: int | None          # REAL_QID
+    keys: list[str]
+    tags: str | None
+    fire_at_ms: int               # TIMER_OUT_MS
+    roll_times: int               # TIMER_ROLL_TIMES of the record (rolls so far)
+    state: str                    # wheel | rolled | queued
+    slot_time_ms: int | None      # the slot its unit waits in (None: not in the wheel yet)
+    commit_log_offset: int        # the record the unit points at (the latest roll copy for a rolled message)
+    store_size: int
+    store_timestamp: int
+    queue_offset: int             # its queue offset in rmq_sys_wheel_timer/0
+    timer_log_position: int | None
+
+    def as_dict(self) -> dict:
+        return {"uniqKey": self.uniq_key, "topic": self.topic, "queueId": self.queue_id, "keys": self.keys,
+                "tags": self.tags, "fireAtMs": self.fire_at_ms, "rollTimes": self.roll_times, "state": self.state,
+                "slotTimeMs": self.slot_time_ms, "commitLogOffset": self.commit_log_offset,
+                "storeSize": self.store_size, "storeTimestamp": self.store_timestamp,
+                "storedQueueOffset": self.queue_offset, "timerLogPosition": self.timer_log_position}
+
+
+@dataclass(slots=True)
+class Unresolved:
+    """A unit the broker will read but cannot use (its message is lost or its dequeue goes wrong)."""
+    kind: str                     # records.* kind
+    why: str
+    slot_time_ms: int | None
+    timer_log_position: int | None
+    queue_offset: int | None      # for a unit of rmq_sys_wheel_timer/0 still to be enqueued
+    offset_py: int
+    size_py: int
+    magic: int | None
+
+
+@dataclass(slots=True)
+class DeleteMarker:
+    key: str
+    fire_at_ms: int | None
+    timer_log_position: int | None
+    queue_offset: int | None
+    offset: int                   # its record's commit-log offset
+    size: int
+
+
+@dataclass
+class SlotWalk:
+    """One live slot (as the broker's start-up leaves it) and how its chain walk went."""
+    index: int
+    time_ms: int
+    first: int
+    last: int
+    num: int
+    walk: ChainWalk
+    disk: Slot | None = None      # the slot as the file holds it, when the broker's start-up changes it
+    count: int = 0                # units, a delete unit counting -1 (what num should be)
+    wrong_slot: list[tuple[int, int]] = field(default_factory=list)  # (position, time) of units put for another time
+
+
+@dataclass
+class PendingScan:
+    """What the live chains and the units still to enqueue hold (see the module docstring)."""
+    rows: np.ndarray = field(default_factory=lambda: np.empty(0, PENDING_ROW))        # pending, not recalled
+    cancelled: np.ndarray = field(default_factory=lambda: np.empty(0, PENDING_ROW))   # recalled
+    topics: list = field(default_factory=list)
+    markers: list[DeleteMarker] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+    unresolved_total: int = 0
+    slots: list[SlotWalk] = field(default_factory=list)
+    cursor: EnqueueCursor | None = None
+    crc_damaged: list[int] = field(default_factory=list)   # commit-log offsets of pending records with a bad CRC
+    units_walked: int = 0
+
+    def topic_counts(self) -> dict:
+        n = np.bincount(self.rows["topic"], minlength=len(self.topics)) if len(self.rows) else []
+        return {t: int(c) for t, c in zip(self.topics, n) if t is not None and c}
+
+
+class _Rows:
+    """A growing PENDING_ROW array."""
+
+    def __init__(self):
+        self.parts: list[np.ndarray] = []
+        self.buf = np.empty(4096, PENDING_ROW)
+        self.n = 0
+
+    def add(self, row: tuple) -> None:
+        if self.n == len(self.buf):
+            self.parts.append(self.buf)
+            self.buf = np.empty(len(self.buf) * 2, PENDING_ROW)
+            self.n = 0
+        self.buf[self.n] = row
+        self.n += 1
+
+    def array(self) -> np.ndarray:
+        return np.concatenate(self.parts + [self.buf[:self.n]])
+
+
+def _key_hash(topic: str | None, uniq: str | None, fire: int | None) -> int:
+    if topic is None or uniq is None:
+        return 0
+    return hash((f"{topic}+{uniq}", fire))
+
+
+def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
+    if r.is_delete:
+        return (f"the unit at timer-log position {u.pos} is not a delete unit (magic {u.magic}) but its record is a "
+                "delete marker: the broker refuses to put it when its slot fires")
+    return (f"the unit at timer-log position {u.pos} is a delete unit (magic {u.magic}) but its record is a message: "
+            "the broker takes it for a marker and never delivers it")
+
+
+def scan_pending(ts: TimerStore, check_crc: bool = False,
+                 on_unit: Callable[[TimerUnit, Resolved], None] | None = None) -> PendingScan:
+    """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
+    of a live chain with its resolved record, newest first per slot."""
+    out = PendingScan()
+    p = ts.geometry.precision_ms
+    rows = _Rows()
+    topic_ids: dict = {}
+
+    def topic_id(t: str | None) -> int:
+        i = topic_ids.get(t)
+        if i is None:
+            i = topic_ids[t] = len(out.topics)
+            out.topics.append(t)
+        return i
+
+    def unresolved(x: Unresolved) -> None:
+        out.unresolved_total += 1
+        if len(out.unresolved) < MAX_DETAILS:
+            out.unresolved.append(x)
+
+    for s in ts.live_slots():
+        t_ms = int(s["time"]) * p
+        sw = SlotWalk(int(s["index"]), t_ms, int(s["first"]), int(s["last"]), int(s["num"]), ChainWalk())
+
+        def visit(u: TimerUnit, sw=sw, t_ms=t_ms) -> None:
+            sw.count += -1 if is_delete(u.magic) else 1
+            if u.delayed_ms != t_ms and len(sw.wrong_slot) < MAX_WRONG_SLOT_NOTED:
+                sw.wrong_slot.append((u.pos, u.delayed_ms))
+            res = ts.resolve(u.offset_py, u.size_py, check_crc)
+            if on_unit is not None:
+                on_unit(u, res)
+            if not res.ok:
+                unresolved(Unresolved(res.kind, res.why, t_ms, u.pos, None, u.offset_py, u.size_py, u.magic))
+                return
+            if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
+                out.crc_damaged.append(u.offset_py)
+            r = res.record
+            final_delete = is_delete(u.magic) and not is_roll(u.magic)
+            if r.is_delete and (final_delete or is_roll(u.magic)):
+                out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
+            elif r.is_delete or final_delete:
+                # A marker record under a normal unit is refused when put; a message under a delete unit is
+                # taken for a marker: neither is ever delivered (timer §6).
+                unresolved(Unresolved(MAGIC_MISMATCH, _mismatch(u, r), t_ms, u.pos, None, u.offset_py, u.size_py,
+                                      u.magic))
+            else:
+                rows.add((r.timer_out_ms or 0, r.offset, r.size, u.pos, t_ms, r.queue_offset,
+                          _STATES.index(ROLLED if is_roll(u.magic) else WHEEL), topic_id(r.real_topic),
+                          _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
+
+        sw.walk = walk_chain(ts.log, sw.last, ts.end.end, visit=visit)
+        out.units_walked += sw.walk.count
+        disk = ts.wheel.slot(sw.index)
+        if disk is None or (disk.time, disk.first, disk.last) != (int(s["time"]), sw.first, sw.last):
+            sw.disk = disk
+        out.slots.append(sw)
+    out.cursor = ts.enqueue_cursor()
+    for q, off, size in ts.queued_units(out.cursor.offset):
+        res = ts.resolve(off, size, check_crc)
+        if not res.ok:
+            unresolved(Unresolved(res.kind, res.why, None, None, q, off, size, None))
+            continue
+        if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
+            out.crc_damaged.append(off)
+        r = res.record
+        if r.is_delete:
+            out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
+        else:
+            rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _STATES.index(QUEUED),
+                      topic_id(r.real_topic), _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
+    all_rows = rows.array()
+    exact = {(m.key, m.fire_at_ms) for m in out.markers}
+    maybe = np.isin(all_rows["key"], np.fromiter((hash(k) for k in exact), np.int64, len(exact))) & (
+        all_rows["key"] != 0)
+    if maybe.any():
+        # The hashes only nominate: a message is recalled when its exact key and fire time are a marker's.
+        for i in np.flatnonzero(maybe):
+            m = message_at(ts, all_rows[i])
+            if m is None or (f"{m.topic}+{m.uniq_key}", m.fire_at_ms) not in exact:
+                maybe[i] = False
+    order = np.lexsort((all_rows["offset"], all_rows["fire"]))
+    all_rows = all_rows[order]
+    maybe = maybe[order]
+    out.rows, out.cancelled = all_rows[~maybe], all_rows[maybe]
+    return out
+
+
+def message_at(ts: TimerStore, row) -> PendingMessage | None:
+    """The pending message a scan row stands for, its fields read again from its record (None when the record
+    cannot be read any more)."""
+    res = ts.resolve(int(row["offset"]), int(row["size"]))
+    r = res.record
+    if r is None:
+        return None
+    pos, slot, qoff = int(row["pos"]), int(row["slot"]), int(row["qoff"])
+    return PendingMessage(r.uniq_key, r.real_topic, r.real_queue_id, r.keys, r.tags, r.timer_out_ms or 0,
+                          r.roll_times, _STATES[int(row["state"])], None if slot < 0 else slot, r.offset, r.size,
+                          r.store_timestamp, qoff if pos < 0 else r.queue_offset, None if pos < 0 else pos)
+
+
+def iter_messages(ts: TimerStore, rows: np.ndarray) -> Iterator[PendingMessage]:
+    for row in rows:
+        m = message_at(ts, row)
+        if m is not None:
+            yield m
+
+
+class PendingList:
+    """`rmqtool timer list`'s answer: the pending messages that pass the filters (iterate it: each is read from
+    its record as it comes), their count, and what could not be read. Use as a context manager."""
+
+    def __init__(self, ts: TimerStore, scan: PendingScan, rows: np.ndarray, notes: list[str]):
+        self._ts, self.scan, self.rows, self.notes = ts, scan, rows, notes
+        self.total = len(scan.rows)            # pending messages before the filters
+        self.recalled = len(scan.cancelled)    # messages a pending delete marker cancels (not listed)
+        self.unresolved = scan.unresolved      # units the broker will read but cannot use (not listed)
+        self.unresolved_total = scan.unresolved_total
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[PendingMessage]:
+        return iter_messages(self._ts, self.rows)
+
+    def close(self) -> None:
+        self._ts.close()
+
+    def __enter__(self) -> "PendingList":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def list_pending(cfg, topic: str | None = None, due_after: int | None = None, due_before: int | None = None,
+                 check_crc: bool = False) -> PendingList:
+    """Every pending timer message of the store (timer §9) whose real topic is `topic` and whose fire time lies in
+    [due_after, due_before); sorted by fire time. Reads only."""
+    from engine.errors import InvalidArgumentError
+
+    if due_after is not None and due_before is not None and due_after >= due_before:
+        raise InvalidArgumentError(f"--due-after {due_after} is not before --due-before {due_before}")
+    ts = TimerStore(cfg)
+    try:
+        scan = scan_pending(ts, check_crc)
+        notes = []
+        if not ts.wheel.exists:
+            notes.append("there is no timerwheel: only the units still to be enqueued are listed")
+        elif not ts.wheel.length_ok:
+            notes.append(f"timerwheel is {ts.wheel.length} bytes, not the broker's length: the broker will not "
+                         "start with it (run `rmqtool timer verify`)")
+        if scan.cursor is not None and scan.cursor.queue_max > scan.cursor.offset:
+            notes.append(f"{scan.cursor.queue_max - scan.cursor.offset} unit(s) of rmq_sys_wheel_timer/0 are not in "
+                         "the wheel yet (state queued): the broker enqueues them at its next start")
+        rows = scan.rows
+        keep = np.ones(len(rows), bool)
+        if topic is not None:
+            keep &= rows["topic"] == (scan.topics.index(topic) if topic in scan.topics else -2)
+        if due_after is not None:
+            keep &= rows["fire"] >= due_after
+        if due_before is not None:
+            keep &= rows["fire"] < due_before
+        return PendingList(ts, scan, rows[keep], notes)
+    except BaseException:
+        ts.close()
+        raise
