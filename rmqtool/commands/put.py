@@ -101,6 +101,19 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
     return batch
 
 
+def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks):
+    """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr."""
+    from engine.broker.write.jsonl import put_prepared
+
+    with render.gc_paused(), render.progress(None, "put") as bar:
+        task = bar.add_task("putting messages", total=None)
+
+        def stored_now(res) -> None:
+            acks.emit(res)
+            bar.advance(task, len(res))
+        return put_prepared(cfg, batches, sync_flush, name, stored_now)
+
+
 @handles_errors
 def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     store: StoreOpt = None,
@@ -132,14 +145,14 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing after it.
     """
     from engine.broker.layout import validate_queue_id
-    from engine.broker.write.jsonl import open_jsonl, prepared_batches, put_prepared
+    from engine.broker.write.jsonl import open_jsonl, prepared_batches
     from engine.errors import InvalidArgumentError
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     validate_queue_id(queue_id)
     if from_jsonl is None:
-        batches = prepared_batches([([_single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)],
-                              [0], None)], queue_id, "")
+        one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
+        batches = prepared_batches([([one], [0], None)], queue_id, "")
         name, single = "", True
     else:
         if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
@@ -151,13 +164,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
         sys.stdout.flush()
     try:
-        with render.gc_paused(), render.progress(None, "put") as bar:
-            task = bar.add_task("putting messages", total=None)
-
-            def stored_now(res) -> None:
-                acks.emit(res)
-                bar.advance(task, len(res))
-            stored, last = put_prepared(cfg, batches, sync_flush, name, stored_now)
+        stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks)
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
     if quiet or (not single and not json_out):
