@@ -30,7 +30,6 @@ COMMAND_TABLE = {
     "get": ("dump", "get"),
     "dump-commitlog": ("dump", "dump_commitlog"),
     "inspect-index": ("inspect", "inspect_index"),
-    "compact-index": ("tiered_index", "compact_index"),
     "recover": ("recover", "recover"),
     "clean": ("clean", "clean"),
     "spark-reindex": ("reindex", "spark_reindex_cmd"),
@@ -42,6 +41,15 @@ COMMAND_TABLE = {
     "delays": ("consumers", "delays"),
 }
 GROUP_TABLE = {"tiered": "tiered", "timer": "timer"}  # command groups: the module whose `app` holds the subcommands
+# Subcommands a group takes from another module: the tiered index commands live beside the flat-store ones.
+GROUP_COMMANDS = {"tiered": {
+    "query-key": ("tiered_index", "query_key"),
+    "inspect-index": ("tiered_index", "inspect_index"),
+    "compact-index": ("tiered_index", "compact_index"),
+    "reindex": ("tiered_index", "reindex"),
+}}
+# Old spellings kept for one release: they run (with a note on stderr) but are not listed.
+HIDDEN = {"compact-index": ("tiered_index", "compact_index_old")}
 
 
 class _Lazy(Mapping):
@@ -75,6 +83,8 @@ def _group(module: str):
 
     _typer()  # the callback's signature names typer
     group = import_module(f"rmqtool.commands.{module}").app  # loaded once: GROUPS keeps it
+    for name, where in GROUP_COMMANDS.get(group.info.name, {}).items():
+        group.command(name)(_command(where))
     for info in group.registered_commands:
         info.epilog = examples.epilog(f"{group.info.name} {info.name}")
     group.info.no_args_is_help = False
@@ -82,7 +92,7 @@ def _group(module: str):
     return group
 
 
-COMMANDS = _Lazy(COMMAND_TABLE, _command)
+COMMANDS = _Lazy({**COMMAND_TABLE, **HIDDEN}, _command)
 GROUPS = _Lazy(GROUP_TABLE, _group)
 
 
@@ -159,7 +169,10 @@ def build(names=None, listing: bool = False) -> typer.Typer:
     )
     a.callback()(_main)
     for name in names:
-        if name in COMMANDS:
+        if name in HIDDEN:
+            if not listing:
+                a.command(name, hidden=True)(COMMANDS[name])
+        elif name in COMMANDS:
             a.command(name, epilog=examples.epilog(name))(_listed(name) if listing else COMMANDS[name])
         else:
             a.add_typer(_listed(name) if listing else GROUPS[name], name=name, epilog=examples.epilog(name))

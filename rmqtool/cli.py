@@ -37,6 +37,7 @@ def handles_errors(fn):
         from rmqtool import render
 
         render.forget_consoles()
+        render.set_quiet(False)
         kwargs = {k: _expand(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
@@ -56,3 +57,10 @@ def handles_errors(fn):
         except KeyboardInterrupt:
             fail("interrupted", 130)
     return wrapper
+
+
+def deprecated(old: str, new: str) -> None:
+    """The one-line note an old spelling prints before it runs (kept for one release, hidden from help)."""
+    from rmqtool import render
+
+    render.note(f"warning: `rmqtool {old}` is deprecated and goes away in the next release; use `rmqtool {new}`")

@@ -32,10 +32,6 @@ EXAMPLES: dict[str, list[str]] = {
         "rmqtool inspect-index -s ~/store --walk-key TopicTest#order-1 --max 50",
         "rmqtool inspect-index -s ~/store --stats --verify --json",
     ],
-    "compact-index": [
-        "rmqtool compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx",
-        "rmqtool compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx --mapped --json",
-    ],
     "recover": [
         "rmqtool recover -s ~/store --dry-run",
         "rmqtool recover -s ~/store --full-scan --json",
@@ -49,7 +45,7 @@ EXAMPLES: dict[str, list[str]] = {
     "spark-reindex": [
         "rmqtool spark-reindex -s ~/store --master inline --dry-run",
         "rmqtool spark-reindex -s ~/store -o /tmp/index-rebuilt --master 'local[2]'",
-        "rmqtool spark-reindex -s ~/store --format tiered -o /tmp/tiered-index --master inline",
+        "rmqtool spark-reindex -s ~/store --master inline --replace --json",
     ],
     "demo": [
         "rmqtool demo",
@@ -96,6 +92,7 @@ EXAMPLES: dict[str, list[str]] = {
     "tiered get": [
         "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 --queue-offset 0",
         "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 -i 100 --count 32 --raw --json",
+        "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 -i 100 --count 32 --as-consumer",
     ],
     "tiered offset-by-time": [
         "rmqtool tiered offset-by-time -T /data/tiered -s ~/store -t TopicTest -q 0 --timestamp now-1h",
@@ -117,6 +114,24 @@ EXAMPLES: dict[str, list[str]] = {
     "tiered clean": [
         "rmqtool tiered clean -T /data/tiered -s ~/store --reserved-hours 72 --dry-run",
         "rmqtool tiered clean -T /data/tiered -s ~/store --reserved-hours 24 --now 2024-02-01T00:00 --json",
+    ],
+    "tiered query-key": [
+        "rmqtool tiered query-key -T /data/tiered -s ~/store -t TopicTest -k order-1",
+        "rmqtool tiered query-key -c /opt/rocketmq/conf/broker.conf -t TopicTest -k order-1 --as-broker --json",
+        "rmqtool tiered query-key -T /data/tiered -s ~/store --from-jsonl questions.jsonl > answers.jsonl",
+    ],
+    "tiered inspect-index": [
+        "rmqtool tiered inspect-index -T /data/tiered -s ~/store",
+        "rmqtool tiered inspect-index -T /data/tiered -s ~/store --walk-key TopicTest#order-1 --json",
+        "rmqtool tiered inspect-index -T /data/tiered -s ~/store --verify",
+    ],
+    "tiered compact-index": [
+        "rmqtool tiered compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx",
+        "rmqtool tiered compact-index ~/store/tiered_index_file/1706659200000 -o compacted.idx --mapped --json",
+    ],
+    "tiered reindex": [
+        "rmqtool tiered reindex -s ~/store --broker-name broker-a -o /tmp/tiered-index --master inline",
+        "rmqtool tiered reindex -c /opt/rocketmq/conf/broker.conf -o /tmp/tiered-index --dry-run --json",
     ],
     "tiered rebuild-metadata": [
         "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json",

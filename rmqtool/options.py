@@ -39,6 +39,43 @@ EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
 
 
+# The tier and its broker, shared by every `rmqtool tiered` command (defined once; engine.tiered.flat.store.TierSource
+# fills what is not given from broker.conf).
+TIER_PANEL = "Tiered store"
+TieredPathOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-store-path", "-T", help="Root of the flat files (tieredStoreFilePath; default: broker.conf).",
+    rich_help_panel=TIER_PANEL, file_okay=False)]
+MetadataOpt = Annotated[Optional[Path], typer.Option(
+    "--metadata", help="tieredStoreMetadata.json (default: <store>/config/tieredStoreMetadata.json with --store).",
+    rich_help_panel=TIER_PANEL, dir_okay=False)]
+ClusterOpt = Annotated[Optional[str], typer.Option(
+    "--cluster-name", help="brokerClusterName (default: broker.conf, else the only cluster under the root).",
+    rich_help_panel=TIER_PANEL)]
+BrokerOpt = Annotated[Optional[str], typer.Option(
+    "--broker-name", help="brokerName (default: broker.conf, else the only broker of the cluster).",
+    rich_help_panel=TIER_PANEL)]
+TieredDirOpt = Annotated[Optional[Path], typer.Option(
+    "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file).",
+    rich_help_panel=TIER_PANEL, file_okay=False)]
+TieredSlotsOpt = Annotated[Optional[int], typer.Option(
+    "--hash-slots", help="tieredStoreIndexFileMaxHashSlotNum (default: broker.conf's, 5000000 when it leaves it out; "
+    "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
+TieredItemsOpt = Annotated[Optional[int], typer.Option(
+    "--max-index", help="tieredStoreIndexFileMaxIndexNum (default: broker.conf's, 20000000 when it leaves it out; "
+    "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr (data and errors still show).",
+                                        rich_help_panel=OUTPUT_PANEL)]
+
+
+def tier_source(tiered_store_path=None, metadata=None, store=None, broker_conf=None, cluster_name=None,
+                broker_name=None):
+    """The shared tier options as the engine takes them."""
+    from engine.tiered.flat.store import TierSource
+
+    return TierSource(expand_path(tiered_store_path), expand_path(metadata), expand_path(store),
+                      expand_path(broker_conf), cluster_name, broker_name)
+
+
 def expand_path(p):
     """`~` and `~user` expanded in a path option (the shell does not expand them after `--opt=` or in quotes)."""
     if p is None:

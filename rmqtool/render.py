@@ -39,8 +39,20 @@ def emit_json(obj) -> None:
     sys.stdout.flush()
 
 
+_quiet = {"on": False}
+
+
+def set_quiet(on: bool) -> None:
+    """--quiet: notes are dropped from here on (errors, "error: ...", still show); every command starts loud."""
+    from rmqtool import tables
+
+    _quiet["on"] = tables.QUIET["on"] = bool(on)
+
+
 def note(msg: str) -> None:
     """One message on stderr, never wrapped (a warning or a summary is one line, whatever the terminal width)."""
+    if _quiet["on"] and not msg.startswith("error:"):
+        return
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()
 

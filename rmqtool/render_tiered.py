@@ -204,3 +204,159 @@ def _render_items(kept: list[dict], rejected: list[dict], topic: str, key: str, 
     if rejected:
         render.table("rejected tiered index items", ["queueId", "offset", "size", "file", "reason"],
                      [[r["queueId"], r["offset"], r["size"], r["file"], r["reason"]] for r in rejected])
+
+
+# ------------------------------------------------------------------ tiered reindex
+
+
+def render_tiered_reindex(r) -> None:
+    """The summary of a tiered index rebuild (engine.jobs.tiered_index.TieredReindexResult)."""
+    from rmqtool.jobview import size_text
+
+    title = "tiered reindex" + (" (dry run: nothing written)" if r.dry_run else "")
+    rows = [
+        ("master", r.master),
+        ("segments", r.segments),
+        ("messages", f"{r.messages} ({r.copied_messages} copied to tiered storage, {r.keyed_messages} with keys)"),
+        ("keys indexed (items)", r.keys_indexed),
+        ("index files", f"{r.index_files} ({r.hash_slot_num} slots x {r.index_num} items, compacted)"),
+        ("bytes read", f"{r.bytes_read} ({size_text(r.bytes_read)})"),
+        ("elapsed", f"{r.seconds:.2f} s (scan {r.scan_seconds:.2f} s, build {r.build_seconds:.2f} s)"),
+        ("tiered metadata", r.tiered_metadata or "none (topic ids assigned from 0)"),
+    ]
+    if r.transaction_records_skipped:
+        rows.append(("prepared/rollback records (not copied)", r.transaction_records_skipped))
+    if r.system_topic_records:
+        rows.append(("records of topics not tiered", r.system_topic_records))
+    if r.length_mismatches:
+        rows.append(("length-mismatch records (skipped)", r.length_mismatches))
+    if r.key_sets_too_large:
+        rows.append(("key sets larger than a file (not indexed)", r.key_sets_too_large))
+    if r.key_sets_failed:
+        rows.append(("key sets with a failing MIN_VALUE key", r.key_sets_failed))
+    if not r.dry_run:
+        rows.append(("written to", r.out_dir))
+        if r.replaced:
+            rows.append(("old index files", "removed (--replace)"))
+    render.kv_table(title, rows)
+    if r.topics:
+        render.table("topics", ["topic", "topicId", "source"], [[t["topic"], t["topicId"], t["source"]]
+                                                                for t in r.topics])
+    if r.files:
+        render.table("tiered index files" + (" (planned)" if r.dry_run else ""),
+                     ["file (beginTimestamp)", "items", "bytes"],
+                     [[f["name"], f["items"], f.get("bytes", "-")] for f in r.files])
+
+
+# ------------------------------------------------------------------ tiered query-key
+
+
+def render_tier_key_answer(ans, view: str, json_out: bool, explain: bool) -> None:
+    """One answer of `tiered query-key` (engine.tiered.index.fetcher.KeyAnswer) in the asked view: "checked" (the
+    messages that really carry the key), "broker" (the broker's answer as it is) or "raw" (the index items);
+    --explain adds what was left out; a closing note on stderr says why an answer is empty."""
+    q = ans.question
+    if view == "raw":
+        _render_raw_items(ans, json_out)
+        if explain:
+            _render_left_out(ans, view, json_out)
+    else:
+        shown = ans.kept if view == "checked" else ans.broker_messages
+        if json_out:
+            for m in shown:
+                render.emit_json(_message_json(m))
+        else:
+            what = "message(s)" if view == "checked" else "message(s) as the broker answers (unchecked)"
+            render.table(f"{len(shown)} {what} for {q.topic}#{q.key}", MESSAGE_COLUMNS,
+                         [_message_row(m) for m in shown])
+        if explain:
+            _render_left_out(ans, view, json_out)
+    if ans.failed:
+        render.note(f"error: the broker's answer fails: {ans.failed}")
+    for f in ans.index.per_file:
+        if f.error:
+            render.note(f"warning: tiered index file {f.timestamp} ({f.status}) failed and adds nothing: {f.error}")
+    _closing_note(ans, view)
+
+
+MESSAGE_COLUMNS = ["commitLogOffset", "storeTime", "queueId", "queueOffset", "keys", "uniqKey", "body"]
+
+
+def _message_json(m) -> dict:
+    return m.record.to_json() if m.record is not None else m.broker_json()
+
+
+def _message_row(m) -> list:
+    r = m.record
+    if r is None:
+        return [m.item["offset"], "", m.item["queueId"], "", "", "", f"({m.reason or m.status})"]
+    return [r.physical_offset, iso_time(r.store_timestamp), r.queue_id, r.queue_offset, " ".join(r.keys),
+            r.uniq_key or "", render.body_preview(r.to_json())]
+
+
+def _raw_item(it: dict) -> dict:
+    keys = ("hashCode", "topicId", "queueId", "offset", "size", "timeDiff", "itemIndex", "fileTimestamp")
+    d = {k: it[k] for k in keys}
+    d["itemTime"] = it["fileTimestamp"] + it["timeDiff"] * 1000
+    return d
+
+
+def _render_raw_items(ans, json_out: bool) -> None:
+    skipped = {(s["queueId"], s["offset"]): s["reason"] for s in ans.skipped}
+    rows = []
+    for it in ans.index.items:
+        d = _raw_item(it)
+        why = skipped.get((it["queueId"], it["offset"]))
+        if why:
+            d["skippedByFetcher"] = why
+        rows.append(d)
+    if json_out:
+        for d in rows:
+            render.emit_json(d)
+        return
+    q = ans.question
+    render.table(f"{len(rows)} tiered index item(s) for {q.topic}#{q.key} (IndexStoreService.queryAsync)",
+                 ["queueId", "offset", "size", "topicId", "hashCode", "itemTime", "file", "fetcher"],
+                 [[d["queueId"], d["offset"], d["size"], d["topicId"], d["hashCode"], iso_time(d["itemTime"]),
+                   d["fileTimestamp"], d.get("skippedByFetcher", "reads it")] for d in rows])
+
+
+def _render_left_out(ans, view: str, json_out: bool) -> None:
+    rejected = ans.rejected if view == "checked" else []
+    if json_out:
+        for m, why in rejected:
+            render.emit_json({"rejected": {**m.broker_json(), "reason": why}})
+        for s in ans.skipped if view != "raw" else []:
+            render.emit_json({"skipped": {**_raw_item(s), "reason": s["reason"]}})
+        for f in ans.index.per_file:
+            render.emit_json({"file": f.as_dict()})
+        return
+    if rejected:
+        render.table("left out: not the key's messages", ["commitLogOffset", "queueId", "storeSize", "reason"],
+                     [[m.item["offset"], m.item["queueId"], m.item["size"], why] for m, why in rejected])
+    if ans.skipped and view != "raw":
+        render.table("index items the broker's fetcher skips", ["queueId", "offset", "topicId", "reason"],
+                     [[s["queueId"], s["offset"], s["topicId"], s["reason"]] for s in ans.skipped])
+    render.table("files asked (newest first)", ["fileTimestamp", "status", "items", "error"],
+                 [[f.timestamp, f.status, len(f.items), f.error or ""] for f in ans.index.per_file])
+
+
+def _closing_note(ans, view: str) -> None:
+    q = ans.question
+    shown = ans.index.items if view == "raw" else ans.kept if view == "checked" else ans.broker_messages
+    if shown:
+        if view == "checked" and ans.rejected:
+            render.note(f"note: {len(ans.rejected)} message(s) of the broker's answer are not the key's "
+                        "(--explain shows them)")
+        return
+    files = len(ans.index.per_file)
+    why = [f"{len(ans.index.items)} index item(s) from {files} file(s) whose begin timestamp lies in "
+           f"[{q.begin}, {q.end}]"]
+    if ans.topic_id is None:
+        why.append(f"topic {q.topic!r} is not in the tiered metadata")
+    if ans.skipped:
+        why.append(f"{len(ans.skipped)} skipped by the fetcher")
+    if view == "checked" and ans.rejected:
+        why.append(f"{len(ans.rejected)} not the key's (--explain)")
+    render.note(f"note: no {'item' if view == 'raw' else 'message'} found for key {q.key!r} in topic {q.topic!r} ("
+                + "; ".join(why) + ")")

@@ -53,7 +53,12 @@ def terminal_width() -> int:
     return WIDE
 
 
+QUIET = {"on": False}   # --quiet (set with rmqtool.render.set_quiet): notes are dropped
+
+
 def note(message: str) -> None:
+    if QUIET["on"]:
+        return
     sys.stderr.write(f"note: {message}\n")
     sys.stderr.flush()
 

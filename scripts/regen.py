@@ -27,7 +27,8 @@ def click_root():
 
 def commands():
     root = click_root()
-    return root, [(name, root.commands[name]) for name in sorted(root.commands)]
+    return root, [(name, root.commands[name]) for name in sorted(root.commands)
+                  if not getattr(root.commands[name], "hidden", False)]   # old spellings are not listed
 
 
 def help_text(args: list[str]) -> str:

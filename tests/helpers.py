@@ -45,6 +45,11 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def jlines(r) -> list[dict]:
+    """The JSON objects of an NDJSON stdout, one per line."""
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
 def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None):
     data = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     r = run(["put", "--store", store, *SMALL, "--from-jsonl", "-", "--json", *(extra or [])], input=data)
@@ -52,7 +57,18 @@ def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None)
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
-def assert_one_line_error(r, code: int | None = None, contains: str | None = None):
+DEPRECATED = "is deprecated and goes away in the next release; use `rmqtool "
+
+
+def assert_deprecated(r, new: str) -> None:
+    """An old spelling ran: its first stderr line is the one-line note naming the new spelling."""
+    first = r.stderr.splitlines()[0] if r.stderr else ""
+    assert first.startswith("warning: `rmqtool ") and f"{DEPRECATED}{new}`" in first, r.stderr
+
+
+def assert_one_line_error(r, code: int | None = None, contains: str | None = None, deprecated: str | None = None):
+    """One line `error: ...` on stderr (after the deprecation note of an old spelling when `deprecated` names the
+    new one), a non-zero exit, no traceback."""
     assert r.exit_code != 0, r.output
     if code is not None:
         assert r.exit_code == code, (r.exit_code, r.output)
@@ -60,6 +76,9 @@ def assert_one_line_error(r, code: int | None = None, contains: str | None = Non
     assert err, "expected an error message on stderr"
     assert "Traceback" not in r.output and "Traceback" not in err
     lines = err.splitlines()
+    if deprecated is not None:
+        assert_deprecated(r, deprecated)
+        lines = lines[1:]
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: "), lines[0]
     if contains:

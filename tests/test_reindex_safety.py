@@ -66,7 +66,9 @@ def test_outputs_over_store_data_are_refused_and_nothing_is_written(store, where
     target = (store / where)
     for extra in ([], ["--replace"], ["--format", "tiered"]):
         r = reindex(store, "--out", target, *extra)
-        assert_one_line_error(r, code=2, contains="--out")
+        assert_one_line_error(r, code=2, contains="--out", deprecated="tiered reindex" if extra[1:] else None)
+    r = run(["tiered", "reindex", "--store", store, "--broker-name", "b", "--master", "inline", "--out", target])
+    assert_one_line_error(r, code=2, contains="--out")
     assert snapshot(store) == before                      # no lock file, no abort marker, nothing
     assert not (store / "abort").exists()
 

@@ -1,4 +1,5 @@
-"""spark-reindex --format tiered: compacted tiered index files from the commit log, against the reference loop
+"""tiered reindex (old spelling: spark-reindex --format tiered): compacted tiered index files from the commit log,
+against the reference loop
 (engine.tiered.index.file.IndexStoreFile.put_key per message, with IndexStoreService.putKey's retries, then compact())."""
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from engine.broker.commitlog.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT
 from engine.broker.index.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
 from engine.exec.ranges import SegmentRange
-from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered, topic_filtered
+from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered
+from engine.tiered.flat.topic_filter import TieredTopicFilter
 from helpers import place, rec, seg_infos, write_segments
 
 T0 = 1_700_000_000_000
+KEEP_OUT = TieredTopicFilter("DefaultCluster", "broker-a")   # the reference's topic filter; the CLI is told broker-a
 
 
 # ============================================================================ the reference
@@ -54,7 +57,7 @@ def reference(records, slots, items, out: Path, topic_ids=None, next_id=0) -> li
     prev = None
 
     for r in records:
-        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or topic_filtered(r.topic):
+        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or KEEP_OUT.filtered(r.topic):
             continue
         if r.topic not in ids:
             ids[r.topic] = next_id
@@ -164,7 +167,7 @@ def test_scan_keys_equal_message_key_set(tmp_path):
     got = np.concatenate([s.key_hash for s in scans])
     want, copied = [], 0
     for r in decoded(tmp_path):
-        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or topic_filtered(r.topic):
+        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or KEEP_OUT.filtered(r.topic):
             continue
         copied += 1
         want += [tiered_key_hash(r.topic, k) for k in message_key_set(r.properties.get("UNIQ_KEY"),
@@ -206,7 +209,7 @@ def test_scan_keys_on_fuzzed_properties_equal_tiered_key_set(tmp_path):
     paths = write_segments(tmp_path, place(recs, 32 * 1024), 32 * 1024)
     want_hash, want_n, want_topic = [], [], []
     for r in decoded(tmp_path):
-        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or topic_filtered(r.topic):
+        if r.tx_type in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) or KEEP_OUT.filtered(r.topic):
             continue
         keys = message_key_set(r.properties.get("UNIQ_KEY"), r.properties.get("KEYS"))
         want_hash += [tiered_key_hash(r.topic, k) for k in keys]
@@ -273,7 +276,7 @@ def test_corrupt_segment_is_reported_and_the_rest_indexed(tmp_path):
     data = bytearray(paths[1].read_bytes())
     data[4:8] = b"\x00\x00\x00\x01"  # the second segment's first record loses its magic: the segment is unreadable
     paths[1].write_bytes(bytes(data))
-    r = run(["spark-reindex", "--store", tmp_path / "s", "--format", "tiered", "--hash-slots", "16",
+    r = run(["tiered", "reindex", "--store", tmp_path / "s", "--broker-name", "broker-a", "--hash-slots", "16",
              "--max-index", "64", "--master", "inline", "--out", tmp_path / "out", "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
@@ -317,7 +320,7 @@ GEOM = ["--hash-slots", "16", "--max-index", "32"]
 
 
 def treindex(store, out, *extra, master="inline"):
-    args = ["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", master, "--json"]
+    args = ["tiered", "reindex", "--store", store, "--broker-name", "broker-a", *GEOM, "--master", master, "--json"]
     if out is not None:
         args += ["--out", out]
     return run([*args, *extra])
@@ -343,15 +346,15 @@ def test_cli_inline_equals_reference_and_answers_queries(put_store, store, tmp_p
     r = treindex(store, tmp_path / "out")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["format"] == "tiered" and res["index_files"] >= 3 and res["index_files"] == len(res["files"])
-    assert res["transaction_records_skipped"] == 5 and res["system_topic_records"] == 4
-    assert res["messages"] == 48 and res["copied_messages"] == 48 - 5 - 4
+    assert res["format"] == "tiered" and res["indexFiles"] >= 3 and res["indexFiles"] == len(res["files"])
+    assert res["transactionRecordsSkipped"] == 5 and res["systemTopicRecords"] == 4
+    assert res["messages"] == 48 and res["copiedMessages"] == 48 - 5 - 4
     assert {t["topic"]: t["topicId"] for t in res["topics"]} == {"TopicB": 0, "TopicA": 1} or \
         {t["topic"]: t["topicId"] for t in res["topics"]} == {"TopicA": 0, "TopicB": 1}
     want = reference(decoded(store), 16, 32, tmp_path / "want")
     assert built(tmp_path / "out") == want
     assert [f["name"] for f in res["files"]] == [n for n, _ in want]
-    assert sum(f["items"] for f in res["files"]) == res["keys_indexed"]
+    assert sum(f["items"] for f in res["files"]) == res["keysIndexed"]
     # The store is untouched (no index, checkpoint or tiered_index_file change); only the lock file may appear.
     after = snapshot(store)
     after.pop("lock", None), before.pop("lock", None)
@@ -391,7 +394,7 @@ def test_items_point_at_the_records_in_a_tiered_commit_log(put_store, store, tmp
             if c.status != VALID:
                 break
             r = c.record
-            if r.tx_type not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) and not topic_filtered(r.topic):
+            if r.tx_type not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) and not KEEP_OUT.filtered(r.topic):
                 logs.setdefault((r.topic, r.queue_id), bytearray()).extend(data[pos:pos + c.size])
             pos += c.size
     tsp = tmp_path / "tiered"
@@ -420,7 +423,7 @@ def test_metadata_topic_ids_and_query_filter(store, tmp_path):
     res = json.loads(r.stdout)
     assert {t["topic"]: (t["topicId"], t["source"]) for t in res["topics"]} == {
         "TopicB": (4, "metadata"), "TopicA": (13, "new")}
-    assert res["tiered_metadata"] == str(meta)
+    assert res["tieredMetadata"] == str(meta)
     want = reference(decoded(store), 16, 32, tmp_path / "want", topic_ids={"TopicB": 4, "Gone": 9}, next_id=13)
     assert built(tmp_path / "out") == want
     # query-key --store reads the same metadata: TopicB's items carry its id and are kept.
@@ -431,7 +434,7 @@ def test_metadata_topic_ids_and_query_filter(store, tmp_path):
     # --tiered-metadata points elsewhere.
     other = tmp_path / "m.json"
     other.write_text('{"topicMetadataTable":{"TopicA":{"topicId":2}}}')
-    r = treindex(store, tmp_path / "out2", "--tiered-metadata", other)
+    r = treindex(store, tmp_path / "out2", "--metadata", other)
     assert r.exit_code == 0, r.output
     assert {t["topic"]: t["topicId"] for t in json.loads(r.stdout)["topics"]} == {"TopicA": 2, "TopicB": 3}
 
@@ -441,10 +444,10 @@ def test_dry_run_writes_nothing(store, tmp_path):
     r = treindex(store, None, "--dry-run")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["dry_run"] and res["index_files"] >= 3 and all("name" in f for f in res["files"])
+    assert res["dryRun"] and res["indexFiles"] >= 3 and all("name" in f for f in res["files"])
     r = treindex(store, tmp_path / "nowhere", "--dry-run")
     assert r.exit_code == 0 and not (tmp_path / "nowhere").exists()
-    t = run(["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", "inline", "--dry-run"])
+    t = run(["tiered", "reindex", "--store", store, "--broker-name", "b", *GEOM, "--master", "inline", "--dry-run"])
     assert t.exit_code == 0 and "tiered" in t.stdout and "dry run" in t.stdout
     assert snapshot(store) == before
 
@@ -460,7 +463,7 @@ def test_replace_and_rerun_are_deterministic(store, tmp_path):
     assert r.exit_code == 0, r.output
     assert built(out) == first and (out / "notes.txt").exists() and not (out / "1").exists()
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
-    text = run(["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", "inline",
+    text = run(["tiered", "reindex", "--store", store, "--broker-name", "broker-a", *GEOM, "--master", "inline",
                 "--out", tmp_path / "o2"])
     assert text.exit_code == 0 and "topicId" in text.stdout and built(tmp_path / "o2") == first
 
@@ -471,12 +474,12 @@ def test_bad_inputs_give_one_line_errors(store, tmp_path):
     assert_one_line_error(treindex(store, None), contains="--out")
     assert_one_line_error(treindex(store, store / "tiered_index_file"), contains="unsealed")
     assert_one_line_error(treindex(store, store / "index"), contains="index directory")
-    assert_one_line_error(run(["spark-reindex", "--store", store, "--format", "tiered", "--hash-slots", "0",
-                               "--out", tmp_path / "o", "--master", "inline"]), contains="geometry")
-    assert_one_line_error(run(["spark-reindex", "--store", store, "--format", "tiered", "--hash-slots", "200000000",
-                               "--max-index", "20000000", "--out", tmp_path / "o", "--master", "inline"]),
-                          contains="int")
-    assert_one_line_error(treindex(store, tmp_path / "o", "--tiered-metadata", tmp_path / "missing.json"),
+    tr = ["tiered", "reindex", "--store", store, "--broker-name", "broker-a"]
+    assert_one_line_error(run([*tr, "--hash-slots", "0", "--out", tmp_path / "o", "--master", "inline"]),
+                          contains="tieredStoreIndexFileMaxHashSlotNum")
+    assert_one_line_error(run([*tr, "--hash-slots", "200000000", "--max-index", "20000000", "--out", tmp_path / "o",
+                               "--master", "inline"]), contains="int")
+    assert_one_line_error(treindex(store, tmp_path / "o", "--metadata", tmp_path / "missing.json"),
                           contains="metadata")
     assert_one_line_error(run(["spark-reindex", "--store", store, "--tiered-metadata", tmp_path / "m.json",
                                "--master", "inline"]), contains="--format tiered")
@@ -489,11 +492,11 @@ def test_tiered_geometry_from_broker_conf(store, tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text(f"storePathRootDir={store}\nmaxHashSlotNum=16\nmaxIndexNum=64\n"
                     "tieredStoreIndexFileMaxHashSlotNum=8\ntieredStoreIndexFileMaxIndexNum=40\n")
-    r = run(["spark-reindex", "--broker-conf", conf, "--format", "tiered", "--master", "inline", "--dry-run",
+    r = run(["tiered", "reindex", "--broker-conf", conf, "--broker-name", "b", "--master", "inline", "--dry-run",
              "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert (res["hash_slot_num"], res["index_num"]) == (8, 40)
+    assert (res["hashSlotNum"], res["indexNum"]) == (8, 40)
 
 
 # ============================================================================ Spark (local mode)
@@ -506,13 +509,38 @@ def test_spark_multi_segment_irregular_key_sets(spark, tmp_path):
     write_segments(tmp_path / "s", place(recs, 6000), 6000)
     outs = {}
     for master in ("inline", "local[2]"):
-        r = run(["spark-reindex", "--store", tmp_path / "s", "--format", "tiered", "--hash-slots", "10",
+        r = run(["tiered", "reindex", "--store", tmp_path / "s", "--broker-name", "broker-a", "--hash-slots", "10",
                  "--max-index", "12", "--master", master, "--out", tmp_path / master, "--json"])
         assert r.exit_code == 0, r.output
         outs[master] = json.loads(r.stdout)
     assert outs["local[2]"]["master"] == "local[2]" and outs["inline"]["segments"] >= 3
-    assert outs["inline"]["key_sets_failed"] > 0 and outs["inline"]["key_sets_too_large"] > 0
-    assert outs["inline"]["key_sets_failed"] == outs["local[2]"]["key_sets_failed"]
+    assert outs["inline"]["keySetsFailed"] > 0 and outs["inline"]["keySetsTooLarge"] > 0
+    assert outs["inline"]["keySetsFailed"] == outs["local[2]"]["keySetsFailed"]
     want = reference(decoded(tmp_path / "s"), 10, 12, tmp_path / "want")
     assert built(tmp_path / "inline") == built(tmp_path / "local[2]") == want
     assert not [p for p in (tmp_path / "local[2]").iterdir() if p.name.startswith(".")]
+
+
+def test_the_broker_name_decides_the_topic_filter(store, tmp_path):
+    """Issue 25 item 8(d): the tier never holds a topic named like the broker. Without the broker's name that topic
+    cannot be told apart, so the job refuses (old spelling included); given the name, the topic is left out."""
+    put_jsonl(store, [{"topic": "broker-x", "keys": "kb", "body": "b", "storeTimestamp": T0 + 99_000}])
+    old = ["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", "inline"]
+    assert_one_line_error(run([*old, "--out", tmp_path / "o"]), contains="--broker-name",
+                          deprecated="tiered reindex")
+    assert_one_line_error(run(["tiered", "reindex", "--store", store, *GEOM, "--master", "inline", "--out",
+                               tmp_path / "o"]), contains="--broker-name")
+    assert not (tmp_path / "o").exists()
+    named = json.loads(treindex(store, None, "--broker-name", "broker-x", "--dry-run").stdout)
+    other = json.loads(treindex(store, None, "--broker-name", "broker-y", "--dry-run").stdout)
+    assert "broker-x" not in {t["topic"] for t in named["topics"]} and named["systemTopicRecords"] == 5
+    assert "broker-x" in {t["topic"] for t in other["topics"]} and other["systemTopicRecords"] == 4
+    # broker.conf's brokerName (the old spelling has no --broker-name): the same files as the new spelling.
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={store}\nbrokerName=broker-x\n")
+    r = run(["spark-reindex", "--broker-conf", conf, "--format", "tiered", *GEOM, "--master", "inline", "--out",
+             tmp_path / "old", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["index_files"] >= 3   # the old spelling's output keeps its old names
+    assert treindex(store, tmp_path / "new", "--broker-name", "broker-x").exit_code == 0
+    assert built(tmp_path / "old") == built(tmp_path / "new")

@@ -339,3 +339,75 @@ def test_dispatch_never_writes_past_a_file_shorter_than_its_metadata(tmp_path):
         {k: v for k, v in before.items() if "TopicTest/0/" in k}
     fresh = run_dispatch(local, tmp_path / "tier2", metadata=tmp_path / "m2.json")   # a new tier: no problem
     assert fresh.problems == [] and fresh.messages == 80
+
+
+def test_queue_whose_messages_all_expired_gets_neither_files_nor_metadata(tmp_path):
+    """Issue 25 item 8(a): a new queue whose local messages retention removed before its first dispatch; the
+    broker makes its flat file only when a message comes, so the tier gets neither files nor metadata for it."""
+    recs = [rec("gone", i, body=b"g" * 100) for i in range(60)] + [rec("late", 100 + i, body=b"b" * 100)
+                                                                     for i in range(200)]
+    local = put_messages(tmp_path / "local", recs, commitlog_size=4096)
+    segs = sorted((local / "commitlog").iterdir())
+    last_gone = max(i for i, p in enumerate(segs) if b"gone" in p.read_bytes())
+    assert last_gone < len(segs) - 2
+    for p in segs[:last_gone + 1]:   # the local retention removed every file that held a "gone" record
+        p.unlink()
+    res = run_dispatch(local, tmp_path / "tier")
+    rows = {q["topic"]: q for q in res.queues}
+    assert rows["gone"]["messages"] == 0 and "neither files nor metadata" in rows["gone"]["skipped"]
+    assert rows["late"]["messages"] > 0 and res.problems == []
+    broker = tmp_path / "tier" / f"{md5_prefix('DefaultCluster')}_DefaultCluster" / "broker-a"
+    assert not (broker / "gone").exists() and (broker / "late").is_dir()
+    md = TieredMetadata.decode((local / "config" / "tieredStoreMetadata.json").read_bytes())
+    assert md.topic("gone") is None and md.topic("late") is not None
+    v = run(["tiered", "verify", "--tiered-store-path", tmp_path / "tier", "--store", local])
+    assert v.exit_code == 0, v.output
+
+
+def test_dispatch_and_the_tiered_index_job_keep_the_same_topics(tmp_path):
+    """Issue 25 item 8(c): one tiered topic filter (MessageStoreTopicFilter + TopicValidator at RocketMQ 8fc57f1468):
+    the tier-out and the tiered index job keep exactly the same topics. The *_SYNC names are not system topics
+    there; the cluster's reply topic is (TopicConfigManager adds it at start-up)."""
+    names = ["TopicA", "RMQ_SYS_TOPIC_CONFIG_SYNC", "RMQ_SYS_TRACE_TOPIC", "DefaultCluster_REPLY_TOPIC",
+             "broker-a", "DefaultCluster", "rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_x", "%LMQ%l", "%RETRY%g",
+             "SCHEDULE_TOPIC_XXXX", "TBW102"]
+    local = put_messages(tmp_path / "local", [rec(t, i) for i, t in enumerate(names)])
+    res = run_dispatch(local, tmp_path / "tier")
+    tiered = {q["topic"] for q in res.queues if q["messages"]}
+    assert tiered == {"TopicA", "RMQ_SYS_TOPIC_CONFIG_SYNC", "%RETRY%g"}
+    r = run(["tiered", "reindex", "-s", local, "--broker-name", "broker-a", "-o", tmp_path / "idx", "--master",
+             "inline", "--hash-slots", "16", "--max-index", "64", "--json"])
+    assert r.exit_code == 0, r.output
+    assert {t["topic"] for t in json.loads(r.stdout)["topics"]} == tiered
+
+
+def test_as_consumer_is_what_a_pull_receives(tmp_path):
+    """Issue 25 item 8(f): getMessageAsync reads ahead into its cache, then hands over messages until the pull's
+    count or until they reach maxTransferBytesOnMessageInMemory (256 KiB): two 130 KiB messages, where reading by
+    queue offset gives all thirteen."""
+    big = b"x" * (130 * 1024)
+    local = put_messages(tmp_path / "local", [rec("Big", i, body=big) for i in range(13)], commitlog_size=4 << 20)
+    run_dispatch(local, tmp_path / "tier", tieredStoreCommitLogMaxSize=1 << 26,
+                 tieredStoreConsumeQueueMaxSize=1 << 20)
+    t = ["tiered", "get", "-T", tmp_path / "tier", "-s", local, "-t", "Big", "-q", "0", "-i", "0", "--json"]
+    every = json.loads(run([*t, "-n", "32"]).stdout)
+    assert len(every["messages"]) == 13 and every["nextBeginOffset"] == 13
+    r = run([*t, "-n", "32", "--as-consumer"])
+    assert r.exit_code == 0, r.output
+    pull = json.loads(r.stdout)
+    assert pull["status"] == "FOUND" and [m["queueOffset"] for m in pull["messages"]] == [0, 1]
+    assert pull["nextBeginOffset"] == 2 and "read-ahead cached 13" in r.stderr
+    one = json.loads(run([*t, "-n", "1", "--as-consumer"]).stdout)
+    assert [m["queueOffset"] for m in one["messages"]] == [0] and one["nextBeginOffset"] == 1
+    # The broker's byte limit and its cache switch come from broker.conf.
+    conf = tmp_path / "broker.conf"
+    conf.write_text("maxTransferBytesOnMessageInMemory=1048576\n")
+    wide = json.loads(run([*t, "-n", "32", "--as-consumer", "-c", conf]).stdout)
+    assert len(wide["messages"]) == 8   # 8 x 130 KiB >= 1 MiB
+    conf.write_text("readAheadCacheEnable=false\n")
+    nocache = json.loads(run([*t, "-n", "5", "--as-consumer", "-c", conf]).stdout)
+    assert len(nocache["messages"]) == 5 and nocache["nextBeginOffset"] == 5
+    assert_one_line_error(run([*t, "--as-consumer", "--raw"]), contains="not both")
+    end = json.loads(run(["tiered", "get", "-T", tmp_path / "tier", "-s", local, "-t", "Big", "-q", "0", "-i", "13",
+                          "--as-consumer", "--json"]).stdout)
+    assert end["status"] == "OFFSET_OVERFLOW_ONE" and end["messages"] == []

@@ -218,3 +218,24 @@ def test_read_commands_never_open_a_file_writable(monkeypatch, f1copy):
         r = tiered(*args, tier=tier, meta=meta)
         assert r.exit_code == 0, (args, r.output)
     assert seen == [] and snapshot(tier.parent) == before
+
+
+def test_rebuild_after_partial_retention_keeps_the_recorded_begin(f1copy, tmp_path):
+    """Issue 25 item 8(b): retention removed the COMMIT_LOG files under the first units of CONSUME_QUEUE 200. The
+    broker keeps that segment's recorded beginTimestamp; rebuild-metadata --from keeps it too, while without --from
+    it can only take the oldest surviving record's (and says so)."""
+    tier, meta = f1copy
+    assert tiered("clean", "--reserve-hours", "72", "--now", str(NOW), tier=tier, meta=meta).exit_code == 0
+    old = TieredMetadata.decode(meta.read_bytes())
+    (recorded,) = [e for e in old.segment_entries("broker-a/TopicTest/0", 1) if e.base_offset == 200]
+    out = tmp_path / "rebuilt.json"
+    r = run(["tiered", "rebuild-metadata", "--tiered-store-path", tier, "--out", out, "--from", meta, "--json"])
+    assert r.exit_code == 0, r.output
+    (kept,) = [e for e in TieredMetadata.decode(out.read_bytes()).segment_entries("broker-a/TopicTest/0", 1)
+               if e.base_offset == 200]
+    assert (kept.begin_timestamp, kept.end_timestamp) == (recorded.begin_timestamp, recorded.end_timestamp)
+    r = run(["tiered", "rebuild-metadata", "--tiered-store-path", tier, "--out", tmp_path / "plain.json", "--json"])
+    (guessed,) = [e for e in TieredMetadata.decode((tmp_path / "plain.json").read_bytes())
+                  .segment_entries("broker-a/TopicTest/0", 1) if e.base_offset == 200]
+    assert guessed.begin_timestamp > recorded.begin_timestamp
+    assert any("first records are gone" in w for w in json.loads(r.stdout)["warnings"])

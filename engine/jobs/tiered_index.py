@@ -43,7 +43,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from engine.broker.commitlog.message import TRANSACTION_PREPARED_TYPE, TRANSACTI
 from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
-from engine.java.lang import INT_MAX, INT_MIN, java_is_blank, to_i32
+from engine.java.lang import INT_MAX, INT_MIN, to_i32
 from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
                                    resolve_output)
@@ -61,31 +61,17 @@ from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summ
                                 walk_range)
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.progress import Progress, no_progress
-from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, DEFAULT_HASH_SLOT_NUM,
-                                        DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE, INDEX_ITEM_SIZE)
-from engine.tiered.flat.layout import DEFAULT_CLUSTER as DEFAULT_CLUSTER_NAME
+from engine.tiered.flat.layout import DEFAULT_CLUSTER
 from engine.tiered.flat.metadata import read_metadata
+from engine.tiered.flat.topic_filter import TieredTopicFilter
+from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE, DEFAULT_HASH_SLOT_NUM,
+                                        DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
+                                        INDEX_ITEM_SIZE)
 
-
-#: TopicValidator.SYSTEM_TOPIC_SET (5.x) -- MessageStoreTopicFilter skips these, and every "rmq_sys_" topic.
-SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC", "RMQ_SYS_TOPIC_CONFIG_SYNC", "RMQ_SYS_CONSUMER_OFFSET_SYNC", "RMQ_SYS_DELAY_OFFSET_SYNC",
-    "RMQ_SYS_SUBSCRIPTION_GROUP_SYNC", "RMQ_SYS_MESSAGE_MODE_SYNC", "RMQ_SYS_TIMER_METRICS_SYNC",
-})
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-LMQ_PREFIX = "%LMQ%"
+#: the filter of a broker whose name is not known: only for tools and tests (tiered_reindex_request needs the name)
+DEFAULT_TOPIC_FILTER = TieredTopicFilter(DEFAULT_CLUSTER, None)
 
 _HEADER = struct.Struct(">iqqii")
-
-
-def topic_filtered(topic: str, black: Iterable[str] = (DEFAULT_CLUSTER_NAME,)) -> bool:
-    """MessageStoreTopicFilter.filterTopic: True when the tiered store does not copy this topic."""
-    if java_is_blank(topic):
-        return True
-    return (topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) or topic.startswith(LMQ_PREFIX)
-            or topic in black)
 
 
 def check_tiered_geometry(hash_slot_num: int, index_num: int) -> None:
@@ -163,8 +149,8 @@ class TieredSegmentScan(RangeScan):
 class _TieredColumns:
     """Collects the copied records and key sets of the windows of one range walk."""
 
-    def __init__(self, black: frozenset):
-        self.black = black
+    def __init__(self, keep_out: TieredTopicFilter):
+        self.keep_out = keep_out
         self.topics: list[str] = []
         self.topic_no: dict[str, int] = {}
         self.filtered_cache: dict[str, bool] = {}
@@ -198,7 +184,7 @@ class _TieredColumns:
     def _filtered(self, topic: str) -> bool:
         f = self.filtered_cache.get(topic)
         if f is None:
-            f = self.filtered_cache[topic] = topic_filtered(topic, self.black)
+            f = self.filtered_cache[topic] = self.keep_out.filtered(topic)
         return f
 
     def column(self, j: int, dtype) -> np.ndarray:
@@ -207,21 +193,21 @@ class _TieredColumns:
         return np.concatenate([p[j] for p in self.parts]).astype(dtype, copy=False)
 
 
-def scan_range_tiered(unit: SegmentRange, black: tuple = (DEFAULT_CLUSTER_NAME,),
+def scan_range_tiered(unit: SegmentRange, keep_out: TieredTopicFilter = DEFAULT_TOPIC_FILTER,
                       window: int = SCAN_WINDOW) -> TieredSegmentScan:
     """Decode one segment range the way the broker dispatches it (no CRC), keeping what the tiered store copies."""
-    return _scan(unit, black, lambda on_batch: walk_range(unit, on_batch, window))
+    return _scan(unit, keep_out, lambda on_batch: walk_range(unit, on_batch, window))
 
 
-def scan_buffer_tiered(buf, unit: SegmentRange, black: Iterable[str] = (DEFAULT_CLUSTER_NAME,),
+def scan_buffer_tiered(buf, unit: SegmentRange, keep_out: TieredTopicFilter = DEFAULT_TOPIC_FILTER,
                        window: int = SCAN_WINDOW) -> TieredSegmentScan:
     """scan_range_tiered over a buffer holding the whole segment file (tools and tests)."""
-    return _scan(unit, black, lambda on_batch: walk_buffer(buf, unit, on_batch, window))
+    return _scan(unit, keep_out, lambda on_batch: walk_buffer(buf, unit, on_batch, window))
 
 
-def _scan(unit: SegmentRange, black, walk) -> TieredSegmentScan:
+def _scan(unit: SegmentRange, keep_out: TieredTopicFilter, walk) -> TieredSegmentScan:
     t, started = time.perf_counter(), time.time()
-    cols = _TieredColumns(frozenset(black))
+    cols = _TieredColumns(keep_out)
     w = walk(cols)
     s = range_summary(unit, w, 0, time.perf_counter() - t)
     return TieredSegmentScan(
@@ -405,15 +391,21 @@ class TieredReindexResult(ReindexResult):
 def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFAULT_MASTER, dry_run: bool = False,
                    replace: bool = False, progress: Optional[Progress] = None,
                    hash_slot_num: int = DEFAULT_HASH_SLOT_NUM, index_num: int = DEFAULT_INDEX_NUM,
-                   metadata_path: Optional[Path] = None, black_topics: Iterable[str] = (DEFAULT_CLUSTER_NAME,),
+                   metadata_path: Optional[Path] = None,
+                   keep_out: Optional[TieredTopicFilter] = DEFAULT_TOPIC_FILTER,
                    range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None
                    ) -> TieredReindexResult:  # 12 parameters: the CLI's options, passed through one by one
-    """Build compacted tiered index files from the store's commit log into `out` (see the module docstring)."""
+    """Build compacted tiered index files from the store's commit log into `out` (see the module docstring).
+    `keep_out` None: the broker's name is unknown, refused once the inputs are checked."""
     progress = progress or no_progress
     check_tiered_geometry(hash_slot_num, index_num)
     layout = check_store(config)
     check_master(master)
     target = resolve_output(layout, out, "tiered", replace, dry_run)
+    if keep_out is None:
+        raise InvalidArgumentError("the broker name is unknown (no --broker-name, no brokerName in broker.conf, no "
+                                   "single broker in the tiered metadata): the tier never holds a topic named like "
+                                   "the broker, so it cannot be told apart; pass --broker-name")
     if metadata_path is None:
         cand = layout.tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
@@ -425,7 +417,7 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
                                  tiered_metadata=str(metadata_path) if meta is not None else None)
     with Job(layout, master, result, target, "tiered") as job:
         job.start_runner(spark_conf)
-        scan_fn = functools.partial(scan_range_tiered, black=tuple(sorted(set(black_topics))))
+        scan_fn = functools.partial(scan_range_tiered, keep_out=keep_out)
         summaries = job.scan(segment_ranges(config, range_bytes), scan_fn, progress)
         plan = make_tiered_plan(job.runner, summaries, hash_slot_num, index_num, known_ids, next_id)
         _report(result, summaries, plan)
@@ -473,3 +465,61 @@ def _build_and_publish(job: Job, plan: TieredPlan, progress: Progress) -> None:
             result.anomalies.append(f"file {info['name']}: {b.entries - b.reachable} item(s) of Integer.MIN_VALUE "
                                     "keys landed in the header (slot -1..-3) and are unreachable, as with the broker")
     job.publish(names)
+
+
+@dataclass
+class TieredReindexRequest:
+    """`rmqtool tiered reindex` as asked: the local store, the output, the runner, and the tier options that decide
+    the geometry, the topic ids and which topics the tier keeps."""
+
+    store: Optional[Path] = None
+    broker_conf: Optional[Path] = None
+    out: Optional[Path] = None
+    master: str = DEFAULT_MASTER
+    spark_conf: Optional[dict] = None
+    dry_run: bool = False
+    replace: bool = False
+    metadata: Optional[Path] = None
+    cluster_name: Optional[str] = None
+    broker_name: Optional[str] = None
+    hash_slots: Optional[int] = None
+    max_index: Optional[int] = None
+    commitlog_file_size: Optional[int] = None
+
+
+def tiered_reindex_request(req: TieredReindexRequest, progress: Optional[Progress] = None) -> TieredReindexResult:
+    """tiered_reindex with everything resolved: geometry from the options, else broker.conf's tiered keys, else
+    RocketMQ's defaults; the cluster name likewise (else DefaultCluster); the broker name from the option,
+    broker.conf, else the tiered metadata's queues. Without a broker name the job is refused: the tier never holds
+    a topic named like the broker (MessageStoreTopicFilter) and guessing it would index one."""
+    from engine.broker.config.brokerconf import load_config
+    from engine.broker.layout import StoreLayout
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.flat.topic_filter import topic_filter
+
+    if req.store is None and req.broker_conf is None:
+        raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
+    config = load_config(req.broker_conf, storePathRootDir=str(req.store) if req.store is not None else None,
+                         mappedFileSizeCommitLog=req.commitlog_file_size)
+    tcfg = load_tiered_config(req.broker_conf, tieredStoreIndexFileMaxHashSlotNum=req.hash_slots,
+                              tieredStoreIndexFileMaxIndexNum=req.max_index)
+    metadata_path = req.metadata
+    if metadata_path is None:
+        cand = StoreLayout(config.root).tiered_metadata
+        metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
+    broker = req.broker_name or tcfg.brokerName or _metadata_broker(metadata_path)
+    keep_out = topic_filter(tcfg, req.cluster_name or tcfg.brokerClusterName or DEFAULT_CLUSTER, broker) \
+        if broker else None
+    return tiered_reindex(config, req.out, req.master, req.dry_run, req.replace, progress,
+                          tcfg.tieredStoreIndexFileMaxHashSlotNum, tcfg.tieredStoreIndexFileMaxIndexNum,
+                          metadata_path, keep_out, spark_conf=req.spark_conf)
+
+
+def _metadata_broker(path: Optional[Path]) -> Optional[str]:
+    """The broker the tiered metadata's queues belong to, when they name exactly one."""
+    if path is None:
+        return None
+    meta = read_metadata(path).metadata
+    names = {q.broker_name for t in meta.topics.keys() for q in (meta.queues.get(t) or {}).values()
+             if q.broker_name}
+    return names.pop() if len(names) == 1 else None

@@ -22,11 +22,11 @@ MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many chai
                                      "a cut is reported on stderr.", min=1)]
 LimitAlias = Annotated[Optional[int], typer.Option("--limit", hidden=True, min=1, help="Old spelling of --max.")]
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")]
-VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check every item against the commit log (tiered files: "
-                                         "structural check of slots and chains); exit 3 on problems.")]
-TieredDirOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-dir", help="Inspect every tiered index file (numeric name) in this directory, e.g. "
-    "<store>/tiered_index_file.", file_okay=False)]
+VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check every item against the commit log; exit 3 on "
+                                         "problems.")]
+# Old spelling, hidden: tiered index files are `rmqtool tiered inspect-index` now (kept one release, with a note).
+TieredDirOpt = Annotated[Optional[Path], typer.Option("--tiered-dir", hidden=True, file_okay=False,
+                                                      help="Old: `rmqtool tiered inspect-index --tiered-dir`.")]
 
 
 def _render_headers(rows: list[dict]) -> None:
@@ -56,18 +56,21 @@ def inspect_index(
     limit: LimitAlias = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
-    Tiered index files (RocketMQ 5 tiered storage, unsealed or compacted) are recognised by their header: for
-    them --walk-* shows the chain or the compacted slot range, TOPIC#KEY is hashed with the tiered rules,
-    --verify is a structural check (no commit log needed) and --hash-slots/--max-index give the tiered
-    geometry (default: inferred from the file)."""
+    (Tiered index files: `rmqtool tiered inspect-index`.)"""
     # (a typer command: one parameter per option)
     from engine.errors import InvalidArgumentError
     from engine.ops.inspect_index import InspectRequest
 
+    tiered = tiered_dir is not None or (file is not None and _is_tiered(file))
+    if tiered:
+        from rmqtool.cli import deprecated
+
+        deprecated("inspect-index" + (" --tiered-dir" if tiered_dir is not None else " on a tiered file"),
+                   "tiered inspect-index")
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
     req = InspectRequest(walk_slot, walk_key, limit if limit is not None else max_items, stats, verify)
-    if tiered_dir is not None or (file is not None and _is_tiered(file)):
+    if tiered:
         _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out)
         return
     with_store = not (file is not None and store is None and broker_conf is None)

@@ -13,7 +13,6 @@ from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, 
                              StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
-TIERED_PANEL = "Tiered storage (RocketMQ 5 tiered index, --tiered-dir)"
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
 
 MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many messages (default 64, as mqadmin; not "
@@ -21,37 +20,25 @@ MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many mess
 UniqueKeyOpt = Annotated[bool, typer.Option("--unique-key", help="Look up by UNIQ_KEY (mqadmin queryMsgByUniqueKey).")]
 RawOpt = Annotated[bool, typer.Option(
     "--raw", help="Print what the broker itself returns: unverified offsets, its decoded-time filter and its "
-    "maxMsgsNumBatch clamp (with --tiered-dir: the tiered service's items after its topicId filter, unverified).")]
+    "maxMsgsNumBatch clamp.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also list index candidates that were rejected and why "
                                           "(hash collisions, stale entries).")]
-TieredDirOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-dir", help="Answer from this directory of tiered index files (tiered_index_file/, numeric names) as "
-    "the tiered store does: files whose begin timestamp lies in [--begin, --end], newest first, merged by "
-    "queueId-offset and cut to --max. Items are offsets in the tiered commit log of their queue.",
-    file_okay=False, rich_help_panel=TIERED_PANEL)]
-TieredMetadataOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-metadata", help="tieredStoreMetadata.json to map the topic to its topicId (default: "
-    "<store>/config/tieredStoreMetadata.json when --store is given); items of other topicIds are dropped.",
-    dir_okay=False, rich_help_panel=TIERED_PANEL)]
-TopicIdOpt = Annotated[Optional[int], typer.Option(
-    "--topic-id", help="The topic's tiered topicId, instead of reading the metadata.", rich_help_panel=TIERED_PANEL)]
-TieredStorePathOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-store-path", help="tieredStoreFilePath of a POSIX tiered backend: each item is verified by decoding "
-    "the record at its offset in the queue's tiered commit log and checking size, queue, topic, key and store "
-    "time; items that fail are dropped (see --explain).", file_okay=False, rich_help_panel=TIERED_PANEL)]
-ClusterNameOpt = Annotated[Optional[str], typer.Option(
-    "--cluster-name", help="brokerClusterName under --tiered-store-path (default: the only one there).",
-    rich_help_panel=TIERED_PANEL)]
-BrokerNameOpt = Annotated[Optional[str], typer.Option(
-    "--broker-name", help="brokerName under --tiered-store-path (default: the only one holding the topic).",
-    rich_help_panel=TIERED_PANEL)]
-TieredHashSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--tiered-hash-slots", help="Slots per tiered index file (tieredStoreIndexFileMaxHashSlotNum; default: "
-    "broker.conf, else --hash-slots when no store is given, else inferred from each file).",
-    rich_help_panel=TIERED_PANEL)]
-TieredMaxIndexOpt = Annotated[Optional[int], typer.Option(
-    "--tiered-max-index", help="Items per tiered index file (tieredStoreIndexFileMaxIndexNum; default as for "
-    "--tiered-hash-slots).", rich_help_panel=TIERED_PANEL)]
+# Old spellings, hidden: the tiered index is `rmqtool tiered query-key` now (kept one release, with a note).
+TieredDirOpt = Annotated[Optional[Path], typer.Option("--tiered-dir", hidden=True, file_okay=False,
+                                                      help="Old: `rmqtool tiered query-key`.")]
+TieredMetadataOpt = Annotated[Optional[Path], typer.Option("--tiered-metadata", hidden=True, dir_okay=False,
+                                                           help="Old: tiered query-key --metadata.")]
+TopicIdOpt = Annotated[Optional[int], typer.Option("--topic-id", hidden=True, help="Old: the topic's tiered id.")]
+TieredStorePathOpt = Annotated[Optional[Path], typer.Option("--tiered-store-path", hidden=True, file_okay=False,
+                                                            help="Old: tiered query-key --tiered-store-path.")]
+ClusterNameOpt = Annotated[Optional[str], typer.Option("--cluster-name", hidden=True, help="Old: tiered query-key "
+                                                       "--cluster-name.")]
+BrokerNameOpt = Annotated[Optional[str], typer.Option("--broker-name", hidden=True, help="Old: tiered query-key "
+                                                      "--broker-name.")]
+TieredHashSlotsOpt = Annotated[Optional[int], typer.Option("--tiered-hash-slots", hidden=True,
+                                                           help="Old: tiered query-key --hash-slots.")]
+TieredMaxIndexOpt = Annotated[Optional[int], typer.Option("--tiered-max-index", hidden=True,
+                                                          help="Old: tiered query-key --max-index.")]
 
 
 @handles_errors
@@ -81,14 +68,16 @@ def query_key(
     tiered_max_index: TieredMaxIndexOpt = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
-    time really match (no hash-collision false positives, exact time range). With --tiered-dir, answers from
-    tiered index files instead; those items are checked against the messages only with --tiered-store-path
-    (tiered commit log) or --store (the local copy, found by queue and store time; items not found there are
-    shown unverified)."""
+    time really match (no hash-collision false positives, exact time range). (The tiered index:
+    `rmqtool tiered query-key`.)"""
     # (a typer command: one parameter per option)
     from engine.broker.index import keyquery
     from engine.broker.store import query_store
 
+    if tiered_dir is not None:
+        from rmqtool.cli import deprecated
+
+        deprecated("query-key --tiered-dir", "tiered query-key")
     b, e = times.parse_range(begin, end)
     keyquery.check_query_args(max_num, b, e)
     tiered = dict(tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,

@@ -14,12 +14,13 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, StoreOpt, TieredPathOpt,
+                             tier_source)
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
-                  "and tieredStoreMetadata.json): inspect, read, verify, tier out, retention, metadata repair.")
+                  "and tieredStoreMetadata.json) and its index: inspect, read, query by key, verify, tier out, "
+                  "retention, metadata repair, index rebuild.")
 
-TIER_PANEL = "Tiered store"
 def _topic_not_path(value):
     """-t is --topic in every command; it used to be --tiered-store-path here: a directory given to it is refused,
     so an old script fails loudly instead of filtering on a topic that does not exist."""
@@ -34,44 +35,18 @@ def _topic_not_path(value):
     return value
 
 
-TieredPathOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-store-path", "-T", help="Root of the flat files (tieredStoreFilePath; default: broker.conf).",
-    rich_help_panel=TIER_PANEL, file_okay=False)]
-MetadataOpt = Annotated[Optional[Path], typer.Option(
-    "--metadata", help="tieredStoreMetadata.json (default: <store>/config/tieredStoreMetadata.json with --store).",
-    rich_help_panel=TIER_PANEL, dir_okay=False)]
-ClusterOpt = Annotated[Optional[str], typer.Option(
-    "--cluster-name", help="brokerClusterName (default: the only cluster under the root).", rich_help_panel=TIER_PANEL)]
-BrokerOpt = Annotated[Optional[str], typer.Option(
-    "--broker-name", help="brokerName (default: the only broker of the cluster).", rich_help_panel=TIER_PANEL)]
 TopicOpt = Annotated[str, typer.Option("--topic", "-t", help="Topic.", callback=_topic_not_path)]
 TopicFilterOpt = Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.",
                                                        callback=_topic_not_path)]
 QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
 
 
-def _tier(tiered_store_path, metadata, store, broker_conf, cluster, broker, **overrides):
-    from engine.tiered.flat.config import load_tiered_config
-    from engine.tiered.flat.store import open_flat_store
-
-    cfg = load_tiered_config(broker_conf, **overrides)
-    root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
-    if root is None:
-        from engine.errors import InvalidArgumentError
-
-        raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR (or --broker-conf with "
-                                   "tieredStoreFilePath)")
-    if metadata is None:
-        local = store or (Path(cfg.storePathRootDir) if cfg.storePathRootDir else None)
-        if local is not None:
-            from engine.broker.layout import StoreLayout
-            metadata = StoreLayout(local).tiered_metadata
-    return open_flat_store(root, metadata, cluster or cfg.brokerClusterName or None, broker or cfg.brokerName or None, cfg)
-
-
 @contextlib.contextmanager
-def _opened(*args, **kw):
-    st = _tier(*args, **kw)
+def _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name, **overrides):
+    from engine.tiered.flat.store import open_tier
+
+    st = open_tier(tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name),
+                   **overrides)
     try:
         yield st
     finally:
@@ -169,6 +144,10 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
                                            "1).")] = 1,
         raw: Annotated[bool, typer.Option("--raw", help="Answer exactly as the broker's batch read, including its "
                                           "two-segment cut (flat-store §7).")] = False,
+        as_consumer: Annotated[bool, typer.Option(
+            "--as-consumer", help="What a consumer pulling --count messages receives (getMessageAsync): the "
+            "read-ahead into the fetcher's cache, then messages until --count or until they reach "
+            "maxTransferBytesOnMessageInMemory (broker.conf, default 256 KiB).")] = False,
         tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
         broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
         json_out: JsonOpt = False,
@@ -180,7 +159,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
     queue_offset = _one_of(("--queue-offset", queue_offset), ("-o", queue_offset_o))
 
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        res = get_messages(st, topic, queue_id, queue_offset, count, raw)
+        res = get_messages(st, topic, queue_id, queue_offset, count, raw, as_consumer)
         out = fetch_json(res)
         if json_out:
             render.emit_json(out)
@@ -195,6 +174,10 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
     if raw and res.left_out:
         _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "
                     f"message(s) (it reads at most two segments), yet nextBeginOffset is {res.next_begin_offset}")
+    if as_consumer and res.read_ahead:
+        _note(f"note: the read-ahead cached {res.read_ahead} message(s); this pull hands over {len(res.messages)} "
+              f"(--count {count}, byte limit {st.config.maxTransferBytesOnMessageInMemory}); the next pull starts "
+              f"at {res.next_begin_offset}")
     if res.problem:
         _note(f"error: {res.problem}")
         raise typer.Exit(3)
@@ -244,11 +227,12 @@ def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPath
 def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
            topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
-    """Check names, segments, metadata, records and units. Exits 3 with one line per problem (file: offset)."""
-    from engine.tiered.flat.verify import verify as run_verify
+    """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
+    segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
+    from engine.tiered.index.operations import verify_tier
 
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        rep = run_verify(st, topic)
+        rep = verify_tier(st, topic)
         st.warnings.clear()   # verify reports them as problems
         if json_out:
             render.emit_json(rep.as_dict())

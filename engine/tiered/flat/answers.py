@@ -78,11 +78,16 @@ def fetch_json(res: FetchResult) -> dict:
 
 
 def get_messages(store: TieredStore, topic: str, queue_id: int, queue_offset: int, count: int = 1,
-                 raw: bool = False) -> FetchResult:
-    """The fetcher's answer: every message in the range, or with raw the broker's batch read as it is."""
+                 raw: bool = False, as_consumer: bool = False) -> FetchResult:
+    """The fetcher's answer: every message in the range, or with raw the broker's batch read as it is, or with
+    as_consumer what a consumer's pull of `count` messages receives (the read-ahead and its byte limit)."""
+    if raw and as_consumer:
+        raise InvalidArgumentError("give --raw or --as-consumer, not both")
     if not 0 < count <= MAX_COUNT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{MAX_COUNT}")
     fq = store.queue(topic, queue_id)
+    if as_consumer:
+        return fq.pull(queue_offset, count)
     return fq.batch(queue_offset, count) if raw else fq.get(queue_offset, count)
 
 

@@ -4,12 +4,11 @@ reader of a tiered broker.conf key asks here (load_tiered_config)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
-from engine.tiered.flat.layout import DEFAULT_CLUSTER
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
@@ -33,15 +32,14 @@ class TieredConfig:
     readAheadMessageCountThreshold: int = 4096
     readAheadMessageSizeThreshold: int = 16 * MIB
     messageIndexEnable: bool = True
-    # The tiered index files' geometry; 0: not in broker.conf (RocketMQ's defaults are
-    # engine.tiered.index.format.DEFAULT_HASH_SLOT_NUM / DEFAULT_INDEX_NUM).
-    tieredStoreIndexFileMaxHashSlotNum: int = 0
-    tieredStoreIndexFileMaxIndexNum: int = 0
-
-    @property
-    def cluster_name(self) -> str:
-        """brokerClusterName, or the broker's default when broker.conf has none."""
-        return self.brokerClusterName or DEFAULT_CLUSTER
+    tieredStoreIndexFileMaxHashSlotNum: int = 5_000_000
+    tieredStoreIndexFileMaxIndexNum: int = 20_000_000
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024   # the local store's key; the fetcher's read-ahead stops there
+    readAheadCacheEnable: bool = True
+    traceTopicEnable: bool = False                      # the broker's keys: its trace topic is a system topic
+    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    given: frozenset = field(default=frozenset(), compare=False)   # the keys broker.conf or an option set
+    broker_conf: str | None = field(default=None, compare=False)   # the broker.conf read, if any
 
     def validate(self) -> None:
         if not 0 < self.tieredStoreCommitLogMaxSize <= LONG_MAX:
@@ -55,15 +53,26 @@ class TieredConfig:
             raise InvalidArgumentError("readAheadMessageSizeThreshold must be a positive int")
         if not INT_MIN <= self.tieredStoreFileReservedTime <= INT_MAX:
             raise InvalidArgumentError("tieredStoreFileReservedTime is not a Java int")
+        if not 0 < self.tieredStoreIndexFileMaxHashSlotNum <= INT_MAX:
+            raise InvalidArgumentError("tieredStoreIndexFileMaxHashSlotNum must be a positive int")
+        if not 1 < self.tieredStoreIndexFileMaxIndexNum <= INT_MAX:
+            raise InvalidArgumentError("tieredStoreIndexFileMaxIndexNum must be an int above 1")
+        if not 0 < self.maxTransferBytesOnMessageInMemory <= INT_MAX:
+            raise InvalidArgumentError("maxTransferBytesOnMessageInMemory must be a positive int")
+
+    def is_given(self, key: str) -> bool:
+        """Whether broker.conf or an option set `key` (else RocketMQ's default is in force)."""
+        return key in self.given
 
 
 def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides) -> TieredConfig:
     """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
     cfg = TieredConfig()
+    given = set()
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
         for f in fields(TieredConfig):
-            if f.name not in props:
+            if f.name not in props or f.name in ("given", "broker_conf"):
                 continue
             raw = props[f.name]
             try:
@@ -76,8 +85,12 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
             except ValueError:
                 raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a number") from None
             setattr(cfg, f.name, val)
+            given.add(f.name)
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
+            given.add(k)
+    cfg.given = frozenset(given)
+    cfg.broker_conf = os.fspath(broker_conf) if broker_conf is not None else None
     cfg.validate()
     return cfg

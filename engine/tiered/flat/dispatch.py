@@ -34,25 +34,7 @@ from engine.tiered.flat.layout import (FILE_TYPE_NAMES, COMMIT_LOG, CONSUME_QUEU
 from engine.tiered.flat.metadata import TieredMetadata, load_metadata, persist_texts, write_metadata
 from engine.tiered.flat.queue_dispatch import QueueTask, first_message
 from engine.tiered.flat.segments import LONG_MAX
-
-SYSTEM_TOPICS = {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-                 "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                 "CHECKPOINT_TOPIC"}
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-LMQ_PREFIX = "%LMQ%"
-
-
-def filtered_topic(topic: str, cluster: str, broker: str) -> str | None:
-    """Why MessageStoreTopicFilter keeps `topic` out of the tier (flat-store §2; flat-store pitfall 19), or None."""
-    if not topic or not topic.strip():
-        return "blank topic"
-    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
-        return "system topic"
-    if topic in (cluster, broker):
-        return "named like the cluster or the broker"
-    if topic.startswith(LMQ_PREFIX):
-        return "LMQ topic"
-    return None
+from engine.tiered.flat.topic_filter import topic_filter
 
 
 @dataclass
@@ -203,10 +185,11 @@ def _local_queues(req: DispatchRequest, local: StoreLayout, layout: TieredLayout
             res.warnings.append(f"topic {t!r} has no local consume queue")
     skipped: dict[str, str] = {}
     out = []
+    keep_out = topic_filter(req.tiered, layout.cluster, layout.broker)
     for topic, qid in listing.queues:
         if wanted is not None and topic not in wanted:
             continue
-        why = filtered_topic(topic, layout.cluster, layout.broker)
+        why = keep_out.why(topic)
         if why:
             skipped.setdefault(topic, why)
             continue

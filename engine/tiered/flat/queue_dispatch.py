@@ -339,6 +339,12 @@ def _run(task: QueueTask, local: LocalQueue, cl_w: SegmentWriter, cq_w: SegmentW
         res.skipped = f"the tier ends at queue offset {start}, past the local queue's end {local.max_offset}"
         res.notes.append(res.skipped)
         return
+    if task.cq_start is None and start >= local.max_offset:
+        # A new queue with no message left (retention removed them all): its metadata is not made (dispatch's
+        # first_message), so no file is made either — both or neither.
+        res.skipped = "no local message left to tier: neither files nor metadata written"
+        res.notes.append(res.skipped)
+        return
     if not task.dry_run:
         cl_w.ensure(cl_state.base)
         cq_w.ensure(cq_state.base)

@@ -60,6 +60,7 @@ class FetchResult:
     requested: int = 0          # consume-queue units the read covered
     left_out: int = 0           # units covered but not returned (the two-segment cut, bad records)
     problem: str | None = None  # why a read stopped early
+    read_ahead: int = 0         # consumer view: messages the read-ahead put in the fetcher's cache
 
 
 class FlatQueue:
@@ -201,6 +202,36 @@ class FlatQueue:
         if not found:
             res.status = NO_MATCHED_MESSAGE
         return res
+
+    def pull(self, queue_offset: int, max_count: int) -> FetchResult:
+        """What a consumer pulling `max_count` messages from `queue_offset` receives (getMessageAsync, flat-store
+        §7), with the read-ahead cache on and cold: one batch read of 32 messages (max_count 1) or
+        readAheadMessageCountThreshold into the cache, keyed queue_offset + i in the order the batch split them,
+        then messages from the cache until max_count, or until the bytes handed over reach
+        maxTransferBytesOnMessageInMemory (256 KiB by default; the message that crosses it is included), or a
+        cache miss. With readAheadCacheEnable off: the batch read of max_count messages itself."""
+        res = self._status(queue_offset)
+        cfg = self.config
+        if res.status != FOUND or not cfg.readAheadCacheEnable:
+            return res if res.status != FOUND else self.batch(queue_offset, max_count)
+        ahead = self.batch(queue_offset, 32 if max_count == 1 else cfg.readAheadMessageCountThreshold)
+        cache = ahead.messages if ahead.status == FOUND else []
+        out = FetchResult(NO_MATCHED_MESSAGE, queue_offset, res.min_offset, res.max_offset, read_ahead=len(cache),
+                          requested=ahead.requested, problem=ahead.problem)
+        total = 0
+        for i in range(cfg.readAheadMessageCountThreshold):
+            if i >= len(cache):   # a cache miss ends the answer
+                out.next_begin_offset = queue_offset + i
+                break
+            out.next_begin_offset = queue_offset + i + 1
+            out.messages.append(cache[i])
+            total += len(cache[i].record)
+            if len(out.messages) == max_count or total >= cfg.maxTransferBytesOnMessageInMemory:
+                break
+        if out.messages:
+            out.status = FOUND
+        out.left_out = len(cache) - len(out.messages)
+        return out
 
     def _batch_commit_log(self, cq: bytes) -> tuple[bytes, int]:
         """The COMMIT_LOG range from the first to the last unit read, trimmed to readAheadMessageSizeThreshold."""

@@ -97,9 +97,9 @@ def build_metadata(layout: TieredLayout, old: TieredMetadata | None, clock, res:
     for t, q in order:
         path = layout.file_path(t, q)
         fs = scanned[(t, q)]
-        entries[(t, q)] = ([_entry(path, COMMIT_LOG, s, old, clock, res, False) for s in fs.commit_log],
-                           [_entry(path, CONSUME_QUEUE, s, old, clock, res, s.base in fs.cq_unknown_times)
-                            for s in fs.consume_queue])
+        entries[(t, q)] = ([_entry(path, COMMIT_LOG, s, old, clock, res) for s in fs.commit_log],
+                           [_entry(path, CONSUME_QUEUE, s, old, clock, res, s.base in fs.cq_unknown_times,
+                                   s.base in fs.cq_partial_times) for s in fs.consume_queue])
     for t, q in order:   # what a broker that started without metadata does for each new queue
         cl, cq = entries[(t, q)]
         if cl:
@@ -147,7 +147,11 @@ def _topic_ids(queues, scanned, old: TieredMetadata | None, res: RebuildResult) 
     return ids
 
 
-def _entry(path: str, ft: int, seg, old, clock, res: RebuildResult, times_unknown: bool) -> FileSegmentMetadata:
+def _entry(path: str, ft: int, seg, old, clock, res: RebuildResult, times_unknown: bool = False,
+           begin_unknown: bool = False) -> FileSegmentMetadata:
+    """One segment's entry. Its times are what the broker recorded as it appended (min/max store time); where the
+    records they came from are gone (retention removed COMMIT_LOG files under a CONSUME_QUEUE segment), the broker
+    keeps the recorded value, so --from's is taken."""
     prev = old.segment(path, ft, seg.base) if old is not None else None
     begin, end = seg.min_ts, seg.max_ts
     if times_unknown:
@@ -156,6 +160,12 @@ def _entry(path: str, ft: int, seg, old, clock, res: RebuildResult, times_unknow
         else:
             res.warnings.append(f"{path} {FILE_TYPE_NAMES[ft]} {seg.base}: its records are gone and --from does not "
                                 "have its times; written as empty (Long.MAX_VALUE): retention removes it next")
+    elif begin_unknown:
+        if prev is not None:
+            begin = prev.begin_timestamp
+        else:
+            res.warnings.append(f"{path} {FILE_TYPE_NAMES[ft]} {seg.base}: its first records are gone and --from "
+                                "does not have its times; beginTimestamp is the oldest surviving record's")
     e = FileSegmentMetadata(path, ft, seg.base, 0, seg.size, prev.create_timestamp if prev else clock(), begin, end)
     if prev is not None:
         e.status, e.seal_timestamp = prev.status, prev.seal_timestamp
@@ -177,15 +187,27 @@ def _queue(broker: str, t: str, q: int, old, clock) -> QueueMetadata:
 
 
 def _index_entries(layout: TieredLayout, md: TieredMetadata, old, clock, res: RebuildResult) -> int:
-    """The RIP-65 INDEX flat file's segments (sizes from the files; times from --from, else unknown)."""
+    """The RIP-65 INDEX flat file's segments (format §9.1): sizes from the files; times from --from, else from the
+    compacted header, whose begin and end timestamps are what the upload recorded (min/max timestamp)."""
     files = layout.list_segments(INDEX_TOPIC, 0, INDEX).files
     path = layout.file_path(INDEX_TOPIC, 0)
     for f in files:
         prev = old.segment(path, INDEX, f.base) if old is not None else None
-        if prev is None:
-            res.warnings.append(f"{path} INDEX {f.base}: --from does not have its times; written as Long.MAX_VALUE")
+        begin, end = (prev.begin_timestamp, prev.end_timestamp) if prev else _index_header_times(f.path)
+        if prev is None and begin == LONG_MAX:
+            res.warnings.append(f"{path} INDEX {f.base}: no header and --from does not have its times; written as "
+                                "Long.MAX_VALUE")
         md.put_segment(FileSegmentMetadata(path, INDEX, f.base, 0, f.length,
-                                           prev.create_timestamp if prev else clock(),
-                                           prev.begin_timestamp if prev else LONG_MAX,
-                                           prev.end_timestamp if prev else LONG_MAX))
+                                           prev.create_timestamp if prev else clock(), begin, end))
     return len(files)
+
+
+def _index_header_times(p: Path) -> tuple[int, int]:
+    """(beginTimestamp, endTimestamp) of a compacted index file's header (format §9.2); unknown without one."""
+    import struct
+
+    with open(p, "rb") as fh:
+        head = fh.read(20)
+    if len(head) < 20:
+        return LONG_MAX, LONG_MAX
+    return struct.unpack_from(">qq", head, 4)

@@ -102,8 +102,9 @@ class FlatAppendFile:
             data = b"".join(parts)
         return data + bytes(length - len(data))
 
-    def _segment_read(self, seg: Segment, position: int, length: int) -> bytes:
-        """FileSegment.readAsync: fails for a position outside what is committed or a length <= 0."""
+    def read_segment(self, seg: Segment, position: int, length: int) -> bytes:
+        """FileSegment.readAsync on one segment (positions relative to it): fails for a position outside what is
+        committed or a length <= 0, cut to what is committed, zeros past the end of the file."""
         if position < 0 or position >= seg.size:
             raise TieredReadError(f"{self.type_name} segment {seg.file_name}: read position {position} is outside "
                                   f"its {seg.size} committed bytes")
@@ -123,9 +124,9 @@ class FlatAppendFile:
         s1 = segs[index]
         s2 = segs[index + 1] if offset + length > s1.end and index + 1 < len(segs) else None
         if s2 is None:
-            return self._segment_read(s1, offset - s1.base, length)
+            return self.read_segment(s1, offset - s1.base, length)
         len1 = s1.end - offset
-        return self._segment_read(s1, offset - s1.base, len1) + self._segment_read(s2, 0, length - len1)
+        return self.read_segment(s1, offset - s1.base, len1) + self.read_segment(s2, 0, length - len1)
 
     def close(self) -> None:
         for fd in self._fds.values():

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.broker.layout import StoreLayout
 from engine.errors import InvalidArgumentError
-from engine.tiered.flat.config import TieredConfig
-from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, TieredLayout, require_tiered_root,
+from engine.tiered.flat.config import TieredConfig, load_tiered_config
+from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, INDEX_TOPIC, TieredLayout, require_tiered_root,
                                        resolve_names, validate_tiered_topic)
 from engine.tiered.flat.metadata import LoadedMetadata, TieredMetadata, load_metadata
 from engine.tiered.flat.reader import FlatQueue
@@ -33,6 +34,7 @@ class FileSegments:
     commit_log: list[Segment] = field(default_factory=list)
     consume_queue: list[Segment] = field(default_factory=list)
     cq_unknown_times: list[int] = field(default_factory=list)   # CQ bases whose records are all gone
+    cq_partial_times: list[int] = field(default_factory=list)   # CQ bases whose first records are gone
 
 
 def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> FileSegments:
@@ -51,6 +53,8 @@ def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> File
         lo, hi = segment_times(ts[found])
         if len(units) and not found.any():
             out.cq_unknown_times.append(f.base)
+        elif not found.all():
+            out.cq_partial_times.append(f.base)
         out.consume_queue.append(Segment(CONSUME_QUEUE, f.base, f.length, lo, hi, f.path, f.length))
     return out
 
@@ -58,14 +62,17 @@ def segments_from_files(layout: TieredLayout, topic: str, queue_id: int) -> File
 class TieredStore:
     """One broker's flat files and metadata, opened read-only."""
 
-    def __init__(self, layout: TieredLayout, config: TieredConfig, loaded: LoadedMetadata):
+    def __init__(self, layout: TieredLayout, config: TieredConfig, loaded: LoadedMetadata,
+                 local_root: Path | None = None):
         self.layout = layout
         self.config = config
         self.loaded = loaded
+        self.local_root = local_root   # the broker's storePathRootDir (metadata, tiered_index_file/), when known
         self.warnings: list[str] = list(loaded.warnings)
         self._open: list[FlatQueue] = []
         self._file_cache: dict[tuple[str, int], FileSegments] = {}
         self._queues: dict[tuple[str, int], FlatQueue] = {}
+        self._loaded_ids: set[tuple[str, int]] | None = None
 
     @property
     def metadata(self) -> TieredMetadata | None:
@@ -109,11 +116,18 @@ class TieredStore:
         if md is None:
             return []
         loaded = {self.layout.file_path(t, q) for t, q in self.queue_ids()}
+        loaded.add(self.layout.file_path(INDEX_TOPIC, 0))   # the INDEX flat file: read by the index service
         prefix = self.layout.broker + "/"
         paths = {p for p in md.paths() if p.startswith(prefix)}
         dirs, _ = self.layout.list_queues()
         paths |= {self.layout.file_path(t, q) for t, q in dirs}
         return sorted(paths - loaded)
+
+    def has_queue(self, topic: str, queue_id: int) -> bool:
+        """Whether the broker holds a flat file for this queue (FlatFileStore.getFlatFile is not null)."""
+        if self._loaded_ids is None:
+            self._loaded_ids = set(self.queue_ids())
+        return (topic, queue_id) in self._loaded_ids
 
     def queue(self, topic: str, queue_id: int) -> FlatQueue:
         """One queue; an unknown topic or queue is a one-line error."""
@@ -199,12 +213,63 @@ class TieredStore:
 
 
 def open_flat_store(root, metadata_path: Path | None, cluster: str | None, broker: str | None,
-                config: TieredConfig) -> TieredStore:
+                    config: TieredConfig, local_root: Path | None = None) -> TieredStore:
     """Resolve the root, cluster and broker (the only ones there when not given) and load the metadata."""
     root = Path(os.path.expanduser(os.fspath(root)))
     require_tiered_root(root)
     cluster, broker = resolve_names(root, cluster, broker)
     layout = TieredLayout(root, cluster, broker)
     loaded = load_metadata(Path(metadata_path) if metadata_path is not None else None)
-    return TieredStore(layout, config, loaded)
+    return TieredStore(layout, config, loaded, local_root)
+
+
+@dataclass
+class TierSource:
+    """Where a tier and its broker's files are: the options every `tiered` command shares. What is not given comes
+    from broker.conf (tieredStoreFilePath, storePathRootDir, brokerClusterName, brokerName); the metadata from
+    <store>/config/tieredStoreMetadata.json."""
+
+    tiered_store_path: Path | None = None
+    metadata: Path | None = None
+    store: Path | None = None
+    broker_conf: Path | None = None
+    cluster_name: str | None = None
+    broker_name: str | None = None
+
+    def config(self, **overrides) -> TieredConfig:
+        return load_tiered_config(self.broker_conf, **overrides)
+
+    def tier_root(self, cfg: TieredConfig | None = None) -> Path | None:
+        """tieredStoreFilePath: the option, else broker.conf's; None when neither gives it."""
+        if self.tiered_store_path is not None:
+            return Path(os.path.expanduser(os.fspath(self.tiered_store_path)))
+        cfg = cfg or self.config()
+        return Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None
+
+    def local_root(self, cfg: TieredConfig | None = None) -> Path | None:
+        """storePathRootDir: --store, else broker.conf's."""
+        if self.store is not None:
+            return Path(os.path.expanduser(os.fspath(self.store)))
+        cfg = cfg or self.config()
+        return Path(cfg.storePathRootDir) if cfg.storePathRootDir else None
+
+    def local_index_dir(self) -> Path | None:
+        """<storePathRootDir>/tiered_index_file, where the broker keeps its tiered index files until uploaded."""
+        root = self.local_root()
+        return StoreLayout(root).tiered_index_dir if root is not None else None
+
+
+def open_tier(src: TierSource, **overrides) -> TieredStore:
+    """The tier `src` names, opened read-only (close it when done); `overrides` are tiered config keys."""
+    cfg = src.config(**overrides)
+    root = src.tier_root(cfg)
+    if root is None:
+        raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR (or --broker-conf with "
+                                   "tieredStoreFilePath)")
+    local = src.local_root(cfg)
+    metadata = src.metadata
+    if metadata is None and local is not None:
+        metadata = StoreLayout(local).tiered_metadata
+    return open_flat_store(root, metadata, src.cluster_name or cfg.brokerClusterName or None,
+                           src.broker_name or cfg.brokerName or None, cfg, local)
 

@@ -9,11 +9,16 @@
   inspection  walk_slot, slot_range, the walk of a TOPIC#KEY, stats
   checks      verify: the structural check
   service     the directory query (IndexStoreService), tiered metadata, flat commit-log verifier, local locator
-  operations  inspect_files, compact_file: what inspect-index and compact-index ask
-  keyquery    query_tiered_key: what query-key --tiered-dir asks
+  operations  inspect_files, compact_file, inspect_tier, verify_index/verify_tier: what inspect-index, compact-index
+              and verify ask
+  keyquery    query_tiered_key: what the old query-key --tiered-dir asks
+  flatfile    the INDEX flat file (rmq_sys_INDEX/0): uploaded segments from the metadata, their checks
+  table       IndexStoreService's table (local and uploaded files), its geometry and queryAsync
+  fetcher     TierIndex: queryMessageAsync over a tier, the checked view, --from-jsonl answers
 
 The names below are the package's public API.
 """
+from engine.tiered.index.fetcher import KeyAnswer, KeyQuestion, TierIndex, open_tier_index
 from engine.tiered.index.file import IndexStoreFile, open_tiered
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DTYPE,
                                         DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE,
@@ -34,4 +39,5 @@ __all__ = [
     "tiered_key_hash", "tiered_slot", "unsealed_file_size", "detect_tiered", "IndexStoreFile", "open_tiered",
     "CountingReader", "SlotWalk", "FileInspection", "inspect_files", "compact_file", "TieredQueryResult",
     "list_tiered_index_files", "query_tiered_dir", "TieredKeyQuery", "TieredKeyAnswer", "query_tiered_key",
+    "KeyAnswer", "KeyQuestion", "TierIndex", "open_tier_index",
 ]

@@ -112,19 +112,22 @@ def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
 
 
 def _resolve_sources(q: TieredKeyQuery) -> _Sources:
-    tc = load_tiered_config(q.broker_conf)
-    root = q.store if q.store is not None else (Path(tc.storePathRootDir) if tc.storePathRootDir else None)
+    cfg = load_tiered_config(q.broker_conf)   # the one reader of the tiered broker.conf keys
+    props_root = cfg.storePathRootDir or None
+    root = q.store if q.store is not None else (Path(props_root) if props_root else None)
     have_store = q.store is not None or q.broker_conf is not None
     # Tiered geometry: explicit tiered options, else broker.conf's tiered keys, else --hash-slots/--max-index
     # when there is no local store they could belong to, else inferred from each file.
-    slots = q.tiered_hash_slots or tc.tieredStoreIndexFileMaxHashSlotNum or None
-    items_num = q.tiered_max_index or tc.tieredStoreIndexFileMaxIndexNum or None
+    slots = q.tiered_hash_slots or (cfg.tieredStoreIndexFileMaxHashSlotNum
+                                    if cfg.is_given("tieredStoreIndexFileMaxHashSlotNum") else None)
+    items_num = q.tiered_max_index or (cfg.tieredStoreIndexFileMaxIndexNum
+                                       if cfg.is_given("tieredStoreIndexFileMaxIndexNum") else None)
     if not have_store:
         slots = slots or q.hash_slots
         items_num = items_num or q.max_index
-    tsp = q.tiered_store_path or (Path(tc.tieredStoreFilePath) if tc.tieredStoreFilePath else None)
-    return _Sources(root, have_store, slots, items_num, tsp, q.cluster_name or tc.brokerClusterName or None,
-                    q.broker_name or tc.brokerName or None)
+    tsp = q.tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
+    return _Sources(root, have_store, slots, items_num, tsp, q.cluster_name or cfg.brokerClusterName or None,
+                    q.broker_name or cfg.brokerName or None)
 
 
 def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from engine.errors import InvalidArgumentError
+from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
-from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, MAX_QUERY_COUNT, TieredIndexError
+from engine.tiered.index.flatfile import index_segment_findings, orphan_index_files
+from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, HEADER_SIZE, MAX_QUERY_COUNT, TieredIndexError
 from engine.tiered.index.inspection import SlotWalk, walk
+from engine.tiered.index.table import TableFile
 
 
 @dataclass
@@ -85,3 +88,211 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
         with IndexStoreFile.open(out, summary["hashSlotNum"]) as g:
             summary["itemsWritten"] = g.stats()["chainedItems"]
     return summary
+
+
+# ------------------------------------------------------------------ the tier's index: local files and INDEX segments
+
+
+def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Optional[str] = None,
+                 limit: int = MAX_QUERY_COUNT, stats: bool = False, verify: bool = False) -> Iterator[FileInspection]:
+    """One FileInspection per file of the service's table, oldest first: local files as the broker loads them
+    (UNSEALED, named by their timestamp), uploaded segments read from their files with the configured slot count
+    and the metadata's timestamp; with `verify`, a segment's problems include what its metadata entry and file
+    disagree on (engine.tiered.index.flatfile)."""
+    g = ti.service.geometry
+    seg_findings: dict[str, list[str]] = {}
+    if verify:
+        problems, _notes = index_segment_findings(ti.store.layout, ti.index_segments, g.hash_slot_num)
+        for rel, text in problems:
+            seg_findings.setdefault(rel, []).append(text)
+    for f in ti.service.files:
+        yield _inspect_entry(ti, f, seg_findings, walk_slot, walk_key, limit, stats, verify)
+
+
+def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
+    g = ti.service.geometry
+    extra = {"timestamp": f.timestamp, "status": f.status}
+    if f.segment is not None:
+        seg = f.segment.segment
+        rel = ti.store.layout.rel(seg.path)
+        extra.update({"baseOffset": seg.base, "metadataSize": seg.size, "fileBytes": seg.file_len})
+        problems = list(seg_findings.get(rel, []))
+        if not seg.file_len or seg.file_len < HEADER_SIZE:
+            rep = FileInspection(seg.path.name, {"file": seg.path.name, "layout": "compacted", **extra,
+                                                 "fileSize": seg.file_len}, "compacted", 0, f.timestamp)
+            empty_upload = seg.size == 0   # an index file without items uploads 0 bytes (format §9.4)
+            rep.problems = (problems or ([] if empty_upload else ["no compacted index in the file"])) if verify \
+                else None
+            return rep
+        handle = IndexStoreFile.open(seg.path, g.hash_slot_num, layout="compacted", begin_timestamp=f.timestamp,
+                                     force_geometry=True)
+    else:
+        problems = []
+        handle = IndexStoreFile.open(f.local, g.hash_slot_num if g.source != "default" else None, g.index_num,
+                                     layout="unsealed", begin_timestamp=f.timestamp)
+    with handle as h:
+        header = {"file": os.path.basename(h.path), **h.header(), **extra}
+        rep = FileInspection(header["file"], header, h.layout, h.index_item_count, h.begin_timestamp)
+        if walk_slot is not None or walk_key is not None:
+            rep.walk = walk(h, walk_slot, walk_key, limit)
+        if stats:
+            rep.stats = h.stats()
+        if verify:
+            rep.problems = problems + h.verify()
+    return rep
+
+
+def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(problems, notes), each (file, text), of the tier's index: the INDEX flat file against its metadata and the
+    configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
+    directory the metadata does not list, local files the broker could not load."""
+    layout = ti.store.layout
+    problems: list[tuple[str, str]] = []
+    shown = set()
+    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):
+        rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
+        shown.add(rel)
+        problems += [(rel, text) for text in rep.problems or []]
+    seg_problems, notes = index_segment_findings(layout, ti.index_segments, ti.service.geometry.hash_slot_num)
+    problems += [(rel, text) for rel, text in seg_problems if rel not in shown]   # segments not in the table
+    problems += [(str(path), text) for path, text in ti.service.problems]
+    item_problems, item_notes = item_findings(ti)
+    return problems + item_problems, notes + item_notes + orphan_index_files(layout, ti.index_segments)
+
+
+def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
+    """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
+    tiered index's (verify_index) in the same report."""
+    from engine.tiered.flat.verify import Finding, verify
+
+    rep = verify(store, topic)
+    if topic is None:
+        ti = tier_index_of(store, local_dir)
+        try:
+            problems, notes = verify_index(ti)
+        finally:
+            ti.service.close()
+        rep.problems += [Finding(f, None, t) for f, t in problems]
+        rep.notes += [Finding(f, None, t) for f, t in notes]
+        rep.segments += len(ti.index_segments)
+    return rep
+
+
+# ------------------------------------------------------------------ items against the records they point at
+
+ITEM_CHUNK = 1 << 16          # index items checked at once (memory: ITEM_CHUNK x (28 + RECORD_HEAD) bytes)
+RECORD_HEAD = 76              # bytes of a record read per item: TOTALSIZE .. STORETIMESTAMP with an IPv6 born host
+MAX_EXAMPLES = 10             # problem lines per file; the rest are counted
+
+
+def item_findings(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(problems, notes) of every file's items against the tier: an item of a queue the broker holds must point at
+    a whole record's start in that queue's tiered commit log, of its size, stored in its second (timeDiff, format
+    §9.6). Items whose records retention removed, or of topics/queues the broker no longer holds, are notes. The
+    items are read ITEM_CHUNK at a time and the records' heads gathered from read-only mappings."""
+    ids = {m.topic_id: t for t, m in ti.store.metadata.topics.items()} if ti.store.metadata is not None else {}
+    problems: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
+    for f in ti.service.files:
+        rel = ti.store.layout.rel(f.segment.segment.path if f.segment is not None else f.local)
+        found: list[str] = []
+        counts = {"gone": 0, "unheld": 0, "checked": 0}
+        for items in _item_chunks(ti, f):
+            _check_items(ti, ids, items, f.timestamp, found, counts)
+        problems += [(rel, p) for p in found[:MAX_EXAMPLES]]
+        if len(found) > MAX_EXAMPLES:
+            problems.append((rel, f"{len(found) - MAX_EXAMPLES} more item(s) like these"))
+        if counts["gone"]:
+            notes.append((rel, f"{counts['gone']} item(s) point below their queue's tiered commit log (records "
+                               "retention removed): queries still return them and the reads fail"))
+        if counts["unheld"]:
+            notes.append((rel, f"{counts['unheld']} item(s) of topics or queues the broker holds no flat file for "
+                               "(the fetcher skips them)"))
+    return problems, notes
+
+
+def _item_chunks(ti: TierIndex, f: TableFile):
+    """A file's items as COMPACT_ITEM_DTYPE arrays: an uploaded segment's item area up to its committed size, a
+    local file's items 1..indexItemCount."""
+    import numpy as np
+
+    from engine.tiered.index.format import COMPACT_ITEM_DTYPE, HASH_SLOT_SIZE, ITEM_DTYPE, pread_exact
+
+    g = ti.service.geometry
+    if f.segment is not None:
+        seg = f.segment.segment
+        if not seg.file_len:
+            return
+        base = HEADER_SIZE + HASH_SLOT_SIZE * g.hash_slot_num
+        count = max(0, min(seg.size, seg.file_len) - base) // COMPACT_INDEX_ITEM_SIZE
+        path, dtype, first = seg.path, COMPACT_ITEM_DTYPE, 0
+    else:
+        with ti.service.local_file(f) as h:
+            base, count, path, dtype, first = h.items_base, h.index_item_count, f.local, ITEM_DTYPE, 1
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for start in range(0, count, ITEM_CHUNK):
+            n = min(ITEM_CHUNK, count - start)
+            raw = pread_exact(fd, n * dtype.itemsize, base + (first + start) * dtype.itemsize)
+            yield np.frombuffer(raw[:len(raw) // dtype.itemsize * dtype.itemsize], dtype=dtype)
+    finally:
+        os.close(fd)
+
+
+def _check_items(ti: TierIndex, ids: dict, items, file_ts: int, found: list[str], counts: dict) -> None:
+    import numpy as np
+
+    key = items["topicId"].astype(np.int64) << 32 | (items["queueId"].astype(np.int64) & 0xFFFFFFFF)
+    for k in np.unique(key):
+        sel = items[key == k]
+        topic, qid = ids.get(int(sel["topicId"][0])), int(sel["queueId"][0])
+        if topic is None or not ti.store.has_queue(topic, qid):
+            counts["unheld"] += len(sel)
+            continue
+        cl = ti.store.queue(topic, qid).commit_log
+        offs, sizes = sel["offset"].astype(np.int64), sel["size"].astype(np.int64)
+        gone = offs < cl.min_offset
+        counts["gone"] += int(gone.sum())
+        past = ~gone & (offs + sizes > cl.commit_offset)
+        for o, s in zip(offs[past][:MAX_EXAMPLES].tolist(), sizes[past][:MAX_EXAMPLES].tolist()):
+            found.append(f"{topic}/{qid}: item at tiered offset {o} ({s} bytes) points past the committed "
+                         f"tiered commit log ({cl.commit_offset})")
+        for seg in cl.segments:
+            inside = ~gone & ~past & (offs >= seg.base) & (offs < seg.end)
+            if inside.any():
+                _check_heads(seg, sel[inside], offs[inside], file_ts, topic, qid, found)
+
+
+def _check_heads(seg, items, offs, file_ts: int, topic: str, qid: int, found: list[str]) -> None:
+    """The record heads at the items' offsets in one segment: TOTALSIZE, magic, and the store time's second."""
+    import numpy as np
+
+    from engine.broker.commitlog.message import BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+
+    length = min(seg.size, seg.file_len or 0)
+    pos = offs - seg.base
+    whole = pos + RECORD_HEAD <= length
+    for o in offs[~whole][:MAX_EXAMPLES].tolist():
+        found.append(f"{topic}/{qid}: item at tiered offset {o}: no record head there (segment {seg.path.name} "
+                     f"holds {length} bytes)")
+    if not whole.any():
+        return
+    pos, items, offs = pos[whole], items[whole], offs[whole]
+    mm = np.memmap(seg.path, dtype=np.uint8, mode="r", shape=(length,))
+    heads = np.asarray(mm[pos[:, None] + np.arange(RECORD_HEAD)])
+    del mm
+    be32 = heads[:, :40].copy().view(">i4")
+    total, magic, sysflag = be32[:, 0].astype(np.int64), be32[:, 1], be32[:, 9]
+    ts_at = np.where(sysflag & BORNHOST_V6_FLAG, 68, 56)
+    ts = np.array([int.from_bytes(h[a:a + 8].tobytes(), "big", signed=True) for h, a in zip(heads, ts_at)],
+                  dtype=np.int64)
+    diff = ts - file_ts
+    second = np.where(diff >= 0, diff // 1000, -((-diff) // 1000))
+    second = (second + 2**31) % 2**32 - 2**31                       # (int) of a long, as the put computes it
+    bad_magic = ~np.isin(magic, (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2))
+    bad_size = ~bad_magic & (total != items["size"])
+    bad_time = ~bad_magic & ~bad_size & (second != items["timeDiff"])
+    for name, mask in (("no record starts there", bad_magic), ("the record there has another size", bad_size),
+                       ("its timeDiff is not the record's store second", bad_time)):
+        for o in offs[mask][:MAX_EXAMPLES].tolist():
+            found.append(f"{topic}/{qid}: item at tiered offset {o}: {name}")

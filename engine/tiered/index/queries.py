@@ -101,24 +101,35 @@ def _segment_read(f: "IndexStoreFile", position: int, length: int, reader: Optio
 
 def _query_segment(f: "IndexStoreFile", hc: int, max_count: int, window: tuple[int, int, int],
                    reader: Optional[Reader]) -> list[dict]:
+    return query_compacted(lambda pos, n: _segment_read(f, pos, n, reader), f.commit_length, f.hash_slot_num, hc,
+                           max_count, window)
+
+
+def query_compacted(read: Reader, commit_length: int, hash_slot_num: int, hc: int, max_count: int,
+                    window: tuple[int, int, int]) -> list[dict]:
+    """``queryAsyncFromSegmentFile`` (format §9.7) over any segment: ``read(position, length)`` is the
+    FileSegment read (it raises where the Java future fails), ``hash_slot_num`` the configured slot count and
+    ``window`` = (begin, end, the segment's minTimestamp)."""
     begin, end, base_ts = window
-    if f.commit_length <= HEADER_SIZE:  # getCommitPosition() <= getSlotPosition(0)
+    if commit_length <= HEADER_SIZE:  # getCommitPosition() <= getSlotPosition(0)
         return []
-    slot_buf = _segment_read(f, f.slot_position(java_rem(hc, f.hash_slot_num)), HASH_SLOT_SIZE, reader)
+    slot_buf = read(to_i32(HEADER_SIZE + java_rem(hc, hash_slot_num) * HASH_SLOT_SIZE), HASH_SLOT_SIZE)
     if len(slot_buf) < HASH_SLOT_SIZE:
         return []
     items_pos, items_len = SLOT.unpack_from(slot_buf, 0)
     items_len = min(items_len, COMPACT_INDEX_ITEM_SIZE * MAX_COMPACT_READ_ITEMS)
     if items_pos <= 0 or items_len <= 0:
         return []
-    buf = _segment_read(f, items_pos, items_len, reader)
+    buf = read(items_pos, items_len)
     if len(buf) % COMPACT_INDEX_ITEM_SIZE:
         return []
     result: list[dict] = []
     for off in range(0, len(buf), COMPACT_INDEX_ITEM_SIZE):
+        if len(result) >= max_count:
+            break  # Java reads on but keeps nothing more
         item = CITEM.unpack_from(buf, off)
         t = to_i64(item[5] * 1000 + base_ts)
-        if item[0] == hc and begin <= t <= end and len(result) < max_count:
+        if item[0] == hc and begin <= t <= end:
             d = dict(zip(ITEM_FIELDS, item))
             d["itemIndex"] = 0
             result.append(d)

@@ -23,7 +23,6 @@ Only stdlib + numpy + engine modules are used (no typer/rich).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -31,10 +30,12 @@ from typing import Optional
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
 from engine.broker.commitlog.message import VALID, check_message
+from engine.broker.index.keys import tiered_key_set
 from engine.tiered.flat.layout import COMMIT_LOG, TieredLayout, brokers_of, cluster_dir_name, list_clusters
 from engine.tiered.flat.segments import FlatAppendFile, Segment, TieredReadError
 from engine.tiered.index.file import IndexStoreFile
 from engine.tiered.index.format import TieredQueryError
+from engine.tiered.index.table import local_index_files, merge_items
 
 __all__ = [
     "TieredQueryResult",
@@ -46,31 +47,20 @@ __all__ = [
 ]
 
 
-_NUMERIC = re.compile(r"^[0-9]+$")
-
-
 # --------------------------------------------------------------------------------------------------
 # Directory query (IndexStoreService.queryAsync)
 # --------------------------------------------------------------------------------------------------
 
 
 def list_tiered_index_files(directory) -> list[tuple[int, Path]]:
-    """(beginTimestamp, path) of every file with a purely numeric name, oldest first (as the service loads)."""
+    """(beginTimestamp, path) of every file the service loads from `directory`, oldest first (the rule is
+    engine.tiered.index.table.local_index_files); a directory that does not exist is bad input here."""
     d = Path(directory)
     if not d.exists():
         raise InvalidArgumentError(f"tiered index directory {d} does not exist")
     if not d.is_dir():
         raise InvalidArgumentError(f"{d} is not a directory")
-    out = []
-    for p in d.iterdir():
-        # StringUtils.isNumeric: ASCII digits here; directories (compacting/) are skipped.
-        if p.is_file() and _NUMERIC.match(p.name):
-            ts = int(p.name)
-            if ts > 2**63 - 1:
-                continue  # Long.parseLong would fail: the broker skips it with an error log
-            out.append((ts, p))
-    out.sort()
-    return out
+    return local_index_files(d)
 
 
 @dataclass
@@ -101,7 +91,7 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
         raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
     files = list_tiered_index_files(directory)
     res = TieredQueryResult(files_total=len(files), topic_id=topic_id)
-    merged: dict[str, dict] = {}
+    answers = []
     # subMap(begin, true, end, true).descendingMap(): file key within [begin, end], newest first.
     for ts, path in reversed(files):
         if not begin <= ts <= end:
@@ -111,23 +101,12 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
             try:
                 found = f.query(topic, key, max_count, begin, end)
             except TieredQueryError as e:
-                res.errors.append(f"{path.name}: {e}")
+                res.errors.append(f"{path.name}: {e}")   # Java logs it and answers with the other files
                 continue
         res.candidates += len(found)
-        for it in found:
-            k = f"{it['queueId']}-{it['offset']}"
-            # Java puts into a ConcurrentHashMap from parallel futures, so which file's copy of a duplicate
-            # wins is unspecified; the newest file's (first seen) is kept here.  Counts are the same either way.
-            if len(merged) < max_count and k not in merged:
-                it = dict(it)
-                it["file"] = path.name
-                it["fileTimestamp"] = ts
-                it["time"] = ts + it["timeDiff"] * 1000
-                merged[k] = it
-    if not merged and res.errors:
-        # Java: allOf(...) failed and nothing was found -> the query future fails.
-        raise TieredQueryError("tiered index query failed: " + "; ".join(res.errors))
-    items = list(merged.values())[:max_count]
+        answers.append([{**it, "file": path.name, "fileTimestamp": ts, "time": ts + it["timeDiff"] * 1000}
+                        for it in found])
+    items = merge_items(answers, max_count)
     for it in items:
         if filter_topic_id and topic_id is not None and it["topicId"] != topic_id:
             d = dict(it)
@@ -144,14 +123,16 @@ def query_tiered_dir(directory, topic: str, key: str, max_count: int, begin: int
 
 
 def check_record(rec, topic: str, key: str, unique: bool, begin: int, end: int) -> str:
-    """'' when the record really carries topic/key and a store time in [begin, end], else why not."""
+    """'' when the record really carries topic/key and a store time in [begin, end], else why not. The key is
+    looked for where the tiered index took it from (format §9.6): the UNIQ_KEY and every KEYS token; with
+    `unique`, the UNIQ_KEY only."""
     if rec.topic != topic:
         return f"hash collision: topic is {rec.topic!r}"
     if unique:
         if rec.uniq_key != key:
             return "hash collision: different UNIQ_KEY"
-    elif key not in rec.keys:
-        return "hash collision: key not among the message's KEYS"
+    elif key not in tiered_key_set(rec.uniq_key, rec.properties.get("KEYS")):
+        return "hash collision: the key is neither the message's UNIQ_KEY nor one of its KEYS"
     if not begin <= rec.store_timestamp <= end:
         return f"store time {rec.store_timestamp} outside the window"
     return ""
