@@ -83,7 +83,7 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
                 else:
                     val = raw
             except ValueError:
-                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a number") from None
+                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
             setattr(cfg, f.name, val)
             given.add(f.name)
     for k, v in overrides.items():
