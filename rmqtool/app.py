@@ -39,8 +39,9 @@ COMMAND_TABLE = {
     "dump-cq": ("queues", "dump_cq"),
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
+    "doctor": ("doctor", "doctor"),
 }
-GROUP_TABLE = {"tiered": "tiered", "timer": "timer"}  # command groups: the module whose `app` holds the subcommands
+GROUP_TABLE = {"tiered": "tiered", "timer": "timer", "repair": "repair"}  # command groups: the module whose `app` holds the subcommands
 # Subcommands a group takes from another module: the tiered index commands live beside the flat-store ones.
 GROUP_COMMANDS = {"tiered": {
     "query-key": ("tiered_index", "query_key"),

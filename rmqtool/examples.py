@@ -137,6 +137,29 @@ EXAMPLES: dict[str, list[str]] = {
         "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json",
         "rmqtool tiered rebuild-metadata -T /data/tiered -o rebuilt.json --from old.json.bak --json",
     ],
+    "doctor": [
+        "rmqtool doctor -s ~/store",
+        "rmqtool doctor -c /opt/rocketmq/conf/broker.conf --json | jq -r '.findings[] | select(.severity == \"error\") | .fix'",
+        "rmqtool doctor -s ~/store --deep",
+    ],
+    "repair": [
+        "rmqtool repair config -s ~/store consumerOffset.json --from-bak",
+        "rmqtool repair consume-queue -s ~/store --topic TopicTest --queue-id 3 --dry-run",
+        "rmqtool repair timer -c /opt/rocketmq/conf/broker.conf --dry-run",
+    ],
+    "repair config": [
+        "rmqtool repair config -s ~/store consumerOffset.json --from-bak",
+        "rmqtool repair config -s ~/store topics.json --from-store --dry-run",
+        "rmqtool repair config -s ~/store consumerFilter.json --empty",
+    ],
+    "repair consume-queue": [
+        "rmqtool repair consume-queue -s ~/store --dry-run",
+        "rmqtool repair consume-queue -s ~/store --topic TopicTest --queue-id 3",
+    ],
+    "repair timer": [
+        "rmqtool repair timer -c /opt/rocketmq/conf/broker.conf --dry-run",
+        "rmqtool repair timer -c /opt/rocketmq/conf/broker.conf --json",
+    ],
     "timer": [
         "rmqtool timer inspect -s ~/store",
         "rmqtool timer list -c /opt/rocketmq/conf/broker.conf --topic TopicTest --due-before now+1h",

@@ -149,7 +149,9 @@ class gc_paused:
 
 
 def body_preview(j: dict, width: int = 40) -> str:
-    b = j.get("body", "")
+    if "compressionError" in j:  # never previewed as if the stored bytes were the message
+        return f"<{j.get('compression')} body does not decode>"
+    b = j.get("body") or ""
     if j.get("bodyEncoding") == "base64":
         return f"<{len(b) * 3 // 4} bytes binary>"
     b = b.replace("\n", "\\n")

@@ -13,7 +13,7 @@ from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
 from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
-from helpers import GOLDEN, unpack_t1
+from helpers import BROKER_R1, BROKER_R2, GOLDEN, unpack_store, unpack_t1
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -32,6 +32,19 @@ def _rmqtool_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN
+
+
+@pytest.fixture(scope="session")
+def r1_store(tmp_path_factory) -> Path:
+    """broker/r1's store, unpacked once per run: read it only (copy_store before changing anything)."""
+    return unpack_store(BROKER_R1 / "store.tar.gz", tmp_path_factory.mktemp("r1"))
+
+
+@pytest.fixture(scope="session")
+def r2_stores(tmp_path_factory) -> dict[str, Path]:
+    """broker/r2's stores (killed, damaged, recovered_by_broker), unpacked once per run: read them only."""
+    return {name: unpack_store(BROKER_R2 / name / "store.tar.gz", tmp_path_factory.mktemp(f"r2-{name}"))
+            for name in ("killed", "damaged", "recovered_by_broker")}
 
 
 @pytest.fixture

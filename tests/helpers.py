@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,6 +27,30 @@ READ_GEOM = ["--hash-slots", "16", "--max-index", "64"]
 T0 = 1_700_000_000_000
 #: The segment size of fuzz_store's commit logs.
 FUZZ_SEG = 16384
+
+
+#: Stores a real RocketMQ broker wrote, with what its clients received (tests/golden/broker/*/README.md).
+BROKER_R1 = GOLDEN / "broker" / "r1"
+BROKER_R2 = GOLDEN / "broker" / "r2"
+TIMER_T2 = GOLDEN / "timer" / "t2"
+
+
+def unpack_store(tarball: Path, dest: Path) -> Path:
+    """A golden set's packed store (`tar --sparse -czf`) unpacked into dest, sparse files kept sparse; the store
+    root (dest/store)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "--sparse", "-xzf", str(tarball), "-C", str(dest)], check=True)
+    return dest / "store"
+
+
+def copy_store(src: Path, dest: Path) -> Path:
+    """A copy of a store to change (holes stay holes)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(src), str(dest)], check=True)
+    return dest
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def run(args: list[str], input: str | None = None):
@@ -371,3 +396,19 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
         w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
     w.write(TimerCheckpoint(read_ms, w.end, count, count))
     return conf, puts
+
+
+def unpack_broker_set(name: str, dst: Path) -> tuple[Path, Path]:
+    """A broker golden store (`r1`, `r2/killed`, `r2/damaged`, ...) unpacked under dst, with a broker.conf that
+    points at it (the set's own, `<store>` replaced). Returns (store root, broker.conf)."""
+    import tarfile
+
+    src = GOLDEN / "broker" / name
+    conf_src = src / "broker.conf" if (src / "broker.conf").exists() else src.parent / "broker.conf"
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src / "store.tar.gz") as tf:
+        tf.extractall(dst, filter="data")
+    conf = dst / "broker.conf"
+    conf.write_text(conf_src.read_text().replace("<store>", str(dst / "store")))
+    return dst / "store", conf

@@ -67,7 +67,7 @@ def test_walk_matches_every_listed_record(store):
         assert r.msg_id == x["offsetMsgId"]
         if "uncompressedBodyHex" in x:
             assert r.compression() == "zlib"
-            assert r.uncompressed_body().hex() == x["uncompressedBodyHex"]
+            assert r.decoded_body().data.hex() == x["uncompressedBodyHex"]
 
 
 def test_reencode_gives_the_same_bytes():

@@ -15,6 +15,7 @@ from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
 from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record
 from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
+from engine.ops.recovery.placeholder import Origin
 from helpers import spy
 from helpers import SEG, cfg_for, patch, put, sample_messages, seg_file
 
@@ -62,6 +63,25 @@ def test_placeholder_is_a_valid_rollback_record_of_exactly_the_hole(length):
     assert rec.physical_offset == 4096 * 7 + 100 and rec.store_timestamp == 1_700_000_000_123
     if length >= 200:
         assert rec.topic == QUARANTINE_TOPIC and "RMQTOOL_QUARANTINED" in rec.properties
+
+
+@pytest.mark.parametrize("length", [MIN_HOLE, 120, 150, 250, 300, 1000])
+def test_placeholder_names_the_message_it_replaces_when_it_fits(length):
+    """What a consumer reading the unit receives (engine.ops.recovery.placeholder): the unit's queue and queue
+    offset in the record, and the origin and the manifest in its properties as far as the hole holds them."""
+    origin = Origin("TopicFlood", 3, 184)
+    data = placeholder_record(4096, length, 1_700_000_000_123, "quarantine/x/manifest.json", origin)
+    r = check_message(data, 0, len(data), check_crc=True)
+    assert r.status == VALID and r.size == length == len(data)
+    rec = r.record
+    assert (rec.queue_id, rec.queue_offset) == (3, 184) and rec.index_keys() == []
+    if length >= 300:
+        assert rec.properties == {"RMQTOOL_QUARANTINED": "quarantine/x/manifest.json",
+                                  "RMQTOOL_ORIGIN_TOPIC": "TopicFlood", "RMQTOOL_ORIGIN_QUEUE_ID": "3",
+                                  "RMQTOOL_ORIGIN_QUEUE_OFFSET": "184"}
+    elif rec.properties:
+        assert set(rec.properties) <= {"RMQTOOL_QUARANTINED", "RMQTOOL_ORIGIN_TOPIC", "RMQTOOL_ORIGIN_QUEUE_ID",
+                                       "RMQTOOL_ORIGIN_QUEUE_OFFSET"}
 
 
 def events(store):

@@ -142,17 +142,43 @@ def damage_record(root, ack):
     seg.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("victims", [[4], [9], [0], [8, 9]])
+def _in_last_segment(root, ack) -> bool:
+    return ack["commitLogOffset"] // 4096 == max(int(p.name) for p in (root / "commitlog").iterdir()) // 4096
+
+
+@pytest.mark.parametrize("victims", [[4], [0], [0, 4]])
 def test_print_msg_reports_unreadable_units_and_exits_3(store, victims):
-    """A unit whose message cannot be read is reported, wherever it is (first, middle, last of the queue)."""
+    """A unit whose message cannot be read is reported, wherever it is in the queue (first, middle), when the
+    broker's recovery scan (which starts in the last segment here, format §7.3) does not reach the damage."""
     root, acks = store
     for v in victims:
-        damage_record(root, next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == v))
+        ack = next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == v)
+        assert not _in_last_segment(root, ack)
+        damage_record(root, ack)
     r = run(["print-msg", "-s", root, "-t", "TopicA", "-q", "2", "--begin", T0, "--end", "now", "--json"])
     assert r.exit_code == 3
     assert [g["queueOffset"] for g in jlines(r)] == [q for q in range(10) if q not in victims]
     for v in victims:
         assert f"TopicA/2 queue offset {v}: unreadable" in r.stderr
+    assert "logical truncation" not in r.stderr
+
+
+@pytest.mark.parametrize("victims", [[9], [8, 9]])
+def test_print_msg_stops_where_the_brokers_recovery_ends_the_log(store, victims):
+    """Damage in the segment the broker's recovery scans ends its commit log there (format §7.2): it cuts the
+    units from the first damaged record on (format §4.5), in every queue; print-msg answers as that broker serves the
+    queue and says so."""
+    root, acks = store
+    hit = [next(a for a in acks if a["queueId"] == 2 and a["queueOffset"] == v) for v in victims]
+    for ack in hit:
+        assert _in_last_segment(root, ack)
+        damage_record(root, ack)
+    first = min(a["commitLogOffset"] for a in hit)
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--json"])
+    assert r.exit_code == 0, r.output
+    assert sorted(g["commitLogOffset"] for g in jlines(r)) == sorted(
+        a["commitLogOffset"] for a in acks if a["commitLogOffset"] < first)
+    assert f"ends its commit log at offset {first}" in r.stderr and "logical truncation" in r.stderr
 
 
 def test_print_msg_table_streams_and_is_read_only(store):

@@ -52,7 +52,10 @@ def reindex(store, *extra):
 
 
 def leftovers(store: Path) -> list[str]:
-    return sorted(p.name for p in store.iterdir() if p.name.startswith(".index"))
+    """What an interrupted run leaves for the next one: staging and old directories beside index/, and a marker
+    inside index/ (where the broker would meet it) that was not moved out yet."""
+    inside = ["index/" + publish.MANIFEST] if (store / "index" / publish.MANIFEST).exists() else []
+    return sorted(p.name for p in store.iterdir() if p.name.startswith(".index")) + inside
 
 
 # ============================================================================ refused outputs
@@ -122,8 +125,10 @@ def test_replace_in_the_store_refuses_an_index_dir_holding_other_files(store):
     assert r.exit_code == 0, r.output
     backup = Path(json.loads(r.stdout)["backup_dir"])
     assert (backup / "notes.txt").read_text() == "mine"
-    # The new index/ is rmqtool's (marker), so a later --replace may remove it, unless someone put a file there.
-    assert publish.read_manifest(store / "index")["run_id"]
+    # The new index/ is rmqtool's (its marker, at the store root), so a later --replace may remove it, unless
+    # someone put a file there.
+    assert publish.read_store_index_marker(store / "index")["run_id"]
+    assert publish.read_manifest(store / "index") is None
     (store / "index" / "notes.txt").write_text("mine again")
     assert_one_line_error(reindex(store, "--replace"), contains="notes.txt")
     (store / "index" / "notes.txt").unlink()
@@ -226,3 +231,41 @@ def test_missing_index_note_names_the_unpublished_index(store):
     shutil.rmtree(store / "index")
     note = publish.missing_index_note(store / "index")
     assert ".index.reindex-0123456789ab" in note and "spark-reindex" in note
+
+
+# ============================================================================ the marker of the store's index/
+
+def test_the_store_index_marker_lives_beside_index_not_in_it(store):
+    """The broker parses every name in index/ as a number (format §5.8): the marker of the store's index/ lives at
+    the store root, naming the directory it describes, and --replace still knows the index as rmqtool's."""
+    assert reindex(store).exit_code == 0
+    assert all(p.name.isdigit() for p in (store / "index").iterdir())
+    info = publish.read_store_index_marker(store / "index")
+    assert info["state"] == "complete" and (store / publish.MANIFEST).is_file()
+    assert info["directory"] == [(store / "index").stat().st_dev, (store / "index").stat().st_ino]
+    r = reindex(store, "--replace", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["replaced"], r.output
+    assert all(p.name.isdigit() for p in (store / "index").iterdir())
+    # Another directory put in index/'s place is not taken for the one the marker describes.
+    shutil.copytree(store / "index", store / "index.copy")
+    shutil.rmtree(store / "index")
+    (store / "index.copy").rename(store / "index")
+    assert publish.read_store_index_marker(store / "index") is None
+
+
+def test_a_marker_left_inside_index_is_read_and_moved_out(store, tmp_path):
+    """Earlier versions wrote the marker into index/: it still counts for --replace (here: index files of another
+    geometry, which --replace deletes only from a directory rmqtool built), and the next run moves it out."""
+    assert reindex(store).exit_code == 0
+    os_marker = store / publish.MANIFEST
+    legacy = json.loads(os_marker.read_text())
+    del legacy["directory"]
+    os_marker.unlink()
+    (store / "index" / publish.MANIFEST).write_text(json.dumps(legacy))
+    assert publish.read_store_index_marker(store / "index")["run_id"] == legacy["run_id"]
+    r = run(["spark-reindex", "--store", store, "--hash-slots", "32", "--max-index", "64", "--master", "inline",
+             "--replace"])
+    assert r.exit_code == 0, r.output
+    assert "moved index/rmqtool-index.json to the store root" in r.stderr
+    assert all(p.name.isdigit() for p in (store / "index").iterdir())
+    assert publish.read_store_index_marker(store / "index")["run_id"] != legacy["run_id"]

@@ -23,6 +23,9 @@ CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
 CONFIG_DIR = "config"
+#: The timer store's wheel file and log directory (engine/timer/layout.py builds on these; timer §1).
+TIMER_WHEEL_FILE = "timerwheel"
+TIMER_LOG_DIR = "timerlog"
 #: Local working directory of the tiered index (format §9.1), relative to storePathRootDir.
 TIERED_INDEX_DIR = "tiered_index_file"
 #: DefaultMetadataStore's file, relative to storePathRootDir.
@@ -224,7 +227,7 @@ class StoreLayout:
     def protected_paths(self) -> list[Path]:
         """What an output path must never be, contain, or lie inside: the broker's own data."""
         paths = [self.root / COMMITLOG_DIR, *self.commitlog_dirs, self.consumequeue_dir, self.config_dir,
-                 self.checkpoint]
+                 self.checkpoint, self.root / TIMER_WHEEL_FILE, self.root / TIMER_LOG_DIR]
         seen, out = set(), []
         for p in paths:
             r = _real(p)
@@ -237,7 +240,7 @@ class StoreLayout:
         """Why writing to `target` (a file or directory) could destroy store data, or None.
 
         Refused: the store root itself, a path that contains the store, and any path that is, contains,
-        or lies inside commitlog/, consumequeue/, config/ or checkpoint.
+        or lies inside commitlog/, consumequeue/, config/, checkpoint, timerwheel or timerlog/.
         """
         t = _real(Path(os.path.expanduser(os.fspath(target))))
         root = _real(self.root)

@@ -20,6 +20,7 @@ from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
 if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
+    from engine.broker.consumequeue.offsets import BrokerView
     from engine.broker.consumequeue.queue import ConsumeQueue
     from engine.broker.write.batch import MessageBatch
     from engine.broker.write.writer import BatchResult, PutResult
@@ -69,6 +70,7 @@ class MessageStore:
         self._commitlog: CommitLog | None = None
         self._index: IndexService | None = None
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        self._broker_view: BrokerView | None = None
         self._closed = False
         self._put_started = False
         self._dirty = False            # a write was interrupted half-way: leave the abort marker
@@ -119,6 +121,15 @@ class MessageStore:
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
         return self._index
+
+    @property
+    def broker_view(self) -> BrokerView:
+        """The consume queues as a broker starting on this store would serve them (its min and max offsets,
+        logical truncation included: engine.broker.consumequeue.offsets.BrokerView); one per open store."""
+        if self._broker_view is None:
+            from engine.broker.consumequeue.offsets import BrokerView  # numpy: imported when a queue is read
+            self._broker_view = BrokerView.of(self)
+        return self._broker_view
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)

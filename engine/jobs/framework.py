@@ -166,7 +166,7 @@ def _target(index_dir: Path, into_store: bool, replace: bool, file_size: Optiona
     """The store's own index/: with --replace the old directory is deleted whole, so it must hold nothing but
     index files (of this geometry, unless rmqtool built it) and the marker."""
     if replace and index_dir.is_dir():
-        ours = publish.read_manifest(index_dir) is not None
+        ours = publish.read_store_index_marker(index_dir) is not None
         foreign = publish.foreign_entries(index_dir, None if ours else file_size)
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")

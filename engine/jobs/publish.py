@@ -1,11 +1,17 @@
 """Making built index files visible by renames only, knowing the index directories rmqtool built, and
 repairing what an interrupted run left behind.
 
-The marker. Every directory of index files a job writes holds `rmqtool-index.json` (MANIFEST): who wrote it
+The marker. Every directory of index files a job writes has a `rmqtool-index.json` (MANIFEST): who wrote it
 (tool, format, run id, geometry, time), its state (building -> complete; publishing while files move into
-an --out directory) and its files as built. `--replace` removes only index files of a directory that holds
+an --out directory) and its files as built. `--replace` removes only index files of a directory that has
 this marker, or (for the store's own index/ directory only) one that holds nothing but index files of the
-configured geometry. The broker ignores the marker: IndexService.load skips names that are not numbers.
+configured geometry. Staging directories and --out directories hold it. The store's own index/ does not: the
+broker's IndexService.load parses every name in index/ as a number and logs an ERROR with a stack trace for any
+other (format §5.8), so its marker lives beside it, at the store root (`store_marker_path`), which no part of the
+broker lists, and names the directory it describes (device and inode: a directory put in index/'s place by hand
+is not taken for rmqtool's). The marker travels inside the staging directory and is moved out right after the
+swap, under the store lock; one found inside index/ (written there by earlier versions, or left by a run killed
+between the two renames) is read all the same and moved out by the next spark-reindex (`settle_store_marker`).
 
 Into the store. The new index is built in `<store>/.index.reindex-<run>` and swapped with `<store>/index` in
 one renameat2(RENAME_EXCHANGE): a reader sees the old directory or the new one, never none. The old one,
@@ -50,14 +56,60 @@ def write_manifest(directory: Path, info: dict) -> None:
 
 
 def read_manifest(directory: Path) -> Optional[dict]:
-    """The marker of a directory rmqtool built, or None (missing, unreadable, or not rmqtool's)."""
+    """The marker a directory rmqtool built holds, or None (missing, unreadable, or not rmqtool's). For the store's
+    own index/ ask read_store_index_marker: its marker lives beside it."""
+    return _read_marker(Path(directory) / MANIFEST)
+
+
+def _read_marker(path: Path) -> Optional[dict]:
     try:
-        info = json.loads((Path(directory) / MANIFEST).read_text())
+        info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict) or info.get("tool") != "rmqtool" or info.get("kind") != "index-directory":
         return None
     return info
+
+
+def store_marker_path(index_dir: Path) -> Path:
+    """Where the marker of the store's own index directory lives: beside it, at the store root."""
+    return Path(index_dir).parent / MANIFEST
+
+
+def _dir_id(directory: Path) -> Optional[list[int]]:
+    try:
+        st = os.stat(directory, follow_symlinks=False)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def read_store_index_marker(index_dir: Path) -> Optional[dict]:
+    """The marker of the store's index/, or None: one inside it (earlier versions, or a run killed between the swap
+    and the move) first, else the one at the store root when it names this very directory."""
+    inside = read_manifest(index_dir)
+    if inside is not None:
+        return inside
+    info = _read_marker(store_marker_path(index_dir))
+    if info is None or info.get("directory") != _dir_id(index_dir):
+        return None
+    return info
+
+
+def settle_store_marker(index_dir: Path) -> Optional[str]:
+    """Move the marker out of the store's index/ to the store root (naming the directory it describes), so the
+    broker never meets it; what was done, or None when there was nothing inside."""
+    inside = Path(index_dir) / MANIFEST
+    info = read_manifest(index_dir)
+    if info is None:
+        return None
+    # Written whole at the root first (atomic_write: nothing temporary ever appears in index/), then the one
+    # inside goes; killed between the two, the next run finds both and does it again.
+    write_manifest(Path(index_dir).parent, {**info, "directory": _dir_id(index_dir)})
+    os.unlink(inside)
+    fsync_dir(index_dir)
+    return (f"moved {Path(index_dir).name}/{MANIFEST} to the store root: the broker parses every name in "
+            f"{Path(index_dir).name}/ as a number and logs an error for any other")
 
 
 def new_manifest(run_id: str, fmt: str, state: str, **extra) -> dict:
@@ -123,12 +175,13 @@ def _old_path(target: Path, run_id: str) -> Path:
 
 
 def publish_directory(staging: Path, target: Path, run_id: str, replace: bool) -> Optional[Path]:
-    """Put the sealed staging directory in target's place. Returns the backup of the old one (None when
-    there was none or replace deleted it)."""
+    """Put the sealed staging directory in target's place (the store's index/), then move its marker out of it
+    to the store root. Returns the backup of the old one (None when there was none or replace deleted it)."""
     parent = target.parent
     if not target.exists():
         os.rename(staging, target)
         fsync_dir(parent)
+        settle_store_marker(target)
         return None
     if exchange(staging, target):
         old = staging                     # the old index now lives under the staging name
@@ -137,6 +190,7 @@ def publish_directory(staging: Path, target: Path, run_id: str, replace: bool) -
         os.rename(target, old)
         os.rename(staging, target)
     fsync_dir(parent)
+    settle_store_marker(target)
     return _dispose_old(old, target, replace)
 
 
@@ -171,7 +225,8 @@ def publish_files(staging: Path, out_dir: Path, names: list[str], manifest: dict
 # ============================================================================ repair
 
 def repair_store_index(target: Path) -> list[str]:
-    """Finish or undo what an interrupted run left beside the store's index directory; what was done."""
+    """Finish or undo what an interrupted run left beside the store's index directory, and move a marker found
+    inside it to the store root; what was done."""
     parent = target.parent
     notes: list[str] = []
     olds = []
@@ -199,6 +254,10 @@ def repair_store_index(target: Path) -> list[str]:
             olds.append((old, m.group(1)))
     for old, run_id in olds:
         notes.append(_settle_old(old, target, run_id))
+    if target.is_dir() and not target.is_symlink():
+        moved = settle_store_marker(target)
+        if moved:
+            notes.append(moved)
     if notes:
         fsync_dir(parent)
     return notes
@@ -208,7 +267,7 @@ def _settle_old(old: Path, target: Path, run_id: str) -> str:
     if not target.exists():
         os.rename(old, target)
         return f"restored {target.name}/ from {old.name}/, where an interrupted spark-reindex had moved it"
-    info = read_manifest(target)
+    info = read_store_index_marker(target)
     if info is not None and info.get("run_id") == run_id and info.get("replace"):
         shutil.rmtree(old)
         return f"removed {old.name}/, the old index an interrupted spark-reindex --replace was deleting"

@@ -22,7 +22,7 @@ from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.ops.queues import OK, QueueView, commitlog_min_offset
+from engine.ops.queues import OK, QueueView, commitlog_min_offset, logical_truncation
 
 # ------------------------------------------------------------------------------------------- consumers
 
@@ -109,7 +109,14 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
                 gp.queues.append(_progress(store, topic, qid, by_group[g][topic].get(qid), cl_min,
                                            qid in on_disk.get(topic, ())))
         rep.groups.append(gp)
+    _note_truncation(store, rep.notes)
     return rep
+
+
+def _note_truncation(store, notes: list[str]) -> None:
+    t = logical_truncation(store)
+    if t is not None:
+        notes.append(t["note"])
 
 
 def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: list[str]) -> list[int]:
@@ -205,6 +212,7 @@ def delay_status(store, broker_conf: str | os.PathLike | None = None) -> DelaysR
             continue
         delay = delays[level - 1] if level <= len(delays) else None
         rep.levels.append(_level(store, level, delay, spec, table.get(level), level - 1 in queue_ids, cl_min))
+    _note_truncation(store, rep.notes)
     return rep
 
 

@@ -19,7 +19,8 @@ import numpy as np
 from engine.broker.commitlog.log import ScanEntry
 from engine.broker.layout import SEGMENT_NAME
 from engine.broker.commitlog.logrun import RecordRun, scan_runs
-from engine.broker.commitlog.message import BLANK, COMPRESSED_FLAG, VALID, check_message
+from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
+from engine.broker.commitlog.message import BLANK, VALID
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX, LONG_MAX
@@ -196,7 +197,8 @@ def _filtered(run: RecordRun, topic: bytes | None, begin: int, end: int) -> Reco
 
 class BodyDir:
     """--body-dir: one file per message, named by its 20-digit commit-log offset (`.body`), holding the body as
-    the consumer sees it (zlib bodies inflated). The directory must lie outside the store and be empty or new;
+    the consumer sees it (compressed bodies decoded; one that does not decode is written as stored to `.stored`
+    instead). The directory must lie outside the store and be empty or new;
     files are created exclusively, so nothing is ever overwritten."""
 
     def __init__(self, path: Path, store):
@@ -213,6 +215,7 @@ class BodyDir:
             if any(os.scandir(self.path)):
                 raise InvalidArgumentError(f"--body-dir {path} is not empty: give a new or empty directory")
         self.written = 0
+        self.undecoded = 0    # compressed bodies that do not decode: their stored bytes are in <offset>.stored
 
     def create(self) -> None:
         """Make the directory (after every argument has been checked)."""
@@ -225,15 +228,16 @@ class BodyDir:
         for i, off in enumerate(offs):
             body = run.bodies[i]
             if compressed[i]:
-                rec = check_message(run.buf, int(b.pos[i]), check_crc=False).record
-                try:
-                    body = rec.uncompressed_body()
-                except Exception:  # a body that does not inflate is kept as stored
-                    body = rec.body
+                dec = decode_body(bytes(body), int(b.sys_flag[i]))
+                if not dec.ok:  # never written as the message's body: the stored bytes go to .stored
+                    self._write(off, dec.data, ".stored")
+                    self.undecoded += 1
+                    continue
+                body = dec.data
             self._write(off, bytes(body))
 
-    def _write(self, offset: int, body: bytes) -> None:
-        p = self.path / f"{offset:020d}.body"
+    def _write(self, offset: int, body: bytes, suffix: str = ".body") -> None:
+        p = self.path / f"{offset:020d}{suffix}"
         fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             if body:

@@ -46,10 +46,13 @@ class Kept:
     how: str = ""             # copied, moved, linked, zero (nothing to keep), not kept (--force)
     sha256: str = ""
     replaced_by: str = ""     # what took the bytes' place: placeholder record, BLANK filler, zeros, rebuilt file, ...
+    placeholder: dict | None = None  # a placeholder's commit-log offset and origin (engine.ops.recovery.placeholder)
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["replacedBy"] = d.pop("replaced_by")
+        if d["placeholder"] is None:
+            del d["placeholder"]
         return d
 
 
@@ -70,6 +73,7 @@ class Quarantine:
     name: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     entries: list[Kept] = field(default_factory=list)
     extra: dict = field(default_factory=dict)     # further sections of the manifest (e.g. "timer": what was lost)
+    tool: str = "rmqtool recover"                 # the command that made the changes (the manifest says it)
 
     @property
     def dir(self) -> Path:
@@ -87,13 +91,14 @@ class Quarantine:
         self.write_manifest(False)
 
     def write_manifest(self, complete: bool) -> None:
-        doc = {"tool": "rmqtool recover", "store": str(self.root), "created": self.name, "complete": complete,
+        doc = {"tool": self.tool, "store": str(self.root), "created": self.name, "complete": complete,
                "entries": [e.as_dict() for e in self.entries], **self.extra}
         atomic_write(self.dir / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode())
 
-    def keep_range(self, path: Path, pos: int, length: int, reason: str, replaced_by: str) -> Kept:
+    def keep_range(self, path: Path, pos: int, length: int, reason: str, replaced_by: str,
+                   placeholder: dict | None = None) -> Kept:
         """Copy bytes [pos, pos+length) of a file before they are overwritten."""
-        e = Kept("range", self.rel(path), reason, pos, length, replaced_by=replaced_by)
+        e = Kept("range", self.rel(path), reason, pos, length, replaced_by=replaced_by, placeholder=placeholder)
         fd = os.open(path, os.O_RDONLY)
         try:
             if _is_zero(fd, pos, length):

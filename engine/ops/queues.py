@@ -12,7 +12,6 @@ from typing import Callable, Iterator
 import numpy as np
 
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
-from engine.broker.consumequeue.offsets import queue_min_offset
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, ConsumeQueue
 from engine.broker.layout import NameProblem
 from engine.broker.commitlog.message import VALID, MessageRecord
@@ -22,6 +21,8 @@ from engine.errors import InvalidArgumentError, StoreError
 MAX_UNREADABLE_RUN = 256
 
 OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH = "OK", "BLANK", "EXPIRED", "OUTSIDE", "UNREADABLE", "MISMATCH"
+#: A unit in the files past the broker's max offset: the broker's start-up cuts it (logical truncation, format §4.5).
+CUT = "CUT"
 #: Unit statuses that point outside the commit log.
 POINTS_OUTSIDE = (EXPIRED, OUTSIDE)
 
@@ -42,7 +43,7 @@ class UnitCheck:
     commit_log_offset: int
     size: int
     tags_code: int
-    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH
+    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT
     record: MessageRecord | None = None
     reason: str = ""
 
@@ -59,15 +60,26 @@ class UnitCheck:
 
 
 class QueueView:
-    """One consume queue of an open MessageStore, read as the broker reads it. Close it after use."""
+    """One consume queue of an open MessageStore, read as the broker serves it after its start-up: its min and
+    max offsets are the broker's (engine.broker.consumequeue.offsets, logical truncation included; `units_end` is
+    where the units in the files end, `cut` how many of them the broker cuts). Close it after use."""
 
     def __init__(self, store, topic: str, queue_id: int, cl_min: int | None = None):
         self.store, self.topic, self.queue_id = store, topic, queue_id
         self.cq = ConsumeQueue(store.root, topic, queue_id, store.config.cq_file_size)
         self.cl_min = commitlog_min_offset(store) if cl_min is None else cl_min
-        self.max_offset = self.cq.max_offset_in_queue
-        self.min_offset = queue_min_offset(self.cq, self.cl_min)
+        try:
+            b = store.broker_view.bounds(self.cq, self.cl_min)
+        except BaseException:
+            self.cq.close()
+            raise
+        self.min_offset, self.max_offset, self.units_end = b.min_offset, b.max_offset, b.units_end
         self.problems: list[str] = []
+
+    @property
+    def cut(self) -> int:
+        """Units in the files past the broker's max offset (logical truncation: not messages)."""
+        return self.units_end - self.max_offset
 
     def close(self) -> None:
         self.cq.close()
@@ -88,6 +100,11 @@ class QueueView:
     def check(self, q: int, check_crc: bool = False) -> UnitCheck:
         """The unit at queue offset q and the record it points at, with the reason when it cannot be used."""
         u = self.unit(q)
+        if u is None and self.max_offset <= q < self.units_end:
+            u = self.cq.unit(q)
+            log_end = self.store.broker_view.log_end
+            return UnitCheck(q, u[0], u[1], u[2], CUT, reason=f"past the broker's max offset {self.max_offset}: "
+                             f"the commit log ends at {log_end.end} for a broker (logical truncation)")
         if u is None:
             return UnitCheck(q, -1, 0, 0, OUTSIDE, reason=f"queue offset {q} is outside the queue [0, {self.max_offset})")
         off, size, tags = u
@@ -193,6 +210,7 @@ class QueueStatus:
     lastStoreTimestamp: int | None
     bytes: int | None
     problems: list[str] = field(default_factory=list)
+    truncatedUnits: int = 0          # units in the files past maxOffset: the broker's start-up cuts them
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -203,6 +221,7 @@ class QueuesReport:
     commitLogMinOffset: int
     queues: list[QueueStatus] = field(default_factory=list)
     skipped: list[NameProblem] = field(default_factory=list)
+    truncation: dict | None = None   # logical_truncation(store): where the broker's start-up cuts, if it cuts
 
     @property
     def problem_count(self) -> int:
@@ -210,7 +229,21 @@ class QueuesReport:
 
     def as_dict(self) -> dict:
         return {"commitLogMinOffset": self.commitLogMinOffset, "queues": [q.as_dict() for q in self.queues],
-                "skipped": [p.as_dict() for p in self.skipped]}
+                "skipped": [p.as_dict() for p in self.skipped], "logicalTruncation": self.truncation}
+
+
+def logical_truncation(store) -> dict | None:
+    """Where a broker starting on the store ends its commit log, when that cut consume-queue units of the queues
+    read so far through the store (QueueView): {commitLogEnd, reason, startSegment, mode, cutUnits, queues,
+    note}; None when nothing was cut. The readers print `note` on stderr."""
+    e = store.broker_view.log_end
+    note = e.note()
+    if note is None:
+        return None
+    return {"commitLogEnd": e.end, "reason": e.reason, "startSegment": e.start_segment, "mode": e.mode,
+            "cutUnits": sum(e.cut_queues.values()),
+            "queues": [{"topic": t, "queueId": q, "cutUnits": n} for (t, q), n in sorted(e.cut_queues.items())],
+            "note": note}
 
 
 def select_queues(store, topic: str | None = None, queue_id: int | None = None) -> tuple[list, list[NameProblem]]:
@@ -254,12 +287,14 @@ def queue_status(store, topic: str | None = None, progress: Callable[[int, int],
             rep.queues.append(QueueStatus(t, q, None, None, None, None, None, None, [f"cannot be read: {e}"]))
         if progress:
             progress(i + 1, len(queues))
+    rep.truncation = logical_truncation(store)
     return rep
 
 
 def _status(store, topic: str, queue_id: int, cl_min: int) -> QueueStatus:
     with QueueView(store, topic, queue_id, cl_min) as v:
-        st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0)
+        st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0,
+                         truncatedUnits=v.cut)
         if v.max_offset > v.min_offset:
             for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
                 c = v.check(at)
@@ -285,28 +320,34 @@ class CqDump:
     start: int
     count: int
     units: Iterator[UnitCheck]
+    unitsEnd: int = 0                # where the units in the files end (above maxOffset: the broker cuts them)
+    note: str | None = None          # the logical truncation, when the broker's start-up cuts units
 
     def header(self) -> dict:
         return {"topic": self.topic, "queueId": self.queueId, "minOffset": self.minOffset,
-                "maxOffset": self.maxOffset, "firstUnitInFiles": self.firstUnit, "start": self.start,
-                "count": self.count}
+                "maxOffset": self.maxOffset, "firstUnitInFiles": self.firstUnit, "unitsEndInFiles": self.unitsEnd,
+                "start": self.start, "count": self.count}
 
 
 def dump_cq(store, topic: str, queue_id: int, queue_offset: int | None = None, count: int = 10,
             check_crc: bool = True) -> CqDump:
     """queryCq: `count` units from `queue_offset` (default: the queue's min offset), each with the message it
-    points at or why it cannot be read. The caller iterates .units (streamed) and closes nothing."""
+    points at or why it cannot be read, up to the broker's max offset; units the files hold past it (the broker's
+    start-up cuts them: logical truncation) are shown as CUT when asked for from there. The caller iterates .units
+    (streamed) and closes nothing."""
     select_queues(store, topic, queue_id)
     view = QueueView(store, topic, queue_id)
     segs = view.cq.queue.segments
     first_unit = min(segs[0].start // CQ_STORE_UNIT_SIZE, view.max_offset) if segs else 0
     start = view.min_offset if queue_offset is None else queue_offset
-    if start < first_unit or start > view.max_offset:
+    last = max(view.max_offset, view.units_end)
+    if start < first_unit or start > last:
         view.close()
         raise InvalidArgumentError(f"--queue-offset {start} is outside {topic}/{queue_id}: its files hold queue "
-                                   f"offsets [{first_unit}, {view.max_offset}) (the broker's min offset is "
-                                   f"{view.min_offset})")
-    n = min(count, view.max_offset - start)
+                                   f"offsets [{first_unit}, {last}) (the broker's min offset is {view.min_offset}, "
+                                   f"its max offset {view.max_offset})")
+    n = min(count, (view.max_offset if start < view.max_offset else last) - start)
+    cut = logical_truncation(store)
 
     def units() -> Iterator[UnitCheck]:
         try:
@@ -315,4 +356,5 @@ def dump_cq(store, topic: str, queue_id: int, queue_offset: int | None = None, c
         finally:
             view.close()
 
-    return CqDump(topic, queue_id, view.min_offset, view.max_offset, first_unit, start, n, units())
+    return CqDump(topic, queue_id, view.min_offset, view.max_offset, first_unit, start, n, units(), view.units_end,
+                  cut["note"] if cut else None)

@@ -15,7 +15,7 @@ from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 from engine.java.lang import java_string_hash
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.ops.queues import OK, QueueView, commitlog_min_offset, select_queues
+from engine.ops.queues import OK, QueueView, commitlog_min_offset, logical_truncation, select_queues
 
 SUB_ALL = "*"
 
@@ -85,6 +85,7 @@ class TimeRangeScan:
     ranges: list[QueueRange]
     check_crc: bool = True
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # said on stderr, not problems (the logical truncation)
     filtered: int = 0            # units read and left out (tag or store time)
     visited: int = 0             # units looked at so far
 
@@ -141,4 +142,6 @@ def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | Non
                 problems += v.problems
         except StoreError as e:   # one damaged queue does not hide the others' messages
             problems.append(f"{t}/{q}: cannot be read: {e}")
-    return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems)
+    cut = logical_truncation(store)
+    return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems,
+                         [cut["note"]] if cut else [])

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.layout import StoreLayout
+from engine.broker.layout import TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout
 from engine.timer.codec import MIN_BLANK_LEN, UNIT_SIZE
 
-TIMER_WHEEL_FILE = "timerwheel"
-TIMER_LOG_DIR = "timerlog"
 TIMER_CHECK_FILE = "timercheck"          # under config/
 TIMER_METRICS_FILE = "timermetrics"      # under config/, with a .bak
 #: The system topic timer messages wait in, queue 0 (TimerMessageStore.TIMER_TOPIC).

@@ -11,7 +11,6 @@ import base64
 import json
 import re
 import struct
-import zlib
 from itertools import repeat
 from json.encoder import encode_basestring as _q
 
@@ -86,13 +85,10 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
     if f.sys_flag & COMPRESSED_FLAG or PROP_CRC32 in props:
         rec = check_message(buf, pos, check_crc=False).record
         j = rec.to_json()
-        if body != "auto":
+        if body != "auto" and "compressionError" not in j:  # a body that does not decode stays null
             j.pop("bodyEncoding", None)
-            try:
-                raw = rec.uncompressed_body()
-            except zlib.error:
-                raw = rec.body
             del j["body"]
+            raw = rec.decoded_body().data
             return json.dumps(j, ensure_ascii=False)[:-1] + ', "body": ' + body_json(raw, extra, body) + "}"
         return json.dumps(j, ensure_ascii=False)[:-1] + extra + "}"
     prop_json = ", ".join([f"{_q(k)}: {_q(v)}" for k, v in props.items()])

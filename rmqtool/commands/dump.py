@@ -67,8 +67,22 @@ def _show_message(rec) -> None:
     pairs += [(f"property {k}", v) for k, v in sorted(j["properties"].items())]
     if "compression" in j:
         pairs.append(("compression", j["compression"]))
-    pairs.append(("body" + (" (base64)" if j.get("bodyEncoding") else ""), j["body"]))
+    if "compressionError" in j:
+        pairs.append(("body", f"(none: the {j['compression']} body does not decode: {j['compressionError']})"))
+        pairs.append(("stored body (base64)", j["storedBody"]))
+    else:
+        pairs.append(("body" + (" (base64)" if j.get("bodyEncoding") else ""), j["body"]))
     render.kv_table(f"message at {rec.physical_offset}", pairs)
+
+
+def undecoded_note(rec) -> bool:
+    """Say on stderr that a message's compressed body does not decode (the consumer could not read it); True if so."""
+    dec = rec.decoded_body()
+    if dec.ok:
+        return False
+    render.note(f"error: message at commit-log offset {rec.physical_offset}: its {dec.codec} body does not decode "
+                f"({dec.error}); the consumer cannot read it")
+    return True
 
 
 #: Bytes of a --from-file list read at once (a few thousand lines: memory does not grow with the list).
@@ -106,7 +120,7 @@ QueueIdOpt = Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Que
 MsgIdOpt = Annotated[Optional[List[str]], typer.Option(
     "--msg-id", "-m", help="Message id (repeatable): an offset message id (store host + port + offset, mqadmin "
     "queryMsgById) or the client's UNIQ_KEY, found through the index (queryMsgByUniqueKey; in --topic, else in "
-    "every topic).")]
+    "every topic: the copy delivered to the message's own topic, the other copies named on stderr).")]
 QueueOffsetOpt = Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Read the consume-queue unit "
                                                        "at this queue offset of --topic/--queue-id and its message "
                                                        "(mqadmin queryMsgByOffset).")]
@@ -147,7 +161,7 @@ def get(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.read import find_by_msg_id
+    from engine.ops.read import find_msg_id
 
     by_queue = _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
@@ -162,9 +176,14 @@ def get(
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             kinds, texts = next(asked)
             kind, text = kinds[0], texts[0]
-            rec = st.get(int(text)) if kind == "offset" else find_by_msg_id(st, text, topic)
+            found = None if kind == "offset" else find_msg_id(st, text, topic)
+            rec = st.get(int(text)) if found is None else found.record
             _warn_problems(st)  # after the answer: a failed lookup stays one error line
             _show_one(rec, json_out)
+            for n in found.notes() if found is not None else ():
+                render.note(n)
+            if undecoded_note(rec):
+                raise typer.Exit(3)
             return
         _warn_problems(st)
         with render.gc_paused():
@@ -205,12 +224,16 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
 
     qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
     _warn_problems(st)
+    if qr.note:
+        render.note(qr.note)
     if count is None:
         c = next(qr.units)
         if c.record is None or c.status != "OK":
             render.note(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
             raise typer.Exit(3)
         _show_one(c.record, json_out)
+        if undecoded_note(c.record):
+            raise typer.Exit(3)
         return
     out, table = open_table(json_out)
     bad = 0
@@ -225,6 +248,9 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
             out.line(json.dumps(r.to_json(), ensure_ascii=False))
         else:
             table.rows([_cells(r)], MESSAGE)
+        if r.compression():
+            out.flush()
+            bad += undecoded_note(r)
     out.flush()
     if qr.count < qr.asked:
         render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
@@ -240,13 +266,13 @@ def _cells(r) -> tuple:
 
 
 def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
-    """(the message whose UNIQ_KEY is `text`, "") for an id that is no valid offset message id, else (None, why
-    neither form found a message)."""
+    """(the answer for the UNIQ_KEY `text` (engine.ops.read.MsgIdAnswer), "") for an id that is no valid offset
+    message id, else (None, why neither form found a message)."""
     from engine.errors import InvalidArgumentError
-    from engine.ops.read import find_by_msg_id
+    from engine.ops.read import find_msg_id
 
     try:
-        return find_by_msg_id(st, text, topic), ""
+        return find_msg_id(st, text, topic), ""
     except InvalidArgumentError as e:
         return None, str(e)
 
@@ -296,17 +322,27 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                     out.data(run_json_text(item))
                 else:
                     table.rows(run_table_rows(item), MESSAGE)
+                bad += _undecoded_notes(out, item)
                 continue
             i, reason = item
             kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
             why = ""
             if kind == "msgId":
-                rec, why = _uniq_fallback(st, text, topic)
-                if rec is not None:
+                found, why = _uniq_fallback(st, text, topic)
+                if found is not None:
+                    rec = found.record
                     if json_out:
                         out.line(json.dumps(rec.to_json(), ensure_ascii=False))
                     else:
                         table.rows([_cells(rec)], MESSAGE)
+                    if rec.compression():
+                        out.flush()
+                        bad += undecoded_note(rec)
+                    notes = found.notes()
+                    if notes:
+                        out.flush()
+                    for n in notes:
+                        render.note(n)
                     continue
             bad += 1
             out.flush()
@@ -315,6 +351,16 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
     out.flush()
     return bad, total
 
+
+def _undecoded_notes(out, run) -> int:
+    """Notes for the compressed bodies of a run that do not decode (after the lines written so far); how many."""
+    found = run.undecodable()
+    if found:
+        out.flush()
+    for off, codec, why in found:
+        render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); the "
+                    "consumer cannot read it")
+    return len(found)
 
 
 
@@ -372,11 +418,16 @@ def dump_commitlog(
         if bodies is not None:
             bodies.create()
         with render.gc_paused():
-            bad = _dump(entries, count, json_out, body, bodies)
+            bad, undecoded = _dump(entries, count, json_out, body, bodies)
     if bodies is not None:
-        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}")
+        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
+                    + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
+                       if bodies.undecoded else ""))
     if bad:
         render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
+    if undecoded:
+        render.note(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
+    if bad or undecoded:
         raise typer.Exit(3)
 
 
@@ -396,15 +447,16 @@ def _check_dump_options(count, from_offset, from_alias, body: str, json_out: boo
                                    "or use --body-dir")
 
 
-def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
-    """Write the entries; returns how many were damage (not VALID, not BLANK)."""
+def _dump(entries, count, json_out: bool, body: str, bodies) -> tuple[int, int]:
+    """Write the entries; returns how many were damage (not VALID, not BLANK) and how many compressed bodies do
+    not decode."""
     from engine.broker.commitlog.logrun import RecordRun
     from engine.broker.commitlog.message import BLANK
     from engine.views.recordjson import run_table_rows
     from engine.views.runjson import run_json_text
 
     out, table = open_table(json_out)
-    bad = n = 0
+    bad = n = undecoded = 0
     for e in entries:
         if count is not None and n >= count:
             break
@@ -418,6 +470,7 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
                 out.data(run_json_text(e, ', "type": "MESSAGE"', body))
             else:
                 table.rows(run_table_rows(e), MESSAGE)
+            undecoded += _undecoded_notes(out, e)
             continue
         n += 1
         bad += e.kind != BLANK
@@ -427,4 +480,4 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> int:
         else:
             table.values({"offset": e.offset, "type": e.kind, "size": e.size if e.size >= 0 else "", "note": e.reason})
     out.flush()
-    return bad
+    return bad, undecoded

@@ -59,7 +59,10 @@ def print_msg(
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
         scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc)
-        shown, cut = _emit(scan, max_num, json_out, _hints(st, scan))
+        undecoded: list[str] = []
+        for n in scan.notes:
+            tables.note(n)
+        shown, cut = _emit(scan, max_num, json_out, _hints(st, scan), undecoded)
         if cut:
             if scan.tag_filter.tags is None:
                 tables.cut_note(shown, "--max", "messages", total=scan.candidates)
@@ -68,11 +71,16 @@ def print_msg(
         elif not shown:
             tables.note(f"no message of {topic} stored in [{local_time(b)}, {local_time(e)}]"
                         + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
+    for u in undecoded:
+        tables.note(u)
+    if undecoded and not scan.problems:
+        raise typer.Exit(3)
     _report(scan.problems)
 
 
-def _emit(scan, max_num: int | None, json_out: bool, hints: dict) -> tuple[int, bool]:
-    """Print the messages as they are found; (how many, whether --max cut off a further one)."""
+def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: list[str]) -> tuple[int, bool]:
+    """Print the messages as they are found; (how many, whether --max cut off a further one). Messages whose
+    compressed body does not decode are added to `undecoded`."""
     shown = 0
     table = None if json_out else tables.Stream(COLUMNS, hints)
     for found in scan:
@@ -85,6 +93,11 @@ def _emit(scan, max_num: int | None, json_out: bool, hints: dict) -> tuple[int, 
             table.row(_row(found))
         if found.note:
             tables.note(f"queue {found.queue_id} offset {found.queue_offset}: {found.note}")
+        if found.record.compression():
+            dec = found.record.decoded_body()
+            if not dec.ok:
+                undecoded.append(f"queue {found.queue_id} offset {found.queue_offset}: its {dec.codec} body does not "
+                                 f"decode ({dec.error}); the consumer cannot read it")
     return shown, False
 
 

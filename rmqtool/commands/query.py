@@ -168,3 +168,10 @@ def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, m
     if not res.messages and not res.partial:
         render.note(f"no message found for key {key!r} in topic {topic!r} "
                     f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")
+    undecoded = [(r, r.decoded_body()) for r in res.messages if r.compression()]
+    undecoded = [(r, d) for r, d in undecoded if not d.ok]
+    for r, d in undecoded:
+        render.note(f"error: message at commit-log offset {r.physical_offset}: its {d.codec} body does not decode "
+                    f"({d.error}); the consumer cannot read it")
+    if undecoded and not res.partial:
+        raise typer.Exit(PARTIAL)

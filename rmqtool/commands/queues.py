@@ -45,8 +45,10 @@ def queues(
 ) -> None:
     """Every consume queue (or one topic's): min and max queue offset, messages, bytes, first and last store time.
 
-    The min offset is the broker's (getMinOffsetInQueue): units whose records were deleted with the commit
-    log's old segments do not count (correctMinOffset). Reads every unit between min and max (20 bytes per
+    The min and max offsets are the broker's (getMinOffsetInQueue, getMaxOffsetInQueue): units whose records
+    were deleted with the commit log's old segments do not count (correctMinOffset), nor do units past the end a
+    broker starting on the store gives its commit log (logical truncation: it cuts them at every start; a note
+    says so and --json counts them as truncatedUnits). Reads every unit between min and max (20 bytes per
     message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
     """
     from engine.broker.store import MessageStore
@@ -59,6 +61,8 @@ def queues(
             rep = queue_status(st, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
     for p in rep.skipped:
         tables.note(f"{p.path}: {p.reason}; skipped")
+    if rep.truncation:
+        tables.note(rep.truncation["note"])
     if json_out:
         render.emit_json(rep.as_dict())
     else:
@@ -91,11 +95,13 @@ def dump_cq(
     Each unit shows its commit-log offset, size and tagsCode, and the message there (store time, tags, keys),
     or why it cannot be read: EXPIRED (below the commit log's min offset: deleted), OUTSIDE (past the commit
     log, or not a valid unit), UNREADABLE (no valid record there), MISMATCH (a record of another queue or size),
-    BLANK (a pre-fill unit). Exits 3 when a unit shown points outside the commit log or cannot be read.
+    BLANK (a pre-fill unit), CUT (past the broker's max offset: a broker starting on the store cuts it, logical
+    truncation; shown when --queue-offset asks for it). Exits 3 when a unit shown points outside the commit log or
+    cannot be read.
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.queues import OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+    from engine.ops.queues import CUT, OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq
 
     if not 0 < count <= COUNT_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
@@ -106,10 +112,12 @@ def dump_cq(
     with MessageStore(cfg) as st:
         d = engine_dump_cq(st, topic, queue_id, queue_offset, count, check_crc=not no_check_crc)
         tables.note(f"{topic}/{queue_id}: min offset {d.minOffset}, max offset {d.maxOffset}; the files hold units "
-                    f"from {d.firstUnit}")
+                    f"from {d.firstUnit}" + (f" to {d.unitsEnd}" if d.unitsEnd > d.maxOffset else ""))
+        if d.note:
+            tables.note(d.note)
         out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
         for c in d.units:
-            if c.status not in (OK, "BLANK"):
+            if c.status not in (OK, "BLANK", CUT):
                 bad[c.status] = bad.get(c.status, 0) + 1
             if json_out:
                 render.emit_json(c.as_dict())

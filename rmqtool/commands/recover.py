@@ -96,6 +96,13 @@ def _render(plan, dry_run: bool) -> None:
         render.table("damaged ranges skipped" + (" (first ones)" if plan.repair_count > 50 else ""),
                      ["offset", "bytes", "segment", "replaced by", "why"],
                      [[x["offset"], x["bytes"], x["segment"], x["repair"], x["reason"]] for x in d["skipped"][:50]])
+    if d["placeholders"]:
+        render.table("placeholders: what a consumer receives in place of each damaged message",
+                     ["commit-log offset", "bytes", "in place of"],
+                     [[p["commitLogOffset"], p["size"], "{topic}/{queueId} queue offset {queueOffset}".format(
+                         **p["origin"]) if p["origin"] else "(no consume-queue unit points at it)"]
+                      for p in d["placeholders"][:50]])
+        _note(d["placeholderNotes"][0])
     if ix["problems"]:
         render.table("index files that could not be trusted", ["file", "problem"],
                      [[k, v] for k, v in ix["problems"].items()])
@@ -142,6 +149,14 @@ def recover(  # typer: one parameter per option
     cut or emptied, the wheel and timercheck follow; the plan lists the pending timer messages lost), write the
     checkpoint and remove the abort marker. Everything removed or overwritten is first copied to
     the store's quarantine folder with a manifest.json, or recover refuses and says what --force would remove.
+
+    The placeholder: the broker's own recovery would cut every message after a damaged record; recover keeps them
+    and puts one placeholder record in each damaged range. A consumer of the queue that held the damaged message
+    receives, at its queue offset, a message of topic rmq_sys_rmqtool_quarantine with no tags, no keys and a
+    body of zero bytes; its property RMQTOOL_QUARANTINED names the quarantine manifest holding the damaged bytes
+    and RMQTOOL_ORIGIN_TOPIC, RMQTOOL_ORIGIN_QUEUE_ID and RMQTOOL_ORIGIN_QUEUE_OFFSET the message it replaces.
+    Consumers subscribed by tag never receive it; others should skip that topic. The plan lists each one;
+    `rmqtool info` lists a store's placeholders.
 
     Takes the store lock. A store that is already consistent is left untouched.
     """

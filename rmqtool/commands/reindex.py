@@ -73,7 +73,8 @@ ReplaceOpt = Annotated[bool, typer.Option(
     "--replace", help="Delete the old index files once the new ones are in place (default: keep the "
                       "old index directory as <dir>.bak-<time>). Only index files are ever deleted: in "
                       "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
-                      "index/ only if it holds nothing but index files.")]
+                      "index/ only if rmqtool built it (its marker is <store>/rmqtool-index.json, beside "
+                      "index/, where the broker never looks) or it holds nothing but index files.")]
 # Old spellings, hidden: `--format tiered` is `rmqtool tiered reindex` now (one release of grace).
 FormatOpt = Annotated[str, typer.Option("--format", "-f", hidden=True, help="Old: --format tiered is `rmqtool tiered "
                                         "reindex`.")]

@@ -178,8 +178,13 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         _note(f"note: the read-ahead cached {res.read_ahead} message(s); this pull hands over {len(res.messages)} "
               f"(--count {count}, byte limit {st.config.maxTransferBytesOnMessageInMemory}); the next pull starts "
               f"at {res.next_begin_offset}")
+    undecoded = [m for m in out["messages"] if "compressionError" in m]
+    for m in undecoded:
+        _note(f"error: queue offset {m.get('queueOffset')}: its {m.get('compression')} body does not decode "
+              f"({m['compressionError']}); the consumer cannot read it")
     if res.problem:
         _note(f"error: {res.problem}")
+    if res.problem or undecoded:
         raise typer.Exit(3)
 
 

@@ -173,13 +173,27 @@ class CommitLog:
     def max_file_offset(self) -> int:
         return self.segments[-1].end if self.segments else 0
 
+    def data_end_index(self) -> int:
+        """The index of the last segment that holds data. The segments after it hold nothing but zeros: the next
+        segment a broker allocates ahead (format §1.1), which a crash leaves behind and the broker's recovery
+        deletes (format §7.2). A walk reads them as it reads the unwritten tail of the last segment: the end of data,
+        not damage. 0 when no segment holds data."""
+        segs = self.segments
+        i = len(segs) - 1
+        # The allocator makes full-size files (an empty last one is deleted at load, format §3.3): a short file
+        # is damage, never the segment allocated ahead.
+        while i > 0 and segs[i].file_len in (0, segs[i].size) and self.queue.is_unwritten(segs[i]):
+            i -= 1
+        return max(i, 0)
+
     def scan(self, start: int | None = None, check_crc: bool = True, end: int | None = None,
              check_position: bool = True) -> Iterator[ScanEntry]:
         """Entries in commit-log order from `start` (a record boundary; default: the first segment).
 
         A BLANK filler moves to the next segment; a missing segment is a GAP entry. Decoding failures are
-        yielded, then the scan goes on at the next segment; in the last segment a zero area is the end of data
-        (not yielded) and any other failure is yielded and ends the scan.
+        yielded, then the scan goes on at the next segment; in the last segment that holds data (and in the
+        unwritten ones after it, data_end_index) a zero area is the end of data (not yielded) and any other failure
+        is yielded and ends the scan.
         """
         return self.walk_segments(start, end, lambda seg, pos, last: self._scan_segment(
             seg, pos, last, check_crc, end, check_position))
@@ -201,10 +215,12 @@ class CommitLog:
                 f"offset {start} is in a gap between commit-log segment files")
         idx = self.queue.index_of(seg)
         pos = start - seg.start
+        last_data = self.data_end_index()
         while idx < len(segs):
             seg = segs[idx]
             mapped_before = self.queue.is_mapped(seg)
-            stop = yield from per_segment(seg, pos, idx == len(segs) - 1)
+            # From the last segment that holds data on, a zero area is the end of data (format §3.2, §7.2).
+            stop = yield from per_segment(seg, pos, idx >= last_data)
             if not mapped_before:
                 self.queue.release(seg)  # a long walk keeps one segment mapped at a time
             if stop:

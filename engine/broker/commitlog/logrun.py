@@ -18,6 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
+from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
 from engine.broker.commitlog.log import MISPLACED, CommitLog, ScanEntry, misplaced_reason
 from engine.broker.commitlog.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
 from engine.broker.commitlog.records import SegmentEnd, body_crc_bad, decode_segment
@@ -43,6 +44,17 @@ class RecordRun:
 
     def head(self, k: int) -> "RecordRun":
         return RecordRun(self.seg_start, self.segment, self.buf, self.batch.select(slice(0, k)), self.bodies[:k])
+
+    def undecodable(self) -> list[tuple[int, str, str]]:
+        """(commit-log offset, codec, why) of every compressed body of the run that a consumer could not decode
+        (engine.broker.commitlog.compression.decode_body); bodies stored uncompressed are not looked at."""
+        flags = self.batch.sys_flag
+        out = []
+        for i in np.flatnonzero(flags & COMPRESSED_FLAG).tolist():
+            dec = decode_body(bytes(self.bodies[i]), int(flags[i]))
+            if not dec.ok:
+                out.append((self.seg_start + int(self.batch.pos[i]), dec.codec, dec.error))
+        return out
 
 
 def scan_runs(cl: CommitLog, start: int | None = None, check_crc: bool = True,

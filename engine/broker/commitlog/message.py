@@ -13,10 +13,10 @@ import random
 import struct
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from engine.broker.commitlog.compression import COMPRESSED_FLAG, Body, codec_of, decode_body
 from engine.broker.index.keys import broker_index_keys, split_keys
 from engine.errors import InvalidArgumentError
 from engine.java.collections import hashset_order
@@ -27,8 +27,7 @@ MESSAGE_MAGIC_CODE_V2 = -626843477   # 0xDAA320AB, v2: 2-byte topic length (5.1.
 BLANK_MAGIC_CODE = -875286124        # 0xCBD43194, end-of-segment filler
 END_FILE_MIN_BLANK_LENGTH = 8
 
-# SYSFLAG bits (format §2.3)
-COMPRESSED_FLAG = 0x1
+# SYSFLAG bits (format §2.3); COMPRESSED_FLAG and the codec bits live with the body codecs (compression.py)
 MULTI_TAGS_FLAG = 0x2
 TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_PREPARED_TYPE = 0x4
@@ -36,7 +35,6 @@ TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOSTADDRESS_V6_FLAG = 0x20
-COMPRESSION_TYPE_MASK = 0x700
 TX_TYPE_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -300,15 +298,12 @@ class MessageRecord:
         return tags_code(self.topic, self.tags, self.properties, self.store_timestamp)
 
     def compression(self) -> str | None:
-        if not self.sys_flag & COMPRESSED_FLAG:
-            return None
-        return {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}.get((self.sys_flag & COMPRESSION_TYPE_MASK) >> 8, "unknown")
+        """The codec SYSFLAG names (format §2.3), None for a body stored as it was sent."""
+        return codec_of(self.sys_flag)
 
-    def uncompressed_body(self) -> bytes:
-        """The body as the consumer sees it; zlib is inflated, other codecs are left as stored."""
-        if self.compression() == "zlib":
-            return zlib.decompress(self.body)
-        return self.body
+    def decoded_body(self) -> Body:
+        """The body as the consumer receives it (engine.broker.commitlog.compression.decode_body)."""
+        return decode_body(self.body, self.sys_flag)
 
     def prop_crc(self) -> int | None:
         """The value of the optional __CRC32# property (digits stored least significant first, format §2.6)."""
@@ -344,18 +339,19 @@ class MessageRecord:
         }
         if self.prop_crc_valid is not None:
             out["propertiesCRC"] = {"stored": self.prop_crc(), "valid": self.prop_crc_valid}
-        body = self.body
-        comp = self.compression()
-        if comp:
-            out["compression"] = comp
-            try:
-                body = self.uncompressed_body()
-            except zlib.error:
-                out["compressionError"] = "body does not inflate"
+        dec = self.decoded_body()
+        if dec.codec:
+            out["compression"] = dec.codec
+        if not dec.ok:
+            # Never shown as the message: no body, the reason, and the bytes as stored (base64).
+            out["compressionError"] = dec.error
+            out["body"] = None
+            out["storedBody"] = base64.b64encode(self.body).decode("ascii")
+            return out
         try:
-            out["body"] = body.decode("utf-8")
+            out["body"] = dec.data.decode("utf-8")
         except UnicodeDecodeError:
-            out["body"] = base64.b64encode(body).decode("ascii")
+            out["body"] = base64.b64encode(dec.data).decode("ascii")
             out["bodyEncoding"] = "base64"
         return out
 

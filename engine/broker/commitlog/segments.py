@@ -20,8 +20,12 @@ from pathlib import Path
 
 from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.errors import GeometryError
-from engine.fsutil import allocate, fsync_dir, map_readonly, write_fully
+from engine.fsutil import allocate, data_extents, fsync_dir, map_readonly, write_fully
 from engine.fsutil import sync as sync_fd
+
+#: Bytes of a segment compared with zeros at a time (SegmentQueue.is_unwritten): a bounded buffer.
+ZERO_CHECK_CHUNK = 4 << 20
+_ZEROS = bytes(ZERO_CHECK_CHUNK)
 
 # Problem kinds, in the words an operator would use.
 GAP = "gap"                  # files missing between two segments
@@ -240,6 +244,23 @@ class SegmentQueue:
             m = map_readonly(fd, n)
         self._maps[seg.start] = m
         return m
+
+    def is_unwritten(self, seg: Segment) -> bool:
+        """The segment holds nothing but zeros: a file allocated ahead and never written, such as the next
+        commit-log segment a broker pre-allocates (AllocateMappedFileService; format §1.1), which a crash leaves
+        behind. Its first 8 bytes decide for every written segment (a record or a BLANK starts there); otherwise
+        its holes are skipped (SEEK_DATA) and its allocated bytes compared with zeros, a chunk at a time."""
+        n = seg.readable_len
+        fd = self.fd(seg)
+        if n == 0 or os.pread(fd, 8, 0).count(0) < min(8, n):
+            return n == 0
+        extents = data_extents(fd, n)
+        for a, b in extents if extents is not None else [(0, n)]:
+            for pos in range(a, b, ZERO_CHECK_CHUNK):
+                k = min(ZERO_CHECK_CHUNK, b - pos)
+                if os.pread(fd, k, pos) != _ZEROS[:k]:
+                    return False
+        return True
 
     def read(self, offset: int, length: int) -> bytes:
         seg = self.find(offset)

@@ -105,6 +105,41 @@ def load_config_file(layout: StoreLayout, name: str, decode: Callable[[object], 
     return res
 
 
+@dataclass
+class ConfigFileState:
+    """What ConfigManager.load meets in config/<name> and config/<name>.bak, each read on its own: None when the
+    file decodes, else why not ("is missing", "is empty", "is damaged (...)", ...). For `rmqtool doctor`."""
+    name: str
+    main_problem: str | None
+    bak_problem: str | None
+    main_size: int = 0
+
+    @property
+    def loads_from(self) -> str | None:
+        """The file the broker's state comes from (format §1.2): the main file, else the .bak, else None."""
+        if self.main_problem is None:
+            return self.name
+        if self.bak_problem is None:
+            return self.name + BAK_SUFFIX
+        return None
+
+    @property
+    def start_fails(self) -> bool:
+        """ConfigManager.loadBak returns false only when the .bak has text that does not decode."""
+        return self.main_problem is not None and self.bak_problem not in (None, "is missing", "is empty")
+
+
+def config_file_state(layout: StoreLayout, name: str, decode: Callable[[object], object] = lambda v: v
+                      ) -> ConfigFileState:
+    """Both files of config/<name> checked separately, read-only (the doctor's view of ConfigManager.load)."""
+    main = layout.config_file(name)
+    st = ConfigFileState(name, _read(main, decode, ConfigFile(name)),
+                         _read(layout.config_file(name + BAK_SUFFIX), decode, ConfigFile(name)))
+    if is_regular_file(main):
+        st.main_size = os.path.getsize(main)
+    return st
+
+
 def _read(path, decode, res: ConfigFile) -> str | None:
     """Decode one file into res.value; None when it worked, else why not ("is missing", "is damaged: ...")."""
     if not os.path.lexists(path):

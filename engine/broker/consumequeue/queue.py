@@ -5,13 +5,14 @@ allocated on disk before a unit is written into it, and every write is checked.
 """
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
-from engine.broker.layout import StoreLayout, symlink_on_path
+from engine.broker.layout import SEGMENT_NAME, StoreLayout, is_regular_file, symlink_on_path
 from engine.errors import GeometryError, NotAStoreError
 from engine.broker.commitlog.segments import SegmentQueue
 
@@ -211,3 +212,23 @@ class ConsumeQueue:
         if segs:
             for seg in segs[max(0, self._end_seg_index - 1): self._end_seg_index + 1]:
                 self.queue.flush(seg)
+
+
+def trailing_empty_files(queue_dir: Path) -> list[Path]:
+    """The last files of a queue directory that hold no unit (all zeros where their first unit belongs), after
+    a file that holds one: a file the queue rolled into and never wrote (a crash, RocketMQ #9728, #10108). The
+    first file is never one (an empty queue is not damage); a 0-byte last file is the broker's own to delete
+    (MappedFileQueue.doLoad). One read of one unit per file, from the end."""
+    names = sorted(n for n in os.listdir(queue_dir) if SEGMENT_NAME.match(n) and is_regular_file(queue_dir / n))
+    out: list[Path] = []
+    for name in reversed(names[1:]):
+        p = queue_dir / name
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            head = os.pread(fd, CQ_STORE_UNIT_SIZE, 0)
+        finally:
+            os.close(fd)
+        if not head or head.count(0) != len(head):
+            break
+        out.append(p)
+    return out[::-1]

@@ -5,19 +5,21 @@
     plan.py     the RecoveryPlan (and how damaged records are treated); planner.py builds it
     dispatch.py consume-queue units and index keys re-dispatched as the broker's dispatchers would
     apply.py    carrying a plan out crash-safely, keeping what it removes in the quarantine
+    placeholder.py  the placeholder record written over a damaged range, what a consumer receives, listing them
 
-Public surface: plan_recovery, apply_recovery, recover, RecoveryPlan.
+Public surface: plan_recovery, apply_recovery, recover, RecoveryPlan, list_placeholders (`rmqtool info`).
 """
 from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.config.lock import StoreLock
 from engine.ops import operation
+from engine.ops.recovery.placeholder import Placeholder, list_placeholders
 from engine.ops.recovery.plan import RecoveryPlan
 from engine.ops.recovery.planner import plan_recovery
 from engine.progress import Progress
 
-__all__ = ["RecoveryPlan", "apply_recovery", "plan_recovery", "recover"]
+__all__ = ["Placeholder", "RecoveryPlan", "apply_recovery", "list_placeholders", "plan_recovery", "recover"]
 
 
 def apply_recovery(cfg: BrokerConfig, plan: RecoveryPlan, lock: StoreLock | None = None,

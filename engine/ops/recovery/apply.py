@@ -17,35 +17,19 @@ from engine.broker.commitlog.log import open_commitlog
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.broker.config.lock import mark_clean, mark_in_use
-from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, encode_record
+from engine.broker.commitlog.message import blank_record
 from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.progress import Progress, no_progress
 from engine.ops.quarantine import Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
-from engine.ops.recovery.plan import (BLANK_FILLER, PLACEHOLDER, QUARANTINE_PROPERTY, QUARANTINE_TOPIC,
-                                      RecoveryPlan)
+from engine.ops.recovery.placeholder import REPLACED_BY, manifest_path, placeholder_record
+from engine.ops.recovery.plan import BLANK_FILLER, PLACEHOLDER, RecoveryPlan
 from engine.ops.recovery.planner import redispatch
 from engine.ops.recovery.scan import RENAME_SUFFIX
 from engine.timer.repair import apply_timer_repair
 
 _ZERO_CHUNK = 1 << 20
-
-
-def placeholder_record(offset: int, length: int, store_ts: int, note: str) -> bytes:
-    """A valid record of exactly `length` bytes that the broker's recovery accepts and its dispatchers skip:
-    transaction type ROLLBACK (no consume-queue unit, not indexed), padded with a zero body (see plan.py)."""
-    for topic, props in ((QUARANTINE_TOPIC, {QUARANTINE_PROPERTY: note}), (QUARANTINE_TOPIC, {}), ("", {})):
-        rec = MessageRecord(topic=topic, sys_flag=TRANSACTION_ROLLBACK_TYPE, physical_offset=offset,
-                            store_timestamp=store_ts, born_timestamp=store_ts, properties=dict(props))
-        pad = length - len(encode_record(rec))
-        if pad >= 0:
-            rec.body = bytes(pad)
-            data = encode_record(rec)
-            if len(data) == length:
-                return data
-            # A body of 0 bytes and of N > 0 bytes differ only by N: unreachable, kept as a guard.
-    raise CorruptFileError(f"cannot fit a placeholder record into {length} bytes at offset {offset}")
 
 
 def _zero_range(path: Path, lo: int, hi: int) -> None:
@@ -148,8 +132,9 @@ def _commitlog(cfg: BrokerConfig, plan: RecoveryPlan, q: Quarantine) -> None:
     for r in plan.repairs:
         path = paths[r.segment]
         if r.kind == PLACEHOLDER:
-            q.keep_range(path, r.pos, r.length, r.reason, "a placeholder record")
-            data = placeholder_record(r.offset, r.length, r.prev_ts, q.name)
+            q.keep_range(path, r.pos, r.length, r.reason, REPLACED_BY,
+                         placeholder={"commitLogOffset": r.offset, "origin": r.origin.as_dict() if r.origin else None})
+            data = placeholder_record(r.offset, r.length, r.prev_ts, manifest_path(q.name), r.origin)
             _overwrite(path, r.pos, data)
         elif r.kind == BLANK_FILLER:
             size = os.path.getsize(path)

@@ -11,7 +11,8 @@ placeholder the broker accepts and its dispatchers skip:
 
 * a hole between two valid records becomes one valid record of exactly the hole's length: topic
   rmq_sys_rmqtool_quarantine, transaction type ROLLBACK (no consume-queue unit, format §4.2; not indexed,
-  format §5.8 step 3), a zero body padding it out, a property RMQTOOL_QUARANTINED naming the quarantine folder;
+  format §5.8 step 3), a zero body padding it out, properties naming the quarantine manifest and the queue and
+  queue offset of the message it replaces (engine.ops.recovery.placeholder says what a consumer receives);
 * a non-last segment whose tail cannot be read gets a BLANK filler there (format §3.1), so the broker moves on
   to the next segment instead of ending the log;
 * a consume-queue unit that pointed at the damaged record stays (units are positional); a consumer reading it
@@ -26,10 +27,8 @@ from dataclasses import dataclass, field
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.message import cal_msg_length
 from engine.ops.recovery.dispatch import CREATE, KEEP, REBUILD, FileOut, ReplayStart
+from engine.ops.recovery.placeholder import QUARANTINE_PROPERTY, QUARANTINE_TOPIC, Origin  # noqa: F401 -- re-exported
 from engine.timer.repair import TimerRepair
-
-QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
-QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
 #: The smallest record the broker accepts (IPv4 hosts, v1, empty topic, no body, no properties, format §2.2).
 MIN_HOLE = cal_msg_length(False, 0, 0, 0, 0)
 
@@ -47,6 +46,7 @@ class Repair:
     reason: str
     prev_ts: int = 0            # store time of the valid record before it (the placeholder takes it)
     swallowed: int = 0
+    origin: Origin | None = None  # PLACEHOLDER: the consume-queue unit that points at it (the message it replaces)
 
     @property
     def length(self) -> int:
@@ -55,7 +55,8 @@ class Repair:
     def as_dict(self) -> dict:
         return {"segment": self.segment, "offset": self.offset, "end": self.end, "bytes": self.length,
                 "position": self.pos, "repair": self.kind, "reason": self.reason,
-                "validRecordsSwallowed": self.swallowed}
+                "validRecordsSwallowed": self.swallowed,
+                "placeholderFor": self.origin.as_dict() if self.origin else None}
 
 
 @dataclass
@@ -208,6 +209,23 @@ class RecoveryPlan:
             parts.append(f"delete {len(self.segments_deleted)} segment(s) after the end")
         return "; ".join(parts) or "change the consume queues and index"
 
+    def placeholder_notes(self) -> list[str]:
+        """What consumers will receive where a placeholder replaces a damaged record (dry run and report)."""
+        ph = [r for r in self.repairs if r.kind == PLACEHOLDER]
+        if not ph:
+            return []
+        out = [f"{len(ph)} damaged record(s) will read as a placeholder: a consumer of the queue that held the "
+               f"message receives, at its queue offset, a message of topic {QUARANTINE_TOPIC} with no tags, no keys "
+               f"and a body of zero bytes, whose property {QUARANTINE_PROPERTY} names the quarantine manifest "
+               "holding the damaged bytes and RMQTOOL_ORIGIN_TOPIC / _QUEUE_ID / _QUEUE_OFFSET the message it "
+               "replaces; consumers subscribed by tag never receive it, others should skip that topic; "
+               "`rmqtool info` lists a store's placeholders"]
+        for r in ph:
+            o = r.origin
+            where = f"{o.topic}/{o.queue_id} queue offset {o.queue_offset}" if o else "no consume-queue unit"
+            out.append(f"placeholder at commit-log offset {r.offset} ({r.length} bytes): replaces {where}")
+        return out
+
     def actions(self) -> list[str]:
         out = []
         if self.mode == "abnormal" or not self.consistent:
@@ -283,4 +301,8 @@ class RecoveryPlan:
             "quarantineBytes": self.quarantine_bytes, "quarantineDir": self.quarantine_dir,
             "timer": self.timer.as_dict() if self.timer is not None else None,
             "actions": self.actions(), "notes": self.notes,
+            "placeholders": [{"commitLogOffset": r.offset, "size": r.length,
+                              "origin": r.origin.as_dict() if r.origin else None}
+                             for r in self.repairs if r.kind == PLACEHOLDER],
+            "placeholderNotes": self.placeholder_notes(),
         }

@@ -25,8 +25,8 @@ import numpy as np
 
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
-from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.consumequeue.queue import list_queues
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.queue import ConsumeQueue, list_queues
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
 from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
@@ -35,11 +35,13 @@ from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
+from engine.ops.recovery.placeholder import find_origins
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
                                       scan_log)
-from engine.ops.recovery.trust import (IndexFacts, ItemJoin, broker_start, check_index_files, open_index_files,
+from engine.broker.commitlog.startup import broker_start
+from engine.ops.recovery.trust import (IndexFacts, ItemJoin, check_index_files, open_index_files,
                                        read_checkpoint, record_ts, trailing_items, trusted_prefix)
 from engine.timer.layout import TIMER_QUEUE_ID, TIMER_TOPIC
 from engine.timer.repair import plan_timer_repair
@@ -92,6 +94,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         if checks is not None and checks.settle():
             scan, k, joins = _walk(cl, cfg, plan, files, queues, progress)
         _plan_commitlog(cl, plan, scan)
+        _placeholder_origins(cfg, plan, queues)
         feeds = _plan_queues(cfg, cl, plan, queues, scan)
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
@@ -275,6 +278,36 @@ def _plan_commitlog(cl: CommitLog, plan: RecoveryPlan, scan: LogScan) -> None:
             last = _last_nonzero(cl, seg, pos)
             if last > pos:
                 plan.zero_segment, plan.zero_from, plan.zero_to = seg.path.name, pos, last
+
+
+def _placeholder_origins(cfg, plan: RecoveryPlan, queues: dict[tuple, QueueState]) -> None:
+    """The consume-queue unit pointing at each placeholder's offset: the message a consumer will receive the
+    placeholder in place of (engine.ops.recovery.placeholder). A queue file is read only when its first and last
+    valid units bracket an offset asked for (units follow the commit log's order)."""
+    ph = [r for r in plan.repairs if r.kind == PLACEHOLDER]
+    if not ph:
+        return
+    wanted = sorted({r.offset for r in ph})
+
+    def units():
+        for (topic, qid), qs in queues.items():
+            cq = ConsumeQueue(cfg.root, topic, qid, cfg.cq_file_size)
+            try:
+                for seg in cq.queue.segments:
+                    first_q = seg.start // CQ_STORE_UNIT_SIZE
+                    n = min(cq.file_size, qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE
+                    if n <= 0:
+                        continue
+                    a, b = cq.unit(first_q), cq.unit(first_q + n - 1)
+                    if a is None or b is None or not any(a[0] <= w <= b[0] for w in wanted):
+                        continue
+                    yield topic, qid, first_q, cq.file_units(seg)["offset"][:n].astype(np.int64)
+            finally:
+                cq.close()
+
+    origins = find_origins(units(), wanted)
+    for r in ph:
+        r.origin = origins.get(r.offset)
 
 
 def _blank_at(cl: CommitLog, seg, pos: int) -> bool:

@@ -19,7 +19,8 @@ import numpy as np
 
 from engine.broker.commitlog.log import CommitLog, open_commitlog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue.queue import UNIT_DTYPE, ConsumeQueue
+from engine.broker.consumequeue.offsets import cut_point
+from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, segment_name
 from engine.broker.commitlog.message import VALID, check_message
 from engine.broker.commitlog.segments import WRONG_SIZE, Segment, SegmentQueue
@@ -27,7 +28,6 @@ from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
 from engine.progress import Progress
 
-BLANK_CQ_SIZE = 0x7FFFFFFF
 TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)
 #: Reasons kept for the first gaps; beyond that only their offsets (24 bytes each) are kept.
 GAP_DETAILS = 1000
@@ -200,7 +200,7 @@ def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
         offs = fu["offset"][:n_valid].astype(np.int64)
         sizes = fu["size"][:n_valid].astype(np.int64)
         qs.max_phys = int(offs[-1] + sizes[-1])
-        real = np.flatnonzero((offs != 0) | (sizes != BLANK_CQ_SIZE))
+        real = np.flatnonzero((offs != 0) | (sizes != BLANK_UNIT_SIZE))
         if len(real):
             qs.coverage = int(offs[real[-1]] + sizes[real[-1]])
 
@@ -226,7 +226,7 @@ def cut_queue(root: Path, cfg: BrokerConfig, qs: QueueState, end: int) -> QueueC
     if qs.valid_end and qs.max_phys > end or qs.stale:
         cq = ConsumeQueue(root, qs.topic, qs.queue_id, cfg.cq_file_size, writable=False)
         try:
-            keep_end, c.max_phys, c.coverage = _cut_point(cq, qs, end)
+            keep_end, c.max_phys, c.coverage = cut_point(cq, qs.valid_end, end)
         finally:
             cq.close()
     first = qs.files[0][1] if qs.files else 0
@@ -242,33 +242,6 @@ def cut_queue(root: Path, cfg: BrokerConfig, qs: QueueState, end: int) -> QueueC
         elif keep_end < start + qs.file_size and last_nz > keep_end - start:
             c.zero_file, c.zero_from, c.zero_to = name, keep_end - start, last_nz
     return c
-
-
-def _cut_point(cq: ConsumeQueue, qs: QueueState, end: int) -> tuple[int, int, int]:
-    """(logical end after the cut, max_phys, coverage) for the valid units of cq cut at `end`."""
-    segs = [s for s in cq.queue.segments if s.start < qs.valid_end]
-    for seg in reversed(segs):
-        got = _cut_in_file(cq, seg, qs, end, seg is segs[0])
-        if got is not None:
-            return got
-    return (segs[0].start if segs else 0), -1, -1
-
-
-def _cut_in_file(cq: ConsumeQueue, seg, qs: QueueState, end: int, first: bool):
-    units = cq.file_units(seg)
-    n_valid = min(len(units), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE)
-    offs = units["offset"][:n_valid].astype(np.int64)
-    sizes = units["size"][:n_valid].astype(np.int64)
-    del units
-    if len(offs) == 0 or (offs[0] >= end and not first):
-        return None  # the whole file lies past the end
-    past = np.flatnonzero(offs >= end)
-    keep = int(past[0]) if len(past) else len(offs)
-    if keep == 0:
-        return seg.start, -1, -1
-    real = np.flatnonzero((offs[:keep] != 0) | (sizes[:keep] != BLANK_CQ_SIZE))
-    cov = int(offs[real[-1]] + sizes[real[-1]]) if len(real) else -1
-    return seg.start + keep * CQ_STORE_UNIT_SIZE, int(offs[keep - 1] + sizes[keep - 1]), cov
 
 
 # ==================================================================== record starts the queues know

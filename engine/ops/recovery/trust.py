@@ -1,7 +1,7 @@
 """Recovery, step 2: which checkpoint values, consume queues and index files can be trusted.
 
 * The checkpoint (format §6): unreadable, negative or claiming more than the log holds means rewind and rewrite.
-* The broker's start segment (format §7.3, §7.4), from the checkpoint (abnormal) or the consume queues (normal).
+* The broker's start segment (format §7.3, §7.4) is engine.broker.commitlog.startup.broker_start's.
 * Index files: each is checked without the commit log first (chains, counts, header offsets, items in commit-log
   order and inside segments that exist, its first and last item's store times, and continuity with the file
   before it: a missing, renamed or zero-filled file in the sequence shows here). The leading files that pass,
@@ -57,33 +57,6 @@ def read_checkpoint(layout: StoreLayout) -> CheckpointFacts:
                            cp.confirmPhyOffset)):
         return CheckpointFacts(cp, False, "negative values (garbage)")
     return CheckpointFacts(cp, True)
-
-
-def broker_start(cl: CommitLog, mode: str, cp: Checkpoint, max_phy_cq: int, index_safe: bool,
-                 check_crc: bool) -> tuple[int, str]:
-    """HEAD's start file (format §7.3/§7.4): walk back from the last segment to the first whose first record matches."""
-    segs = cl.segments
-    if not segs:
-        return 0, "no commit-log segments"
-    if mode == "abnormal":
-        limit = cp.min_timestamp_index() if index_safe else cp.min_timestamp()
-        what = "min(physic, logics) - 3 s" + (", min with indexMsgTimestamp" if index_safe else "")
-        rule = f"abnormal: first segment whose first record was stored at or before {what} = {limit}"
-        lowest = 0
-    else:
-        rule = f"normal: first segment whose first record is at or below the consume queues' max offset {max_phy_cq}"
-        lowest = 1  # normal mode never checks index 0: it is the fallback
-    for i in range(len(segs) - 1, lowest - 1, -1):
-        buf = cl.queue.buffer(segs[i])
-        r = check_message(buf, 0, len(buf), check_crc=check_crc) if len(buf) else None
-        if r is None or r.status != VALID or r.record.store_timestamp == 0:
-            continue
-        ts = r.record.store_timestamp
-        if index_safe and ts > cp.indexMsgTimestamp:
-            continue
-        if (ts <= limit) if mode == "abnormal" else (r.record.physical_offset <= max_phy_cq):
-            return i, rule
-    return 0, rule + " (none matched: the first segment)"
 
 
 # ==================================================================== index files

@@ -130,7 +130,8 @@ def dispatch(req: DispatchRequest, progress: Progress | None = None,
             res.warnings.append(f"{local.abort} exists: the broker did not shut down cleanly; records past its last "
                                 "flush may be torn (run rmqtool recover first)")
         queues = _local_queues(req, local, layout, res)
-        created = _creation_changes(req, local, layout, md, queues, clock, res)
+        ends = _broker_max_offsets(req, local, queues, res)
+        created = _creation_changes(req, local, layout, md, queues, clock, res, ends)
         if created:
             # New queues are recorded before any of their files is written, and the job goes on from the file
             # as written (as a restarted broker would): a rerun after a kill starts from the very same state.
@@ -142,7 +143,7 @@ def dispatch(req: DispatchRequest, progress: Progress | None = None,
                 res.metadata_written = True
                 loaded = load_metadata(meta_path)
                 md = loaded.metadata
-        tasks = _tasks(req, local, layout, md, queues)
+        tasks = _tasks(req, local, layout, md, queues, ends)
         summaries, res.master = run_queue_tasks(req.master, tasks, progress)
         changes = _append_changes(summaries, layout, clock)
         res.queues = [_queue_row(s) for s in summaries]
@@ -200,7 +201,7 @@ def _local_queues(req: DispatchRequest, local: StoreLayout, layout: TieredLayout
 
 
 def _task(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: TieredMetadata, index: int,
-          topic: str, qid: int) -> QueueTask:
+          topic: str, qid: int, ends: dict | None = None) -> QueueTask:
     path = file_path(layout.broker, topic, qid)
     cl = md.segment_entries(path, COMMIT_LOG)
     cq = md.segment_entries(path, CONSUME_QUEUE)
@@ -211,14 +212,48 @@ def _task(req: DispatchRequest, local: StoreLayout, layout: TieredLayout, md: Ti
                      [str(d) for d in local.commitlog_dirs],
                      req.local.mappedFileSizeCommitLog if req.local.commitLogSizeGiven else None,
                      req.local.cq_file_size, req.tiered.tieredStoreCommitLogMaxSize,
-                     req.tiered.tieredStoreConsumeQueueMaxSize, cl_start, cq_start, req.dry_run)
+                     req.tiered.tieredStoreConsumeQueueMaxSize, cl_start, cq_start, req.dry_run,
+                     (ends or {}).get((topic, qid)))
 
 
-def _tasks(req, local, layout, md, queues) -> list[QueueTask]:
-    return [_task(req, local, layout, md, i, t, q) for i, (t, q) in enumerate(queues)]
+def _tasks(req, local, layout, md, queues, ends: dict) -> list[QueueTask]:
+    return [_task(req, local, layout, md, i, t, q, ends) for i, (t, q) in enumerate(queues)]
 
 
-def _creation_changes(req, local, layout, md: TieredMetadata, queues, clock, res: DispatchResult) -> list:
+def _broker_max_offsets(req: DispatchRequest, local: StoreLayout, queues, res: DispatchResult) -> dict:
+    """(topic, queueId) -> the local queue's max offset as the broker serves it after its start-up (logical
+    truncation included: engine.broker.consumequeue.offsets.BrokerView), worked out once here for every task: the
+    tier ends where the broker's queue ends, never at units the broker cuts."""
+    from engine.broker.commitlog.log import open_commitlog
+    from engine.broker.config.checkpoint import Checkpoint
+    from engine.broker.consumequeue.offsets import BrokerView
+    from engine.broker.consumequeue.queue import ConsumeQueue
+
+    cfg = req.local
+    cl = open_commitlog(cfg)
+    try:
+        view = BrokerView(cl, local, cfg.cq_file_size, Checkpoint.load(local.checkpoint), local.abort.exists(),
+                          check_crc=cfg.checkCRCOnRecover, index_safe=cfg.messageIndexEnable and cfg.messageIndexSafe)
+        out = {}
+        for topic, qid in queues:
+            try:
+                cq = ConsumeQueue(local.root, topic, qid, cfg.cq_file_size)
+            except (StoreError, OSError):
+                continue  # the task reports it
+            try:
+                out[(topic, qid)] = view.bounds(cq, cl.min_offset if cl.segments else -1).max_offset
+            finally:
+                cq.close()
+        note = view.log_end.note()
+        if note:
+            res.warnings.append(note)
+        return out
+    finally:
+        cl.close()
+
+
+def _creation_changes(req, local, layout, md: TieredMetadata, queues, clock, res: DispatchResult,
+                      ends: dict | None = None) -> list:
     """What the broker records when a queue's first message is dispatched (FlatMessageFile's constructor: COMMIT_LOG
     segment 0, the topic, the queue) and at the queue's first round (the CONSUME_QUEUE start segment), for every
     queue with messages to tier that the metadata does not have yet, in the commit-log order of their first
@@ -229,7 +264,7 @@ def _creation_changes(req, local, layout, md: TieredMetadata, queues, clock, res
         if md.queue(topic, qid) is not None and md.topic(topic) is not None \
                 and md.segment_entries(path, CONSUME_QUEUE):
             continue
-        first = first_message(_task(req, local, layout, md, 0, topic, qid))
+        first = first_message(_task(req, local, layout, md, 0, topic, qid, ends))
         if first is not None:
             new.append((first[1], topic, qid, first[0], path))
     new.sort()

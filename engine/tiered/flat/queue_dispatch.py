@@ -56,6 +56,7 @@ class QueueTask:
     cl_start: tuple[int, int, int, int]     # (base, position, min ts, max ts) of the segment appends go to
     cq_start: tuple[int, int, int, int] | None   # None: the queue is not initialised (starts at the local min)
     dry_run: bool = False
+    max_offset: int | None = None   # the local queue's max offset as the broker serves it (None: its units' end)
 
 
 @dataclass
@@ -94,9 +95,10 @@ class LocalQueue:
         self.cq = ConsumeQueue(Path(task.local_root), task.topic, task.queue_id, task.cq_file_size)
         self.cl = SegmentQueue([Path(d) for d in task.commitlog_dirs], task.commitlog_file_size, what="commitlog")
         self._fds: dict[int, int] = {}
-        # The broker's own rules (format §4.4, §8.3): end of data as its recovery finds it, min as it settles it.
-        self.max_offset = self.cq.max_offset_in_queue
-        self.min_offset = queue_min_offset(self.cq, self.cl.min_offset)
+        # The broker's own rules (format §4.4, §4.5, §8.3): end of data as its start-up leaves it (the driver works
+        # out the logical truncation once for every queue), min as it settles it.
+        self.max_offset = self.cq.max_offset_in_queue if task.max_offset is None else task.max_offset
+        self.min_offset = queue_min_offset(self.cq, self.cl.min_offset, self.max_offset)
 
     def close(self) -> None:
         self.cq.close()

@@ -1,0 +1,50 @@
+"""`rmqtool doctor`: every check the broker makes when it loads a store, plus rmqtool's own, each finding
+located, with what the broker does at its next start and the rmqtool command that fixes it (docs/doctor.md).
+
+    report.py       Finding, DoctorReport, Fixes (the command lines)
+    storechecks.py  the lock, abort marker and checkpoint, commit log, consume queues, index (recovery's plan,
+                    read-only)
+    configs.py      config/*.json and their .bak as ConfigManager.load reads them
+    timerchecks.py  the timer store (engine.timer.verify_timer)
+
+Reads only: every file is opened read-only, nothing is written, a broker holding the store lock is reported and
+left alone. Work is bounded as the broker's own start-up is: recovery's plan reads from the checkpoint's window
+(`deep`: the whole commit log), one unit per consume queue, the config files, the timer store's live chains.
+
+Public surface: doctor, DoctorReport, Finding.
+"""
+from __future__ import annotations
+
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.layout import StoreLayout
+from engine.ops.doctor.configs import check_configs
+from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+from engine.ops.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
+                                           check_recovery)
+from engine.ops.doctor.timerchecks import check_timer
+from engine.progress import Progress
+
+__all__ = ["ERROR", "INFO", "WARNING", "DoctorReport", "Finding", "doctor"]
+
+
+def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, deep: bool = False,
+           progress: Progress | None = None) -> DoctorReport:
+    """Check the store; `store_args` are the arguments that name it on a command line (`-s DIR` or `-c FILE`,
+    with any geometry option), repeated in every fix. `now` (epoch ms): when the broker would start (the timer
+    store's 7-day rule). NotAStoreError when the directory is no store."""
+    layout = StoreLayout.of(cfg)
+    layout.require_store(allow_markers=True)
+    fix = Fixes(store_args)
+    rep = DoctorReport(str(cfg.root))
+    check_lock(layout, rep)
+    rep.checked.append("lock")
+    check_commitlog_files(cfg, layout, rep)
+    check_recovery(cfg, layout, fix, rep, deep, progress)
+    rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
+    check_consume_queue_tails(cfg, layout, fix, rep)
+    check_configs(layout, fix, rep)
+    rep.checked.append("config files")
+    if check_timer(cfg, fix, rep, now, deep):
+        rep.checked.append("timer store")
+    rep.sort()
+    return rep

@@ -1,0 +1,81 @@
+"""The doctor's checks of config/*.json: each file and its .bak as the broker's ConfigManager.load reads them
+(format §1.2; BrokerController.initialize loads the broker's managers, DefaultMessageStore and the timer store
+their own). Established with a real 5.3.x broker (docs/doctor.md): a torn file whose .bak is empty is deleted and
+the broker starts with an empty table without a word; a torn file whose .bak is torn too stops the start."""
+from __future__ import annotations
+
+from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONSUMER_OFFSET, DELAY_OFFSET, SUBSCRIPTION_GROUP, TOPICS,
+                                            config_file_state, decode_consumer_offsets, decode_delay_offsets,
+                                            decode_subscription_groups, decode_topics)
+from engine.broker.layout import StoreLayout
+from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+
+#: Files the broker loads at start-up through ConfigManager: (name, decoder, what it holds, loss is an error,
+#: the loader in RocketMQ's sources). The timer store's timermetrics is checked with the timer store.
+CONFIG_FILES = [
+    (TOPICS, decode_topics, "topic configs (queue counts, permissions, order flags)", True,
+     "TopicConfigManager.load"),
+    ("topicQueueMapping.json", None, "static topic queue mappings", False, "TopicQueueMappingManager.load"),
+    (CONSUMER_OFFSET, decode_consumer_offsets, "consumer offsets (every group's progress)", True,
+     "ConsumerOffsetManager.load"),
+    (SUBSCRIPTION_GROUP, decode_subscription_groups, "subscription groups (retry, broadcast, consume settings)",
+     True, "SubscriptionGroupManager.load"),
+    ("consumerFilter.json", None, "consumer SQL/tag filters (clients register them again)", False,
+     "ConsumerFilterManager.load"),
+    ("consumerOrderInfo.json", None, "orderly-consumption locks of pop consumers", False,
+     "ConsumerOrderInfoManager.load"),
+    (DELAY_OFFSET, decode_delay_offsets, "delay-level delivery progress (SCHEDULE_TOPIC_XXXX)", True,
+     "ScheduleMessageService.load"),
+]
+#: Files that can be rebuilt from what the store holds (`rmqtool repair config NAME --from-store`).
+FROM_STORE = {TOPICS}
+
+
+def _generic(v):
+    return v
+
+
+def check_configs(layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> None:
+    has_queues = layout.consumequeue_dir.is_dir() and any(layout.consumequeue_dir.iterdir())
+    for name, decode, holds, vital, loader in CONFIG_FILES:
+        st = config_file_state(layout, name, decode or _generic)
+        rel = f"config/{name}"
+        main, bak = st.main_problem, st.bak_problem
+        absent = ("is missing", "is empty")
+        rebuild = fix("repair", "config", name, "--from-store") if name in FROM_STORE else None
+        manual = (f"restore {rel} from a backup if there is one; otherwise `{fix('repair', 'config', name, '--empty')}`"
+                  " accepts the empty table the broker would start with")
+        if main is None:
+            if bak is not None and bak not in absent:
+                rep.findings.append(Finding(
+                    "config-bak-damaged", INFO, rel + BAK_SUFFIX, None, f"{rel}{BAK_SUFFIX} {bak}",
+                    f"reads {rel} ({loader}); its next save replaces the .bak", None))
+            continue
+        if bak is None:
+            rep.findings.append(Finding(
+                "config-from-bak", WARNING, rel, None,
+                f"{rel} {main}; {name}{BAK_SUFFIX} is readable (the save before the last)",
+                f"deletes {rel} and loads {name}{BAK_SUFFIX} ({loader}): changes of the last save are lost",
+                fix("repair", "config", name, "--from-bak")))
+        elif st.start_fails:
+            rep.findings.append(Finding(
+                "config-unloadable", ERROR, rel, None,
+                f"{rel} {main} and {name}{BAK_SUFFIX} {bak}"
+                + ("" if rebuild else f"; only a person can decide: {manual}"),
+                f"deletes {rel}, fails to load {name}{BAK_SUFFIX} ({loader} returns false) and does not start",
+                rebuild))
+        elif main in absent and bak in absent:
+            if name == TOPICS and has_queues:
+                rep.findings.append(Finding(
+                    "config-missing", WARNING, rel, None,
+                    f"{rel} and its .bak {'are missing' if main == bak == 'is missing' else 'hold nothing'} but "
+                    "the store has consume queues",
+                    "starts with no topic configs: topics are created again on first use with default queue counts "
+                    "(autoCreateTopicEnable) or not at all", rebuild))
+        else:
+            rep.findings.append(Finding(
+                "config-lost", ERROR if vital else WARNING, rel, None,
+                f"{rel} {main} and {name}{BAK_SUFFIX} {bak}: no readable copy of the {holds}"
+                + ("" if rebuild else f"; only a person can decide: {manual}"),
+                f"deletes {rel} and starts with no {holds}, without a word in its log beyond the parse error",
+                rebuild))

@@ -1,0 +1,203 @@
+"""The doctor's checks of the broker's own files: the lock, the abort marker and checkpoint, the commit log, the
+consume queues and the index, as DefaultMessageStore.load/recover reads them. The commit log, consume queues,
+index and checkpoint are judged by recovery's own plan, worked out read-only (engine.ops.recovery: scan, trust,
+plan); doctor translates it into findings with what the broker does at its next start."""
+from __future__ import annotations
+
+import os
+
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.config.lock import lock_held_elsewhere
+from engine.broker.commitlog.segments import GAP, MISNAMED, WRONG_SIZE
+from engine.broker.consumequeue.queue import trailing_empty_files
+from engine.broker.layout import StoreLayout, is_regular_file
+from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+from engine.ops.recovery import RecoveryPlan, plan_recovery
+from engine.progress import Progress
+
+#: How fast a broker's abnormal recovery is assumed to read the commit log: it checks every record (the body
+#: CRC with checkCRCOnRecover) and dispatches it to its consume queue and the index again. A conservative figure
+#: for a loaded disk; the estimate says so.
+BROKER_RECOVERY_BYTES_PER_SEC = 64 * 1024 * 1024
+#: An estimate above this is worth a warning: container health checks commonly give a broker about a minute.
+HEALTH_CHECK_SECONDS = 60
+#: At most this many findings of one kind from the recovery plan are listed one by one.
+MAX_LISTED = 20
+
+
+def check_lock(layout: StoreLayout, rep: DoctorReport) -> None:
+    lock = layout.lock
+    if os.path.lexists(lock) and not is_regular_file(lock):
+        rep.findings.append(Finding(
+            "lock-not-a-file", ERROR, "lock", None,
+            "the store's lock is not a regular file (a directory or a symlink); remove it by hand",
+            "cannot open it as its lock file (RandomAccessFile) and does not start", None))
+        return
+    if lock_held_elsewhere(layout.root):
+        rep.locked_by_broker = True
+        rep.findings.append(Finding(
+            "store-locked", INFO, "lock", None,
+            "a running broker (or another rmqtool) holds the store lock: doctor only reads, but files change "
+            "under it; stop the broker before running any fix",
+            "keeps running; these findings describe the files as they were read", None))
+
+
+def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport, deep: bool,
+                   progress: Progress | None) -> RecoveryPlan:
+    plan = plan_recovery(cfg, check_crc=cfg.checkCRCOnRecover, index_safe=cfg.messageIndexSafe, full_scan=deep,
+                         progress=progress)
+    recover = fix("recover")
+    add = rep.findings.append
+    seg_size = cfg.mappedFileSizeCommitLog
+
+    def where(offset: int) -> tuple[str, int]:
+        for d in cfg.commitlog_dirs:
+            name = f"{offset // seg_size * seg_size:020d}"
+            if (d / name).exists():
+                return layout_rel(layout, d / name), offset % seg_size
+        return "commitlog", offset
+
+    # the abort marker: abnormal recovery, and how long it takes
+    if plan.mode == "abnormal":
+        scan = max(0, plan.max_offset_before - plan.broker_start_offset)
+        secs = scan / BROKER_RECOVERY_BYTES_PER_SEC
+        rep.estimates["brokerRecovery"] = {"mode": "abnormal", "startSegment": plan.broker_start_segment,
+                                           "bytesToScan": scan, "estimatedSeconds": round(secs, 1),
+                                           "assumedBytesPerSecond": BROKER_RECOVERY_BYTES_PER_SEC}
+        slow = secs > HEALTH_CHECK_SECONDS
+        clean = " with a consistent store (nothing else to repair)" if plan.consistent else ""
+        add(Finding("abort-marker", WARNING if slow else INFO, "abort", None,
+                    f"the abort marker is present{clean}: the last run did not stop cleanly; the broker's recovery "
+                    f"will read {scan} bytes of commit log from segment {plan.broker_start_segment} (about "
+                    f"{secs:.0f} s at an assumed {BROKER_RECOVERY_BYTES_PER_SEC >> 20} MiB/s)"
+                    + ("; longer than a typical health check" if slow else ""),
+                    f"runs its abnormal recovery (recoverAbnormally): checks every record from segment "
+                    f"{plan.broker_start_segment} on and dispatches them again before it serves"
+                    + (" — a health check may kill it first, and the next start begins again" if slow else ""),
+                    recover))
+    if not plan.checkpoint_readable:
+        add(Finding("checkpoint-unreadable", WARNING, "checkpoint", None, f"checkpoint {plan.checkpoint_problem}",
+                    "reads the missing bytes as zeros: recovery starts from the first commit-log segment", recover))
+    # the commit log
+    for name, n, size in plan.segment_resizes:
+        add(Finding("commitlog-segment-size", ERROR, f"commitlog/{name}", None,
+                    f"commit-log segment {name} is {n} bytes, not mappedFileSizeCommitLog {size}",
+                    "refuses to load the commit log (MappedFileQueue.doLoad: length not matched) and does not start",
+                    recover))
+    for old, new in plan.segment_renames:
+        add(Finding("commitlog-misnamed", ERROR, f"commitlog/{old}", 0,
+                    f"commit-log segment {old} holds the records of {new} (its first record says so)",
+                    "reads it at the offset its name says: consume-queue units and index items point at the wrong "
+                    "bytes", recover))
+    for i, r in enumerate(plan.repairs[:MAX_LISTED]):
+        seg, pos = where(r.offset)
+        before = r.offset >= plan.broker_start_offset
+        add(Finding("commitlog-damaged-record", ERROR, seg, pos,
+                    f"{r.length} bytes at commit-log offset {r.offset} are not a valid record ({r.reason}); "
+                    f"valid records follow",
+                    (f"ends the commit log there at its recovery: every message after offset {r.offset} is lost"
+                     if before else "does not read it at start-up; a consumer or query that reaches it gets nothing "
+                     "past it in that segment") + " (rmqtool recover keeps the records after it)",
+                    recover))
+    if plan.repair_count > MAX_LISTED:
+        add(Finding("commitlog-damaged-record", ERROR, "commitlog", None,
+                    f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
+                    "as above", recover))
+    if plan.truncated_bytes:
+        seg, pos = where(plan.end_offset)
+        add(Finding("commitlog-torn-tail", WARNING, seg, pos,
+                    f"{plan.truncated_bytes} bytes after the commit log's last valid record (offset "
+                    f"{plan.end_offset}) are not records ({plan.stop_reason})",
+                    "cuts the commit log there, as rmqtool recover does (the messages in it were never complete)",
+                    recover))
+    for s in plan.segments_deleted:
+        add(Finding("commitlog-file-after-end", WARNING if plan.mode == "normal" else INFO, f"commitlog/{s}", None,
+                    f"commit-log segment {s} lies after the log's end {plan.end_offset}",
+                    "deletes it at start-up (truncateDirtyFiles)", recover))
+    # consume queues
+    past = [q for q in plan.queues if q.units_removed or q.files_deleted]
+    for q in past[:MAX_LISTED]:
+        add(Finding("cq-past-log", WARNING, f"consumequeue/{q.topic}/{q.queue_id}", q.truncate_to,
+                    f"{q.units_removed} unit(s) of {q.topic}/{q.queue_id} point past the commit log's end "
+                    f"{plan.end_offset} (max offset {q.max_offset_before} -> {q.max_offset_after})",
+                    "cuts the queue at its first unit past the commit log (truncateDirtyLogicFiles): consumers whose "
+                    "offsets lie past the cut are moved back", recover))
+    behind = [q for q in plan.queues if q.units_added and not (q.units_removed or q.files_deleted)]
+    if behind:
+        add(Finding("cq-behind-log", INFO, "consumequeue", None,
+                    f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
+                    "the commit log holds",
+                    "dispatches them again from the commit log (ReputMessageService) before consumers see them",
+                    recover))
+    # the index
+    for name, why in list(plan.index.problems.items())[:MAX_LISTED]:
+        add(Finding("index-untrusted", WARNING, f"index/{name}", None, f"index file {name}: {why}",
+                    "loads it as it is (IndexService.load) unless its header is newer than the checkpoint after "
+                    "a crash: key queries that reach it answer wrongly or not at all", recover))
+    if plan.index.changed and not plan.index.problems:
+        add(Finding("index-behind-log", INFO, "index", None,
+                    f"the index lacks keys of records after offset {plan.index.replay_from}",
+                    "indexes them again while it dispatches the commit log", recover))
+    for t in plan.stale_temp_files:
+        add(Finding("stale-temp-file", INFO, t, None, f"{t} is a temporary file an interrupted rmqtool run left",
+                    "ignores it", recover))
+    rep.notes.extend(plan.notes)
+    return plan
+
+
+def layout_rel(layout: StoreLayout, path) -> str:
+    try:
+        return str(path.relative_to(layout.root))
+    except ValueError:
+        return str(path)
+
+
+def check_commitlog_files(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> None:
+    """What the plan does not repair: gaps between segments, files named like no segment."""
+    from engine.ops.recovery.scan import open_log
+
+    cl, _ = open_log(cfg)
+    try:
+        for p in cl.queue.problems:
+            rel = layout_rel(layout, _path(p.path))
+            if p.kind == GAP:
+                rep.findings.append(Finding(
+                    "commitlog-gap", ERROR, rel, None, f"{p.detail}; the messages it held are gone (restore the "
+                    "segment from a backup if there is one)",
+                    "loads the segments around it (checkSelf logs the damage); consume-queue units and queries "
+                    "into the gap find nothing, and consumers skip those messages", None))
+            elif p.kind == MISNAMED:
+                rep.findings.append(Finding(
+                    "commitlog-odd-file", WARNING, rel, None, p.detail,
+                    "parses every file name of commitlog/ as an offset: a name that is not a number throws and the "
+                    "broker does not start; move the file out of the directory", None))
+            elif p.kind != WRONG_SIZE:
+                rep.findings.append(Finding("commitlog-odd-file", WARNING, rel, None, p.detail,
+                                            "loads it at the offset its name says", None))
+    finally:
+        cl.close()
+
+
+def _path(p):
+    from pathlib import Path
+
+    return Path(p)
+
+
+def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> int:
+    """An all-zero last consume-queue file after a written one (RocketMQ #9728, #10108): one read per queue."""
+    listing = layout.list_queues()
+    for topic, qid in listing.queues:
+        for p in trailing_empty_files(layout.consumequeue_dir / topic / str(qid)):
+            rep.findings.append(Finding(
+                "cq-empty-last-file", WARNING, layout_rel(layout, p), 0,
+                f"consume-queue file {p.name} of {topic}/{qid} holds no unit (all zeros at its start) after a "
+                "file that does",
+                "keeps it with a read position of 0 and writes the queue's next units into it (observed with "
+                "5.3.x); correctMinOffset reads the unit before position 0 when nothing refills it, which throws in "
+                "some versions (RocketMQ #9728, #10108)",
+                fix("repair", "consume-queue", "--topic", topic, "--queue-id", str(qid))))
+    for p in listing.problems:
+        rep.findings.append(Finding("cq-odd-entry", INFO, p.path, None, f"{p.path}: {p.reason}",
+                                    "ignores it", None))
+    return len(listing.queues)

@@ -1,0 +1,133 @@
+"""rmqtool doctor: what will stop a broker, or lose or hide messages or state, at its next start; and the rmqtool
+command that fixes each problem. Read-only: parses options, calls engine.ops.doctor.doctor, renders."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqtool import render
+from rmqtool.cli import handles_errors
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+                             StoreOpt, build_config, expand_path)
+
+WIDTH = 80
+_LABEL = {"error": "ERROR", "warning": "WARN ", "info": "info "}
+
+
+def store_args(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int],
+               max_index: Optional[int], commitlog_file_size: Optional[int], cq_file_size: Optional[int]) -> list[str]:
+    """The options that name the store, as the fixes must repeat them (absolute paths: runnable anywhere)."""
+    out: list[str] = []
+    if broker_conf is not None:
+        out += ["-c", str(Path(expand_path(broker_conf)).absolute())]
+    if store is not None:
+        out += ["-s", str(Path(expand_path(store)).absolute())]
+    for opt, v in (("--hash-slots", hash_slots), ("--max-index", max_index),
+                   ("--commitlog-file-size", commitlog_file_size), ("--cq-file-size", cq_file_size)):
+        if v is not None:
+            out += [opt, str(v)]
+    return out
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_long_words=True,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def command_lines(cmd: str, indent: str, more: str) -> list[str]:
+    """A command line cut to WIDTH columns with shell continuations (` \\`), so that it still runs when pasted."""
+    import shlex
+
+    words = shlex.split(cmd)
+    quoted = [shlex.quote(w) for w in words]
+    lines, cur = [], indent
+    for q in quoted:
+        sep = "" if cur in (indent, more) else " "
+        if len(cur) + len(sep) + len(q) + 2 > WIDTH and cur not in (indent, more):
+            lines.append(cur + " \\")
+            cur, sep = more, ""
+        cur += sep + q
+    lines.append(cur)
+    return lines
+
+
+def render_text(rep) -> None:
+    for file, items in rep.by_file():
+        render.line(file)
+        for f in items:
+            where = f" @{f.offset}" if f.offset is not None else ""
+            for ln in _wrap(f"{f.kind}{where}: {f.problem}", f"  {_LABEL[f.severity]} ", "        "):
+                render.line(ln)
+            for ln in _wrap(f"broker: {f.broker_will}", "        ", "          "):
+                render.line(ln)
+            if f.fix:
+                for ln in command_lines(f.fix, "        fix: ", "            "):
+                    render.line(ln)
+    c = rep.counts()
+    est = rep.estimates.get("brokerRecovery")
+    if est:
+        render.line(f"broker recovery: abnormal, {est['bytesToScan']} bytes to read, about "
+                    f"{est['estimatedSeconds']:.0f} s (estimate)")
+    status = "healthy" if rep.healthy else "NOT healthy"
+    render.line(f"{status}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info")
+    cmds = rep.commands()
+    if cmds:
+        render.line("commands to run, in this order" + (" (after stopping the broker):" if rep.locked_by_broker
+                                                          else ":"))
+        for cmd in cmds:
+            for ln in command_lines(cmd, "  ", "      "):
+                render.line(ln)
+
+
+@handles_errors
+def doctor(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Read the whole commit log (every record and its CRC, "
+                                       "every index item) and check the bodies of pending timer messages, not "
+                                       "just what the broker's start-up reads.")] = False,
+    now: Annotated[Optional[str], typer.Option("--now", help="Judge time rules (the timer wheel keeps 7 days) as "
+                                               "if the broker started at this time: epoch ms or ISO-8601 (default: "
+                                               "now).")] = None,
+    json_out: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr.")] = False,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
+    commitlog_file_size: CommitLogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+) -> None:
+    """Find what will stop a broker, or make it lose or hide messages or state, at its next start: the lock, the
+    abort marker and checkpoint (with an estimate of the broker's recovery time), the commit log, consume queues
+    and index as recovery reads them, every config/*.json with its .bak, and the timer store.
+
+    Each finding has a severity (error: the broker will not start, or starts and loses or hides messages or
+    state), the file and offset, the problem, what the broker will do, and the rmqtool command that fixes it
+    (none when only a person can decide: the problem says what to do). The text groups findings by file, worst
+    first, and ends with the commands to run; --json prints one document. Never writes; a running broker is
+    reported and left alone. Exits 0 when there is no error finding, 3 when there is one.
+    """
+    from engine.ops.doctor import doctor as run_doctor
+    from rmqtool import times
+
+    at = times.parse_time(now, "--now") if now is not None else None
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    args = store_args(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    with render.progress(None, "doctor") as bar:
+        task = bar.add_task("doctor", total=None)
+
+        def progress(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        rep = run_doctor(cfg, args, now=at, deep=deep, progress=progress)
+    if json_out:
+        render.emit_json(rep.as_dict())
+    else:
+        render_text(rep)
+    if not quiet:
+        for n in rep.notes:
+            render.note(f"note: {n}")
+    if not rep.healthy:
+        raise typer.Exit(3)
