@@ -299,7 +299,8 @@ def _inside_an_older_index_file(store: Path) -> tuple[Path, int]:
     raise AssertionError("no index file spans two segments below the scan start")
 
 
-@pytest.mark.parametrize("how,full", [("short", True), ("long", True), ("short", False)])
+@pytest.mark.parametrize("how,full", [("short", True), ("long", True),
+                                      pytest.param("short", False, marks=pytest.mark.slow)])  # 2000 messages
 def test_a_segment_of_the_wrong_size_is_brought_back_to_size(tmp_path, how, full):
     store, acks, sent = build(tmp_path, 90 if full else 2000)
     segs = sorted((store / "commitlog").iterdir())
