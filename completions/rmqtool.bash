@@ -20,12 +20,12 @@ _rmqtool() {
         get) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --commitlog-file-size --hash-slots --max-index --help" -- "$cur")) ;;
         inspect-index) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --walk-slot --walk-key --max -n --stats --verify --json --hash-slots --max-index --commitlog-file-size --help" -- "$cur")) ;;
         print-msg) COMPREPLY=($(compgen -W "--topic -t --begin -b --end -e --store -s --broker-conf -c --queue-id -q --tags --max -n --no-check-crc --json --help" -- "$cur")) ;;
-        put) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
+        put) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --create --help" -- "$cur")) ;;
         query-key) COMPREPLY=($(compgen -W "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --hash-slots --max-index --commitlog-file-size --help" -- "$cur")) ;;
         queues) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --topic -t --json --help" -- "$cur")) ;;
         recover) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --hash-slots --max-index --commitlog-file-size --cq-file-size --help" -- "$cur")) ;;
         repair) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
-        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --help" -- "$cur")) ;;
+        spark-reindex) COMPREPLY=($(compgen -W "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --hash-slots --max-index --commitlog-file-size --new-geometry --help" -- "$cur")) ;;
         tiered) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
         timer) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
     esac

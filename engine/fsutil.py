@@ -116,6 +116,40 @@ def allocate(fd: int, offset: int, length: int, path) -> None:
         write_zeros(fd, start, end - start, path)
 
 
+def allocate_range(fd: int, offset: int, length: int, path) -> None:
+    """Allocate [offset, offset + length) for real without first asking which parts are allocated (a writer that
+    allocates ahead of its write position knows they are not); DiskFullError when the device is full. Filesystems
+    without fallocate get the holes of the range written with zeros."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+        return
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise _failure(path, e, f"cannot allocate {length} bytes at offset {offset}") from None
+    for start, end in holes(fd, offset, offset + length):
+        write_zeros(fd, start, end - start, path)
+
+
+def reserve(fd: int, have: int, need: int, limit: int, path, ahead: int = 0) -> int:
+    """Allocation by range: given [0, have) of the file allocated, make [0, need) allocated, taking up to `ahead`
+    bytes more at once (never past `limit`) so that the next writes find their room allocated already; when the
+    disk cannot give the extra, just [have, need). Returns the new allocated end; DiskFullError (nothing past
+    `have` promised) when even [have, need) cannot be had."""
+    if need <= have:
+        return have
+    want = min(limit, need + ahead)
+    if want > need:
+        try:
+            allocate_range(fd, have, want - have, path)
+            return want
+        except DiskFullError:
+            pass  # the extra is a convenience: try for what is needed now
+    allocate_range(fd, have, need - have, path)
+    return need
+
+
 def write_zeros(fd: int, pos: int, length: int, path, chunk: int = 1 << 20) -> None:
     """Write `length` zero bytes at pos, a chunk at a time (write_fully each: a failure names the file)."""
     zeros = memoryview(bytes(min(chunk, max(length, 0))))

@@ -22,10 +22,12 @@ BrokerConfOpt = Annotated[Optional[Path], typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (NDJSON for message streams).",
                                        rich_help_panel=OUTPUT_PANEL)]
 HashSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--hash-slots", help="Index hash slots per file (maxHashSlotNum; readers: from the index files, else 5000000).",
+    "--hash-slots", help="Index hash slots per file (maxHashSlotNum; default: from the store's index files, else "
+    "5000000; writers never write another geometry beside the files').",
     rich_help_panel=GEOMETRY_PANEL)]
 MaxIndexOpt = Annotated[Optional[int], typer.Option(
-    "--max-index", help="Index items per file (maxIndexNum; readers: from the index files, else 20000000).",
+    "--max-index", help="Index items per file (maxIndexNum; default: from the store's index files, else "
+    "20000000).",
     rich_help_panel=GEOMETRY_PANEL)]
 CommitLogSizeOpt = Annotated[Optional[int], typer.Option(
     "--commitlog-file-size", help="Commit-log segment size (mappedFileSizeCommitLog; default: from the files, "

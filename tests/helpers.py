@@ -70,6 +70,18 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def broker_store_copy(name: str, dest: Path) -> Path:
+    """A fresh copy of the store a real broker wrote (tests/golden/broker/<name>/store.tar.gz, unpacked with its
+    sparse files sparse) under dest; returns the store root."""
+    import subprocess
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "--sparse", "-xzf", str(GOLDEN / "broker" / name / "store.tar.gz"), "-C", str(dest)],
+                   check=True)
+    return dest / "store"
+
+
 def jlines(r) -> list[dict]:
     """The JSON objects of an NDJSON stdout, one per line."""
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]

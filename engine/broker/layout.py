@@ -201,6 +201,11 @@ class StoreLayout:
         return (self.consumequeue_dir.is_dir() or self.index_dir.is_dir()
                 or any(d.is_dir() for d in self.commitlog_dirs))
 
+    def holds_store(self) -> bool:
+        """What makes a directory a store for a writer (put): any of commitlog/ (or the configured commit-log
+        directories), consumequeue/, index/, config/, the checkpoint or the abort marker."""
+        return self.is_store() or self.config_dir.is_dir() or self.checkpoint.is_file() or self.abort.is_file()
+
     def require_store(self, allow_markers: bool = False) -> None:
         """NotAStoreError unless the root holds a commit log, consume queues or an index (or, with
         allow_markers, only an abort marker or checkpoint: a writer killed before its first write)."""

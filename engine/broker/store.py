@@ -1,7 +1,7 @@
 """The message store: commit log + consume queues + index + checkpoint under one lock (format §1, §7)."""
 from __future__ import annotations
 
-import base64
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -29,9 +29,8 @@ if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands 
 def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
     """A message object in the CLI's JSON shape (MessageExt names) -> a checked record to put (no UNIQ_KEY or
     store time yet: the put assigns them). MessageBatch.add_json is the fast path for many messages."""
-    from engine.broker.write.batch import MessageBatch  # the write path: imported when a message is checked
+    from engine.broker.write.batch import MessageBatch, json_body  # the write path: imported when a message is checked
     MessageBatch(default_queue_id).add_json(obj)  # every check, or a one-line InvalidArgumentError
-    body = obj.get("body") or ""
     props = dict(obj.get("properties") or {})
     keys = obj.get("keys")
     if keys:
@@ -40,7 +39,7 @@ def message_from_json(obj: dict, default_queue_id: int = 0) -> MessageRecord:
         if obj.get(js):
             props[name] = str(obj[js])
     rec = MessageRecord(topic=obj["topic"], properties=props, queue_id=obj.get("queueId", default_queue_id),
-                        body=base64.b64decode(body) if obj.get("bodyEncoding") == "base64" else body.encode("utf-8"))
+                        body=json_body(obj.get("body"), obj.get("bodyEncoding")))
     ints = {"flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times",
             "preparedTransactionOffset": "prepared_transaction_offset", "bornTimestamp": "born_timestamp",
             "storeTimestamp": "store_timestamp"}
@@ -61,7 +60,10 @@ class MessageStore:
     """A store directory. Read-only unless opened with writable=True (which takes the lock)."""
 
     def __init__(self, config: BrokerConfig, writable: bool = False, create: bool = False,
-                 allow_unclean: bool = False):
+                 allow_unclean: bool = False, create_in_nonempty: bool = False):
+        """create: make the store in a missing path or an empty directory, or write into one that holds a store
+        (StoreLayout.holds_store); a directory that holds other things is refused (NotAStoreError, nothing
+        written) unless create_in_nonempty (a mount point with lost+found, say)."""
         self.config = config
         self.layout = StoreLayout.of(config)
         self.root = self.layout.root
@@ -76,12 +78,17 @@ class MessageStore:
         self._dirty = False            # a write was interrupted half-way: leave the abort marker
         self._last_store_ts = 0
         self._last_record_start: int | None = None
-        self._index_allocated: set[Path] = set()
         self._uniq: UniqKeyGenerator | None = None
         if create:
-            self.root.mkdir(parents=True, exist_ok=True)
-            if not self.root.is_dir():
+            if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
+                    and any(os.scandir(self.root)):
+                raise NotAStoreError(
+                    f"{self.root} is not empty and is not a RocketMQ store (no commitlog/, consumequeue/, index/, "
+                    "config/ or checkpoint): put makes a store only in a new or empty directory; pass --create to "
+                    "make one there anyway")
+            if self.root.exists() and not self.root.is_dir():
                 raise NotAStoreError(f"{self.root} is not a directory")
+            self.root.mkdir(parents=True, exist_ok=True)
         else:
             self.layout.require_store()
         if writable:
@@ -115,8 +122,10 @@ class MessageStore:
     @property
     def index(self) -> IndexService:
         if self._index is None:
-            if not self.writable:
-                from engine.broker.index.geometry import resolve_index_geometry
+            from engine.broker.index.geometry import resolve_index_geometry, writer_index_geometry
+            if self.writable:  # as a reader takes it, and never another geometry beside the store's files
+                writer_index_geometry(self.config, what="put")
+            else:
                 resolve_index_geometry(self.config)  # a reader needs no --hash-slots when the files tell
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
@@ -182,9 +191,9 @@ class MessageStore:
         cl = self.commitlog
         end = cl.find_end(hint=self.checkpoint.confirmPhyOffset or None)
         try:
-            cl.open_for_append(end)  # refuses misplaced files; allocates the rest of the last segment
             if self.config.messageIndexEnable:
-                self.secure_index_files()
+                self.secure_index_files()  # first: the index geometry is refused before any file is touched
+            cl.open_for_append(end)  # refuses misplaced files; allocates what the last segment holds
             if not self.layout.checkpoint.exists():
                 # The broker creates its checkpoint at start; having it lets a full disk rewrite it in place.
                 self.checkpoint.save(self.layout.checkpoint)
@@ -221,22 +230,24 @@ class MessageStore:
         return put_batch(self, batch, sync_flush)
 
     def secure_index_files(self) -> None:
-        """Allocate the index file that puts will write (its pages are written through a mapping: an
-        unallocated page on a full disk would be a SIGBUS)."""
-        files = self.index.files
-        if files and not files[-1].is_write_full() and files[-1].path not in self._index_allocated:
-            from engine.broker.write.writer import allocate_file
-            allocate_file(files[-1].path)
-            self._index_allocated.add(files[-1].path)
+        """Open the index for writing: the index file that puts will write is opened writable, with its header,
+        slot table and items so far allocated (its pages are written through a mapping: an unallocated page on a
+        full disk would be a SIGBUS); its next items are allocated as they come (IndexFile.ensure_items)."""
+        self.index
 
     def mark_dirty(self) -> None:
         """A write failed half-way: the store is left with its abort marker, and the next writer recovers first."""
         self._dirty = True
 
     def note_written(self, last_record_start: int, store_ts: int) -> None:
-        """A put wrote records up to the one starting at last_record_start: the clean shutdown's checkpoint says so."""
+        """A put wrote records up to the one starting at last_record_start, the latest stored at store_ts: the clean
+        shutdown's checkpoint says so."""
         self._last_record_start = last_record_start
         self._last_store_ts = max(self._last_store_ts, store_ts)
+
+    def latest_store_ts(self) -> int:
+        """The latest store time of the messages stored so far, as far as the checkpoint and this put know."""
+        return max(self._last_store_ts, self.checkpoint.physicMsgTimestamp)
 
     def _shutdown_flush(self) -> None:
         """Clean shutdown: data, then consume queues and index, then checkpoint, then remove abort."""
@@ -256,6 +267,10 @@ class MessageStore:
         mark_clean(self.layout)
 
     # ------------------------------------------------------------ read
+    def protected_dirs(self) -> list[Path]:
+        """The store's directories (its root and commit-log directories): an output must not lie in them."""
+        return [self.root, *self.config.commitlog_dirs]
+
     @property
     def problems(self) -> list:
         """Commit-log segment files out of place (gaps, wrong sizes, misnamed...): readers warn and read around

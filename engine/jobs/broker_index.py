@@ -12,7 +12,8 @@ The job (on the framework of engine.jobs.framework), bottom to top:
   entries, each seeded from the previous file's last entry (IndexService rolling).
 * build: one task per index file, the vectorized builder over that file's entries.
 * publish: into the store's index/ by one directory swap (old kept as index.bak-<time> unless --replace),
-  then the checkpoint's indexMsgTimestamp; or into --out DIR file by file; all under the store lock.
+  then the checkpoint's indexMsgTimestamp; or into --out DIR file by file; all under the store lock. Before it,
+  the rebuilt files are compared by content with the store's index files (ReindexResult.same_as_before).
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.file import check_index_geometry, index_file_size
 from engine.broker.index.build import build_index_file_from_hashes
+from engine.broker.index.compare import same_index
+from engine.broker.layout import list_index_files
+from engine.broker.index.geometry import existing_index_size, writer_index_geometry
 from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch
 from engine.jobs.broker_plan import FilePlan, Plan, file_pieces, file_ranges, make_plan
@@ -187,14 +191,21 @@ def rebuild_from_scans(scans: list[SegmentScan], hash_slot_num: int, index_num: 
 
 def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str = DEFAULT_MASTER,
                   dry_run: bool = False, replace: bool = False, progress: Optional[Progress] = None,
-                  range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None) -> ReindexResult:
-    """Rebuild the store's index files from its commit log (see the module docstring)."""
+                  range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None,
+                  new_geometry: bool = False) -> ReindexResult:
+    """Rebuild the store's index files from its commit log (see the module docstring). The geometry is the
+    store's (writer_index_geometry: broker.conf, the options, else its index files); new_geometry: the configured
+    one even where the store's index files have another (the whole index is rebuilt in it)."""
     progress = progress or no_progress
+    layout = check_store(config)
+    old_size = existing_index_size(layout.index_dir)
+    writer_index_geometry(config, new_geometry, "spark-reindex")
     hash_slot_num, index_num = config.maxHashSlotNum, config.maxIndexNum
     check_index_geometry(hash_slot_num, index_num)
-    layout = check_store(config)
     check_master(master)
-    target = resolve_output(layout, out, "broker", replace, dry_run, index_file_size(hash_slot_num, index_num))
+    # --replace deletes an old index/ that holds nothing but index files of its own geometry
+    target = resolve_output(layout, out, "broker", replace, dry_run,
+                            old_size if new_geometry and old_size else index_file_size(hash_slot_num, index_num))
     result = ReindexResult(master, dry_run, str(config.root), str(target.directory), hash_slot_num=hash_slot_num,
                            index_num=index_num)
     with Job(layout, master, result, target, "broker") as job:
@@ -233,6 +244,9 @@ def _build_and_publish(job: Job, plan: Plan, progress: Progress) -> None:
                      {"hash_slot_num": plan.hash_slot_num, "index_num": plan.index_num})
     for info, name in zip(job.result.files, names):
         info["endTimestamp"] = _read_end_timestamp(staging / name)
+    # By content, not by name: put names its files by the wall clock, the rebuild by store time.
+    job.result.same_as_before = same_index(list_index_files(job.layout.index_dir), [staging / n for n in names],
+                                           plan.hash_slot_num)
     job.publish(names)
 
 

@@ -74,6 +74,9 @@ class ReindexResult:
     scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds, started
     scan_started: float = 0.0                             # wall clock (epoch seconds) of the scan stage's start
     repairs: list[str] = field(default_factory=list)      # what an interrupted earlier run left, and what was done
+    # broker format: whether the rebuilt index equals, by content, the store's index it replaces (with --out: the
+    # store's index, which it would replace); None in a dry run
+    same_as_before: Optional[bool] = None
 
     @property
     def throughput(self) -> float:
@@ -86,6 +89,9 @@ class ReindexResult:
 
     def as_dict(self) -> dict:
         d = asdict(self)
+        same = d.pop("same_as_before")
+        if self.format == "broker":
+            d["sameAsBefore"] = same
         d["throughput_bytes_per_s"] = round(self.throughput, 1)
         d["scan_throughput_bytes_per_s"] = round(self.scan_throughput, 1)
         return d

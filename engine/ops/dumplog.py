@@ -10,6 +10,7 @@ it belongs to no topic and has no trustworthy time.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -20,7 +21,7 @@ from engine.broker.commitlog.log import ScanEntry
 from engine.broker.layout import SEGMENT_NAME
 from engine.broker.commitlog.logrun import RecordRun, scan_runs
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
-from engine.broker.commitlog.message import BLANK, VALID
+from engine.broker.commitlog.message import BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID
 from engine.errors import InvalidArgumentError
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX, LONG_MAX
@@ -192,6 +193,76 @@ def _filtered(run: RecordRun, topic: bytes | None, begin: int, end: int) -> Reco
     return RecordRun(run.seg_start, run.segment, run.buf, b.select(mask), [run.bodies[i] for i in idx.tolist()])
 
 
+# ------------------------------------------------------------------------------------------- segment files alone
+
+
+def open_dump_source(config, files: list[str] | None = None, file_size: int | None = None):
+    """What dump-commitlog reads: the store (read-only), or with `files` and no config, those segment files on
+    their own (SegmentFiles). Close it (a context manager)."""
+    if config is None:
+        return SegmentFiles(files or [], file_size)
+    from engine.broker.store import MessageStore
+
+    return MessageStore(config)
+
+
+class SegmentFiles:
+    """Commit-log segment files read on their own, outside any store (dump-commitlog --files without --store, as
+    kafka-dump-log --files reads a segment): each file starts at the offset its 20-digit name says (else at its
+    first record's PHYSICALOFFSET), and the segment size is the file's size. Read-only; a context manager with
+    what dump_entries needs of a store (commitlog, problems)."""
+
+    def __init__(self, names: list[str], file_size: int | None = None):
+        from engine.broker.commitlog.log import CommitLog
+
+        files = []
+        for raw in names:
+            for text in (t.strip() for t in raw.split(",")):
+                if text:
+                    p = Path(os.path.expanduser(text))
+                    files.append((_segment_start(p), p))
+        if not files:
+            raise InvalidArgumentError("--files names no segment")
+        self.paths = [p for _, p in files]
+        self.root = self.paths[0].parent
+        self.commitlog = CommitLog(sorted({p.parent for p in self.paths}), file_size, files=files)
+
+    @property
+    def problems(self):
+        return list(self.commitlog.problems)
+
+    def protected_dirs(self) -> list[Path]:
+        return sorted({p.parent for p in self.paths})
+
+    def close(self) -> None:
+        self.commitlog.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _segment_start(p: Path) -> int:
+    """Where a segment file starts in the commit log: its 20-digit name, else its first record's PHYSICALOFFSET."""
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        raise InvalidArgumentError(f"--files {p}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidArgumentError(f"--files {p}: not a regular file")
+    if SEGMENT_NAME.match(p.name):
+        return int(p.name)
+    with open(p, "rb") as fh:
+        head = fh.read(36)
+    if len(head) == 36 and int.from_bytes(head[4:8], "big") in (MESSAGE_MAGIC_CODE & 0xFFFFFFFF,
+                                                                MESSAGE_MAGIC_CODE_V2 & 0xFFFFFFFF):
+        return int.from_bytes(head[28:36], "big", signed=True)
+    raise InvalidArgumentError(f"--files {p}: cannot tell where this segment starts (its name is not a 20-digit "
+                               "offset and it does not begin with a message): name it by its start offset")
+
+
 # ------------------------------------------------------------------------------------------- --body-dir
 
 
@@ -201,10 +272,11 @@ class BodyDir:
     instead). The directory must lie outside the store and be empty or new;
     files are created exclusively, so nothing is ever overwritten."""
 
-    def __init__(self, path: Path, store):
+    def __init__(self, path: Path, roots: list[Path]):
+        """roots: the directories of the data read (the store root and its commit-log directories), which the
+        body directory must not lie in."""
         self.path = Path(path)
         real = os.path.realpath(self.path)
-        roots = [store.root] + list(store.config.commitlog_dirs)
         for r in roots:
             rr = os.path.realpath(r)
             if real == rr or real.startswith(rr.rstrip(os.sep) + os.sep):

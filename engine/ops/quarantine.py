@@ -1,7 +1,7 @@
 """The quarantine: everything recover removes, truncates or overwrites is kept first, inside the store.
 
-`<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` holds the bytes (a range of a file copied to a .bin file, a whole
-file moved or hard-linked in) and `manifest.json` saying where each piece came from (path relative to the store,
+`<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` holds the bytes (a range of a file copied to a .bin file, sparse
+where the original is, a whole file moved or hard-linked in) and `manifest.json` saying where each piece came from (path relative to the store,
 offset, length, sha256, why, what replaced it). The manifest is written before the first change and rewritten
 when the run completes ("complete": true), so an interrupted run still says what it kept. Bytes that are all zero
 are not copied (there is nothing to keep); the manifest lists them as such.
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import StoreError
-from engine.fsutil import atomic_write, fsync_dir, write_fully
+from engine.fsutil import atomic_write, data_extents, fsync_dir, write_fully
 from engine.ops.indexwrite import read_exact
 
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
@@ -57,12 +57,13 @@ class Kept:
 
 
 def _is_zero(fd: int, pos: int, length: int) -> bool:
-    done = 0
-    while done < length:
-        n = min(_COPY_CHUNK, length - done)
-        if np.count_nonzero(np.frombuffer(read_exact(fd, n, pos + done), dtype=np.uint8)):
-            return False
-        done += n
+    """Every byte of [pos, pos+length) is zero (holes are not read)."""
+    for a, b in _data_ranges(fd, pos, pos + length):
+        while a < b:
+            n = min(_COPY_CHUNK, b - a)
+            if np.count_nonzero(np.frombuffer(read_exact(fd, n, a), dtype=np.uint8)):
+                return False
+            a += n
     return True
 
 
@@ -146,17 +147,31 @@ class Quarantine:
         return shutil.disk_usage(self.dir).free > length + (64 << 20)
 
     def _copy(self, fd: int, pos: int, length: int, target: Path) -> str:
+        """Copy bytes [pos, pos+length) of fd to a new file, sparse: holes and all-zero chunks are not written
+        (SEEK_DATA/SEEK_HOLE), so a copy costs what the original's bytes hold. Returns the sha256 of the bytes."""
         h = hashlib.sha256()
+        zeros = bytes(_COPY_CHUNK)
         out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
+            os.ftruncate(out, length)
             done = 0
+            for a, b in _data_ranges(fd, pos, pos + length):
+                while done < a - pos:  # a hole: zeros in the hash, nothing on disk
+                    k = min(_COPY_CHUNK, a - pos - done)
+                    h.update(zeros[:k])
+                    done += k
+                while done < b - pos:
+                    data = read_exact(fd, min(_COPY_CHUNK, b - pos - done), pos + done)
+                    if not data:
+                        break
+                    h.update(data)
+                    for a2, b2 in _nonzero_pages(data):
+                        write_fully(out, memoryview(data)[a2:b2], done + a2, target, undo=False)
+                    done += len(data)
             while done < length:
-                data = read_exact(fd, min(_COPY_CHUNK, length - done), pos + done)
-                if not data:
-                    break
-                h.update(data)
-                write_fully(out, data, done, target, undo=False)
-                done += len(data)
+                k = min(_COPY_CHUNK, length - done)
+                h.update(zeros[:k])
+                done += k
             os.fsync(out)
         finally:
             os.close(out)
@@ -168,6 +183,35 @@ class Quarantine:
         # Before the caller changes the original (with many entries, every 100th: the .bin names say enough).
         if len(self.entries) <= 200 or len(self.entries) % 100 == 0:
             self.write_manifest(False)
+
+
+_PAGE = 4096
+
+
+def _nonzero_pages(data: bytes) -> list[tuple[int, int]]:
+    """The runs of 4 KiB pages of data that hold a non-zero byte, as (start, end) positions (the rest is left a
+    hole in a sparse copy)."""
+    n = len(data)
+    if not n:
+        return []
+    full = n - n % _PAGE
+    arr = np.frombuffer(data, dtype=np.uint8)
+    nz = np.zeros(-(-n // _PAGE), dtype=bool)
+    if full:
+        nz[:full // _PAGE] = arr[:full].reshape(-1, _PAGE).any(axis=1)
+    if full < n:
+        nz[-1] = bool(arr[full:].any())
+    edges = np.diff(np.concatenate(([0], nz.view(np.int8), [0])))
+    return [(int(a) * _PAGE, min(int(b) * _PAGE, n)) for a, b in zip(np.flatnonzero(edges == 1),
+                                                                     np.flatnonzero(edges == -1))]
+
+
+def _data_ranges(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The allocated ranges of [lo, hi) (all of it when the filesystem cannot tell)."""
+    ext = data_extents(fd, hi)
+    if ext is None:
+        return [(lo, hi)]
+    return [(max(a, lo), min(b, hi)) for a, b in ext if b > lo and a < hi]
 
 
 def check_room(root: Path, copy_bytes: int, what_force_removes: str) -> None:

@@ -136,6 +136,18 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     return s
 
 
+def header_goes_back(f: IndexFile) -> str | None:
+    """Why the file's header does not bound its messages' store times, or None: its last item was stored before its
+    first (a clock that stepped back while it was written; format §5.7: the broker's query then skips the file
+    for ranges inside its header's span, and its decoded item times are clamped to the begin time)."""
+    h = f.header
+    if f.item_count > 1 and h.endTimestamp < h.beginTimestamp:
+        return (f"header endTimestamp {h.endTimestamp} is before beginTimestamp {h.beginTimestamp}: store times "
+                "went back while the file was written, so its header does not bound its messages' times (the "
+                "broker's query by key skips it for some time ranges; rmqtool query-key does not)")
+    return None
+
+
 def trailing_count(items, last_phy: int) -> int:
     """How many of the last 64 items point at last_phy (the keys of the last record, Structure.trailing)."""
     tail = items["phy"][max(0, len(items) - 64):].astype(np.int64)
@@ -238,6 +250,9 @@ def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: b
         live = commitlog is not None and store_is_live(f.path)
     rep.live = live
     s = check_structure(f, rep, live, progress)
+    went_back = header_goes_back(f)
+    if went_back:
+        rep.add(went_back)
     if commitlog is None or s.count == 0:
         return rep
     check_items_against_log(f, commitlog, s, rep, live, progress)

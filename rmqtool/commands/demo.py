@@ -101,7 +101,7 @@ def demo(
             raise typer.Exit(code)
 
     c = ["--broker-conf", str(conf)]
-    step(f"1. put {messages} messages", ["put", *c, "--from-jsonl", str(jsonl), "--quiet"])
+    step(f"1. put {messages} messages", ["put", *c, "--from-jsonl", str(jsonl), "--quiet", "--create"])
     step("2. query by key (order-42, and every message of user-7 in one time window)",
          ["query-key", *c, "--topic", "OrderTopic", "--key", "order-42"])
     step("", ["query-key", *c, "--topic", "PaymentTopic", "--key", "user-7", "--begin", str(start),

@@ -379,7 +379,9 @@ def dump_commitlog(
                                                      "(exclusive).")] = None,
     files: Annotated[Optional[List[str]], typer.Option("--files", help="Only these segment files of the store "
                                                        "(20-digit names; repeatable or comma-separated, as "
-                                                       "kafka-dump-log --files).")] = None,
+                                                       "kafka-dump-log --files). Without --store: segment files "
+                                                       "read on their own (copied out of a store), the segment "
+                                                       "size taken from the file.")] = None,
     count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
     body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
                                       "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
@@ -402,17 +404,18 @@ def dump_commitlog(
     The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
     --topic and --begin/--end say.
     """
-    from engine.broker.store import MessageStore
-    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries
+    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries, open_dump_source
 
     _check_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)
-    flt = DumpFilter(topic, b, e, from_offset if from_alias is None else from_alias, to_offset, files, max_message_size,
-                     not no_check_crc, "--from-offset" if from_alias is None else "--from")
+    alone = store is None and broker_conf is None and bool(files)  # segment files read on their own
+    flt = DumpFilter(topic, b, e, from_offset if from_alias is None else from_alias, to_offset,
+                     None if alone else files, max_message_size, not no_check_crc,
+                     "--from-offset" if from_alias is None else "--from")
     flt.check()
-    cfg = build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    with MessageStore(cfg) as st:
-        bodies = BodyDir(body_dir, st) if body_dir is not None else None
+    cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+    with open_dump_source(cfg, files if alone else None, commitlog_file_size) as st:
+        bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
         entries = dump_entries(st, flt)
         _warn_problems(st)
         if bodies is not None:

@@ -29,7 +29,8 @@ COLUMNS = [
 def print_msg(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose messages to print.")],
     begin: Annotated[str, typer.Option("--begin", "-b", help=times.BEGIN_HELP)],
-    end: Annotated[str, typer.Option("--end", "-e", help=times.END_HELP)],
+    end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP + " Default: until the end "
+                                               "(the newest message).")] = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Only this queue (mqadmin "
@@ -42,7 +43,8 @@ def print_msg(
                                                "printed.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Messages of a topic whose store time lies in [--begin, --end], found through the consume queues.
+    """Messages of a topic whose store time lies in [--begin, --end] (without --end: from --begin on), found
+    through the consume queues.
 
     Two binary searches on store time per queue (as the broker's getOffsetInQueueByTime), then only the units in
     between are read, queue by queue in queue-offset order, printed as they are found. --json prints one object
@@ -69,7 +71,9 @@ def print_msg(
             else:
                 tables.cut_note(shown, "--max", "messages", at_least=scan.candidates)
         elif not shown:
-            tables.note(f"no message of {topic} stored in [{local_time(b)}, {local_time(e)}]"
+            span = (f"in [{local_time(b)}, {local_time(e)}]" if end is not None
+                    else f"at or after {local_time(b)}")
+            tables.note(f"no message of {topic} stored {span}"
                         + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
     for u in undecoded:
         tables.note(u)

@@ -74,6 +74,18 @@ class Acks:
         sys.stdout.flush()
 
 
+def _note_time_back(results: list) -> None:
+    """One note when store times went back (a clock that stepped back, or storeTimestamp values out of order)."""
+    if not results:
+        return
+    phy, ts, before = results[0].went_back_first
+    n = sum(r.went_back for r in results)
+    render.note(f"warning: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
+                f"{iso_time(ts)}, after a message stored at {iso_time(before)}); index file headers "
+                "then do not bound their messages' times and the broker's query by key may miss them in a time "
+                "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
+
+
 def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
     from engine.broker.commitlog.message import PROP_KEYS, PROP_TAGS
     from engine.broker.write.batch import MessageBatch, java_long
@@ -95,14 +107,18 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
         props[PROP_KEYS] = keys
     if tags:
         props[PROP_TAGS] = tags
+    if body is None and body_file is None:
+        raise InvalidArgumentError("give the message body: --body TEXT or --body-file FILE (--body '' stores an "
+                                   "empty body)")
     batch = MessageBatch(queue_id)
     data = Path(expand_path(body_file)).read_bytes() if body_file is not None else (body or "").encode("utf-8")
     batch.add(topic, data, props, queue_id, store_timestamp or 0)
     return batch
 
 
-def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks):
-    """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr."""
+def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, back: list, create: bool):
+    """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr;
+    the batches in which a store time went back are added to `back`."""
     from engine.broker.write.jsonl import put_prepared
 
     with render.gc_paused(), render.progress(None, "put") as bar:
@@ -111,7 +127,9 @@ def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks):
         def stored_now(res) -> None:
             acks.emit(res)
             bar.advance(task, len(res))
-        return put_prepared(cfg, batches, sync_flush, name, stored_now)
+            if res.went_back:
+                back.append(res)
+        return put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
 
 
 @handles_errors
@@ -121,7 +139,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the message.")] = None,
     tags: Annotated[Optional[str], typer.Option("--tags", help="TAGS property.")] = None,
     keys: Annotated[Optional[str], typer.Option("--keys", "-k", help='KEYS property, space separated: "k1 k2".')] = None,
-    body: Annotated[Optional[str], typer.Option("--body", help="Message body (UTF-8 text).")] = None,
+    body: Annotated[Optional[str], typer.Option("--body", help="Message body (UTF-8 text; --body '' for an empty "
+                                                "body). One of --body and --body-file is needed.")] = None,
     body_file: Annotated[Optional[Path], typer.Option("--body-file", help="Read the body bytes from a file.",
                                                       dir_okay=False)] = None,
     queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id, 0..2147483647 (default 0).")] = 0,
@@ -138,11 +157,17 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
+    create: Annotated[bool, typer.Option("--create", help="Make a store in a directory that is not empty and holds "
+                                         "no store (a mount point with lost+found, say).")] = False,
 ) -> None:
     """Write messages into the commit log, consume queue and index, and update the checkpoint.
 
-    Creates the store if it does not exist. Like a producer, every message gets a UNIQ_KEY unless it has one.
-    A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing after it.
+    Writes into a store (a directory holding commitlog/, consumequeue/, index/, config/, a checkpoint or an abort
+    marker), or creates one in a missing path or an empty directory; any other directory is refused unless
+    --create. The index geometry is the store's (broker.conf, the options, else its index files); put never
+    writes index files of another geometry beside them. Like a producer, every message gets a UNIQ_KEY unless
+    it has one. A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing
+    after it.
     """
     from engine.broker.layout import validate_queue_id
     from engine.broker.write.jsonl import open_jsonl, prepared_batches
@@ -163,10 +188,12 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     if not json_out and not single and not quiet:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
         sys.stdout.flush()
+    back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
     try:
-        stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks)
+        stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks, back, create)
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
+        _note_time_back(back)
     if quiet or (not single and not json_out):
         render.note(f"stored {stored} message(s)")
     elif single and not json_out and last is not None:

@@ -94,6 +94,10 @@ def query_key(
     res = query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     if raw:
         _render_raw(res, f"{topic}#{key}", json_out)
+        for d in res.skipped_by_header:
+            render.note(f"note: the broker's walk skipped index file {d.path.name} by its header times, which do "
+                        f"not bound its messages: {d.reason}; messages of the range in it are missing from this "
+                        "answer (query-key without --raw searches every file)")
     else:
         _render_messages(res, topic, key, explain, json_out, max_num)
     _warn_partial(res, topic, key, raw)
@@ -121,8 +125,10 @@ def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
         return
     # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
     none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
-    render.note(f"warning: partial answer{none}: " + "; ".join(d.line() for d in res.damaged)
-                + " (`rmqtool recover` rebuilds the index)")
+    misplaced = [f"misplaced commit-log data: {why}" for why in getattr(res, "log_damage", [])]
+    render.note(f"warning: partial answer{none}: " + "; ".join([d.line() for d in res.damaged] + misplaced)
+                + (" (`rmqtool recover` puts misplaced segments back and repairs the index)" if misplaced
+                   else " (`rmqtool recover` rebuilds the index)"))
     raise typer.Exit(PARTIAL)
 
 

@@ -10,8 +10,8 @@ from engine.views.times import iso_time
 from rmqtool import render
 from rmqtool.cli import deprecated, handles_errors
 from rmqtool.jobview import run_job, size_text, spark_conf_pairs
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
-                             build_config)
+from rmqtool.options import (GEOMETRY_PANEL, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+                             StoreOpt, build_config)
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
@@ -39,6 +39,8 @@ def _render(r) -> None:
         rows.append(("length-mismatch records (skipped)", r.length_mismatches))
     if not r.dry_run:
         rows.append(("written to", r.out_dir))
+        if r.same_as_before is not None:
+            rows.append(("identical to the previous index", "yes" if r.same_as_before else "no"))
         if r.backup_dir:
             rows.append(("old index kept in", r.backup_dir))
         elif r.replaced:
@@ -75,6 +77,11 @@ ReplaceOpt = Annotated[bool, typer.Option(
                       "--out DIR only if rmqtool built DIR (it holds rmqtool-index.json); the store's old "
                       "index/ only if rmqtool built it (its marker is <store>/rmqtool-index.json, beside "
                       "index/, where the broker never looks) or it holds nothing but index files.")]
+NewGeometryOpt = Annotated[bool, typer.Option(
+    "--new-geometry", rich_help_panel=GEOMETRY_PANEL,
+    help="Rebuild the index in the geometry given by --hash-slots and --max-index (or broker.conf) even though "
+         "the store's index files have another one. Without it spark-reindex keeps the store's geometry: it "
+         "refuses a configured geometry that the store's index files do not have.")]
 # Old spellings, hidden: `--format tiered` is `rmqtool tiered reindex` now (one release of grace).
 FormatOpt = Annotated[str, typer.Option("--format", "-f", hidden=True, help="Old: --format tiered is `rmqtool tiered "
                                         "reindex`.")]
@@ -97,6 +104,7 @@ def spark_reindex_cmd(
     commitlog_file_size: CommitLogSizeOpt = None,
     fmt: FormatOpt = "broker",
     tiered_metadata: TieredMetadataOpt = None,
+    new_geometry: NewGeometryOpt = False,
 ) -> None:
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 
@@ -107,6 +115,11 @@ def spark_reindex_cmd(
     the new one. What an interrupted run left behind is finished or removed by the next run, which says so.
 
     Sets the checkpoint's indexMsgTimestamp to the newest rebuilt file, so a broker keeps them after a crash.
+
+    The geometry is the store's: broker.conf, then --hash-slots/--max-index, then its index files (as the read
+    commands take it). A configured geometry the store's index files do not have is refused unless
+    --new-geometry asks for the whole index to be rebuilt in it.
+
     (Tiered index files: `rmqtool tiered reindex`.)
     """
     # (a typer command: one parameter per option)
@@ -116,6 +129,8 @@ def spark_reindex_cmd(
         raise InvalidArgumentError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=spark_conf_pairs(spark_conf))
     if fmt == "tiered":
+        if new_geometry:
+            raise InvalidArgumentError("--new-geometry applies to the broker's index files, not to `tiered reindex`")
         deprecated("spark-reindex --format tiered", "tiered reindex")
         _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job,
                         json_out)
@@ -125,8 +140,8 @@ def spark_reindex_cmd(
     from engine.jobs.broker_index import spark_reindex
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    run_job(lambda progress: spark_reindex(cfg, progress=progress, **job),
-         {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)
+    run_job(lambda progress: spark_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
+            {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)
 
 
 def _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job: dict,

@@ -3,7 +3,8 @@
 Reading never trusts a file name alone: a record whose stored PHYSICALOFFSET is not where it was read
 (swapped or misnamed segments) is MISPLACED, never VALID; a missing segment between two others is a GAP entry.
 Writing lays a batch of records out (rolling with a BLANK filler as DefaultAppendMessageCallback.doAppend does),
-allocates each new segment for real before the BLANK that hands over to it, and checks every write.
+allocates the room of the records (by range, RESERVE_AHEAD at a time) before they are written, a new segment's
+before the BLANK that hands over to it, and checks every write.
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ GAP = "GAP"
 
 #: A walk drops the pages it has read from its resident set every this many bytes (they stay in the page cache).
 RELEASE_STEP = 64 << 20
+#: A writer allocates a segment this many bytes ahead of its records at once (allocation by range: a segment is
+#: sparse, as the broker's, and costs what it holds).
+RESERVE_AHEAD = 4 << 20
 
 _II = struct.Struct(">ii")
 _I = struct.Struct(">i")
@@ -117,8 +121,9 @@ class Piece:
 
 class CommitLog:
     def __init__(self, dirs: list[Path], file_size: int | None, writable: bool = False,
-                 default_size: int | None = None):
-        self.queue = SegmentQueue(dirs, file_size, writable=writable, what="commitlog", default_size=default_size)
+                 default_size: int | None = None, files: list[tuple[int, Path]] | None = None):
+        self.queue = SegmentQueue(dirs, file_size, writable=writable, what="commitlog", default_size=default_size,
+                                  files=files)
         self.writable = writable
         self._write_seg: Segment | None = None
         self._write_pos = 0
@@ -340,7 +345,7 @@ class CommitLog:
             self._write_seg, self._write_pos = seg, seg.size
             return
         self._write_seg, self._write_pos = seg, end - seg.start
-        self.queue.prepare_for_write(seg)
+        self.queue.prepare_for_write(seg, self._write_pos)
 
     @property
     def max_offset(self) -> int:
@@ -381,9 +386,41 @@ class CommitLog:
         pieces[-1].end = n
         return phys, [p for p in pieces if p.end > p.first]
 
+    def piece_end(self, piece: Piece, phys, sizes, upto: int) -> int:
+        """Where the records of a piece end in its segment when only the batch's first `upto` records are written."""
+        last = min(piece.end, upto) - 1
+        return int(phys[last]) - piece.seg_start + int(sizes[last]) if last >= piece.first else piece.pos
+
+    def reserve_piece(self, piece: Piece, end: int, ahead: int = 0) -> bool:
+        """Allocate what a piece writes, up to `end` in its segment (and `ahead` bytes more when the disk gives
+        them): the segment itself when the piece starts it (created sparse, and removed again when its room
+        cannot be had: the log then ends as it did), and the BLANK filler's 8 bytes in the segment before.
+        Returns whether this call created the segment; DiskFullError leaves the log exactly as it was."""
+        created = False
+        if piece.blank is not None:
+            prev = self.queue.find(piece.blank[0])
+            self.queue.reserve(prev, piece.blank[1] + END_FILE_MIN_BLANK_LENGTH)
+        if piece.new_segment:
+            self.queue.create(piece.seg_start)
+            piece.new_segment = False
+            created = True
+        seg = self.queue.find(piece.seg_start)
+        try:
+            self.queue.reserve(seg, end, ahead)
+        except BaseException:
+            if created:
+                self.unmake_piece(piece)
+            raise
+        return created
+
+    def unmake_piece(self, piece: Piece) -> None:
+        """Remove the segment reserve_piece created for a piece that will not be written (the batch was cut)."""
+        self.queue.remove_unwritten(self.queue.find(piece.seg_start))
+        piece.new_segment = True
+
     def prepare_piece(self, piece: Piece) -> None:
-        """Create (and allocate) the segment a piece starts, if it does; a DiskFullError here leaves the log
-        exactly as it was."""
+        """Create the segment a piece starts, if it does (sparse; its room is allocated by reserve_piece, or by
+        the write itself); a DiskFullError here leaves the log exactly as it was."""
         if piece.new_segment:
             self.queue.create(piece.seg_start)
             piece.new_segment = False

@@ -5,8 +5,10 @@ says (a gap in the sequence, a wrong size, a name that is not a 20-digit multipl
 start, a symlink) is recorded in `problems`, and readers work around it; writers call `require_writable()`,
 which refuses, as the broker refuses to load such a queue.
 
-Reads are bounded by each file's real size and never fault on an unallocated page (engine.fsutil.map_readonly);
-a segment is allocated on disk for real (posix_fallocate) before anything is written into it.
+Reads are bounded by each file's real size and never fault on an unallocated page (engine.fsutil.map_readonly).
+A writer allocates by range: a new segment is a sparse file of the full size (as the broker's), and a range of
+it is allocated for real (posix_fallocate) before anything is written into it (reserve), so a store costs what
+it holds; a writable queue maps only the allocated prefix of the segments it writes.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.errors import GeometryError
-from engine.fsutil import allocate, data_extents, fsync_dir, map_readonly, write_fully
+from engine.fsutil import allocate, data_extents, fsync_dir, map_readonly, reserve, write_fully
 from engine.fsutil import sync as sync_fd
 
 #: Bytes of a segment compared with zeros at a time (SegmentQueue.is_unwritten): a bounded buffer.
@@ -98,13 +100,16 @@ class SegmentQueue:
     """
 
     def __init__(self, dirs: list[Path] | Path, file_size: int | None, writable: bool = False,
-                 what: str = "segment", default_size: int | None = None):
+                 what: str = "segment", default_size: int | None = None, files: list[tuple[int, Path]] | None = None):
+        """files: read these (start offset, path) files instead of the segment files of `dirs` (segments copied out
+        of their store, read on their own; read-only)."""
+        self._files = files
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
         self.writable = writable
         self.what = what
         self._maps: dict[int, object] = {}
         self._fds: dict[int, int] = {}
-        self._allocated: set[int] = set()
+        self._alloc: dict[int, int] = {}  # segment start -> end of its allocated prefix (segments being written)
         self.segments: list[Segment] = []
         self.ignored: list[Path] = []
         self.problems: list[SegmentProblem] = []
@@ -114,6 +119,10 @@ class SegmentQueue:
     # -- loading
     def _scan(self) -> list[tuple[int, Path, int]]:
         found: list[tuple[int, Path, int]] = []
+        if self._files is not None:
+            found = [(start, Path(p), os.stat(p).st_size) for start, p in self._files]
+            found.sort(key=lambda f: (f[0], str(f[1])))
+            return found
         for d in self.dirs:
             if not d.is_dir():
                 continue
@@ -228,17 +237,20 @@ class SegmentQueue:
     def buffer(self, seg: Segment):
         """The segment's bytes, read-only and bounded by its real size (at most F). Empty files give b''.
 
-        A segment this queue allocated is mapped whole (it has no holes, and its own later writes stay visible);
-        any other is mapped by allocated extents, so an unallocated page never faults.
+        A segment this queue writes is mapped up to the end of its allocated prefix (no holes there, and its own
+        later writes stay visible; the mapping is renewed when the prefix grows); any other is mapped by allocated
+        extents, so an unallocated page never faults.
         """
         m = self._maps.get(seg.start)
         if m is not None:
             return m
         n = seg.readable_len
+        if seg.start in self._alloc:
+            n = min(n, self._alloc[seg.start])
         if n == 0:
             return b""
         fd = self.fd(seg)
-        if seg.start in self._allocated:
+        if seg.start in self._alloc:
             m = mmap.mmap(fd, n, access=mmap.ACCESS_READ)
         else:
             m = map_readonly(fd, n)
@@ -271,8 +283,9 @@ class SegmentQueue:
         return bytes(buf[pos:pos + length])
 
     # -- writing
-    def create(self, start: int) -> Segment:
-        """Create a full-size segment at `start`, allocated on disk for real (DiskFullError if it cannot be)."""
+    def create(self, start: int, reserve_to: int = 0) -> Segment:
+        """Create a segment at `start`: a sparse file of the full size, its first `reserve_to` bytes allocated on
+        disk for real. DiskFullError (the file removed again) when they cannot be."""
         assert self.writable and self.file_size
         # A multi-path commit log spreads files over its directories by file number.
         d = self.dirs[(start // self.file_size) % len(self.dirs)]
@@ -280,7 +293,8 @@ class SegmentQueue:
         p = d / segment_name(start)
         fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            allocate(fd, 0, self.file_size, p)
+            os.ftruncate(fd, self.file_size)
+            have = reserve(fd, 0, min(reserve_to, self.file_size), self.file_size, p)
         except BaseException:
             os.close(fd)
             p.unlink(missing_ok=True)  # the file this call just created, never written
@@ -288,25 +302,51 @@ class SegmentQueue:
         fsync_dir(d)  # the new name is durable before anything in it is acknowledged
         seg = Segment(p, start, self.file_size, self.file_size)
         self._fds[start] = fd
-        self._allocated.add(start)
+        self._alloc[start] = have
         self.segments.append(seg)
         return seg
 
-    def prepare_for_write(self, seg: Segment) -> None:
-        """Allocate the rest of an existing segment (a sparse file, or an empty last file) before writing it."""
-        if seg.start in self._allocated:
+    def remove_unwritten(self, seg: Segment) -> None:
+        """Remove a segment this queue created and never wrote into (a batch cut before it, for lack of room)."""
+        assert seg is self.segments[-1] and seg.start in self._alloc
+        self.close_segment(seg)
+        self.segments.pop()
+        seg.path.unlink(missing_ok=True)
+        fsync_dir(seg.path.parent)
+
+    def prepare_for_write(self, seg: Segment, pos: int) -> None:
+        """Get an existing segment ready to be written from `pos` on: its first `pos` bytes (its data) allocated,
+        the file extended to the full size if it is shorter (an empty last file); reserve() allocates the rest as
+        it is needed."""
+        if seg.start in self._alloc:
             return
         self.close_segment(seg)
-        allocate(self.fd(seg), 0, seg.size, seg.path)
-        seg.file_len = max(seg.file_len, seg.size)
-        self._allocated.add(seg.start)
+        fd = self.fd(seg)
+        allocate(fd, 0, pos, seg.path)
+        if seg.file_len < seg.size:
+            os.ftruncate(fd, seg.size)
+            seg.file_len = seg.size
+        self._alloc[seg.start] = pos
 
-    ensure_full_length = prepare_for_write
+    def reserve(self, seg: Segment, end: int, ahead: int = 0) -> None:
+        """Allocate the segment up to `end` (and up to `ahead` bytes more when the disk gives them) before it is
+        written there; DiskFullError when [allocated end, end) cannot be had."""
+        if seg.start not in self._alloc:
+            self.prepare_for_write(seg, 0)
+        have = self._alloc[seg.start]
+        if end <= have:
+            return
+        self._alloc[seg.start] = reserve(self.fd(seg), have, min(end, seg.size), seg.size, seg.path, ahead)
+        self._maps.pop(seg.start, None)  # the next read maps the longer prefix (a view of the old one stays valid)
+
+    def allocated(self, seg: Segment) -> int:
+        """The end of the segment's allocated prefix (0 for a segment this queue does not write)."""
+        return self._alloc.get(seg.start, 0)
 
     def write(self, seg: Segment, pos: int, data) -> None:
-        """Write all of `data` at `pos` of an allocated segment, or raise WriteFailedError (nothing half-written)."""
-        if seg.start not in self._allocated:
-            self.prepare_for_write(seg)
+        """Write all of `data` at `pos` of a segment, into allocated room only (reserve() first: a write past the
+        allocated prefix allocates exactly what it needs), or raise WriteFailedError (nothing half-written)."""
+        self.reserve(seg, pos + len(data))
         write_fully(self.fd(seg), data, pos, seg.path)
 
     def flush(self, seg: Segment) -> None:
@@ -316,8 +356,8 @@ class SegmentQueue:
             sync_fd(fd, seg.path, data_only=False)
 
     def is_allocated(self, seg: Segment) -> bool:
-        """Allocated for writing by this queue (created here, or completed by prepare_for_write)."""
-        return seg.start in self._allocated
+        """Being written by this queue (created here, or made ready by prepare_for_write)."""
+        return seg.start in self._alloc
 
     def is_mapped(self, seg: Segment) -> bool:
         return seg.start in self._maps
@@ -334,7 +374,7 @@ class SegmentQueue:
         fd = self._fds.pop(seg.start, None)
         if fd is not None:
             os.close(fd)
-        self._allocated.discard(seg.start)
+        self._alloc.pop(seg.start, None)
 
     def close(self) -> None:
         for start in list(self._maps):

@@ -1,7 +1,8 @@
 """ConsumeQueue: 20-byte units per topic/queue (format §4).
 
 Files are read through SegmentQueue (reads bounded by the real size, no fault on unallocated pages); a file is
-allocated on disk before a unit is written into it, and every write is checked.
+sparse, as the broker's, and allocated by range: the room of units is allocated on disk before they are written
+into it (UNITS_AHEAD bytes ahead at a time), and every write is checked.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 #: ConsumeQueueExt addresses are tagsCodes at or below this (format §4.6).
 MAX_EXT_ADDR = -2147483649
 BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+#: A writer allocates a consume-queue file this many bytes ahead of its units at once (3,200 units).
+UNITS_AHEAD = 3200 * CQ_STORE_UNIT_SIZE
 
 
 def list_queues(root: Path) -> list[tuple[str, int]]:
@@ -135,27 +138,41 @@ class ConsumeQueue:
         segs = self.queue.segments
         return segs[self._end_seg_index].start + self._write_pos if segs else 0
 
-    def files_needed(self, n: int) -> list[tuple[int, int]]:
-        """(unit number within the next n, file start) for each file the next n units go into that is not yet
-        allocated for writing: the writer allocates them (allocate_file) before any unit is written."""
+    def reserve_units(self, n: int, ahead: int = UNITS_AHEAD) -> list:
+        """Allocate the room of the next n units before they are written: their files are created (sparse) as
+        needed, and the file where they end gets up to `ahead` bytes more when the disk gives them. Returns the
+        files this call created (a writer that cuts its batch before them removes them: remove_unwritten);
+        DiskFullError leaves no file this call created."""
         self.queue.require_writable()
         F = self.file_size
-        start = self._end()
-        out = []
-        p = start - start % F
-        while p < start + n * CQ_STORE_UNIT_SIZE:
-            seg = self.queue.find(p)
-            if seg is None or not self.queue.is_allocated(seg):
-                out.append((max(0, (p - start) // CQ_STORE_UNIT_SIZE), p))
-            p += F
-        return out
+        pos = self._end()
+        end = pos + n * CQ_STORE_UNIT_SIZE
+        created = []
+        try:
+            while pos < end:
+                start = pos - pos % F
+                seg = self.queue.find(start)
+                if seg is None:
+                    seg = self.queue.create(start)
+                    created.append(seg)
+                elif not self.queue.is_allocated(seg):
+                    self.queue.prepare_for_write(seg, pos - start)
+                self.queue.reserve(seg, min(end - start, F), ahead if end <= start + F else 0)
+                pos = start + F
+        except BaseException:
+            for seg in reversed(created):
+                self.queue.remove_unwritten(seg)
+            raise
+        return created
 
-    def allocate_file(self, start: int) -> None:
-        """Create (or complete) the file at `start`, allocated on disk; DiskFullError leaves the queue as it was."""
-        seg = self.queue.find(start)
-        if seg is None:
-            seg = self.queue.create(start)
-        self.queue.prepare_for_write(seg)
+    def end_after(self, n: int) -> int:
+        """The logical byte position where the next n units end."""
+        return self._end() + n * CQ_STORE_UNIT_SIZE
+
+    def remove_unwritten(self, files: list) -> None:
+        """Remove files reserve_units created for units that will not be written (newest first)."""
+        for seg in reversed(files):
+            self.queue.remove_unwritten(seg)
 
     def append_units(self, data: bytes, max_physic_offset: int) -> None:
         """Write packed units (UNIT_DTYPE rows) at the end of the queue, into files reserve() made ready."""
@@ -189,7 +206,7 @@ class ConsumeQueue:
                 self.min_logic_offset = expected
         else:
             seg = segs[self._end_seg_index]
-            self.queue.prepare_for_write(seg)
+            self.queue.prepare_for_write(seg, self._write_pos)
             if self._write_pos >= F:
                 if self._end_seg_index + 1 < len(segs):
                     seg = segs[self._end_seg_index + 1]
@@ -202,6 +219,7 @@ class ConsumeQueue:
             if expected < current:
                 return False
             # expected > current: the broker logs "[BUG] logic queue order maybe wrong" and appends anyway.
+        self.queue.reserve(seg, self._write_pos + CQ_STORE_UNIT_SIZE, UNITS_AHEAD)
         self.queue.write(seg, self._write_pos, UNIT.pack(phy_offset, size, tags_code))
         self._write_pos += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phy_offset + size

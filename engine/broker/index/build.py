@@ -125,8 +125,8 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
                                  index_num: int, end_phy_offset: int = 0, end_timestamp: int = 0) -> int:
     """Write a whole index file in one pass from per-entry Java hashCodes; equals put_key in a loop.
 
-    The file is created full size (allocated on disk), then the header, the slot heads and items 1..N are
-    written through one mapping; the bytes are those of IndexFile.create(..., seeds) + put_key per entry.
+    The file is created full size (sparse: what is written is allocated first), then the header, the slot heads
+    and items 1..N are written through one mapping; the bytes are those of IndexFile.create(..., seeds) + put_key per entry.
     """
     check_index_geometry(hash_slot_num, index_num)
     hashes = _as_int32_hashes(java_hashes)
@@ -144,7 +144,9 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
     path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        allocate(fd, 0, size, path)
+        # Sparse, as the broker's: only the pages written through the mapping below are allocated (the header,
+        # the slot table, the items), before it is mapped.
+        os.ftruncate(fd, size)
         if n == 0:
             # IndexFile.create with no put: the seeds in the header, indexCount still 0 on disk.
             write_fully(fd, struct.pack(">qqqq", seed_ts, seed_ts, seed_phy, seed_phy), 0, path, undo=False)
@@ -153,6 +155,7 @@ def build_index_file_from_hashes(path, java_hashes, phy_offsets, store_timestamp
         # The chains first: their sort's temporaries are gone before the file's pages are written.
         prev, head_slots, head_items, used = slot_chains(kh % np.int32(hash_slot_num))
         d = _time_diffs(ts, seed_ts, first_item=True)
+        allocate(fd, 0, items_base + ITEM_SIZE * min(n + 2, index_num), path)  # and the item after the last
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
         try:
             HEADER.pack_into(mm, 0, int(ts[0]), int(ts[-1]), int(phy[0]), int(phy[-1]), used, n + 1)
@@ -207,6 +210,7 @@ def append_puts(f: IndexFile, java_hashes: np.ndarray, phy: np.ndarray, ts: np.n
     kh = index_hashes(_as_int32_hashes(java_hashes))
     slots = (kh % np.int32(f.hash_slot_num)).astype(np.int64)
     local_prev, head_slots, head_items, _used = slot_chains(slots)
+    f.ensure_items(m0 + k)  # the items' pages are allocated before they are touched
     slot_view = np.frombuffer(f._mm, dtype=">i4", count=f.hash_slot_num, offset=INDEX_HEADER_SIZE)
     items = np.frombuffer(f._mm, dtype=ITEM_DTYPE, count=k, offset=f._items_base + ITEM_SIZE * m0)
     try:

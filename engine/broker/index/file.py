@@ -2,6 +2,11 @@
 
 Layout: header (40) | hashSlotNum int32 slots | indexNum 20-byte items; item 0 is never used. Read-only unless
 created or opened with writable=True. numpy is imported only by the bulk accessors (start-up stays light).
+
+A writable file is mapped whole but allocated by range, as a store costs what it holds: the header and the slot
+table (written at random places) are allocated whole when the file is created or opened for writing, the items
+ITEMS_AHEAD bytes at a time ahead of the next item (ensure_items), and no page is touched before it is allocated
+(a store to a hole of a mapping on a full disk is a SIGBUS).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from typing import Callable, Optional
 
 from engine.broker.index.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
 from engine.errors import GeometryError, InvalidArgumentError
-from engine.fsutil import allocate, write_zeros
+from engine.fsutil import allocate, reserve, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
@@ -34,6 +39,8 @@ _LINK_AT = struct.Struct(">i8xii").unpack_from
 _OFFSET_AT = struct.Struct(">q").unpack_from
 #: the largest decoded-time offset an item can carry (timeDiff is a non-negative int of seconds)
 _MAX_TIME_SPAN = INT_MAX * 1000
+#: A writer allocates a file's items this many bytes ahead of the next item at once (52,428 items).
+ITEMS_AHEAD = 1 << 20
 
 
 @dataclass
@@ -99,6 +106,7 @@ class IndexFile:
         self.header = header
         self.on_disk_index_count = on_disk_index_count
         self._items_base = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num
+        self._allocated = 0  # writable: the end of the file's allocated prefix (header, slots, items so far)
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
@@ -110,10 +118,13 @@ class IndexFile:
         path = Path(path)
         size = index_file_size(hash_slot_num, index_num)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        head = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * 2  # items 0 and 1: a reader looks at 1
         try:
-            # Real blocks before the file is mapped for writing: a store to a hole of a mapping on a full disk
-            # is a SIGBUS; a failed allocation is a DiskFullError naming the file and the free space.
-            allocate(fd, 0, size, path)
+            os.ftruncate(fd, size)  # sparse, as the broker's: items are allocated as they come (ensure_items)
+            # Real blocks for the header and the slot table before the file is mapped for writing: a store to a
+            # hole of a mapping on a full disk is a SIGBUS; a failed allocation is a DiskFullError naming the
+            # file and the free space.
+            allocate(fd, 0, head, path)
             # Puts write slots all over the slot table: writing it once now (zeros, as it is) costs one
             # sequential write instead of a block-initialising page fault per slot page later.
             write_zeros(fd, INDEX_HEADER_SIZE, SLOT_SIZE * hash_slot_num, path, chunk=4 << 20)
@@ -122,6 +133,7 @@ class IndexFile:
             os.close(fd)
             raise
         f = cls(path, hash_slot_num, index_num, mm, fd, True, IndexHeader(), 0)
+        f._allocated = head
         if end_phy_offset > 0:
             f.header.beginPhyOffset = f.header.endPhyOffset = end_phy_offset
         if end_timestamp > 0:
@@ -151,8 +163,14 @@ class IndexFile:
                 raise GeometryError(
                     f"index file {path} is {actual} bytes, but {hash_slot_num} slots x {index_num} items "
                     f"gives {expected} bytes{suggest_geometry(actual)}")
+            allocated = 0
             if writable and HEADER.unpack(os.pread(fd, HEADER.size, 0))[5] < index_num:
-                allocate(fd, 0, actual, path)  # a broker's file may be sparse: no holes where puts will write
+                # A broker's file is sparse: no holes where puts will write first (the slot table, the items so
+                # far); the items after them are allocated as they come (ensure_items).
+                count = HEADER.unpack(os.pread(fd, HEADER.size, 0))[5]
+                allocated = INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * min(max(count, 1) + 1,
+                                                                                            index_num)
+                allocate(fd, 0, allocated, path)
             mm = mmap.mmap(fd, actual, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
             if random_access and hasattr(mm, "madvise"):
                 mm.madvise(mmap.MADV_RANDOM)
@@ -163,7 +181,18 @@ class IndexFile:
         raw_count = h.indexCount
         if h.indexCount <= 0:
             h.indexCount = 1  # IndexHeader.load
-        return cls(path, hash_slot_num, index_num, mm, fd, writable, h, raw_count)
+        f = cls(path, hash_slot_num, index_num, mm, fd, writable, h, raw_count)
+        f._allocated = allocated
+        return f
+
+    def ensure_items(self, count: int) -> None:
+        """Allocate items up to item `count` (exclusive) before they are written, and the one after them (a
+        reader looks at item indexCount for a put in flight), ITEMS_AHEAD bytes more when the disk gives them;
+        DiskFullError when it cannot."""
+        need = self._items_base + ITEM_SIZE * min(count + 1, self.index_num)
+        if need > self._allocated:
+            self._allocated = reserve(self._fd, self._allocated, need, self._items_base + ITEM_SIZE * self.index_num,
+                                      self.path, ITEMS_AHEAD)
 
     def close(self) -> None:
         if self._mm is not None:
@@ -223,7 +252,7 @@ class IndexFile:
         if not newest and count < self.index_num:
             what = "no items (zero-filled?)" if items == 0 else f"{items} of {self.index_num - 1} items"
             return f"holds {what} but is not the newest index file (the broker rolls only full files)"
-        if h.indexCount < self.index_num and any(self.item(h.indexCount)) and not (
+        if h.indexCount < self.index_num and any(self.read_item(h.indexCount)) and not (
                 newest and live_writer is not None and live_writer()):
             if self.refresh_header(wait=True):
                 return self.header_damage(newest, previous, live_writer)  # a writer appended meanwhile: look again
@@ -259,6 +288,12 @@ class IndexFile:
         """(keyHash, phyOffset, timeDiff, prevIndex) of item n."""
         return _ITEM_AT(self._view, self._items_base + ITEM_SIZE * n)
 
+    def read_item(self, n: int) -> tuple[int, int, int, int]:
+        """Item n read with pread, not through the mapping: the item past the last may lie in a hole of a sparse
+        file, and a read fault there allocates a page on some filesystems (tmpfs), a SIGBUS when it is full."""
+        raw = os.pread(self._fd, ITEM_SIZE, self._items_base + ITEM_SIZE * n)
+        return _ITEM_AT(raw.ljust(ITEM_SIZE, b"\0"), 0)
+
     def item_or_none(self, n: int) -> Optional[tuple[int, int, int, int]]:
         """Item n, or None when n lies past the file's last item (a chain walk then stops: OUTSIDE_FILE)."""
         return self.item(n) if 0 <= n < self.index_num else None
@@ -277,6 +312,8 @@ class IndexFile:
         h = self.header
         if h.indexCount >= self.index_num:
             return False
+        if self._items_base + ITEM_SIZE * (h.indexCount + 1) > self._allocated:
+            self.ensure_items(h.indexCount + 1)
         kh = index_hash(java_hash)
         sp = INDEX_HEADER_SIZE + SLOT_SIZE * (kh % self.hash_slot_num)
         mm = self._mm

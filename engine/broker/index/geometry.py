@@ -1,5 +1,6 @@
 """The index geometry (hash slots, max index) of a store, read from its index files when the configuration does
-not give it: the read commands need --hash-slots/--max-index only when the files cannot tell.
+not give it: the read commands need --hash-slots/--max-index only when the files cannot tell, and the writers
+take it the same way and never write another geometry beside the files' unless asked (writer_index_geometry).
 
 An index file is 40 + 4*slots + 20*items bytes (format §5.1), so its size alone leaves every fifth slot count
 open. The header bounds them (slots >= hashSlotCount, items >= indexCount: pitfall 20), and the items decide:
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE
+from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, index_file_size
 from engine.java.lang import INT_MAX
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
@@ -57,6 +58,56 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
     cfg.maxHashSlotNum, cfg.maxIndexNum = s, i
     cfg.hashSlotNumGiven = cfg.indexNumGiven = True  # settled: later opens use it as they would a flag
     return cfg
+
+
+def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: str = "rmqtool") -> BrokerConfig:
+    """THE geometry rule of the writers of broker index files (put, spark-reindex, recover's index repair): they
+    take the geometry the way readers do (broker.conf, then --hash-slots/--max-index, then the store's index
+    files: resolve_index_geometry, which refuses files it cannot tell apart), and never write a geometry other
+    than the one of the store's index files: a configured geometry that no index file of the store has is
+    refused (GeometryError naming both), unless the user asked for a new one explicitly (new_geometry, with
+    both numbers configured). Without index files the configured (or default) geometry stands. Returns cfg."""
+    from engine.broker.layout import StoreLayout
+    from engine.errors import InvalidArgumentError
+
+    given = cfg.hashSlotNumGiven and cfg.indexNumGiven
+    if new_geometry and not given:
+        raise InvalidArgumentError("--new-geometry needs the new geometry: give --hash-slots and --max-index (or "
+                                   "maxHashSlotNum and maxIndexNum in --broker-conf)")
+    index_dir = StoreLayout.of(cfg).index_dir
+    paths = list_index_files(index_dir)
+    facts = [f for f in map(_facts, paths) if f is not None]
+    if new_geometry or not facts:
+        return cfg
+    if not given:
+        return resolve_index_geometry(cfg, paths)
+    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
+    if any(f[1] == size for f in facts):
+        return cfg  # files of another size beside them are damaged files (readers and recover say so)
+    theirs = _files_geometry(facts)
+    raise GeometryError(f"the index files in {index_dir} have the geometry {theirs}, but the configured one is "
+                        f"--hash-slots {cfg.maxHashSlotNum} --max-index {cfg.maxIndexNum} ({size} bytes): {what} "
+                        "never writes "
+                        "index files of another geometry than the store's; drop --hash-slots/--max-index (the files "
+                        "tell their geometry), or rebuild the whole index in the new geometry with "
+                        "`rmqtool spark-reindex --new-geometry --hash-slots N --max-index M`")
+
+
+def _files_geometry(facts: list) -> str:
+    """The geometry the index files have, in words, for an error (their size when it cannot be told)."""
+    sizes = Counter(f[1] for f in facts)
+    size = sizes.most_common(1)[0][0]
+    try:
+        s, i = infer_index_geometry([f for f in facts if f[1] == size], size)
+    except GeometryError:
+        return f"of {size}-byte files"
+    return f"--hash-slots {s} --max-index {i} ({size} bytes each)"
+
+
+def existing_index_size(index_dir: Path) -> int | None:
+    """The size most index files of a directory have (None without index files)."""
+    sizes = Counter(f[1] for f in map(_facts, list_index_files(index_dir)) if f is not None)
+    return sizes.most_common(1)[0][0] if sizes else None
 
 
 def _facts(path: Path):

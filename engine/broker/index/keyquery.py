@@ -14,9 +14,10 @@ from typing import Optional
 
 from engine.broker.index.file import chain_damage
 from engine.broker.index.service import DamagedIndexFile
+from engine.broker.commitlog.log import MISPLACED
 from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
-from engine.java.lang import LONG_MAX, key_index_hash
+from engine.java.lang import INT_MAX, LONG_MAX, key_index_hash
 
 MAX_LIMIT = 10_000_000  # --max: far beyond any real answer, small enough to refuse a typo
 
@@ -29,10 +30,12 @@ class QueryResult:
     files_searched: int = 0
     damaged: list[DamagedIndexFile] = field(default_factory=list)  # files not used, or not used whole
     more: bool = False               # max_num cut the answer: at least one more message matches
+    # commit-log damage under candidates: a segment file holding other data than its name says (misplaced)
+    log_damage: list[str] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
-        return bool(self.damaged)
+        return bool(self.damaged or self.log_damage)
 
 
 @dataclass
@@ -43,6 +46,8 @@ class RawAnswer:
     index_last_update_timestamp: int
     index_last_update_phy_offset: int
     damaged: list[DamagedIndexFile] = field(default_factory=list)
+    #: files the broker's walk left out by their header times although those do not bound their messages' times
+    skipped_by_header: list[DamagedIndexFile] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
@@ -70,7 +75,37 @@ def query_raw(store, topic: str, key: str, max_num: int, begin: int, end: int) -
     offsets = idx.query_offsets(f"{topic}#{key}", clamped, begin, end, damaged)
     newest = idx.files[-1].header if idx.files else None
     return RawAnswer(offsets, clamped, newest.endTimestamp if newest else 0, newest.endPhyOffset if newest else 0,
-                     damaged)
+                     damaged, header_skips(idx.files, begin, end))
+
+
+def header_skips(files: list, begin: int, end: int) -> list[DamagedIndexFile]:
+    """The files IndexService.queryOffset leaves out by their header times (not time-matched, or past the file
+    whose begin time ends the walk) although those times do not bound their messages': a header that ends before
+    it begins, or a file that ends after a newer file begins (the store time went back while it, or at the roll
+    after it, was written; format §5.7)."""
+    walked = set()
+    for i in range(len(files) - 1, -1, -1):
+        f = files[i]
+        if f.is_time_matched(begin, end):
+            walked.add(i)
+        if f.header.beginTimestamp < begin:
+            break
+    out = []
+    for i, f in enumerate(files):
+        h = f.header
+        if i in walked or not f.item_count:
+            continue
+        newer = files[i + 1].header if i + 1 < len(files) and files[i + 1].item_count else None
+        if h.endTimestamp < h.beginTimestamp:
+            why = (f"its header ends ({h.endTimestamp}) before it begins ({h.beginTimestamp}): store times went "
+                   "back while it was written")
+        elif newer is not None and h.endTimestamp > newer.beginTimestamp:
+            why = (f"it ends ({h.endTimestamp}) after the next index file begins ({newer.beginTimestamp}): store "
+                   "times went back")
+        else:
+            continue
+        out.append(DamagedIndexFile(f.path, why))
+    return out
 
 
 def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = LONG_MAX,
@@ -79,6 +114,9 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
 
     The walk is wider than the broker's: decoded index times are floored to whole seconds (and item 1 of a
     rolled file can decode later than real), so inclusion is decided on the message itself (format §5.6, §5.7).
+    It does not depend on the store times going forward either (a clock can step back): every file is searched
+    whatever its header says, every chain is walked to its end, and an item is checked against the commit log
+    unless its decoded time proves its message is outside the range (_ChainCandidates).
     """
     if max_num <= 0:
         raise InvalidArgumentError(f"--max must be positive, got {max_num}")
@@ -94,13 +132,10 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
     for f in reversed(idx.files):
         if len(res.messages) >= walk_max:
             break
-        h = f.header
-        # Header times are the real store times of the file's first and last items.
-        if f.item_count and h.endTimestamp >= begin and h.beginTimestamp <= end:
+        # No file is left out by its header times: they bound its messages only while store times go forward.
+        if f.item_count:
             res.files_searched += 1
             _search_file(store, f, kh, (topic, key, unique, begin, end), walk_max, res, seen)
-        if f.item_count and h.beginTimestamp < begin:
-            break  # older files hold only older messages
     if len(res.messages) > max_num:
         del res.messages[max_num:]  # in walk order: the one past max_num is the oldest found
         res.more = True
@@ -119,13 +154,13 @@ def _search_file(store, f, kh: int, want: tuple, max_num: int, res: QueryResult,
 
 def _verify_chain(store, f, kh: int, want: tuple, max_num: int, res: QueryResult, seen: set) -> "_ChainCandidates":
     topic, key, unique, begin, end = want
-    candidates = _ChainCandidates(f, kh, begin - 1000)
+    candidates = _ChainCandidates(f, kh, begin, end)
     for off in candidates:
         res.candidates += 1
         if off in seen:
             continue  # the same message indexed twice (pitfall 23)
         seen.add(off)
-        ok, why, rec = _verify_candidate(store, off, topic, key, unique, begin, end)
+        ok, why, rec = _verify_candidate(store, off, topic, key, unique, begin, end, res)
         if ok:
             res.messages.append(rec)
             if len(res.messages) >= max_num:
@@ -136,18 +171,23 @@ def _verify_chain(store, f, kh: int, want: tuple, max_num: int, res: QueryResult
 
 
 class _ChainCandidates:
-    """Offsets of the chain items with hash kh, newest first, until decoded times are surely older than the
-    window (walk_begin). Bounded whatever the bytes say (ChainWalk); `damage` says what broke the chain: an item
-    of another slot, a negative timeDiff, a link to a newer item, a pointer out of range, a loop."""
+    """Offsets of the chain items with hash kh, newest first, whose message may lie in [begin, end], to the end of
+    the chain: a walk that stops at the first decoded time before the range misses older items stored later when
+    the store time went back. An item is left out only when its decoded time proves its message is outside the
+    range (format §5.6): item 1 carries the header's begin time exactly; an item with timeDiff d > 0 was stored in
+    [begin + d*1000, begin + d*1000 + 999] (d = INT_MAX: at or after its start); d = 0 means before begin + 1000,
+    maybe long before (a negative difference is clamped to 0). Bounded whatever the bytes say (ChainWalk);
+    `damage` says what broke the chain: an item of another slot, a negative timeDiff, a link to a newer item, a
+    pointer out of range, a loop."""
 
-    def __init__(self, f, kh: int, walk_begin: int):
-        self.f, self.kh, self.walk_begin = f, kh, walk_begin
+    def __init__(self, f, kh: int, begin: int, end: int):
+        self.f, self.kh, self.begin, self.end = f, kh, begin, end
         self.damage: Optional[str] = None
 
     def __iter__(self):
-        f, kh = self.f, self.kh
+        f, kh, begin, end = self.f, self.kh, self.begin, self.end
         slot = kh % f.hash_slot_num
-        begin_ts = f.header.beginTimestamp
+        fb = f.header.beginTimestamp
         walk = f.chain(slot)
         for n, (ih, off, d, _prev) in walk:
             if d < 0:
@@ -156,17 +196,44 @@ class _ChainCandidates:
             if ih < 0 or ih % f.hash_slot_num != slot:
                 self.damage = f"item {n} (hash {ih}) does not belong to this slot's chain"
                 return
-            t = begin_ts + d * 1000
-            if ih == kh:
+            if ih == kh and _may_be_in_range(n, d, fb, begin, end):
                 yield off
-            if t < self.walk_begin:
-                return
         self.damage = chain_damage(walk)
 
 
-def _verify_candidate(store, off: int, topic: str, key: str, unique: bool, begin: int, end: int):
+def _may_be_in_range(n: int, d: int, fb: int, begin: int, end: int) -> bool:
+    """Whether item n (timeDiff d, in a file whose header begins at fb) can point at a message stored in [begin,
+    end] (see _ChainCandidates)."""
+    if fb <= 0:
+        return True  # no begin time: timeDiffs are all 0 and say nothing
+    if n == 1:
+        return begin <= fb <= end
+    lo = fb + d * 1000
+    if d == 0:
+        return begin < lo + 1000
+    if d >= INT_MAX:
+        return end >= lo
+    return lo <= end and lo + 999 >= begin
+
+
+def _misplaced_segment(store, off: int) -> Optional[str]:
+    """Why the commit-log segment holding `off` holds other data than its name says (its first record states
+    another offset: segments swapped or renamed), or None."""
+    cl = store.commitlog
+    seg = cl.queue.find(off)
+    if seg is None or off == seg.start:
+        return None
+    r = cl.check_at(seg.start, check_crc=False)
+    return r.reason if r.status == MISPLACED else None
+
+
+def _verify_candidate(store, off: int, topic: str, key: str, unique: bool, begin: int, end: int,
+                      res: Optional[QueryResult] = None):
     r = store.commitlog.check_at(off, check_crc=False)
     if r.status != VALID:
+        why = r.reason if r.status == MISPLACED else _misplaced_segment(store, off)
+        if why and res is not None and why not in res.log_damage:
+            res.log_damage.append(why)  # the index may be right: the message is not where the log's files say
         return False, f"no valid message at offset ({r.reason or r.status})", None
     rec = r.record
     if rec.physical_offset != off:

@@ -68,6 +68,14 @@ def _host(what: str, text) -> tuple[bytes, int]:
 
 
 _COMMON = frozenset(("topic", "body", "keys", "tags", "queueId", "storeTimestamp", "uniqKey", "properties"))
+#: The fields a message object may have: what a put takes (README "Putting messages") ...
+INPUT_FIELDS = _COMMON | {"bodyEncoding", "bornTimestamp", "flag", "sysFlag", "reconsumeTimes",
+                          "preparedTransactionOffset", "bornHost", "storeHost"}
+#: ... and what the JSON output of the read commands adds, which the store assigns or derives (a dump's lines can be
+#: put again): any other field is probably a typo ("bodyy") and is refused.
+OUTPUT_FIELDS = frozenset(("queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "msgId", "magicVersion",
+                           "transactionType", "propertiesCRC", "compression", "compressionError", "type"))
+MESSAGE_FIELDS = INPUT_FIELDS | OUTPUT_FIELDS
 
 _PROPS: dict[tuple, tuple] = {}
 _UNIQ: list = []  # [UniqKeyGenerator], made on first use (one per process, as MessageClientIDSetter is static)
@@ -237,15 +245,18 @@ class MessageBatch:
                      text)
 
     def add_json(self, obj) -> None:
-        """A message object in the CLI's JSON shape (MessageExt field names; unknown fields are ignored)."""
+        """A message object in the CLI's JSON shape (MessageExt field names, MESSAGE_FIELDS; any other field is
+        refused: it is probably a typo)."""
         if type(obj) is not dict:
             raise InvalidArgumentError("each message must be a JSON object")
+        if not _COMMON.issuperset(obj) and not MESSAGE_FIELDS.issuperset(obj):
+            raise unknown_field_error(obj)
         get = obj.get
         topic = get("topic")
         tinfo = TOPICS.get(topic) if type(topic) is str else None
         if tinfo is None:
             tinfo = topic_info(topic)
-        body_b = _json_body(get("body"), get("bodyEncoding"))
+        body_b = json_body(get("body"), get("bodyEncoding"))
         keys = get("keys")
         if keys:
             if type(keys) is list:
@@ -420,10 +431,25 @@ def _check_none_props(props: dict) -> None:
             check_property_text(f"property {k}", v)
 
 
-def _json_body(body, encoding) -> bytes:
+def unknown_field_error(obj: dict) -> InvalidArgumentError:
+    bad = sorted(k for k in obj if k not in MESSAGE_FIELDS)
+    return InvalidArgumentError(f"unknown field{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}: a message "
+                                f"takes {', '.join(sorted(INPUT_FIELDS))} (and the read commands' output fields, "
+                                "which it ignores)")
+
+
+def json_body(body, encoding) -> bytes:
+    """A JSON message's body as bytes: text (UTF-8), or with "bodyEncoding" base64 or hex (the dump's encodings)."""
+    if encoding is not None and encoding not in ("base64", "hex", "utf8"):
+        raise InvalidArgumentError(f"bodyEncoding {encoding!r} is not one of base64, hex, utf8")
     if type(body) is str:
         if encoding == "base64":
             return _b64(body)
+        if encoding == "hex":
+            try:
+                return bytes.fromhex(body)
+            except ValueError:
+                raise InvalidArgumentError("body is not valid hex") from None
         try:
             return body.encode("utf-8")
         except UnicodeEncodeError:

@@ -340,11 +340,12 @@ def _to_batch(objs: list, lines: list[int], queue_id: int, name: str):
     return batch, None
 
 
-def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None):
+def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, create_in_nonempty: bool = False):
     """Put prepared batch after prepared batch (see prepared_batches), calling on_stored(BatchResult) as soon as
     each is stored (the acknowledgements); the store is opened (and created) only once a first message has passed
     every check. The first bad message, read error or failed put ends the run with one error that names its line
-    of `name` and how many messages before it were stored. Returns (messages stored, the last batch result)."""
+    of `name` and how many messages before it were stored. A non-empty directory that holds no store is refused
+    unless create_in_nonempty (MessageStore). Returns (messages stored, the last batch result)."""
     from engine.broker.store import MessageStore  # the store opens the write path: imported when a put runs
 
     st = None
@@ -353,7 +354,7 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None):
         for batch, lines, bad, err in batches:
             if len(batch):
                 if st is None:
-                    st = MessageStore(cfg, writable=True, create=True)
+                    st = MessageStore(cfg, writable=True, create=True, create_in_nonempty=create_in_nonempty)
                 last = st.put_batch(batch, sync_flush)
                 if on_stored is not None:
                     on_stored(last)

@@ -2,14 +2,21 @@
 
 Order of a batch, chosen so that a full disk stops it cleanly between two messages:
   1. encode every message (a message that cannot be stored cuts the batch just before it);
-  2. make room: consume-queue files and index space for the batch are allocated (or measured) first; the
-     batch is cut before the first message that has no room;
-  3. commit log, one piece per segment: the next segment is created and allocated before the BLANK filler
-     that rolls to it, so a full disk leaves the log ending at a record boundary;
+  2. make room (Room): the room the batch's records, consume-queue units and index items take is allocated
+     in every file they go into before anything is written, and the room of index files the batch starts is
+     measured and kept free for them (the index service creates them); when the disk cannot give it all, the
+     batch is cut after the most messages whose room could be had;
+  3. commit log, one piece per segment: the next segment is created and its room allocated before the BLANK
+     filler that rolls to it, so a full disk leaves the log ending at a record boundary;
   4. consume-queue units, one write per queue; 5. index (IndexService.build_index_batch when it exists);
   6. with sync_flush, one flush of the commit log for the whole batch (group commit), then the result.
 Only what reached step 6 is acknowledged. A write that fails half-way (not for lack of room) marks the
 store dirty: the abort marker stays and the next writer must recover.
+
+Allocation by range: files are sparse, as the broker's, and a store costs what it holds. Room is allocated from
+the write position on, a little ahead of it at once when the disk gives it (commit log RESERVE_AHEAD, consume
+queues UNITS_AHEAD, index items ITEMS_AHEAD; the index slot table is allocated whole with its file), so a put
+of a few messages takes a few MiB, not a 1 GiB segment and a 420 MB index file.
 """
 from __future__ import annotations
 
@@ -20,12 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.broker.index.file import index_file_size
+from engine.broker.commitlog.log import RESERVE_AHEAD
+from engine.broker.index.file import INDEX_HEADER_SIZE, SLOT_SIZE
 from engine.broker.consumequeue.queue import UNIT_DTYPE
+from engine.broker.index.file import ITEM_SIZE
 from engine.broker.index.keys import broker_index_keys
 from engine.broker.commitlog.message import END_FILE_MIN_BLANK_LENGTH, MessageEncodeError, offset_msg_id
 from engine.broker.write.batch import PARTS, QUEUE_OFFSET_POS, MessageBatch
-from engine.fsutil import DiskFullError, WriteFailedError, allocate, format_bytes, free_bytes
+from engine.fsutil import DiskFullError, WriteFailedError, format_bytes, free_bytes
 from engine.java.hashes import java_string_hashes
 from engine.java.lang import java_string_hash
 
@@ -63,6 +72,11 @@ class BatchResult:
     store_host: list[bytes]
     store_port: list[int]
     error: Exception | None = None
+    #: messages whose store time is below that of a message stored before them (a clock that stepped back: index
+    #: headers then do not bound their messages' times), and the first of them: (commit-log offset, store time,
+    #: the latest store time before it)
+    went_back: int = 0
+    went_back_first: tuple[int, int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.phy)
@@ -88,15 +102,6 @@ class IndexRecord:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def allocate_file(path) -> None:
-    """Allocate a whole existing file on disk (index files are written through a mapping)."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        allocate(fd, 0, os.fstat(fd).st_size, path)
-    finally:
-        os.close(fd)
 
 
 def store_full(store, e: WriteFailedError) -> WriteFailedError:
@@ -127,7 +132,7 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     hashes = counts = None
     if store.config.messageIndexEnable:
         counts, hashes = index_hashes(topics, uniqs, keys, rollback)
-    n, error = make_room(store, pieces, groups, counts, n, error)
+    n, error = make_room(store, Room(store, phys, sizes, pieces, groups, counts), n, error)
     if n == 0:
         return _result(batch, None, None, 0, error)
     try:
@@ -144,9 +149,21 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     except BaseException:
         store.mark_dirty()
         raise
+    res = _result(batch, phys, qoffs, n, error)
     if n:
-        store.note_written(int(phys[n - 1]), tss[n - 1])
-    return _result(batch, phys, qoffs, n, error)
+        _time_went_back(store, res, tss[:n], phys)
+        store.note_written(int(phys[n - 1]), max(tss[:n]))
+    return res
+
+
+def _time_went_back(store, res: BatchResult, tss: list, phys) -> None:
+    """Count the messages stored before a message stored earlier (BatchResult.went_back)."""
+    ts = np.asarray(tss, dtype=np.int64)
+    latest = np.maximum.accumulate(np.concatenate(([store.latest_store_ts()], ts)))[:-1]
+    back = np.flatnonzero(ts < latest)
+    if len(back):
+        i = int(back[0])
+        res.went_back, res.went_back_first = len(back), (int(phys[i]), int(ts[i]), int(latest[i]))
 
 
 def _fits(store, batch) -> tuple[int, Exception | None, np.ndarray]:
@@ -190,56 +207,90 @@ def _queue_groups(topics, qids, in_cq) -> dict[tuple[str, int], np.ndarray]:
     return out
 
 
-def make_room(store, pieces, groups: dict, counts, n: int, error):
-    """Allocate every file the first n messages need, in message order: the commit-log segments they roll into,
-    the consume-queue files their units go into, and room for the index files they start (index files are
-    created and written through a mapping by the index service: their room is measured and kept free for them).
-    Returns (n, error): n is cut at the first message whose room could not be had, with the DiskFullError."""
-    cl = store.commitlog
-    # At one message, the commit-log segment comes last: a stop at that message then leaves no new segment
-    # without the BLANK filler that would roll to it.
-    events = [(p.first, 2, "commitlog", p) for p in pieces if p.new_segment]
-    for (topic, qid), idx in groups.items():
-        cq = store.consume_queue(topic, qid)
-        want = int(np.count_nonzero(idx < n))
-        events += [(int(idx[j]), 0, "cq", (cq, start)) for j, start in cq.files_needed(want)]
-    if counts is not None:
-        events += [(i, 1, "index", nbytes) for i, nbytes in index_rolls(store, counts[:n])]
-    events.sort(key=lambda e: (e[0], e[1]))
-    kept = 0  # bytes kept free for index files started earlier in the batch
-    for i, _, kind, what in events:
-        if i >= n:
-            break
+def make_room(store, room: "Room", n: int, error):
+    """Allocate the room of the first n messages (Room.reserve), or of as many of them as the disk gives room
+    for. Returns (n, error): n is cut after the last message whose room could be had, with the DiskFullError."""
+    try:
+        room.reserve(n)
+        return n, error
+    except DiskFullError as e:
+        full = e
+    lo, hi = 0, n - 1  # reserve(m) succeeding means every m' < m fits too: the most that fit, by bisection
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
         try:
-            if kind == "index":
-                kept += _keep_index_room(store, what, kept)
-                continue
-            if kept:
-                need = cl.file_size if kind == "commitlog" else what[0].file_size
-                free = free_bytes(store.root)
-                if free is not None and free - kept < need:
-                    raise DiskFullError(store.root, f"a new {kind} file needs {format_bytes(need)} beside the "
-                                                    f"{format_bytes(kept)} kept for index files", free)
-            if kind == "commitlog":
-                cl.prepare_piece(what)
-            else:
-                what[0].allocate_file(what[1])
+            room.reserve(mid)
+            lo = mid
         except DiskFullError as e:
-            return i, store_full(store, e)
-    return n, error
+            full, hi = e, mid - 1
+    room.settle(lo)
+    return lo, store_full(store, full)
 
 
-def _keep_index_room(store, need: int, kept: int) -> int:
-    """Check there is room for one more index file beside what is kept already; returns the bytes to keep for it
-    (its size in whole blocks, plus the slack for checkpoint rewrites with the first one)."""
-    free = free_bytes(store.index_dir)
-    if need < 0:
-        raise DiskFullError(store.index_dir, "the index file being written cannot be allocated", free)
-    block = max(mmap.PAGESIZE, _block_size(store.index_dir))
-    keep = -(-need // block) * block + (0 if kept else INDEX_SLACK)
-    if free is not None and free - kept < keep:
-        raise DiskFullError(store.index_dir, f"a new index file needs {format_bytes(need)}", free)
-    return keep
+class Room:
+    """The room the first m messages of a batch take, in every file they go into (allocation by range).
+
+    reserve(m) allocates the commit-log bytes of their records (creating the segments they roll into, sparse,
+    and the BLANK filler's 8 bytes before each), the room of their consume-queue units (creating files as
+    needed) and of their index items in the index file being written, each a little ahead when the disk gives
+    it; it checks that the free space left holds the index files they start (IndexService creates those while
+    indexing: their header and slot table whole, their items). Calls are cumulative (what a call allocated stays
+    allocated); settle(m) removes the files the calls created that the first m messages do not need."""
+
+    def __init__(self, store, phys, sizes, pieces, groups: dict, counts):
+        self.store, self.phys, self.sizes, self.pieces = store, phys, sizes, pieces
+        self.queues = [(store.consume_queue(t, q), idx, []) for (t, q), idx in groups.items()]
+        self.created: list = []   # pieces whose segment a reserve() call created
+        self.cum = None
+        if counts is not None:
+            cfg = store.config
+            self.cum = np.cumsum(counts, dtype=np.int64)
+            files = store.index.files
+            self.current = files[-1] if files and not files[-1].is_write_full() else None
+            self.left = cfg.maxIndexNum - self.current.header.indexCount if self.current is not None else 0
+            self.per_file = cfg.maxIndexNum - 1
+            self.head_bytes = INDEX_HEADER_SIZE + SLOT_SIZE * cfg.maxHashSlotNum
+
+    def reserve(self, m: int) -> None:
+        """Allocate the room of the first m messages; DiskFullError when some of it cannot be had."""
+        if m <= 0:
+            return
+        cl = self.store.commitlog
+        for piece in self.pieces:
+            if piece.first >= m:
+                break
+            if cl.reserve_piece(piece, cl.piece_end(piece, self.phys, self.sizes, m), RESERVE_AHEAD):
+                self.created.append(piece)
+        for cq, idx, made in self.queues:
+            made += cq.reserve_units(int(np.searchsorted(idx, m)))
+        if self.cum is not None:
+            self._index_room(int(self.cum[m - 1]))
+
+    def _index_room(self, items: int) -> None:
+        if self.current is not None and items:
+            self.current.ensure_items(self.current.header.indexCount + min(items, self.left))
+        if items <= self.left:
+            return
+        block = max(mmap.PAGESIZE, _block_size(self.store.index_dir))
+        keep, rest = INDEX_SLACK, items - self.left  # slack: checkpoint rewrites, index headers
+        while rest > 0:
+            k = min(rest, self.per_file)
+            keep += -(-(self.head_bytes + ITEM_SIZE * (k + 1)) // block) * block
+            rest -= k
+        free = free_bytes(self.store.index_dir)
+        if free is not None and free < keep:
+            raise DiskFullError(self.store.index_dir, f"a new index file needs {format_bytes(keep)} with the items "
+                                                      "these messages put into it", free)
+
+    def settle(self, m: int) -> None:
+        """Remove the files reserve() created that the first m messages do not use (newest first)."""
+        cl = self.store.commitlog
+        for piece in reversed(self.created):
+            if piece.first >= m:
+                cl.unmake_piece(piece)
+        for cq, idx, made in self.queues:
+            end = cq.end_after(int(np.searchsorted(idx, m)))
+            cq.remove_unwritten([seg for seg in made if seg.start >= end])
 
 
 def _block_size(path) -> int:
@@ -247,30 +298,6 @@ def _block_size(path) -> int:
         return os.statvfs(path if os.path.exists(path) else os.path.dirname(path)).f_frsize
     except OSError:
         return 4096
-
-
-def index_rolls(store, counts) -> list[tuple[int, int]]:
-    """(message index, bytes) for each index file the index service will start while indexing these messages
-    (message i's keys do not all fit the files before it). The file being written is allocated first."""
-    cfg = store.config
-    files = store.index.files
-    try:
-        store.secure_index_files()
-    except DiskFullError:
-        has_keys = np.flatnonzero(np.asarray(counts) > 0)
-        return [(int(has_keys[0]), -1)] if len(has_keys) else []  # no key can go in: stop before the first
-    left = cfg.maxIndexNum - files[-1].header.indexCount if files and not files[-1].is_write_full() else 0
-    cum = np.cumsum(counts)
-    if not len(cum) or int(cum[-1]) <= left:
-        return []
-    per_file = cfg.maxIndexNum - 1
-    size = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
-    out = []
-    k = 0
-    while left + k * per_file < int(cum[-1]):
-        out.append((int(np.searchsorted(cum, left + k * per_file, side="right")), size))
-        k += 1
-    return out
 
 
 def index_hashes(topics, uniqs, keys, rollback) -> tuple[np.ndarray, np.ndarray]:
@@ -358,7 +385,7 @@ def _write_commitlog(store, parts, phys, qoffs, pieces, n: int, error):
         if piece.first >= n:
             break
         piece.end = min(piece.end, n)
-        if piece.new_segment:
+        if piece.new_segment:  # make_room created it; a batch put without make_room allocates as it writes
             try:
                 cl.prepare_piece(piece)
             except DiskFullError as e:  # nothing of this piece is written: the log ends at a record boundary
@@ -410,10 +437,6 @@ def _write_index(store, phys, tss, counts, hashes, topics, uniqs, keys, rollback
         for i in range(n):
             ks = broker_index_keys(topics[i], uniqs[i], keys[i], rollback[i])
             index.build_index(IndexRecord(int(phys[i]), tss[i], ks))
-    try:
-        store.secure_index_files()  # a file started by this batch: allocated now, or by the next batch's check
-    except DiskFullError:
-        pass
 
 
 def _result(batch, phys, qoffs, n: int, error):

@@ -100,16 +100,14 @@ def _drop_empty(q: Quarantine) -> None:
 
 
 def _resize(paths: dict[str, Path], plan: RecoveryPlan, q: Quarantine) -> None:
-    """Bring wrong-size segments to the segment size: zeros appended (allocated, so a later writer's mapping
-    never meets an unallocated page), or the bytes past the size kept and cut."""
+    """Bring wrong-size segments to the segment size: a sparse tail appended (as the broker's files are; a
+    writer allocates by range before it writes), or the bytes past the size kept and cut."""
     for name, n, size in plan.segment_resizes:
         path = paths[name]
         if n > size:
             q.keep_range(path, size, n - size, "past the segment size", "nothing (the file is cut)")
         fd = os.open(path, os.O_RDWR)
         try:
-            if n < size:
-                os.posix_fallocate(fd, n, size - n)
             os.ftruncate(fd, size)
             os.fsync(fd)
         finally:

@@ -168,6 +168,7 @@ class RecoveryPlan:
     write_checkpoint: bool = False
     stale_temp_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped_entries: list[dict] = field(default_factory=list)  # consumequeue/ entries a broker would not load
     fingerprint: tuple = ()
     data_consistent: bool = False               # nothing to repair in the data
     force: bool = False
@@ -300,7 +301,7 @@ class RecoveryPlan:
             "writeCheckpoint": self.write_checkpoint, "staleTempFiles": self.stale_temp_files,
             "quarantineBytes": self.quarantine_bytes, "quarantineDir": self.quarantine_dir,
             "timer": self.timer.as_dict() if self.timer is not None else None,
-            "actions": self.actions(), "notes": self.notes,
+            "actions": self.actions(), "notes": self.notes, "skippedEntries": self.skipped_entries,
             "placeholders": [{"commitLogOffset": r.offset, "size": r.length,
                               "origin": r.origin.as_dict() if r.origin else None}
                              for r in self.repairs if r.kind == PLACEHOLDER],

@@ -26,7 +26,7 @@ import numpy as np
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
-from engine.broker.consumequeue.queue import ConsumeQueue, list_queues
+from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
 from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
@@ -68,7 +68,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     checks = None
     try:
         placement = place_segments(cl)
-        queues = {(t, q): read_queue(cfg.root, cfg, t, q) for t, q in list_queues(cfg.root)}
+        listing = layout.list_queues()  # entries a broker would not load are reported, as the read commands do
+        queues = {(t, q): read_queue(cfg.root, cfg, t, q) for t, q in listing.queues}
         max_phy_cq = max((q.max_phys for q in queues.values()), default=-1)
         bi, rule = broker_start(cl, mode, cpf.cp, max_phy_cq, index_safe, check_crc)
         segs = cl.segments
@@ -79,6 +80,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             broker_start_offset=segs[bi].start if segs else 0, broker_start_rule=rule, scan_start_offset=0,
             scan_start_reasons=[], fingerprint=fp, force=force, segment_renames=placement.renames,
             notes=list(placement.notes), segment_resizes=[(seg.path.name, n, seg.size) for seg, n in misfits])
+        plan.skipped_entries = [p.as_dict() for p in listing.problems]
+        plan.notes += [f"{p.path}: {p.reason}; skipped (recover leaves it alone)" for p in listing.problems]
         plan.notes += [f"commit-log segment {seg.path.name} is {n} bytes, not {seg.size}: it is "
                        + ("padded with zeros" if n < seg.size else f"cut, the {n - seg.size} bytes past it quarantined")
                        for seg, n in misfits]

@@ -20,7 +20,7 @@ import numpy as np
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.index.geometry import writer_index_geometry
 from engine.broker.index.file import IndexFile, index_file_size, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.commitlog.message import BLANK, VALID, check_message
@@ -90,7 +90,7 @@ class IndexFacts:
 
 def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
     paths = list_index_files(index_dir)
-    resolve_index_geometry(cfg, paths)  # what broker.conf and the flags leave open, from the files
+    writer_index_geometry(cfg, what="recover")  # as readers take it; never another geometry than the files
     expected = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
     sizes = {}
     for p in paths:
