@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime
 
 
 def __getattr__(name: str):
@@ -147,27 +146,6 @@ class gc_paused:
 
         if self._was:
             gc.enable()
-
-
-def fmt_time(ms: int | None) -> str:
-    """Epoch ms -> local ISO-8601 with milliseconds (the broker's index names use local time too)."""
-    if ms is None:
-        return ""
-    if ms <= 0:
-        return str(ms)
-    try:
-        return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-
-
-def parse_time(text: str | None, default: int, what: str) -> int:
-    """Deprecated: every time option goes through rmqtool.times (kept for callers outside rmqtool/commands)."""
-    from rmqtool import times
-
-    if text is None:
-        return default
-    return times.parse_time(text, what, end=what == "--end")
 
 
 def body_preview(j: dict, width: int = 40) -> str:
