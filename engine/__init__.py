@@ -1,12 +1,13 @@
 """rmqtool's storage engine: RocketMQ store files read and written byte for byte as the broker does.
 
-Nothing is imported here, so that each command imports only what it needs (docs/architecture.md has the layers).
+Nothing is imported here, so that each command imports only what it needs (docs/architecture.md has the floors).
 The entry points the command line calls, one per command or concern:
 
-  the store              engine.broker.store.MessageStore (put, get, walk), engine.broker.config.brokerconf.load_config,
-                         engine.broker.write.batch.MessageBatch (messages to put), engine.broker.config.lock.StoreLock
+  the store              engine.broker.store.MessageStore (put, get, walk), engine.broker.store.query_store,
+                         engine.broker.config.brokerconf.load_config, engine.broker.write.batch.MessageBatch
+                         (messages to put), engine.broker.write.jsonl (put --from-jsonl), engine.broker.config.lock
   reading the log        engine.broker.commitlog.logrun.scan_runs / lookup_runs, engine.views.runjson.run_json_text,
-                         engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.ops.dumplog.dump_entries / BodyDir
+                         engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.ops.dumplog
                          (dump-commitlog's filters), engine.ops.read.read_by_queue_offset / find_by_msg_id (get by
                          queue offset, by offset message id or UNIQ_KEY)
   store geometry         engine.broker.index.geometry.resolve_index_geometry (index slots and items from the files)

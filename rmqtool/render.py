@@ -134,27 +134,6 @@ class gc_paused:
             gc.enable()
 
 
-def fmt_time(ms: int | None) -> str:
-    """Epoch ms -> the tables' one time format (rmqtool.times.format_time); 0 and negative values as they are
-    (the broker's "not set")."""
-    from rmqtool import times
-
-    if ms is None:
-        return ""
-    if ms <= 0:
-        return str(ms)
-    return times.format_time(ms)
-
-
-def parse_time(text: str | None, default: int, what: str) -> int:
-    """Deprecated: every time option goes through rmqtool.times (kept for callers outside rmqtool/commands)."""
-    from rmqtool import times
-
-    if text is None:
-        return default
-    return times.parse_time(text, what, end=what == "--end")
-
-
 def body_preview(j: dict, width: int = 40) -> str:
     if "compressionError" in j:  # never previewed as if the stored bytes were the message
         return f"<{j.get('compression')} body does not decode>"

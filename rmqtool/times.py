@@ -15,6 +15,7 @@ import time
 from datetime import date, datetime, timedelta, timezone
 
 from engine.errors import InvalidArgumentError
+from engine.views.times import local_time
 
 LONG_MAX = 2**63 - 1
 #: 1973-03-03: a non-zero epoch below this is not plausible as milliseconds (it is seconds, or a typo).
@@ -74,8 +75,8 @@ def parse_range(begin: str | None, end: str | None, *, now: int | None = None, b
     b = default_begin if begin is None else parse_time(begin, begin_option, now=now)
     e = default_end if end is None else parse_time(end, end_option, end=True, now=now)
     if b > e:
-        raise InvalidArgumentError(f"{begin_option} {begin} ({format_time(b)}) is after {end_option} {end} "
-                                   f"({format_time(e)})")
+        raise InvalidArgumentError(f"{begin_option} {begin} ({local_time(b)}) is after {end_option} {end} "
+                                   f"({local_time(e)})")
     return b, e
 
 
@@ -104,16 +105,6 @@ def format_duration(ms: int | None) -> str:
             rest = (s % size) // sub
             return f"{s // size} {unit}" + (f" {rest} {subunit}" if rest else "")
     return f"{s} s"
-
-
-def format_time(ms: int | None) -> str:
-    """Epoch ms -> `YYYY-MM-DD HH:MM:SS.mmm` in local time (compact, for tables and messages)."""
-    if ms is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
 
 
 def _ms(dt: datetime, option: str, text: str) -> int:
@@ -153,11 +144,11 @@ def _epoch(t: str, option: str) -> int:
     if v < MIN_PLAUSIBLE_MS:
         if MIN_PLAUSIBLE_MS <= v * 1000 <= MAX_PLAUSIBLE_MS:
             raise InvalidArgumentError(
-                f"{option} {t} looks like epoch seconds ({format_time(v * 1000)}); rmqtool takes epoch "
+                f"{option} {t} looks like epoch seconds ({local_time(v * 1000)}); rmqtool takes epoch "
                 f"milliseconds: did you mean {v}000?")
         hint = _compact_hint(digits)
         raise InvalidArgumentError(f"{option} {t} is not a plausible epoch in milliseconds (it would be "
-                                   f"{format_time(v)}){hint or f'; give {GRAMMAR}'}")
+                                   f"{local_time(v)}){hint or f'; give {GRAMMAR}'}")
     if v > MAX_PLAUSIBLE_MS:
         hint = _compact_hint(digits)
         if hint:

@@ -76,6 +76,26 @@ def golden_store(tmp_path):
     return root, [json.loads(line) for line in (GOLDEN / "commitlog" / "messages.jsonl").read_text().splitlines()]
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark context shared by every Spark test (commands reuse it)."""
+    pytest.importorskip("pyspark")
+    from engine.exec.runners import SparkRunner
+
+    runner = SparkRunner("local[2]")  # one context shared by every Spark test; commands reuse it
+    runner.sc.setLogLevel("ERROR")
+    yield runner.sc
+    runner.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that asks for the Spark context starts a JVM: it must carry the slow mark (README, "Tests")."""
+    unmarked = [item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())
+                and item.get_closest_marker("slow") is None]
+    if unmarked:
+        raise pytest.UsageError(f"tests using the spark fixture must be marked @pytest.mark.slow: {unmarked}")
+
+
 @pytest.fixture
 def t1(tmp_path):
     """A fresh copy of the timer/t1 broker store: (store root, broker.conf pointing at it)."""

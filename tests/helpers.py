@@ -1,17 +1,33 @@
-"""Helpers shared by the tests: the golden-vector folder, a CLI runner, store snapshots, error-shape checks."""
+"""Helpers shared by the tests: the golden-vector folder, a CLI runner, store snapshots, error-shape checks, small
+stores put through the CLI (recovery and damage tests), and commit logs laid out record by record (index jobs)."""
 from __future__ import annotations
 
 import hashlib
 import json
+import random
+import struct
 import subprocess
+import time
 from pathlib import Path
 
 from typer.testing import CliRunner
+
+from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, check_message,
+                                             encode_record)
+from engine.broker.config.brokerconf import load_config
+from engine.broker.consumequeue.queue import list_queues
+from engine.broker.layout import list_index_files
+from engine.broker.store import MessageStore
+from engine.exec.ranges import SegmentRange, whole_segment
 
 GOLDEN = Path(__file__).parent / "golden"
 # Small geometry so segments and index files roll after a few messages.
 SMALL = ["--hash-slots", "16", "--max-index", "64", "--commitlog-file-size", "4096", "--cq-file-size", "200"]
 READ_GEOM = ["--hash-slots", "16", "--max-index", "64"]
+T0 = 1_700_000_000_000
+#: The segment size of fuzz_store's commit logs.
+FUZZ_SEG = 16384
+
 
 #: Stores a real RocketMQ broker wrote, with what its clients received (tests/golden/broker/*/README.md).
 BROKER_R1 = GOLDEN / "broker" / "r1"
@@ -190,6 +206,203 @@ def sample_workspace(root: Path) -> dict[str, Path]:
             "out": root / "out", "segment": store / "commitlog" / "00000000000000000000", "timerconf": timer_conf,
             "f3tier": f3 / "store" / "tiered", "f3store": f3 / "store" / "broker-a", "f3topic": f3_first["topic"],
             "f3key": f3_first["uniqKey"]}
+
+
+# ---------------------------------------------------------------- small stores put through the CLI
+
+SEG = 4096
+
+SEG_GEOM = ["--commitlog-file-size", str(SEG), "--hash-slots", "16", "--max-index", "64"]
+
+
+def cli(*args: str, code: int | None = 0):
+    """Invoke the CLI in-process and check its exit code (None: any)."""
+    from rmqtool.app import app
+
+    r = CliRunner().invoke(app, list(args))
+    if code is not None:
+        assert r.exit_code == code, f"exit {r.exit_code}: {r.stdout}\n{r.stderr}"
+    return r
+
+
+def cfg_for(store: Path):
+    return load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG, maxHashSlotNum=16,
+                       maxIndexNum=64)
+
+
+def sample_messages(n: int, start: int = 0, topic: str | None = None, queue_id: int | None = None) -> list[dict]:
+    """Messages with two KEYS tokens and a UNIQ_KEY each, a second apart, over two topics and three queues."""
+    out = []
+    for i in range(start, start + n):
+        out.append({"topic": topic or f"Topic{'AB'[i % 2]}", "queueId": (i % 3) if queue_id is None else queue_id,
+                    "tags": "TAG1", "keys": [f"k{i}", f"g{i}"], "uniqKey": f"UNIQ{i:08d}",
+                    "storeTimestamp": 1_700_000_000_000 + i * 600, "body": f"body offset {i} " + "x" * (i % 37)})
+    return out
+
+
+def put(store: Path, msgs: list[dict], tmp: Path, *extra: str) -> list[dict]:
+    """`rmqtool put --from-jsonl` of msgs into a store of SEG_GEOM; the acknowledgements."""
+    inp = tmp / f"in-{time.monotonic_ns()}.jsonl"
+    inp.write_text("".join(json.dumps(m) + "\n" for m in msgs))
+    r = cli("put", "--store", str(store), "--json", "--from-jsonl", str(inp), *extra, *SEG_GEOM)
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def recover_json(store: Path, *extra: str, code: int = 0) -> dict:
+    return json.loads(cli("recover", "--store", str(store), "--json", *extra, *SEG_GEOM, code=code).stdout)
+
+
+def found(store: Path, topic: str, key: str, unique: bool = False) -> list[int]:
+    args = ["query-key", "--store", str(store), "--topic", topic, "--key", key, "--json", *SEG_GEOM]
+    if unique:
+        args.append("--unique-key")
+    r = cli(*args)
+    return [json.loads(line)["commitLogOffset"] for line in r.stdout.splitlines() if line.strip()]
+
+
+def assert_all_found(store: Path, acks: list[dict], sent: list[dict]) -> None:
+    """Every message by each of its keys and its UNIQ_KEY: the engine query (what query-key runs) for all,
+    the query-key command itself for a few."""
+    with MessageStore(cfg_for(store)) as st:
+        for a, m in zip(acks, sent):
+            for k in m["keys"]:
+                assert a["commitLogOffset"] in [r.physical_offset for r in st.query(m["topic"], k).messages], k
+            got = st.query(m["topic"], m["uniqKey"], unique=True).messages
+            assert a["commitLogOffset"] in [r.physical_offset for r in got]
+    for a, m in list(zip(acks, sent))[::max(1, len(acks) // 3)]:
+        assert a["commitLogOffset"] in found(store, m["topic"], m["keys"][1])
+        assert a["commitLogOffset"] in found(store, m["topic"], m["uniqKey"], unique=True)
+
+
+def verify_ok(store: Path) -> None:
+    r = cli("inspect-index", "--store", str(store), "--verify", *SEG_GEOM, code=None)
+    assert r.exit_code == 0, r.stdout
+
+
+def data_bytes(store: Path) -> dict[str, bytes]:
+    """Commit log, consume queues, index files (by position: their names are creation times)."""
+    out = {}
+    for p in sorted((store / "commitlog").iterdir()):
+        out[f"commitlog/{p.name}"] = p.read_bytes()
+    for topic, qid in list_queues(store):
+        for p in sorted((store / "consumequeue" / topic / str(qid)).iterdir()):
+            out[f"cq/{topic}/{qid}/{p.name}"] = p.read_bytes()
+    for i, p in enumerate(list_index_files(store / "index")):
+        out[f"index#{i}"] = p.read_bytes()
+    return out
+
+
+def seg_file(store: Path, offset: int) -> tuple[Path, int]:
+    start = offset - offset % SEG
+    return store / "commitlog" / f"{start:020d}", offset % SEG
+
+
+def patch(path: Path, pos: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(data)
+
+
+# ---------------------------------------------------------------- commit logs laid out record by record
+
+def index_bytes(d: Path) -> list[bytes]:
+    return [p.read_bytes() for p in list_index_files(d)]
+
+
+def multikey_messages(n: int, seed: int = 7) -> list[dict]:
+    """Messages with several keys each (UNIQ_KEY from put + 1..4 KEYS tokens, empty tokens, repeats)."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        toks = [f"k{i}", f"c{i % 5}", "", f"ключ{i % 3}", "😀" if i % 7 == 0 else f"x{i}"][: rnd.randrange(1, 6)]
+        out.append({"topic": rnd.choice(["TopicA", "TopicB", "%RETRY%grp-1"]), "keys": " ".join(toks),
+                    "body": "b" * rnd.randrange(0, 300), "storeTimestamp": T0 + 400 * i + rnd.randrange(0, 50)})
+    return out
+
+
+def rec(topic="T", props_raw: bytes | None = None, props=None, **kw) -> MessageRecord:
+    r = MessageRecord(topic=topic, body=kw.pop("body", b"body"), properties=dict(props or {}), **kw)
+    if props_raw is not None:
+        r.properties_raw = props_raw
+    return r
+
+
+def place(records: list[MessageRecord], size: int, fake_phy=None) -> list[bytes]:
+    """Encode records at their commit-log positions (PHYSICALOFFSET = position unless fake_phy says)."""
+    blobs, start, pos = [], 0, 0
+    for i, r in enumerate(records):
+        r.physical_offset = 0
+        n = len(encode_record(r))
+        if n + 8 > size - pos:
+            start, pos = start + size, 0
+        r.physical_offset = fake_phy(i, start + pos) if fake_phy else start + pos
+        blobs.append(encode_record(r))
+        pos += n
+    return blobs
+
+
+def write_segments(root: Path, blobs: list[bytes], size: int) -> list[Path]:
+    """Lay records out in commit-log segments by the broker's rule (format §3.1), blank filler included."""
+    d = root / "commitlog"
+    d.mkdir(parents=True, exist_ok=True)
+    segs, cur, start, pos = [], bytearray(size), 0, 0
+    for data in blobs:
+        if len(data) + 8 > size - pos:
+            cur[pos:pos + 8] = blank_record(size - pos)
+            segs.append((start, cur))
+            start, cur, pos = start + size, bytearray(size), 0
+        cur[pos:pos + len(data)] = data
+        pos += len(data)
+    segs.append((start, cur))
+    paths = []
+    for s, buf in segs:
+        p = d / f"{s:020d}"
+        p.write_bytes(bytes(buf))
+        paths.append(p)
+    return paths
+
+
+def seg_infos(paths: list[Path]) -> list[SegmentRange]:
+    return [whole_segment(i, p, int(p.name)) for i, p in enumerate(paths)]
+
+
+def embedded_chain(n: int) -> bytes:
+    """A body that looks like a run of commit-log records: a range starting inside it guesses wrong."""
+    out, pos = bytearray(), 0
+    for i in range(n):
+        r = MessageRecord(topic="Fake", body=b"f" * 20, properties={"KEYS": f"fake{i}"}, physical_offset=pos)
+        data = encode_record(r)
+        out += data
+        pos += len(data)
+    return bytes(out)
+
+
+def fuzz_store(root: Path, seed: int) -> None:
+    """A commit log of FUZZ_SEG segments with every kind of walk stop: bodies that look like records, rollbacks,
+    a LENGTH_MISMATCH record (the walk goes on) and a corrupt one (its segment's walk ends there)."""
+    rnd = random.Random(seed)
+    recs = []
+    for i in range(260):
+        body = embedded_chain(rnd.randrange(9, 14)) if rnd.random() < 0.08 else b"b" * rnd.randrange(0, 700)
+        recs.append(rec(topic=rnd.choice(["TA", "TB", "Tö"]), body=body, store_timestamp=T0 + 10 * i,
+                        queue_id=rnd.randrange(3), sys_flag=rnd.choice([0, 0, 0, TRANSACTION_ROLLBACK_TYPE]),
+                        props={"KEYS": " ".join(f"k{rnd.randrange(50)}" for _ in range(rnd.randrange(0, 4))),
+                               "UNIQ_KEY": f"U{i}"}))
+    blobs = place(recs, FUZZ_SEG)
+    lm = bytearray(encode_record(rec(props={"KEYS": "mismatch"}))) + b"\x07" * 5  # LENGTH_MISMATCH, walk goes on
+    struct.pack_into(">i", lm, 0, len(lm))
+    blobs.insert(40, bytes(lm))
+    paths = write_segments(root, blobs, FUZZ_SEG)
+    data = bytearray(paths[2].read_bytes())  # segment 2: a corrupt record in the middle ends its walk there
+    pos = 0
+    for _ in range(6):
+        pos += check_message(bytes(data), pos, check_crc=False).size
+    data[pos + 4:pos + 8] = b"\x00\x00\x00\x01"
+    paths[2].write_bytes(bytes(data))
+
+
+def fuzz_config(root: Path):
+    return load_config(storePathRootDir=str(root), mappedFileSizeCommitLog=FUZZ_SEG, maxHashSlotNum=16, maxIndexNum=64)
 
 
 # ------------------------------------------------------------------------------------------- timer store

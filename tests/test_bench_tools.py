@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.broker.commitlog.message import BLANK, VALID, check_message, encode_record
 from helpers import put_jsonl
 
@@ -33,6 +35,7 @@ def test_generated_segment_equals_encode_record_message_by_message(tmp_path):
     assert len(set(variants.values())) == min(64, per)
 
 
+@pytest.mark.slow
 def test_killpoints_subprocess_kills_at_the_kth_change(tmp_path):
     store = tmp_path / "store"
     put_jsonl(store, [{"topic": "TopicA", "keys": f"k{i}", "body": "b"} for i in range(20)])

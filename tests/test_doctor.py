@@ -221,6 +221,7 @@ def _t1_cases():
             ("timerlog-misnamed", misnamed)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,damage", _t1_cases(), ids=[c[0] for c in _t1_cases()])
 def test_timer_damage_fixed(tmp_path, kind, damage):
     store, conf = unpack_timer_set("t1", tmp_path)

@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.broker.config.checkpoint import Checkpoint
-from helpers import run
-from test_recover import data_bytes
+from helpers import data_bytes, run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,6 +22,7 @@ def gen_module():
     return mod
 
 
+@pytest.mark.slow
 def test_generated_store_is_byte_identical_to_put(tmp_path):
     g = gen_module()
     spec = g.GenSpec(messages=700, body_size=120, topics=3, queues_per_topic=2, keys_per_message=2,

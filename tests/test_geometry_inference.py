@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from engine.broker.config.brokerconf import index_file_size, load_config
+from engine.broker.config.brokerconf import load_config
+from engine.broker.index.file import index_file_size
 from engine.broker.index.geometry import Candidates, _facts, infer_index_geometry, resolve_index_geometry
 from engine.broker.index.file import IndexFile
 from engine.errors import GeometryError
@@ -202,7 +203,7 @@ def _fits_one_read_per_field(path, geometry, index_count):
     answer on every file)."""
     import os
 
-    from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
+    from engine.broker.index.file import INDEX_HEADER_SIZE
     from engine.broker.index.geometry import _sample
 
     s, i = geometry

@@ -23,8 +23,16 @@ def load(name):
     return d, params, puts, queries, tm
 
 
-def test_all_scenarios_present():
-    assert {"a_small", "c_seeded", "d_full"} <= set(SCENARIOS)
+def test_scenarios_cover_a_full_file_a_seeded_file_and_a_refused_put():
+    """The vectors exercise what the tests below rely on: a file filled to its last item, a file started with
+    the previous file's end offset and time (IndexService rolling), and a put the full file refuses."""
+    params = {name: load(name)[1] for name in SCENARIOS}
+    assert {"a_small", "c_seeded", "d_full"} <= set(params)
+    small, seeded, full = params["a_small"], params["c_seeded"], params["d_full"]
+    assert small["isWriteFull"] and small["accepted"] == small["putKeyCalls"] == small["indexNum"] - 1
+    assert seeded["constructorEndPhyOffset"] > 0 and seeded["constructorEndTimestamp"] > 0
+    assert not seeded["isWriteFull"]
+    assert full["isWriteFull"] and full["accepted"] == full["indexNum"] - 1 < full["putKeyCalls"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

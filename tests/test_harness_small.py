@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -22,6 +24,7 @@ def figures(line: str) -> dict[str, int]:
     return {k.strip(): int(v) for k, v in re.findall(r"([a-z -]+): (\d+)", line)}
 
 
+@pytest.mark.slow
 def test_crash_loop_small(tmp_path):
     line, err = run_bench("crash_loop.py", "--trials", "3", "--messages", "400", "--cli-sample", "1",
                           "--seed", "11", "--workdir", str(tmp_path))
@@ -31,6 +34,7 @@ def test_crash_loop_small(tmp_path):
     assert f["lost messages"] == 0 and f["verify failures"] == 0, err
 
 
+@pytest.mark.slow
 def test_corruption_matrix_small(tmp_path):
     line, err = run_bench("corruption_matrix.py", "--quick", "--timeout", "120", "--workdir", str(tmp_path))
     f = figures(line)

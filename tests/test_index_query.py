@@ -311,6 +311,7 @@ def test_stats_memory_does_not_grow_with_the_items(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------- the benchmark's Java reference
 
 
+@pytest.mark.slow
 def test_the_java_reference_answers_as_select_phy_offsets(tmp_path):
     """bench/java/IndexLookup.java is what bench_index.py measures against: it must answer every lookup as the
     broker (and select_phy_offsets, checked against the golden vectors) does, collisions and windows included."""

@@ -6,6 +6,7 @@ import pytest
 from engine.broker.index.file import IndexFile, time_diff_seconds
 from engine.broker.index.service import IndexService
 from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
+from engine.errors import InvalidArgumentError
 
 
 def rec(off, ts, keys="", uniq=None, topic="T", sys_flag=0):
@@ -89,7 +90,7 @@ def test_put_key_refuses_read_only(tmp_path):
     f.flush()
     f.close()
     g = IndexFile.open(tmp_path / "f", 4, 8)
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidArgumentError, match="is open read-only"):
         g.put_key("b", 2, 2)
     g.close()
 

@@ -133,6 +133,7 @@ def test_tree_bins_order_equal_hashes_by_utf16_code_units(monkeypatch):
     assert model(case).keys() != case["order"]  # comparing code points would give another tree
 
 
+@pytest.mark.slow
 def test_live_jvm_orders_equal_the_committed_ones(tmp_path):
     if os.environ.get(ORDERS.NO_JDK_ENV) == "1":
         pytest.skip(f"{ORDERS.NO_JDK_ENV}=1: this machine has no JDK; the committed JVM orders were still checked")

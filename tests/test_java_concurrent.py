@@ -53,10 +53,12 @@ def probe(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_committed_expected_is_what_this_jvm_prints(probe):
     assert probe((JAVA_DIR / "chm_cases.txt").read_text()) == (JAVA_DIR / "chm_expected.txt").read_text()
 
 
+@pytest.mark.slow
 def test_random_histories_match_a_live_jvm(probe):
     script = "".join(random_cases(seed, 12) for seed in range(100, 104))
     want = probe(script)

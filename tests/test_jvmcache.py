@@ -126,6 +126,7 @@ def test_settle_keeps_only_an_archive_that_was_made_and_maps(cache, java, monkey
         assert calls[1].endswith(check)  # -version after the class path: the launcher stops at it
 
 
+@pytest.mark.slow
 def test_settle_waits_for_the_jvm_to_exit(cache, java):
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])  # exits unreaped: a zombie
     d = settle_payload(cache, java, slow.pid)
@@ -135,6 +136,7 @@ def test_settle_waits_for_the_jvm_to_exit(cache, java):
     slow.wait()
 
 
+@pytest.mark.slow
 def test_finish_ends_the_jvm_and_settles_in_a_detached_process(cache, java, monkeypatch, capsys):
     monkeypatch.setattr(jvmcache, "_java_binary", lambda: str(java))
     a = ClassArchive(LOCAL_JVM_OPTIONS)
@@ -170,6 +172,7 @@ def test_the_key_changes_with_the_jvm_options():
     assert k1 != k2 and len(k1) == 16
 
 
+@pytest.mark.slow
 def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
     """Two spark-reindex runs in fresh processes: the first makes the archive, the second starts its JVM with
     it; both give the inline job's files, and stdout is the JSON result alone."""

@@ -17,7 +17,7 @@ from engine.ops.recovery.apply import placeholder_record
 from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
 from engine.ops.recovery.placeholder import Origin
 from helpers import spy
-from test_recover import SEG, messages, patch, put, seg_file
+from helpers import SEG, cfg_for, patch, put, sample_messages, seg_file
 
 
 @pytest.mark.parametrize("trial", range(12))
@@ -101,7 +101,7 @@ def events(store):
 
 def test_walk_resynchronises_at_the_next_valid_record(tmp_path):
     store = tmp_path / "s"
-    acks = put(store, messages(30), tmp_path)
+    acks = put(store, sample_messages(30), tmp_path)
     p, pos = seg_file(store, acks[3]["commitLogOffset"])
     patch(p, pos + 4, b"\x00\x00\x00\x00")  # magic gone
     ev = events(store)
@@ -114,7 +114,7 @@ def test_walk_does_not_resynchronise_into_stale_records(tmp_path):
     """Records older than the last valid one, after the end, are what an earlier truncation left (pitfall 13):
     the log ends where the valid data ends."""
     store = tmp_path / "s"
-    acks = put(store, messages(12, start=0), tmp_path)
+    acks = put(store, sample_messages(12, start=0), tmp_path)
     end = acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
     p, pos = seg_file(store, acks[2]["commitLogOffset"])
     stale = bytearray(p.read_bytes()[pos:pos + acks[2]["storeSize"]])
@@ -134,10 +134,9 @@ def test_the_helper_process_finds_what_the_walk_alone_finds(tmp_path, monkeypatc
     is the same as without it."""
     import engine.ops.recovery.scan as scan
     from engine.ops.recovery import plan_recovery
-    from test_recover import cfg_for
 
     store = tmp_path / "s"
-    acks = put(store, messages(90), tmp_path)
+    acks = put(store, sample_messages(90), tmp_path)
     p, pos = seg_file(store, acks[7]["commitLogOffset"])
     patch(p, pos + 95, b"\xee")
     q, qpos = seg_file(store, acks[60]["commitLogOffset"])
@@ -160,7 +159,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     import engine.ops.logread as logread
 
     store = tmp_path / "s"
-    acks = put(store, messages(300), tmp_path)
+    acks = put(store, sample_messages(300), tmp_path)
     p, pos = seg_file(store, acks[7]["commitLogOffset"])
     patch(p, pos + 95, b"\xee")
     q, qpos = seg_file(store, acks[200]["commitLogOffset"])
@@ -194,7 +193,7 @@ def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, 
     from helpers import run
 
     store = tmp_path / "s"
-    acks = put(store, messages(90), tmp_path)
+    acks = put(store, sample_messages(90), tmp_path)
     q, qpos = seg_file(store, acks[60]["commitLogOffset"])
     patch(q, qpos + acks[60]["storeSize"] - 14, b"99")  # UNIQ00000060 -> UNIQ00000099
     args = ["inspect-index", "--store", store, "--verify", "--json", "--commitlog-file-size", str(SEG),
@@ -246,10 +245,9 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
     import engine.broker.commitlog.records as records
     import engine.ops.recovery.scan as scan
     from engine.ops.recovery import plan_recovery
-    from test_recover import cfg_for
 
     store = tmp_path / "s"
-    acks = put(store, messages(240), tmp_path)
+    acks = put(store, sample_messages(240), tmp_path)
     p, pos = seg_file(store, acks[30]["commitLogOffset"])
     patch(p, pos + 95, b"\xee")
     q, qpos = seg_file(store, acks[150]["commitLogOffset"])
@@ -288,7 +286,7 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     import engine.ops.logread as logread
 
     store = tmp_path / "s"
-    put(store, messages(300), tmp_path)
+    put(store, sample_messages(300), tmp_path)
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
     held = spy(monkeypatch, logread.CrcHelper, "_track", lambda self, busy: len(self.jobs))

@@ -166,7 +166,7 @@ def test_text_fits_80_columns_with_one_time_format(ws, tmp_path, path, i):
     assert r.exit_code == 0, r.output
     wide = [line for line in r.stdout.splitlines() if not fits(line)]
     assert wide == [], f"{path}: {len(wide)} line(s) over 80 columns, e.g. {wide[0]!r}"
-    assert not ISO_T.search(r.stdout), f"{path}: an ISO 'T' time in a table (times.format_time is the one format)"
+    assert not ISO_T.search(r.stdout), f"{path}: an ISO 'T' time in a table (engine.views.times.local_time is the one form)"
 
 
 def masked(text: str) -> str:

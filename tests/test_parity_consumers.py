@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from engine.broker.commitlog.message import parse_delay_levels
 from engine.broker.config import jsonfiles
 from engine.broker.layout import StoreLayout
 from engine.java import fastjson
 from engine.java.concurrent import ConcurrentHashMap, int_hash, string_hash
-from engine.ops.consumers import parse_delay_levels
+from engine.errors import InvalidArgumentError
 from helpers import assert_one_line_error, put_jsonl, run, snapshot
 
 T0 = 1_700_000_000_000
@@ -247,8 +248,9 @@ def test_delays_missing_and_damaged_offsets(delay_store):
 def test_parse_delay_levels_is_the_brokers():
     assert parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")[-1] == 7_200_000
     assert parse_delay_levels("1d 2h ") == [86_400_000, 7_200_000]
-    for bad in ("", " 1s", "1s 5", "1x", "s"):
-        with pytest.raises(Exception):
+    for bad, why in (("", "names no level"), (" 1s", "level 1 is ''"), ("1s 5", "level 2 is '5'"),
+                     ("1x", "level 1 is '1x'"), ("s", "level 1 is 's'")):
+        with pytest.raises(InvalidArgumentError, match=why):
             parse_delay_levels(bad)
 
 

@@ -13,49 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from engine.broker.config.checkpoint import Checkpoint
-from engine.broker.config.brokerconf import load_config
 from engine.broker.consumequeue.queue import ConsumeQueue, list_queues
 from engine.broker.layout import list_index_files
 from engine.ops.recovery import apply_recovery, plan_recovery
-from engine.broker.store import MessageStore
-from helpers import snapshot
-from rmqtool.app import app
+from helpers import (SEG, SEG_GEOM, assert_all_found, cfg_for, cli, data_bytes, found, patch, put,
+                     recover_json, sample_messages, seg_file, snapshot, verify_ok)
 
-SEG = 4096
-GEOM = ["--commitlog-file-size", str(SEG), "--hash-slots", "16", "--max-index", "64"]
 REPO = Path(__file__).resolve().parent.parent
-runner = CliRunner()
-
-
-def cli(*args: str, code: int | None = 0):
-    r = runner.invoke(app, list(args))
-    if code is not None:
-        assert r.exit_code == code, f"exit {r.exit_code}: {r.stdout}\n{r.stderr}"
-    return r
-
-
-def cfg_for(store: Path):
-    return load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG, maxHashSlotNum=16,
-                       maxIndexNum=64)
-
-
-def messages(n: int, start: int = 0, topic: str | None = None, queue_id: int | None = None) -> list[dict]:
-    out = []
-    for i in range(start, start + n):
-        out.append({"topic": topic or f"Topic{'AB'[i % 2]}", "queueId": (i % 3) if queue_id is None else queue_id,
-                    "tags": "TAG1", "keys": [f"k{i}", f"g{i}"], "uniqKey": f"UNIQ{i:08d}",
-                    "storeTimestamp": 1_700_000_000_000 + i * 600, "body": f"body offset {i} " + "x" * (i % 37)})
-    return out
-
-
-def put(store: Path, msgs: list[dict], tmp: Path, *extra: str) -> list[dict]:
-    inp = tmp / f"in-{time.monotonic_ns()}.jsonl"
-    inp.write_text("".join(json.dumps(m) + "\n" for m in msgs))
-    r = cli("put", "--store", str(store), "--json", "--from-jsonl", str(inp), *extra, *GEOM)
-    return [json.loads(line) for line in r.stdout.splitlines()]
 
 
 def crash_put(store: Path, msgs: list[dict], tmp: Path) -> None:
@@ -78,26 +44,9 @@ def crash_put(store: Path, msgs: list[dict], tmp: Path) -> None:
     assert (store / "abort").exists()
 
 
-def recover_json(store: Path, *extra: str, code: int = 0) -> dict:
-    return json.loads(cli("recover", "--store", str(store), "--json", *extra, *GEOM, code=code).stdout)
-
-
 def hashes(store: Path) -> dict:
     """Content hash and mtime of every file: "changes nothing" means neither moves."""
     return snapshot(store)
-
-
-def data_bytes(store: Path) -> dict[str, bytes]:
-    """Commit log, consume queues, index files (by position: their names are creation times)."""
-    out = {}
-    for p in sorted((store / "commitlog").iterdir()):
-        out[f"commitlog/{p.name}"] = p.read_bytes()
-    for topic, qid in list_queues(store):
-        for p in sorted((store / "consumequeue" / topic / str(qid)).iterdir()):
-            out[f"cq/{topic}/{qid}/{p.name}"] = p.read_bytes()
-    for i, p in enumerate(list_index_files(store / "index")):
-        out[f"index#{i}"] = p.read_bytes()
-    return out
 
 
 def assert_same_data(a: Path, b: Path) -> None:
@@ -107,52 +56,14 @@ def assert_same_data(a: Path, b: Path) -> None:
     assert not diff, f"differs from an uninterrupted put: {diff}"
 
 
-def verify_ok(store: Path) -> None:
-    r = cli("inspect-index", "--store", str(store), "--verify", *GEOM, code=None)
-    assert r.exit_code == 0, r.stdout
-
-
-def found(store: Path, topic: str, key: str, unique: bool = False) -> list[int]:
-    args = ["query-key", "--store", str(store), "--topic", topic, "--key", key, "--json", *GEOM]
-    if unique:
-        args.append("--unique-key")
-    r = cli(*args)
-    return [json.loads(line)["commitLogOffset"] for line in r.stdout.splitlines() if line.strip()]
-
-
-def assert_all_found(store: Path, acks: list[dict], sent: list[dict]) -> None:
-    """Every message by each of its keys and its UNIQ_KEY: the engine query (what query-key runs) for all,
-    the query-key command itself for a few."""
-    with MessageStore(cfg_for(store)) as st:
-        for a, m in zip(acks, sent):
-            for k in m["keys"]:
-                assert a["commitLogOffset"] in [r.physical_offset for r in st.query(m["topic"], k).messages], k
-            got = st.query(m["topic"], m["uniqKey"], unique=True).messages
-            assert a["commitLogOffset"] in [r.physical_offset for r in got]
-    for a, m in list(zip(acks, sent))[::max(1, len(acks) // 3)]:
-        assert a["commitLogOffset"] in found(store, m["topic"], m["keys"][1])
-        assert a["commitLogOffset"] in found(store, m["topic"], m["uniqKey"], unique=True)
-
-
-def seg_file(store: Path, offset: int) -> tuple[Path, int]:
-    start = offset - offset % SEG
-    return store / "commitlog" / f"{start:020d}", offset % SEG
-
-
-def patch(path: Path, pos: int, data: bytes) -> None:
-    with open(path, "r+b") as f:
-        f.seek(pos)
-        f.write(data)
-
-
 # ------------------------------------------------------------------------------------------- consistent
 
 
 def test_consistent_store_is_left_byte_identical(tmp_path):
     store = tmp_path / "s"
-    put(store, messages(80), tmp_path)
+    put(store, sample_messages(80), tmp_path)
     before = hashes(store)
-    r = cli("recover", "--store", str(store), *GEOM)
+    r = cli("recover", "--store", str(store), *SEG_GEOM)
     assert "already consistent" in r.stdout
     d = recover_json(store)
     assert d["consistent"] and d["mode"] == "normal" and not d["changed"] and d["actions"] == []
@@ -161,14 +72,14 @@ def test_consistent_store_is_left_byte_identical(tmp_path):
 
 def test_dry_run_changes_nothing_and_predicts_the_repair(tmp_path):
     store = tmp_path / "s"
-    acks = put(store, messages(60), tmp_path)
+    acks = put(store, sample_messages(60), tmp_path)
     last = acks[-1]
     p, pos = seg_file(store, last["commitLogOffset"])
     patch(p, pos + 30, bytes(20))  # a torn record
     (store / "abort").write_text("1")
     before = hashes(store)
     plan = recover_json(store, "--dry-run")
-    human = cli("recover", "--store", str(store), "--dry-run", *GEOM).stdout
+    human = cli("recover", "--store", str(store), "--dry-run", *SEG_GEOM).stdout
     assert hashes(store) == before
     assert "dry run" in human and "would" in human
     assert plan["dryRun"] and not plan["changed"]
@@ -191,7 +102,7 @@ def test_broker_damage_last_message(tmp_path, abort):
     """DefaultMessageStoreTest.test_recover_damageLastMessage / test_recover_abort: 16 zero bytes from the topic
     length of the last message; recovery ends the log at that message and the queue at 100 units."""
     store = tmp_path / "s"
-    sent = messages(101, topic="recoverTopic", queue_id=0)
+    sent = sample_messages(101, topic="recoverTopic", queue_id=0)
     acks = put(store, sent, tmp_path)
     last_phy = acks[99]["commitLogOffset"] + acks[99]["storeSize"]
     assert last_phy == acks[100]["commitLogOffset"]
@@ -219,7 +130,7 @@ def test_broker_damage_last_message(tmp_path, abort):
     assert found(store, "recoverTopic", "k100") == []  # the damaged message is gone from the index too
     assert found(store, "recoverTopic", "k99") == [acks[99]["commitLogOffset"]]
     # The store takes new messages right where the damaged one was.
-    new = put(store, messages(1, start=500, topic="recoverTopic", queue_id=0), tmp_path)
+    new = put(store, sample_messages(1, start=500, topic="recoverTopic", queue_id=0), tmp_path)
     assert new[0]["commitLogOffset"] == last_phy and new[0]["queueOffset"] == 100
     verify_ok(store)
 
@@ -231,7 +142,7 @@ def test_crash_recovery_matches_an_uninterrupted_put(tmp_path):
     """A writer killed after its last sync-flushed put: after recover, the commit log, consume queues and index
     are byte for byte what one uninterrupted put of the same messages writes, and stay so as puts go on."""
     crashed, reference = tmp_path / "crashed", tmp_path / "reference"
-    first, second, third = messages(40), messages(45, start=40), messages(20, start=85)
+    first, second, third = sample_messages(40), sample_messages(45, start=40), sample_messages(20, start=85)
     put(crashed, first, tmp_path)
     crash_put(crashed, second, tmp_path)
     d = recover_json(crashed)
@@ -248,7 +159,7 @@ def test_torn_record_and_lost_index_file_after_a_crash(tmp_path):
     """The last record half written and the newest index file gone: recover drops the record, its units and
     index items, and rebuilds the index file; equal to a put without the dropped message."""
     crashed, reference = tmp_path / "crashed", tmp_path / "reference"
-    first, second = messages(30), messages(39, start=30)  # the last record does not start a segment
+    first, second = sample_messages(30), sample_messages(39, start=30)  # the last record does not start a segment
     put(crashed, first, tmp_path)
     crash_put(crashed, second, tmp_path)
     with_keys = list_index_files(crashed / "index")
@@ -275,7 +186,7 @@ def test_index_the_broker_would_delete_is_kept_findable(tmp_path):
     re-indexes only from its recovery start. With an old indexMsgTimestamp and no newer index files left,
     rmqtool re-indexes every surviving message."""
     store = tmp_path / "s"
-    sent = messages(90)
+    sent = sample_messages(90)
     acks = put(store, sent, tmp_path)
     files = list_index_files(store / "index")
     assert len(files) >= 4
@@ -297,7 +208,7 @@ def test_consume_queue_units_are_re_dispatched(tmp_path):
     """Consume queues lost their unflushed tail (and one queue entirely) in a crash; the checkpoint's
     logicsMsgTimestamp says how far they were flushed, so recovery re-dispatches from there (format §7.4, §7.5)."""
     store = tmp_path / "s"
-    sent = messages(50)
+    sent = sample_messages(50)
     put(store, sent, tmp_path)
     before = data_bytes(store)
     q = store / "consumequeue" / "TopicA" / "0" / f"{0:020d}"
@@ -315,7 +226,7 @@ def test_consume_queue_units_are_re_dispatched(tmp_path):
 
 def test_no_check_crc_keeps_a_record_with_a_bad_body(tmp_path):
     store = tmp_path / "s"
-    acks = put(store, messages(30), tmp_path)
+    acks = put(store, sample_messages(30), tmp_path)
     last = acks[-1]
     p, pos = seg_file(store, last["commitLogOffset"])
     data = p.read_bytes()
@@ -331,7 +242,7 @@ def test_no_check_crc_keeps_a_record_with_a_bad_body(tmp_path):
 
 def test_index_safe_starts_at_the_index_durable_point(tmp_path):
     store = tmp_path / "s"
-    sent = messages(90)
+    sent = sample_messages(90)
     put(store, sent, tmp_path)
     cp = Checkpoint.load(store / "checkpoint")
     cp.indexMsgTimestamp = sent[5]["storeTimestamp"]
@@ -349,7 +260,7 @@ def test_full_scan_keeps_every_valid_record_after_a_damaged_one(tmp_path):
     default scan too. --full-scan finds it, keeps every valid record after it (issue 10 item 4), copies the
     damaged bytes to the quarantine and puts a placeholder record the broker accepts in their place."""
     store = tmp_path / "s"
-    sent = messages(90)
+    sent = sample_messages(90)
     acks = put(store, sent, tmp_path)
     victim = acks[5]
     p, pos = seg_file(store, victim["commitLogOffset"])
@@ -375,7 +286,7 @@ def test_full_scan_keeps_every_valid_record_after_a_damaged_one(tmp_path):
     assert entry["offset"] == pos and entry["length"] == victim["storeSize"]
     assert (qdir / entry["stored"]).read_bytes() == damaged
     # In their place: a valid ROLLBACK record (the broker's recovery walks on; no unit, no index key).
-    r = cli("get", "--store", str(store), "--offset", str(victim["commitLogOffset"]), "--json", *GEOM[:2])
+    r = cli("get", "--store", str(store), "--offset", str(victim["commitLogOffset"]), "--json", *SEG_GEOM[:2])
     got = json.loads(r.stdout)
     assert got["topic"] == "rmq_sys_rmqtool_quarantine" and got["transactionType"] == "ROLLBACK"
     assert got["storeSize"] == victim["storeSize"]
@@ -390,7 +301,7 @@ def test_full_scan_keeps_every_valid_record_after_a_damaged_one(tmp_path):
 @pytest.mark.parametrize("kind", ["garbage", "short", "missing"])
 def test_unreadable_checkpoint_rewinds_and_is_rewritten(tmp_path, kind):
     store = tmp_path / "s"
-    sent = messages(40)
+    sent = sample_messages(40)
     acks = put(store, sent, tmp_path)
     cp = store / "checkpoint"
     if kind == "garbage":
@@ -412,7 +323,7 @@ def test_unreadable_checkpoint_rewinds_and_is_rewritten(tmp_path, kind):
 
 def test_segments_after_the_end_are_deleted_and_the_tail_zeroed(tmp_path):
     store = tmp_path / "s"
-    acks = put(store, messages(30), tmp_path)
+    acks = put(store, sample_messages(30), tmp_path)
     segs = sorted((store / "commitlog").iterdir())
     end = acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
     # Stale bytes after the end (what the broker's truncation leaves) and two segments after the last one.
@@ -433,7 +344,7 @@ def test_an_interrupted_recovery_is_recovered_again(tmp_path, monkeypatch):
     import engine.ops.recovery.apply as rec
 
     store, reference = tmp_path / "s", tmp_path / "ref"
-    first = messages(69)
+    first = sample_messages(69)
     put(store, first[:30], tmp_path)
     crash_put(store, first[30:], tmp_path)
     cfg = cfg_for(store)
@@ -464,11 +375,11 @@ def test_writer_killed_before_its_first_write(tmp_path):
     store = tmp_path / "s"
     store.mkdir()
     (store / "abort").write_text("4242")
-    r = cli("put", "--store", str(store), "--topic", "T", "--body", "x", *GEOM, code=2)
+    r = cli("put", "--store", str(store), "--topic", "T", "--body", "x", *SEG_GEOM, code=2)
     assert "recover" in r.stderr
     d = recover_json(store)
     assert d["mode"] == "abnormal" and d["maxOffsetAfter"] == 0 and not (store / "abort").exists()
-    assert put(store, messages(3), tmp_path)[0]["commitLogOffset"] == 0
+    assert put(store, sample_messages(3), tmp_path)[0]["commitLogOffset"] == 0
 
 
 def test_not_a_store_is_a_one_line_error(tmp_path):
@@ -479,7 +390,7 @@ def test_not_a_store_is_a_one_line_error(tmp_path):
 
 def test_wrong_index_geometry_is_refused_not_rebuilt(tmp_path):
     store = tmp_path / "s"
-    put(store, messages(30), tmp_path)
+    put(store, sample_messages(30), tmp_path)
     (store / "abort").write_text("1")
     before = hashes(store)
     r = cli("recover", "--store", str(store), "--commitlog-file-size", str(SEG), "--hash-slots", "32",
@@ -517,18 +428,18 @@ def locked(tmp_path):
 ])
 def test_locked_store_is_refused_and_unchanged(tmp_path, locked, command):
     store = tmp_path / "s"
-    acks = put(store, messages(40), tmp_path)
+    acks = put(store, sample_messages(40), tmp_path)
     p, pos = seg_file(store, acks[-1]["commitLogOffset"])
     patch(p, pos + 20, bytes(8))
     if command[0] != "put":
         (store / "abort").write_text("1")
     before = hashes(store)
     locked(store)
-    r = cli(command[0], "--store", str(store), *command[1:], *GEOM, code=4)
+    r = cli(command[0], "--store", str(store), *command[1:], *SEG_GEOM, code=4)
     assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1 and "locked" in r.stderr
     assert hashes(store) == before
     # Read-only commands still work on a locked store; recover --dry-run says the plan may be stale.
-    r = cli("recover", "--store", str(store), "--dry-run", *GEOM)
+    r = cli("recover", "--store", str(store), "--dry-run", *SEG_GEOM)
     assert "locked" in r.stderr
     assert hashes(store) == before
 

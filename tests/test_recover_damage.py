@@ -14,9 +14,8 @@ import pytest
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.layout import list_index_files
 from engine.broker.commitlog.message import BLANK, VALID, check_message
-from helpers import spy
-from test_recover import (GEOM, SEG, assert_all_found, cli, found, messages, patch, put, recover_json, seg_file,
-                          verify_ok)
+from helpers import (SEG, SEG_GEOM, assert_all_found, cfg_for, cli, found, patch, put, recover_json, sample_messages,
+                     seg_file, spy, verify_ok)
 
 
 def broker_scan_end(store: Path) -> tuple[int, int]:
@@ -41,7 +40,7 @@ def broker_scan_end(store: Path) -> tuple[int, int]:
 
 def build(tmp_path: Path, n: int = 90) -> tuple[Path, list[dict], list[dict]]:
     store = tmp_path / "s"
-    sent = messages(n)
+    sent = sample_messages(n)
     return store, put(store, sent, tmp_path), sent
 
 
@@ -66,7 +65,7 @@ def test_zeroed_page_in_the_last_segment_keeps_the_records_after_it(tmp_path):
     keys_found_except(store, acks, sent, {victim})
     assert found(store, sent[victim]["topic"], sent[victim]["keys"][0]) == []
     # The consume queue keeps its positions: later messages have their own queue offsets still.
-    r = cli("get", "--store", str(store), "--offset", str(acks[victim + 3]["commitLogOffset"]), "--json", *GEOM[:2])
+    r = cli("get", "--store", str(store), "--offset", str(acks[victim + 3]["commitLogOffset"]), "--json", *SEG_GEOM[:2])
     assert json.loads(r.stdout)["queueOffset"] == acks[victim + 3]["queueOffset"]
 
 
@@ -129,7 +128,7 @@ def test_damaged_older_index_files_are_rebuilt(tmp_path, damage):
         first.rename(tmp)
         f.rename(first)
         tmp.rename(f)
-    before = cli("inspect-index", "--store", str(store), "--verify", *GEOM, code=None)
+    before = cli("inspect-index", "--store", str(store), "--verify", *SEG_GEOM, code=None)
     d = recover_json(store)
     assert not d["consistent"] and (d["index"]["rebuilt"] or d["index"]["created"])
     assert d["index"]["problems"], d["index"]
@@ -155,7 +154,7 @@ def test_refuses_without_room_for_the_quarantine_and_force_goes_ahead(tmp_path, 
         return type(u)(u.total, u.total, 0)
 
     monkeypatch.setattr(quarantine.shutil, "disk_usage", full)
-    r = cli("recover", "--store", str(store), *GEOM, code=2)
+    r = cli("recover", "--store", str(store), *SEG_GEOM, code=2)
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "--force" in err[0] and "overwrite" in err[0]
     assert {q: q.read_bytes() for q in store.rglob("*") if q.is_file()} == before
@@ -188,9 +187,9 @@ def test_truncated_tail_is_quarantined(tmp_path):
 
 def test_verify_reports_expired_items_as_expired(tmp_path):
     store, acks, sent = build(tmp_path)
-    r = cli("clean", "--store", str(store), "--force-now", "--json", *GEOM)
+    r = cli("clean", "--store", str(store), "--force-now", "--json", *SEG_GEOM)
     assert json.loads(r.stdout)["commitLog"]["deleted"]
-    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=0)
+    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=0)
     reps = [json.loads(line)["verify"] for line in r.stdout.splitlines()]
     assert sum(x["expiredItems"] for x in reps) > 0 and all(x["ok"] for x in reps)
 
@@ -199,7 +198,7 @@ def test_verify_reports_a_zero_filled_index_file(tmp_path):
     store, acks, sent = build(tmp_path)
     f = older_index(store)
     f.write_bytes(bytes(f.stat().st_size))
-    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=3)
+    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=3)
     rep = [json.loads(line)["verify"] for line in r.stdout.splitlines()][1]
     assert rep["zeroFilled"] and not rep["ok"] and "zero-filled" in rep["problems"][0]
 
@@ -216,12 +215,12 @@ def test_verify_next_to_a_live_writer_counts_in_flight_items(tmp_path, locked_st
     item = struct.pack(">iqii", 3, acks[-1]["commitLogOffset"], 0, struct.unpack(">i", data[40 + 12:44 + 12])[0])
     patch(f, 40 + 4 * slots + 20 * count, item)
     patch(f, 40 + 4 * 3, struct.pack(">i", count))
-    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=3)
-    key = ["query-key", "--store", str(store), "--topic", sent[-1]["topic"], "--key", sent[-1]["keys"][0], *GEOM]
+    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=3)
+    key = ["query-key", "--store", str(store), "--topic", sent[-1]["topic"], "--key", sent[-1]["keys"][0], *SEG_GEOM]
     unlocked = cli(*key, code=None)
     assert "past the header's indexCount" in unlocked.stderr  # the newest file is damaged, and said so
     locked_store(store)
-    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *GEOM, code=0)
+    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=0)
     rep = [json.loads(line)["verify"] for line in r.stdout.splitlines()][-1]
     assert rep["liveWriter"] and rep["inFlight"] >= 1 and rep["ok"]
     # query-key asks whether a writer holds the lock only when it meets such an item: in flight, not damage
@@ -256,7 +255,7 @@ def test_checkpoint_after_damage_repair_lets_put_continue(tmp_path):
     patch(p, pos + 95, b"\x01")
     d = recover_json(store, "--full-scan")
     assert d["skipped"]
-    more = put(store, messages(5, start=500), tmp_path)
+    more = put(store, sample_messages(5, start=500), tmp_path)
     assert more[0]["commitLogOffset"] == acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
     verify_ok(store)
     cp = Checkpoint.load(store / "checkpoint")
@@ -300,7 +299,8 @@ def _inside_an_older_index_file(store: Path) -> tuple[Path, int]:
     raise AssertionError("no index file spans two segments below the scan start")
 
 
-@pytest.mark.parametrize("how,full", [("short", True), ("long", True), ("short", False)])
+@pytest.mark.parametrize("how,full", [("short", True), ("long", True),
+                                      pytest.param("short", False, marks=pytest.mark.slow)])  # 2000 messages
 def test_a_segment_of_the_wrong_size_is_brought_back_to_size(tmp_path, how, full):
     store, acks, sent = build(tmp_path, 90 if full else 2000)
     segs = sorted((store / "commitlog").iterdir())
@@ -336,7 +336,6 @@ def test_index_structure_checks_run_during_the_walk(tmp_path, monkeypatch, damag
     with every check done before the walk."""
     import engine.ops.recovery.trust as trust
     from engine.ops.recovery import plan_recovery
-    from test_recover import cfg_for
 
     store, acks, sent = build(tmp_path)
     f = older_index(store)

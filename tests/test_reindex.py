@@ -13,44 +13,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import (GOLDEN, READ_GEOM, T0, assert_one_line_error, index_bytes, multikey_messages, place, put_jsonl, rec,
+                     run, seg_infos, snapshot, write_segments)
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.index.file import IndexFile
 from engine.broker.index.service import IndexService
 from engine.broker.layout import list_index_files
 from engine.broker.commitlog.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
-                                             TRANSACTION_ROLLBACK_TYPE, MessageRecord, blank_record, check_message,
-                                             encode_record, serialize_properties)
+                                             TRANSACTION_ROLLBACK_TYPE, MessageRecord, check_message, encode_record,
+                                             serialize_properties)
 from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range
-from engine.exec.ranges import SegmentRange, whole_segment
 from reindex_oracles import scan_from_records, scan_segment_reference
 
-T0 = 1_700_000_000_000
-GEOM = ["--hash-slots", "16", "--max-index", "64"]
 
 
 # ============================================================================ helpers
-
-def index_bytes(d: Path) -> list[bytes]:
-    return [p.read_bytes() for p in list_index_files(d)]
-
-
-def messages(n: int, seed: int = 7) -> list[dict]:
-    """Messages with several keys each (UNIQ_KEY from put + 1..4 KEYS tokens, empty tokens, repeats)."""
-    rnd = random.Random(seed)
-    out = []
-    for i in range(n):
-        toks = [f"k{i}", f"c{i % 5}", "", f"ключ{i % 3}", "😀" if i % 7 == 0 else f"x{i}"][: rnd.randrange(1, 6)]
-        out.append({"topic": rnd.choice(["TopicA", "TopicB", "%RETRY%grp-1"]), "keys": " ".join(toks),
-                    "body": "b" * rnd.randrange(0, 300), "storeTimestamp": T0 + 400 * i + rnd.randrange(0, 50)})
-    return out
 
 
 @pytest.fixture(scope="module")
 def put_store(tmp_path_factory) -> Path:
     """A store written by `rmqtool put` (the broker's incremental index path), rolling >= 3 index files."""
     store = tmp_path_factory.mktemp("reindex") / "store"
-    put_jsonl(store, messages(70))
+    put_jsonl(store, multikey_messages(70))
     assert len(list_index_files(store / "index")) >= 3
     assert len(list((store / "commitlog").iterdir())) >= 3
     return store
@@ -64,32 +48,7 @@ def store(put_store, tmp_path) -> Path:
 
 
 def reindex(store, *extra, master="inline"):
-    return run(["spark-reindex", "--store", store, *GEOM, "--master", master, *extra])
-
-
-def write_segments(root: Path, blobs: list[bytes], size: int) -> list[Path]:
-    """Lay records out in commit-log segments by the broker's rule (format §3.1), blank filler included."""
-    d = root / "commitlog"
-    d.mkdir(parents=True, exist_ok=True)
-    segs, cur, start, pos = [], bytearray(size), 0, 0
-    for data in blobs:
-        if len(data) + 8 > size - pos:
-            cur[pos:pos + 8] = blank_record(size - pos)
-            segs.append((start, cur))
-            start, cur, pos = start + size, bytearray(size), 0
-        cur[pos:pos + len(data)] = data
-        pos += len(data)
-    segs.append((start, cur))
-    paths = []
-    for s, buf in segs:
-        p = d / f"{s:020d}"
-        p.write_bytes(bytes(buf))
-        paths.append(p)
-    return paths
-
-
-def seg_infos(paths: list[Path]) -> list[SegmentRange]:
-    return [whole_segment(i, p, int(p.name)) for i, p in enumerate(paths)]
+    return run(["spark-reindex", "--store", store, *READ_GEOM, "--master", master, *extra])
 
 
 def assert_same_scan(a, b):
@@ -97,27 +56,6 @@ def assert_same_scan(a, b):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
     for f in ("bytes_scanned", "end_kind", "end_offset", "length_mismatches", "rollbacks", "phy_mismatches"):
         assert getattr(a, f) == getattr(b, f), (f, getattr(a, f), getattr(b, f))
-
-
-def rec(topic="T", props_raw: bytes | None = None, props=None, **kw) -> MessageRecord:
-    r = MessageRecord(topic=topic, body=kw.pop("body", b"body"), properties=dict(props or {}), **kw)
-    if props_raw is not None:
-        r.properties_raw = props_raw
-    return r
-
-
-def place(records: list[MessageRecord], size: int, fake_phy=None) -> list[bytes]:
-    """Encode records at their commit-log positions (PHYSICALOFFSET = position unless fake_phy says)."""
-    blobs, start, pos = [], 0, 0
-    for i, r in enumerate(records):
-        r.physical_offset = 0
-        n = len(encode_record(r))
-        if n + 8 > size - pos:
-            start, pos = start + size, 0
-        r.physical_offset = fake_phy(i, start + pos) if fake_phy else start + pos
-        blobs.append(encode_record(r))
-        pos += n
-    return blobs
 
 
 # ============================================================================ scan
@@ -340,7 +278,7 @@ def test_rebuild_into_the_store_keeps_a_backup_and_moves_the_checkpoint(store):
         cp_before.physicMsgTimestamp, cp_before.logicsMsgTimestamp, cp_before.confirmPhyOffset)
     assert not [p for p in store.iterdir() if ".reindex-" in p.name]  # no staging left behind
     # The store still answers queries through the rebuilt index.
-    q = run(["query-key", "--store", store, *GEOM, "--topic", "TopicA", "--key", "c1", "--json"])
+    q = run(["query-key", "--store", store, *READ_GEOM, "--topic", "TopicA", "--key", "c1", "--json"])
     assert q.exit_code == 0 and q.stdout.strip()
 
 
@@ -433,7 +371,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
     data = bytearray(paths[0].read_bytes())
     data[4:8] = b"\x00\x00\x00\x01"  # first record's magic destroyed: segment 0 is unreadable
     paths[0].write_bytes(bytes(data))
-    r = run(["spark-reindex", "--store", root, *GEOM, "--master", "inline", "--json"])
+    r = run(["spark-reindex", "--store", root, *READ_GEOM, "--master", "inline", "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert res["anomalies"] and "warning" in r.stderr
@@ -442,17 +380,8 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
 
 # ============================================================================ Spark (local mode)
 
-@pytest.fixture(scope="session")
-def spark():
-    pytest.importorskip("pyspark")
-    from engine.exec.runners import SparkRunner
 
-    runner = SparkRunner("local[2]")  # one context shared by every Spark test; commands reuse it
-    runner.sc.setLogLevel("ERROR")
-    yield runner.sc
-    runner.close()
-
-
+@pytest.mark.slow
 def test_spark_rebuild_is_byte_identical_to_put(spark, store, tmp_path):
     want = index_bytes(store / "index")
     r = reindex(store, "--out", tmp_path / "out", "--json", master="local[2]")
@@ -463,6 +392,7 @@ def test_spark_rebuild_is_byte_identical_to_put(spark, store, tmp_path):
     assert not list((tmp_path / "out").glob(".*"))  # no temporary or staging names left
 
 
+@pytest.mark.slow
 def test_spark_into_store_with_backup_and_checkpoint(spark, store):
     want = index_bytes(store / "index")
     r = reindex(store, "--json", master="local[2]")
@@ -472,6 +402,7 @@ def test_spark_into_store_with_backup_and_checkpoint(spark, store):
     assert Checkpoint.load(store / "checkpoint").indexMsgTimestamp == res["indexMsgTimestamp"] > 0
 
 
+@pytest.mark.slow
 def test_spark_handles_offsets_going_backwards_like_inline(spark, tmp_path):
     # Records whose PHYSICALOFFSET fields go back across segments exercise the "already indexed" filter job.
     root = tmp_path / "s"

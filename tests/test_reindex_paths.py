@@ -13,8 +13,7 @@ from engine.jobs.broker_plan import (accepted_count, entry_columns, entry_record
                                      probe_range)
 from engine.progress import no_progress
 from engine.exec.ranges import segment_ranges
-from test_reindex import index_bytes, spark  # noqa: F401  (spark: the shared session)
-from test_reindex_ranges import config, fuzz_store
+from helpers import fuzz_config, fuzz_store, index_bytes
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
@@ -53,7 +52,7 @@ def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):
     # A record's keys share its offset and time; the pieces of a range lying wholly in one file are the
     # scan's columns themselves (no copy), the pieces of a range cut between files are copies.
     fuzz_store(tmp_path / "s", 8)
-    cfg = config(tmp_path / "s")
+    cfg = fuzz_config(tmp_path / "s")
     scans = [scan_range(u) for u in segment_ranges(cfg, 1 << 30)]  # whole segments: exact starts
     from engine.exec.runners import InlineRunner
 
@@ -77,11 +76,12 @@ def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):
     assert whole and cut  # the fuzzed store has both kinds
 
 
+@pytest.mark.slow
 def test_spark_answers_plan_questions_from_the_scan_files(spark, tmp_path, monkeypatch):
     from engine.exec.runners import InlineRunner, SparkRunner
 
     fuzz_store(tmp_path / "s", 9)
-    cfg = config(tmp_path / "s")
+    cfg = fuzz_config(tmp_path / "s")
     units = segment_ranges(cfg, 6000)
     runner = SparkRunner("local[2]")  # the shared session
     try:
@@ -112,6 +112,7 @@ def settled_units(units, summaries):
     return out
 
 
+@pytest.mark.slow
 def test_a_local_job_jvm_runs_with_the_local_jvm_options(spark):
     # The shared context was started by SparkRunner("local[2]"): the client compiler only, the serial collector.
     from engine.exec.runners import LOCAL_JVM_OPTIONS

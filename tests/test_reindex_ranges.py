@@ -2,61 +2,16 @@
 where its first record starts, settles to the one sequential walk, for both index formats, inline and Spark."""
 from __future__ import annotations
 
-import random
-import struct
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from engine.broker.config.brokerconf import load_config
-from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, LENGTH_MISMATCH, VALID, MessageRecord,
-                                             check_message, encode_record)
+from engine.broker.commitlog.message import LENGTH_MISMATCH, VALID, check_message, encode_record
 from engine.broker.commitlog.records import SegmentEnd, decode_segment
 from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.exec.ranges import RangeChain, find_record_start, segment_ends, segment_ranges, settle
 from engine.jobs.tiered_index import scan_range_tiered, tiered_reindex
-from test_reindex import index_bytes, place, rec, spark, write_segments  # noqa: F401  (spark: shared session)
+from helpers import FUZZ_SEG, T0, fuzz_config, fuzz_store, index_bytes, rec
 
-T0 = 1_700_000_000_000
-SEG = 16384
-
-
-def embedded_chain(n: int) -> bytes:
-    """A body that looks like a run of commit-log records: a range starting inside it guesses wrong."""
-    out, pos = bytearray(), 0
-    for i in range(n):
-        r = MessageRecord(topic="Fake", body=b"f" * 20, properties={"KEYS": f"fake{i}"}, physical_offset=pos)
-        data = encode_record(r)
-        out += data
-        pos += len(data)
-    return bytes(out)
-
-
-def fuzz_store(root: Path, seed: int) -> None:
-    rnd = random.Random(seed)
-    recs = []
-    for i in range(260):
-        body = embedded_chain(rnd.randrange(9, 14)) if rnd.random() < 0.08 else b"b" * rnd.randrange(0, 700)
-        recs.append(rec(topic=rnd.choice(["TA", "TB", "Tö"]), body=body, store_timestamp=T0 + 10 * i,
-                        queue_id=rnd.randrange(3), sys_flag=rnd.choice([0, 0, 0, TRANSACTION_ROLLBACK_TYPE]),
-                        props={"KEYS": " ".join(f"k{rnd.randrange(50)}" for _ in range(rnd.randrange(0, 4))),
-                               "UNIQ_KEY": f"U{i}"}))
-    blobs = place(recs, SEG)
-    lm = bytearray(encode_record(rec(props={"KEYS": "mismatch"}))) + b"\x07" * 5  # LENGTH_MISMATCH, walk goes on
-    struct.pack_into(">i", lm, 0, len(lm))
-    blobs.insert(40, bytes(lm))
-    paths = write_segments(root, blobs, SEG)
-    data = bytearray(paths[2].read_bytes())  # segment 2: a corrupt record in the middle ends its walk there
-    pos = 0
-    for _ in range(6):
-        pos += check_message(bytes(data), pos, check_crc=False).size
-    data[pos + 4:pos + 8] = b"\x00\x00\x00\x01"
-    paths[2].write_bytes(bytes(data))
-
-
-def config(root: Path):
-    return load_config(storePathRootDir=str(root), mappedFileSizeCommitLog=SEG, maxHashSlotNum=16, maxIndexNum=64)
 
 
 def settled(units, scan_fn):
@@ -90,8 +45,8 @@ def columns(scans, names):
 @pytest.mark.parametrize("step", [300, 1500, 5000])
 def test_guessed_ranges_settle_to_the_sequential_walk(tmp_path, step):
     fuzz_store(tmp_path, 1)
-    cfg = config(tmp_path)
-    whole = sequential(segment_ranges(cfg, SEG), scan_range)
+    cfg = fuzz_config(tmp_path)
+    whole = sequential(segment_ranges(cfg, FUZZ_SEG), scan_range)
     units = segment_ranges(cfg, step)
     assert any(u.start is None for u in units)
     got, rounds = settled(units, scan_range)
@@ -108,8 +63,8 @@ def test_guessed_ranges_settle_to_the_sequential_walk(tmp_path, step):
 
 def test_tiered_guessed_ranges_settle_to_the_sequential_walk(tmp_path):
     fuzz_store(tmp_path, 2)
-    cfg = config(tmp_path)
-    whole = sequential(segment_ranges(cfg, SEG), scan_range_tiered)
+    cfg = fuzz_config(tmp_path)
+    whole = sequential(segment_ranges(cfg, FUZZ_SEG), scan_range_tiered)
     got, _ = settled(segment_ranges(cfg, 700), scan_range_tiered)
     assert columns(got, ("rec_qid", "rec_size", "rec_ts", "rec_nkeys", "key_hash")) == \
         columns(whole, ("rec_qid", "rec_size", "rec_ts", "rec_nkeys", "key_hash"))
@@ -136,9 +91,9 @@ def test_find_record_start_needs_a_chain_of_headers(tmp_path):
 
 def test_jobs_with_small_ranges_are_byte_identical(tmp_path):
     fuzz_store(tmp_path / "s", 4)
-    cfg = config(tmp_path / "s")
+    cfg = fuzz_config(tmp_path / "s")
     outs = {}
-    for step in (SEG, 1000, 333):
+    for step in (FUZZ_SEG, 1000, 333):
         r = spark_reindex(cfg, out=tmp_path / f"b{step}", master="inline", range_bytes=step)
         outs[step] = index_bytes(tmp_path / f"b{step}")
         t = tiered_reindex(cfg, tmp_path / f"t{step}", master="inline", hash_slot_num=8, index_num=40,
@@ -147,13 +102,14 @@ def test_jobs_with_small_ranges_are_byte_identical(tmp_path):
         assert r.segments == len(list((tmp_path / "s" / "commitlog").iterdir())) and r.anomalies
         assert len(r.scan_tasks) >= r.segments and t.index_files > 1
         assert all(x["started"] >= r.scan_started and x["seconds"] >= 0 for x in r.scan_tasks)
-    assert outs[SEG] == outs[1000] == outs[333] and len(outs[SEG]) >= 3
-    assert outs[("t", SEG)] == outs[("t", 1000)] == outs[("t", 333)]
+    assert outs[FUZZ_SEG] == outs[1000] == outs[333] and len(outs[FUZZ_SEG]) >= 3
+    assert outs[("t", FUZZ_SEG)] == outs[("t", 1000)] == outs[("t", 333)]
 
 
+@pytest.mark.slow
 def test_spark_with_guessed_ranges_equals_inline(spark, tmp_path):
     fuzz_store(tmp_path / "s", 5)
-    cfg = config(tmp_path / "s")
+    cfg = fuzz_config(tmp_path / "s")
     spark_reindex(cfg, out=tmp_path / "inline", master="inline")
     r = spark_reindex(cfg, out=tmp_path / "spark", master="local[2]", range_bytes=6000)
     assert index_bytes(tmp_path / "spark") == index_bytes(tmp_path / "inline")
@@ -171,13 +127,14 @@ def test_decode_segment_reads_a_record_that_ends_the_buffer():
     assert batch.store_ts.tolist() == [T0] * 3
 
 
+@pytest.mark.slow
 def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
     # Big commit logs are scanned by forked workers, ranges from guessed starts, and scans beyond the memory
     # budget wait on disk: the same files as range by range in memory.
     from engine.exec import runners
 
     fuzz_store(tmp_path / "s", 6)
-    cfg = config(tmp_path / "s")
+    cfg = fuzz_config(tmp_path / "s")
     spark_reindex(cfg, out=tmp_path / "seq", master="inline", range_bytes=900)
     tiered_reindex(cfg, tmp_path / "tseq", master="inline", hash_slot_num=8, index_num=40, range_bytes=900)
     monkeypatch.setattr(runners, "INLINE_PARALLEL_MIN_BYTES", 0)
@@ -188,6 +145,7 @@ def test_inline_worker_pool_equals_the_sequential_walk(tmp_path, monkeypatch):
     assert index_bytes(tmp_path / "tpool") == index_bytes(tmp_path / "tseq")
 
 
+@pytest.mark.slow
 def test_runners_run_other_per_item_work(spark):
     # The tiered flat store's dispatch runs its per-queue function through the same runners.
     from types import SimpleNamespace

@@ -17,7 +17,7 @@ from engine.jobs import publish
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from killpoints import kill_loop  # noqa: E402
 
-from test_reindex import GEOM, index_bytes, messages  # noqa: E402
+from helpers import READ_GEOM, index_bytes, multikey_messages  # noqa: E402
 
 QUERIES = [("TopicA", "c1"), ("TopicB", "k5"), ("%RETRY%grp-1", "c2"), ("TopicA", "ключ1")]
 
@@ -25,7 +25,7 @@ QUERIES = [("TopicA", "c1"), ("TopicB", "k5"), ("%RETRY%grp-1", "c2"), ("TopicA"
 @pytest.fixture(scope="module")
 def put_store(tmp_path_factory) -> Path:
     store = tmp_path_factory.mktemp("safety") / "store"
-    put_jsonl(store, messages(40))
+    put_jsonl(store, multikey_messages(40))
     assert len(list_index_files(store / "index")) >= 2
     return store
 
@@ -41,14 +41,14 @@ def answers(store: Path) -> list[list[int]]:
     """query-key's answer (commit-log offsets) for a few keys; each must be non-empty on a good store."""
     out = []
     for topic, key in QUERIES:
-        q = run(["query-key", "--store", store, *GEOM, "--topic", topic, "--key", key, "--json"])
+        q = run(["query-key", "--store", store, *READ_GEOM, "--topic", topic, "--key", key, "--json"])
         assert q.exit_code == 0, q.output
         out.append(sorted(json.loads(x)["commitLogOffset"] for x in q.stdout.splitlines()))
     return out
 
 
 def reindex(store, *extra):
-    return run(["spark-reindex", "--store", store, *GEOM, "--master", "inline", *extra])
+    return run(["spark-reindex", "--store", store, *READ_GEOM, "--master", "inline", *extra])
 
 
 def leftovers(store: Path) -> list[str]:
@@ -167,6 +167,7 @@ FLOWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flow", FLOWS)
 def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_path, flow):
     extra, no_exchange = FLOWS[flow]
@@ -180,7 +181,7 @@ def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_p
         shutil.copytree(put_store, s)
 
     points = []
-    for kr in kill_loop(["spark-reindex", "--store", s, *GEOM, "--master", "inline", *extra], prepare,
+    for kr in kill_loop(["spark-reindex", "--store", s, *READ_GEOM, "--master", "inline", *extra], prepare,
                         no_exchange=no_exchange, fork=True):
         assert kr.returncode in (0, 86), kr.stderr
         assert "Traceback" not in kr.stderr
@@ -201,6 +202,7 @@ def test_a_kill_at_every_rename_leaves_the_old_or_the_new_index(put_store, tmp_p
 
 
 
+@pytest.mark.slow
 def test_a_kill_while_publishing_into_out_is_repaired_by_the_next_run(put_store, tmp_path):
     # --out DIR is published file by file; whatever a kill leaves there, the next --replace run (allowed: the
     # marker is written before the first file moves in) removes the staging and writes the full set.
@@ -212,7 +214,7 @@ def test_a_kill_while_publishing_into_out_is_repaired_by_the_next_run(put_store,
         shutil.rmtree(out, ignore_errors=True)
 
     kills = 0
-    for kr in kill_loop(["spark-reindex", "--store", s, *GEOM, "--master", "inline", "--out", out], prepare,
+    for kr in kill_loop(["spark-reindex", "--store", s, *READ_GEOM, "--master", "inline", "--out", out], prepare,
                         fork=True):
         kills += kr.killed
         r = reindex(s, "--out", out, "--replace")

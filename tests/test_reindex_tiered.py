@@ -21,7 +21,7 @@ from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
 from engine.exec.ranges import SegmentRange
 from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered
 from engine.tiered.flat.topic_filter import TieredTopicFilter
-from test_reindex import place, rec, seg_infos, spark, write_segments  # noqa: F401  (spark: shared session fixture)
+from helpers import place, rec, seg_infos, write_segments
 
 T0 = 1_700_000_000_000
 KEEP_OUT = TieredTopicFilter("DefaultCluster", "broker-a")   # the reference's topic filter; the CLI is told broker-a
@@ -501,6 +501,7 @@ def test_tiered_geometry_from_broker_conf(store, tmp_path):
 
 # ============================================================================ Spark (local mode)
 
+@pytest.mark.slow
 def test_spark_multi_segment_irregular_key_sets(spark, tmp_path):
     # Several segments, MIN_VALUE keys that fail with 10 slots, key sets larger than a file: inline and Spark
     # both equal the reference byte for byte.

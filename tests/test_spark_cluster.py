@@ -25,7 +25,7 @@ from engine.broker.layout import list_index_files
 REPO = Path(__file__).resolve().parents[1]
 GEOM = ["--hash-slots", "16", "--max-index", "64"]
 
-pytestmark = pytest.mark.spark_cluster
+pytestmark = [pytest.mark.spark_cluster, pytest.mark.slow]
 
 
 def free_port() -> int:

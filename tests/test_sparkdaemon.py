@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from engine.exec.sparkdaemon import prefer_installed_pyspark
-from test_reindex import spark  # noqa: F401  (the shared session)
 
 pyspark = pytest.importorskip("pyspark")
 INSTALLED = Path(pyspark.__file__).resolve().parent  # pip's pyspark: SPARK_HOME of a local job
@@ -29,6 +28,7 @@ def test_the_path_is_left_alone_otherwise(tmp_path):
     assert prefer_installed_pyspark(["/somewhere", SITE], str(INSTALLED)) == ["/somewhere", SITE]  # no zips
 
 
+@pytest.mark.slow
 def test_local_workers_run_the_compiled_installation(spark):  # noqa: F811
     from engine.exec.runners import SparkRunner
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("numpy", "rich.table", "rich.console", "pyspark", "pydantic", "engine.broker.store", "engine.java.lang")
 
@@ -73,6 +75,7 @@ def test_query_key_reads_a_store_without_numpy_or_pydantic(tmp_path):
     assert not [m for m in ("numpy", "pydantic", "pyspark") if m in mods], [m for m in ("numpy", "pydantic") if m in mods]
 
 
+@pytest.mark.slow
 def test_every_command_runs_through_the_real_entry_point():
     """main() builds only the invoked command: each one's --help through a new process equals the full app's."""
     from typer.testing import CliRunner
@@ -91,6 +94,7 @@ def test_every_command_runs_through_the_real_entry_point():
         assert "".join(r.stdout.split()) == "".join(full.stdout.split()), name  # the same help, wrapping aside
 
 
+@pytest.mark.slow
 def test_top_level_help_and_version_through_the_entry_point_equal_the_full_app():
     """main() answers --version before building the CLI and lists the commands without building their options:
     the same text as the full application gives (wrapping aside)."""

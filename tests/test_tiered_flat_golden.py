@@ -80,6 +80,7 @@ def _cli_json(args) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_cli_reproduces_every_answer():
     by = defaultdict(list)
     for e in EXPECTED:

@@ -55,6 +55,7 @@ def golden_files(d: dict) -> list[dict]:
 # ---------------------------------------------------------------- the golden answers
 
 
+@pytest.mark.slow
 def test_every_golden_answer_through_the_cli(tmp_path):
     """The broker's messages (--from-jsonl) and the index's items and per-file answers (--from-jsonl --raw)."""
     before = snapshot(F3)
@@ -148,6 +149,7 @@ def put_order(m: dict) -> tuple:
     return m["dispatchRound"], m["topic"], m["queueId"], m["queueOffset"]
 
 
+@pytest.mark.slow
 def test_uploaded_and_local_files_answer_together(tmp_path):
     """The golden tier as the broker held it before shutdown: the last index file still local (UNSEALED), the
     others uploaded. Rebuilt from messages.jsonl in put order, the local file compacts to the last segment's bytes

@@ -128,6 +128,7 @@ def test_inspect_reads_the_checkpoint_and_metrics_as_the_broker_did(t1):
     assert r.exit_code == 0 and "lastTimerLogFlushPos" in r.stdout
 
 
+@pytest.mark.slow
 def test_verify_passes_and_nothing_is_written(t1):
     store, conf = t1
     before = snapshot(store)
@@ -217,6 +218,7 @@ FAULTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,kind,file,offset", FAULTS, ids=[f[1] for f in FAULTS])
 def test_each_fault_is_located_and_nothing_changes(t1, fault, kind, file, offset):
     store, conf = t1

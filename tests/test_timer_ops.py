@@ -5,6 +5,8 @@ import json
 import os
 import time
 
+import pytest
+
 from engine.broker.commitlog.log import open_commitlog
 from engine.broker.config.brokerconf import load_config
 from engine.timer.codec import TOMBSTONE_OFFSET, UNIT_SIZE
@@ -34,6 +36,7 @@ def _record_boundary_at_or_after(conf, offset: int) -> tuple[int, int]:
         cl.close()
 
 
+@pytest.mark.slow
 def test_recover_after_a_commit_log_cut_keeps_the_timer_store_consistent(t1):
     store, conf = t1
     cfg = load_config(conf)

@@ -1,12 +1,14 @@
 """The one time grammar (issue 14 item 7): rmqtool.times.parse_time / parse_range."""
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from engine.errors import InvalidArgumentError
-from rmqtool.times import LONG_MAX, format_time, parse_range, parse_time
+from engine.views.times import local_time
+from rmqtool.times import LONG_MAX, parse_range, parse_time
 
 NOW = 1_706_700_000_123   # 2024-01-31T11:20:00.123Z
 
@@ -41,7 +43,7 @@ def test_naive_is_local_time_and_dates():
     # --end given as a date: the last millisecond of that local day
     end = parse_time("2024-01-31", "--end", end=True)
     assert end == local_ms(2024, 2, 1) - 1
-    assert format_time(end).endswith("23:59:59.999")
+    assert local_time(end).endswith("23:59:59.999")
     # a time is never widened
     assert parse_time("2024-01-31T10:00", "--end", end=True) == local_ms(2024, 1, 31, 10)
 
@@ -87,8 +89,20 @@ def test_range():
         parse_range("now", "1706700000", now=NOW)
 
 
-def test_format_time_is_local_and_compact():
+def test_local_time_is_local_and_compact():
     ms = local_ms(2024, 1, 31, 10, 0, 0) + 7
-    assert format_time(ms) == "2024-01-31 10:00:00.007"
-    assert format_time(None) == ""
+    assert local_time(ms) == "2024-01-31 10:00:00.007"
+    assert local_time(None) == ""
     assert (datetime(2024, 2, 1) - timedelta(milliseconds=1)).strftime("%H:%M:%S") == "23:59:59"
+
+
+def test_local_time_is_cached_per_second_and_shows_no_time_as_it_is():
+    """The cached form (one datetime per second) equals a datetime formatted for each value; the one form of every
+    table and message (docs/output-contract.md)."""
+    rnd = random.Random(1)
+    for ms in [1, 999, 1_700_000_000_001, 1_700_000_000_999] + [rnd.randrange(1, 2**42) for _ in range(500)]:
+        sec, milli = divmod(ms, 1000)
+        want = datetime.fromtimestamp(sec).strftime("%Y-%m-%d %H:%M:%S.") + f"{milli:03d}"
+        assert local_time(ms) == want, ms
+    assert local_time(None) == "" and local_time(0) == "0" and local_time(-5) == "-5"
+    assert local_time(2**62) == str(2**62)  # beyond datetime: the number as it is

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.errors import InvalidArgumentError, NotAStoreError
+from engine.java.lang import INT_MAX
 
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"
@@ -45,7 +46,6 @@ RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-JAVA_INT_MAX = 2**31 - 1
 
 
 def topic_problem(topic) -> str | None:
@@ -94,8 +94,8 @@ def validate_queue_id(queue_id) -> int:
     """A queue id is a Java int >= 0 (it names a directory and fills an int field)."""
     if isinstance(queue_id, bool) or not isinstance(queue_id, int):
         raise InvalidArgumentError(f"queue id {queue_id!r} is not an integer")
-    if not 0 <= queue_id <= JAVA_INT_MAX:
-        raise InvalidArgumentError(f"queue id {queue_id} is out of range: it must be in 0..{JAVA_INT_MAX}")
+    if not 0 <= queue_id <= INT_MAX:
+        raise InvalidArgumentError(f"queue id {queue_id} is out of range: it must be in 0..{INT_MAX}")
     return queue_id
 
 
@@ -329,7 +329,7 @@ def list_queue_dirs(base: Path, rel: Callable[[Path], str], skip_topics: tuple =
             continue
         for q in sorted(os.scandir(t.path), key=lambda e: e.name):
             why = entry_problem(q, want_dir=True)
-            if why is None and (not QUEUE_DIR_NAME.match(q.name) or int(q.name) > JAVA_INT_MAX):
+            if why is None and (not QUEUE_DIR_NAME.match(q.name) or int(q.name) > INT_MAX):
                 why = "not a queue id (the broker ignores it)"
             if why:
                 problems.append(NameProblem(rel(Path(q.path)), why))

@@ -16,7 +16,7 @@ from engine.broker.topics import require_topic
 from engine.java.lang import LONG_MAX
 from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord,
-                                             UniqKeyGenerator, decode_offset_msg_id, parse_host)
+                                             UniqKeyGenerator, parse_host)
 from engine.fsutil import WriteFailedError
 from engine.errors import CorruptFileError
 
@@ -289,17 +289,6 @@ class MessageStore:
         if r.status != VALID:
             raise InvalidArgumentError(f"no valid message at commit-log offset {offset}: {r.reason or r.status.lower()}")
         return r.record
-
-    def get_by_msg_id(self, msg_id: str) -> MessageRecord:
-        try:
-            _, _, offset = decode_offset_msg_id(msg_id)
-        except ValueError as e:
-            raise InvalidArgumentError(str(e)) from None
-        rec = self.get(offset)
-        if rec.msg_id.upper() != msg_id.upper():
-            raise InvalidArgumentError(
-                f"message id {msg_id} points at offset {offset}, but the message there has id {rec.msg_id}")
-        return rec
 
     def walk(self, start: int | None = None, count: int | None = None, check_crc: bool = True) -> Iterator[LogEntry]:
         n = 0

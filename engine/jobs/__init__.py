@@ -1,9 +1,9 @@
-"""Jobs over a whole store: index files rebuilt from the commit log (`rmqtool spark-reindex`).
+"""Jobs over a whole store: index files rebuilt from the commit log (`rmqtool spark-reindex`). They run on the
+runners of engine.exec (inline or Spark), scan engine.exec.ranges, and raise ReindexError for what their own work
+finds (a runner's failure is engine.exec.runners.RunnerError).
 
 framework.py      one job: input and output checks, store lock, abort check, staging, publish, result
-ranges.py         segment ranges, the unit of scan work, and the one sequential walk they add up to
 publish.py        publishing by renames, the rmqtool-index.json marker, repair of interrupted runs
-runners.py        where the work runs: InlineRunner (this process, a worker pool for big logs), SparkRunner
 broker_index.py   the broker's index files (scan, build, job: spark_reindex); broker_plan.py its plan
 tiered_index.py   RocketMQ 5 compacted tiered index files (scan, build, job: tiered_reindex); tiered_plan.py
 

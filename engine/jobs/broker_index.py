@@ -27,7 +27,8 @@ from typing import Iterable, Optional
 import numpy as np
 
 from engine.broker.config.checkpoint import Checkpoint
-from engine.broker.config.brokerconf import BrokerConfig, check_index_geometry, index_file_size
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.index.file import check_index_geometry, index_file_size
 from engine.broker.index.build import build_index_file_from_hashes
 from engine.broker.index.compare import same_index
 from engine.broker.layout import list_index_files

@@ -68,8 +68,6 @@ from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, COMPACT_ITEM_DT
                                         DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER_SIZE,
                                         INDEX_ITEM_SIZE)
 
-TIERED_DEFAULT_HASH_SLOT_NUM = DEFAULT_HASH_SLOT_NUM
-TIERED_DEFAULT_INDEX_NUM = DEFAULT_INDEX_NUM
 #: the filter of a broker whose name is not known: only for tools and tests (tiered_reindex_request needs the name)
 DEFAULT_TOPIC_FILTER = TieredTopicFilter(DEFAULT_CLUSTER, None)
 
@@ -392,7 +390,7 @@ class TieredReindexResult(ReindexResult):
 
 def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFAULT_MASTER, dry_run: bool = False,
                    replace: bool = False, progress: Optional[Progress] = None,
-                   hash_slot_num: int = TIERED_DEFAULT_HASH_SLOT_NUM, index_num: int = TIERED_DEFAULT_INDEX_NUM,
+                   hash_slot_num: int = DEFAULT_HASH_SLOT_NUM, index_num: int = DEFAULT_INDEX_NUM,
                    metadata_path: Optional[Path] = None,
                    keep_out: Optional[TieredTopicFilter] = DEFAULT_TOPIC_FILTER,
                    range_bytes: int = RANGE_BYTES, spark_conf: Optional[dict] = None

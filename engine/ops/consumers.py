@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 
 from engine.broker.config import jsonfiles
 from engine.broker.config.brokerconf import read_properties_file
-from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
+from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
 from engine.ops.queues import OK, QueueView, commitlog_min_offset, logical_truncation
-
-_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
 
 # ------------------------------------------------------------------------------------------- consumers
 
@@ -163,25 +160,6 @@ def _progress(store, topic: str, qid: int, committed: int | None, cl_min: int, o
 
 
 # ------------------------------------------------------------------------------------------- delays
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """ScheduleMessageService.parseDelayLevel: levels split on single spaces, each a number and a unit s/m/h/d.
-    Anything it would fail on (the broker then does not start) is an InvalidArgumentError."""
-    levels = []
-    parts = spec.split(" ")
-    while parts and parts[-1] == "":
-        parts.pop()  # Java's split drops trailing empty strings
-    for i, tok in enumerate(parts, 1):
-        unit = _DELAY_UNITS_MS.get(tok[-1:])
-        num = tok[:-1]
-        if unit is None or not num.lstrip("+-").isdigit():
-            raise InvalidArgumentError(f"messageDelayLevel {spec!r}: level {i} is {tok!r}, not a number followed by "
-                                       "s, m, h or d (the broker would not start)")
-        levels.append(int(num) * unit)
-    if not levels:
-        raise InvalidArgumentError(f"messageDelayLevel {spec!r} names no level")
-    return levels
 
 
 @dataclass

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.broker.index.build import ITEM_DTYPE, slot_chains
-from engine.broker.index.file import HEADER, ITEM_SIZE, SLOT_SIZE
+from engine.broker.index.file import (HEADER, INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, check_index_geometry,
+                                      index_file_size)
 from engine.fsutil import write_fully
 from engine.java.lang import INT_MAX
 

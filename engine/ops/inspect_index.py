@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from engine.broker.config.brokerconf import BrokerConfig, index_file_size
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.geometry import resolve_index_geometry
-from engine.broker.index.file import IndexFile, open_failure
+from engine.broker.index.file import IndexFile, index_file_size, open_failure
 from engine.broker.index.stats import index_file_stats
 from engine.broker.layout import list_index_files
 from engine.broker.config.lock import lock_held_elsewhere

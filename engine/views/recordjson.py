@@ -11,7 +11,6 @@ import base64
 import json
 import re
 import struct
-from datetime import datetime
 from itertools import repeat
 from json.encoder import encode_basestring as _q
 
@@ -20,12 +19,12 @@ import numpy as np
 from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
                                              PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
 from engine.broker.commitlog.records import gather
+from engine.views.times import local_time
 
 CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
 _hosts: dict[tuple[bytes, int], str] = {}
 _id_prefix: dict[tuple[bytes, int], str] = {}
-_seconds: dict[int, str] = {}
 
 
 def parse_props(text: str) -> dict[str, str]:
@@ -107,32 +106,11 @@ def json_line(buf, pos: int, extra: str = "", body: str = "auto") -> str:
             f'"transactionType": "{TX_TYPE_NAMES[f.sys_flag & 0xC]}", "body": {body_json(f.body, extra, body)}}}')
 
 
-#: The one time format of every table (rmqtool.times.format_time writes the same): local time, milliseconds.
-TABLE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S."
-
-
-def fmt_time(ms: int) -> str:
-    """Epoch ms -> `YYYY-MM-DD HH:MM:SS.mmm` in local time (the tables' one format), cached per second."""
-    if ms <= 0:
-        return str(ms)
-    sec, milli = divmod(ms, 1000)
-    s = _seconds.get(sec)
-    if s is None:
-        try:
-            s = datetime.fromtimestamp(sec).strftime(TABLE_TIME_FORMAT)
-        except (OverflowError, OSError, ValueError):
-            return str(ms)
-        if len(_seconds) > CACHE_LIMIT:
-            _seconds.clear()
-        _seconds[sec] = s  # "2024-01-31 12:00:00.": the milliseconds are put in below
-    return f"{s}{milli:03d}"
-
-
 def table_cells(buf, pos: int) -> tuple:
     """(size, storeTime, topic, queueId, queueOffset, keys, msgId) of the VALID record at buf[pos:]."""
     f = decode_fields(buf, pos)
     props = parse_props(f.props_text)
-    return (f.total, fmt_time(f.store_ts), _topic(f.topic_raw), f.queue_id, f.queue_offset,
+    return (f.total, local_time(f.store_ts), _topic(f.topic_raw), f.queue_id, f.queue_offset,
             " ".join(split_keys_fast(props.get(PROP_KEYS))), msg_id(f.store_host, f.store_port, f.phy))
 
 
@@ -231,7 +209,7 @@ def run_table_rows(run) -> list[tuple]:
     props, raw_topics, store, _ = f
     ids = [f"{h[1]}{p:016X}" for h, p in zip(store, b.phy.tolist())]
     keys = [" ".join(split_keys_fast(d.get(PROP_KEYS))) for d in props]
-    return list(zip(offsets, b.total.tolist(), map(fmt_time, b.store_ts.tolist()), map(_topic, raw_topics),
+    return list(zip(offsets, b.total.tolist(), map(local_time, b.store_ts.tolist()), map(_topic, raw_topics),
                     b.queue_id.tolist(), b.queue_offset.tolist(), ids, keys))
 
 

@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from rmqtool import render, tables, times
+from engine.views.times import local_time
+from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
@@ -62,7 +63,7 @@ def consumers(
         render.emit_json(rep.as_dict())
         _exit_if_unreadable(rep)
         return
-    rows = [dict(q.as_dict(), group=g.group, lastTime=times.format_time(q.lastTimestamp))
+    rows = [dict(q.as_dict(), group=g.group, lastTime=local_time(q.lastTimestamp))
             for g in rep.groups for q in g.queues]
     shown = tables.table(rows, PROGRESS_COLUMNS, empty="(no committed offsets)")
     if not shown.shows("note"):
@@ -110,8 +111,8 @@ def delays(
     if json_out:
         render.emit_json(rep.as_dict())
     else:
-        rows = [dict(lv.as_dict(), nextDelivery=times.format_time(lv.nextDeliverTimestamp),
-                     lastDelivery=times.format_time(lv.lastDeliverTimestamp)) for lv in rep.levels]
+        rows = [dict(lv.as_dict(), nextDelivery=local_time(lv.nextDeliverTimestamp),
+                     lastDelivery=local_time(lv.lastDeliverTimestamp)) for lv in rep.levels]
         tables.table(rows, DELAY_COLUMNS, empty="(no delay-level queue and no delay offset)")
     for p in problems:
         render.problem(f"note: {p}")

@@ -13,6 +13,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
@@ -32,7 +33,7 @@ def table_columns() -> list:
 
 
 #: The widths a row is planned for (wider values push their row on): a Java long, a kind, a local ISO time with
-#: milliseconds (times.format_time), a topic, an int, a long, an offset message id (32 hex digits).
+#: milliseconds (engine.views.times.local_time), a topic, an int, a long, an offset message id (32 hex digits).
 TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 23, "topic": 24, "queueId": 7, "queueOffset": 11,
                "note": 32}
 MESSAGE = {"type": "MESSAGE"}
@@ -60,8 +61,8 @@ def _show_message(rec) -> None:
     pairs = [(k, j[k]) for k in ("msgId", "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize",
                                  "bodyCRC", "flag", "sysFlag", "transactionType", "magicVersion", "reconsumeTimes",
                                  "preparedTransactionOffset", "bornHost", "storeHost")]
-    pairs += [("bornTimestamp", f"{j['bornTimestamp']} ({render.fmt_time(j['bornTimestamp'])})"),
-              ("storeTimestamp", f"{j['storeTimestamp']} ({render.fmt_time(j['storeTimestamp'])})"),
+    pairs += [("bornTimestamp", f"{j['bornTimestamp']} ({local_time(j['bornTimestamp'])})"),
+              ("storeTimestamp", f"{j['storeTimestamp']} ({local_time(j['storeTimestamp'])})"),
               ("keys", " ".join(j["keys"])), ("tags", j["tags"]), ("uniqKey", j["uniqKey"])]
     pairs += [(f"property {k}", v) for k, v in sorted(j["properties"].items())]
     if "compression" in j:
@@ -262,9 +263,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
 
 def _cells(r) -> tuple:
     """The table cells of one decoded record (as run_table_rows gives them for many)."""
-    from engine.views.recordjson import fmt_time
-
-    return (r.physical_offset, r.total_size, fmt_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+    return (r.physical_offset, r.total_size, local_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
             r.msg_id, " ".join(r.keys))
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
@@ -34,7 +35,7 @@ def _size(u: dict, short: bool = False) -> str:
 
 
 def _t(ms) -> str:
-    return "-" if ms is None else times.format_time(ms)
+    return "-" if ms is None else local_time(ms)
 
 
 def _origin(o: dict | None) -> str:

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from rmqtool import render, times
+from engine.views.times import local_time
+from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
                              build_config)
@@ -33,7 +34,7 @@ def _render_headers(rows: list[dict]) -> None:
     damage = any(r["damage"] for r in rows)
     render.table("index files", ["file", "beginTime", "endTime", "beginPhyOffset", "endPhyOffset", "hashSlotCount",
                                  "indexCount", "fill"] + (["damage"] if damage else []),
-                 [[r["file"], times.format_time(r["beginTimestamp"]), times.format_time(r["endTimestamp"]),
+                 [[r["file"], local_time(r["beginTimestamp"]), local_time(r["endTimestamp"]),
                    r["beginPhyOffset"], r["endPhyOffset"], r["hashSlotCount"], r["indexCount"],
                    f"{r['fill']:.1%}"] + ([r["damage"] or ""] if damage else []) for r in rows])
 
@@ -175,7 +176,7 @@ def _walk(w: dict, json_out: bool) -> None:
     rows = []
     for it in w["items"]:
         mark = "" if key is None else ("match" if it["keyHash"] == kh else "other key")
-        rows.append([it["item"], it["keyHash"], it["phyOffset"], times.format_time(it["timestamp"]), it["timeDiff"],
+        rows.append([it["item"], it["keyHash"], it["phyOffset"], local_time(it["timestamp"]), it["timeDiff"],
                      it["prevIndex"], mark])
     render.table(title, ["item", "keyHash", "phyOffset", "time", "timeDiff", "prevIndex", ""], rows)
     render.line(f"stopped: {w['stop']}")

@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
@@ -71,8 +72,8 @@ def print_msg(
             else:
                 tables.cut_note(shown, "--max", "messages", at_least=scan.candidates)
         elif not shown:
-            span = (f"in [{times.format_time(b)}, {times.format_time(e)}]" if end is not None
-                    else f"at or after {times.format_time(b)}")
+            span = (f"in [{local_time(b)}, {local_time(e)}]" if end is not None
+                    else f"at or after {local_time(b)}")
             tables.note(f"no message of {topic} stored {span}"
                         + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
     for u in undecoded:
@@ -109,7 +110,7 @@ def _row(found) -> dict:
     r = found.record
     j = r.to_json()
     return {"queueId": found.queue_id, "queueOffset": found.queue_offset,
-            "storeTime": times.format_time(r.store_timestamp), "tags": r.tags, "keys": " ".join(r.keys),
+            "storeTime": local_time(r.store_timestamp), "tags": r.tags, "keys": " ".join(r.keys),
             "body": render.body_preview(j, 60), "commitLogOffset": r.physical_offset, "msgId": r.msg_id}
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -80,7 +81,7 @@ def _note_time_back(results: list) -> None:
     phy, ts, before = results[0].went_back_first
     n = sum(r.went_back for r in results)
     render.note(f"warning: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
-                f"{render.fmt_time(ts)}, after a message stored at {render.fmt_time(before)}); index file headers "
+                f"{local_time(ts)}, after a message stored at {local_time(before)}); index file headers "
                 "then do not bound their messages' times and the broker's query by key may miss them in a time "
                 "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
 
@@ -113,6 +114,22 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
     data = Path(expand_path(body_file)).read_bytes() if body_file is not None else (body or "").encode("utf-8")
     batch.add(topic, data, props, queue_id, store_timestamp or 0)
     return batch
+
+
+def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, back: list, create: bool):
+    """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr;
+    the batches in which a store time went back are added to `back`."""
+    from engine.broker.write.jsonl import put_prepared
+
+    with render.gc_paused(), render.progress(None, "put") as bar:
+        task = bar.add_task("putting messages", total=None)
+
+        def stored_now(res) -> None:
+            acks.emit(res)
+            bar.advance(task, len(res))
+            if res.went_back:
+                back.append(res)
+        return put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
 
 
 @handles_errors
@@ -156,7 +173,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     after it.
     """
     from engine.broker.layout import validate_queue_id
-    from engine.broker.write.jsonl import open_jsonl, prepared_batches, put_prepared
+    from engine.broker.write.jsonl import open_jsonl, prepared_batches
     from engine.errors import InvalidArgumentError
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
@@ -164,8 +181,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     if from_jsonl is not None:
         from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
     if from_jsonl is None:
-        batches = prepared_batches([([_single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)],
-                              [0], None)], queue_id, "")
+        one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
+        batches = prepared_batches([([one], [0], None)], queue_id, "")
         name, single = "", True
     else:
         if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
@@ -178,15 +195,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         sys.stdout.flush()
     back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
     try:
-        with render.gc_paused(), render.progress(None, "put") as bar:
-            task = bar.add_task("putting messages", total=None)
-
-            def stored_now(res) -> None:
-                acks.emit(res)
-                bar.advance(task, len(res))
-                if res.went_back:
-                    back.append(res)
-            stored, last = put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
+        stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks, back, create)
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
         _note_time_back(back)
@@ -197,6 +206,6 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
                                    ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
                                    ("topic", r.topic), ("queueId", r.queueId),
-                                   ("storeTimestamp", render.fmt_time(r.storeTimestamp))])
+                                   ("storeTimestamp", local_time(r.storeTimestamp))])
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -137,7 +138,7 @@ def message_rows(recs) -> tuple[list[str], list[list]]:
     rows = []
     for r in recs:
         j = r.to_json()
-        rows.append([r.physical_offset, times.format_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+        rows.append([r.physical_offset, local_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
                      " ".join(r.keys), r.uniq_key, r.tags, render.body_preview(j)])
     return cols, rows
 
@@ -149,7 +150,7 @@ def _render_raw(res, key_string: str, json_out: bool) -> None:
     render.kv_table(f"broker answer for {key_string}", [
         ("phyOffsets (index order)", " ".join(map(str, res.phy_offsets)) or "-"),
         ("maxNum after clamp", res.max_num),
-        ("indexLastUpdateTimestamp", render.fmt_time(res.index_last_update_timestamp)),
+        ("indexLastUpdateTimestamp", local_time(res.index_last_update_timestamp)),
         ("indexLastUpdatePhyoffset", res.index_last_update_phy_offset),
     ])
 

@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from rmqtool import render, tables, times
+from engine.views.times import local_time
+from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
@@ -66,8 +67,8 @@ def queues(
     if json_out:
         render.emit_json(rep.as_dict())
     else:
-        rows = [dict(q.as_dict(), firstStoreTime=times.format_time(q.firstStoreTimestamp),
-                     lastStoreTime=times.format_time(q.lastStoreTimestamp)) for q in rep.queues]
+        rows = [dict(q.as_dict(), firstStoreTime=local_time(q.firstStoreTimestamp),
+                     lastStoreTime=local_time(q.lastStoreTimestamp)) for q in rep.queues]
         tables.table(rows, QUEUE_COLUMNS, empty="(no consume queues)")
     problems = [f"{q.topic}/{q.queueId} {p}" for q in rep.queues for p in q.problems]
     for p in problems:
@@ -139,7 +140,7 @@ def _unit_row(c) -> dict:
     r = c.record
     return {"queueOffset": c.queue_offset, "commitLogOffset": c.commit_log_offset, "size": c.size,
             "tagsCode": c.tags_code, "status": c.status,
-            "storeTime": times.format_time(r.store_timestamp) if r else "",
+            "storeTime": local_time(r.store_timestamp) if r else "",
             "tags": r.tags if r else "", "keys": " ".join(r.keys) if r else "",
             "note": c.reason}
 

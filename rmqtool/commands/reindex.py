@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import deprecated, handles_errors
 from rmqtool.jobview import run_job, size_text, spark_conf_pairs
@@ -46,7 +47,7 @@ def _render(r) -> None:
             rows.append(("old index", "removed (--replace)"))
         if r.index_msg_timestamp is not None:
             rows.append(("checkpoint indexMsgTimestamp", f"{r.index_msg_timestamp} "
-                                                         f"({render.fmt_time(r.index_msg_timestamp)})"))
+                                                         f"({local_time(r.index_msg_timestamp)})"))
     render.kv_table(title, rows)
     if r.files:
         render.table("index files" + (" (planned)" if r.dry_run else ""), ["file", "entries", "full"],

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (MASTER_VALUES, BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt,
@@ -69,7 +70,7 @@ def _emit_rows(json_out: bool, title: str, rows: list[dict], columns: list[str],
 
 
 def _time(v) -> str:
-    return "" if v is None else ("empty" if v == 2**63 - 1 else times.format_time(v))
+    return "" if v is None else ("empty" if v == 2**63 - 1 else local_time(v))
 
 
 def _java_time(text: str, option: str) -> int:
@@ -170,7 +171,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
             render.table(None, ["queueOffset", "commitLogOffset", "storeSize", "storeTime", "keys", "tags", "msgId",
                                 "body"],
                          [[m.get("queueOffset"), m.get("commitLogOffset"), m.get("storeSize"),
-                           times.format_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
+                           local_time(m.get("storeTimestamp")), " ".join(m.get("keys") or []), m.get("tags"),
                            m.get("msgId"), render.body_preview(m)] for m in out["messages"]])
     if raw and res.left_out:
         _note(f"the broker's batch read covered {res.requested} units and left out {res.left_out} "

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
@@ -84,9 +85,9 @@ def inspect_cmd(
         ("non-zero slots", w["nonZeroSlots"]),
         ("live / stale / misplaced", f"{w['live']} / {w['stale']} / {w['misplaced']}"),
         ("units counted by live slots (num)", w["liveNum"]),
-        ("read time (lastReadTimeMs)", f"{w['readTimeMs']} ({times.format_time(w['readTimeMs'])})"),
+        ("read time (lastReadTimeMs)", f"{w['readTimeMs']} ({local_time(w['readTimeMs'])})"),
     ])
-    rows = [dict(s, time=times.format_time(s["timeMs"])) for s in ins.live_slots[:SHOWN_SLOTS]]
+    rows = [dict(s, time=local_time(s["timeMs"])) for s in ins.live_slots[:SHOWN_SLOTS]]
     tables.table(rows, SLOT_COLUMNS, title="live slots", empty="(no live slot)")
     if len(ins.live_slots) > SHOWN_SLOTS:
         tables.note(f"showing {SHOWN_SLOTS} of {len(ins.live_slots)} live slots (--json lists every one)")
@@ -107,7 +108,7 @@ def inspect_cmd(
     cp = d["checkpoint"]
     render.kv_table("timer checkpoint (" + cp["file"] + ")", [
         ("length", f"{cp['length']}" + (f" ({cp['problem']})" if cp["problem"] else "")),
-        ("lastReadTimeMs", f"{cp['lastReadTimeMs']} ({times.format_time(cp['lastReadTimeMs'])})"),
+        ("lastReadTimeMs", f"{cp['lastReadTimeMs']} ({local_time(cp['lastReadTimeMs'])})"),
         ("lastTimerLogFlushPos", cp["lastTimerLogFlushPos"]),
         ("lastTimerQueueOffset", cp["lastTimerQueueOffset"]),
         ("masterTimerQueueOffset", cp["masterTimerQueueOffset"]),
@@ -115,7 +116,7 @@ def inspect_cmd(
          f"{cp['dataVersion']['stateVersion']}, {cp['dataVersion']['timestamp']}, {cp['dataVersion']['counter']}"),
     ])
     m = d["metrics"]
-    mrows = [{"topic": t, "count": v["count"], "timeStamp": times.format_time(v["timeStamp"])}
+    mrows = [{"topic": t, "count": v["count"], "timeStamp": local_time(v["timeStamp"])}
              for t, v in m["timingCount"].items()]
     tables.table(mrows, [tables.Column("topic", "topic", tables.TEXT, min_width=12), tables.Column("count", "count"),
                          tables.Column("timeStamp", "timeStamp", tables.FIXED)],
@@ -174,7 +175,7 @@ def list_cmd(
                 render.emit_json(m.as_dict())
             else:
                 d = m.as_dict()
-                d["fireAt"] = times.format_time(m.fire_at_ms)
+                d["fireAt"] = local_time(m.fire_at_ms)
                 out.row(d)
         if out is not None:
             out.finish(empty="(no pending timer message)")

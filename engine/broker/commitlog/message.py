@@ -18,6 +18,7 @@ from datetime import datetime
 
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, Body, codec_of, decode_body
 from engine.broker.index.keys import broker_index_keys, split_keys
+from engine.errors import InvalidArgumentError
 from engine.java.collections import hashset_order
 from engine.java.lang import java_string_hash, rmq_crc32
 
@@ -142,9 +143,26 @@ def serialize_properties(props: dict[str, str], trailing_separator: bool = True)
     return text
 
 
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
 def parse_delay_levels(spec: str = DEFAULT_DELAY_LEVELS) -> list[int]:
-    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    return [int(tok[:-1]) * units[tok[-1]] for tok in spec.split()]
+    """ScheduleMessageService.parseDelayLevel: levels split on single spaces, each a number and a unit s/m/h/d.
+    Anything it would fail on (the broker then does not start) is an InvalidArgumentError."""
+    levels = []
+    parts = spec.split(" ")
+    while parts and parts[-1] == "":
+        parts.pop()  # Java's split drops trailing empty strings
+    for i, tok in enumerate(parts, 1):
+        unit = _DELAY_UNITS_MS.get(tok[-1:])
+        num = tok[:-1]
+        if unit is None or not num.lstrip("+-").isdigit():
+            raise InvalidArgumentError(f"messageDelayLevel {spec!r}: level {i} is {tok!r}, not a number followed by "
+                                       "s, m, h or d (the broker would not start)")
+        levels.append(int(num) * unit)
+    if not levels:
+        raise InvalidArgumentError(f"messageDelayLevel {spec!r} names no level")
+    return levels
 
 
 _DELAY_MS = parse_delay_levels()

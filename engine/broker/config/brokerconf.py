@@ -5,15 +5,15 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from engine.broker.index.file import check_index_geometry
 from engine.errors import InvalidArgumentError
+from engine.java.lang import INT_MAX
 
 COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 CQ_STORE_UNIT_SIZE = 20
 CONSUME_QUEUE_FILE_SIZE = 300_000 * CQ_STORE_UNIT_SIZE
 MAX_HASH_SLOT_NUM = 5_000_000
 MAX_INDEX_NUM = 5_000_000 * 4
-INDEX_HEADER_SIZE = 40
-INT_MAX = 2**31 - 1
 #: MessageStoreConfig's timer defaults (RIP-43, timer §1).
 TIMER_LOG_FILE_SIZE = 100 * 1024 * 1024
 TIMER_PRECISION_MS = 1000
@@ -94,22 +94,6 @@ def snap_timer_precision(configured: int) -> int:
             return out
         out = p
     return out
-
-
-def index_file_size(hash_slot_num: int, index_num: int) -> int:
-    return INDEX_HEADER_SIZE + 4 * hash_slot_num + 20 * index_num
-
-
-def check_index_geometry(hash_slot_num: int, index_num: int) -> None:
-    """The broker computes the size in Java int: geometries that overflow cannot exist (pitfall 5)."""
-    if hash_slot_num <= 0 or index_num <= 1:
-        raise InvalidArgumentError(
-            f"index geometry {hash_slot_num} slots x {index_num} items is invalid (need slots >= 1, items >= 2)")
-    size = index_file_size(hash_slot_num, index_num)
-    if size > INT_MAX:
-        raise InvalidArgumentError(
-            f"index geometry {hash_slot_num} slots x {index_num} items gives a {size}-byte file; "
-            f"the broker's int arithmetic caps it at {INT_MAX}")
 
 
 def _parse_bool(v: str) -> bool:

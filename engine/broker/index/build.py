@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
-from engine.broker.index.file import HEADER, ITEM_FIELDS, ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.broker.index.file import (HEADER, INDEX_HEADER_SIZE, ITEM_FIELDS, ITEM_SIZE, SLOT_SIZE, IndexFile,
+                                      check_index_geometry, index_file_size)
 from engine.fsutil import allocate, write_fully
 from engine.errors import InvalidArgumentError
 from engine.java.hashes import java_string_hashes

@@ -11,7 +11,7 @@ import os
 import struct
 from pathlib import Path
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
+from engine.broker.index.file import INDEX_HEADER_SIZE
 
 CHUNK = 1 << 20
 _HEADER = struct.Struct(">qqqqii")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from engine.broker.index.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, check_index_geometry, index_file_size
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.fsutil import allocate, reserve, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
@@ -27,6 +26,7 @@ from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, ke
 HEADER = struct.Struct(">qqqqii")
 ITEM = struct.Struct(">iqii")
 SLOT = struct.Struct(">i")
+INDEX_HEADER_SIZE = 40
 ITEM_SIZE = 20
 SLOT_SIZE = 4
 #: An item's fields as a numpy structured dtype (the bulk accessors and builders): the layout of ITEM.
@@ -56,6 +56,23 @@ class IndexHeader:
         return dict(self.__dict__)
 
 
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """The bytes of an index file of this geometry (format §5.1)."""
+    return INDEX_HEADER_SIZE + SLOT_SIZE * hash_slot_num + ITEM_SIZE * index_num
+
+
+def check_index_geometry(hash_slot_num: int, index_num: int) -> None:
+    """The broker computes the size in Java int: geometries that overflow cannot exist (pitfall 5)."""
+    if hash_slot_num <= 0 or index_num <= 1:
+        raise InvalidArgumentError(
+            f"index geometry {hash_slot_num} slots x {index_num} items is invalid (need slots >= 1, items >= 2)")
+    size = index_file_size(hash_slot_num, index_num)
+    if size > INT_MAX:
+        raise InvalidArgumentError(
+            f"index geometry {hash_slot_num} slots x {index_num} items gives a {size}-byte file; "
+            f"the broker's int arithmetic caps it at {INT_MAX}")
+
+
 def time_diff_seconds(store_timestamp: int, begin_timestamp: int) -> int:
     """The item's timeDiff (format §5.6): Java long difference (wraps), truncating seconds, 0 when begin <= 0,
     clamped to [0, INT_MAX]. A negative difference clamps to 0, so flooring max(delta, 0) is the same."""
@@ -67,8 +84,9 @@ def time_diff_seconds(store_timestamp: int, begin_timestamp: int) -> int:
 
 def suggest_geometry(size: int) -> str:
     """For a wrong-size error: the geometry with the broker's 1:4 slot/item ratio that fits, if any."""
-    if size > INDEX_HEADER_SIZE and (size - INDEX_HEADER_SIZE) % 84 == 0:
-        s = (size - INDEX_HEADER_SIZE) // 84
+    per_slot = SLOT_SIZE + 4 * ITEM_SIZE
+    if size > INDEX_HEADER_SIZE and (size - INDEX_HEADER_SIZE) % per_slot == 0:
+        s = (size - INDEX_HEADER_SIZE) // per_slot
         return f" (it matches --hash-slots {s} --max-index {4 * s})"
     return ""
 

@@ -19,7 +19,9 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, INT_MAX, BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, index_file_size
+from engine.java.lang import INT_MAX
 from engine.broker.layout import list_index_files
 from engine.errors import GeometryError
 from engine.fsutil import map_readonly
@@ -27,7 +29,6 @@ from engine.fsutil import map_readonly
 if TYPE_CHECKING:  # numpy is imported where an ambiguous size is checked: query-key starts without it
     import numpy as np
 
-ITEM_SIZE, SLOT_SIZE = 20, 4
 #: Items of a file checked against each candidate geometry: the first and the last ones written.
 SAMPLE_ITEMS = 64
 #: Candidates listed in the error of an ambiguous size.
@@ -66,7 +67,6 @@ def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: s
     than the one of the store's index files: a configured geometry that no index file of the store has is
     refused (GeometryError naming both), unless the user asked for a new one explicitly (new_geometry, with
     both numbers configured). Without index files the configured (or default) geometry stands. Returns cfg."""
-    from engine.broker.config.brokerconf import index_file_size
     from engine.broker.layout import StoreLayout
     from engine.errors import InvalidArgumentError
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.broker.config.brokerconf import check_index_geometry
-from engine.broker.index.file import IndexFile, open_failure
+from engine.broker.index.file import IndexFile, check_index_geometry, open_failure
 from engine.broker.config.lock import lock_held_elsewhere
 from engine.broker.layout import index_file_name, list_index_files
 from engine.errors import CorruptFileError, GeometryError, InvalidArgumentError

@@ -13,9 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
 from engine.broker.index.build import ITEM_DTYPE
-from engine.broker.index.file import ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, IndexFile
 from engine.progress import Progress, no_progress
 
 CHUNK_ITEMS = 1 << 20

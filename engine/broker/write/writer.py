@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE
 from engine.broker.commitlog.log import RESERVE_AHEAD
+from engine.broker.index.file import INDEX_HEADER_SIZE, SLOT_SIZE
 from engine.broker.consumequeue.queue import UNIT_DTYPE
 from engine.broker.index.file import ITEM_SIZE
 from engine.broker.index.keys import broker_index_keys
@@ -249,7 +249,7 @@ class Room:
             self.current = files[-1] if files and not files[-1].is_write_full() else None
             self.left = cfg.maxIndexNum - self.current.header.indexCount if self.current is not None else 0
             self.per_file = cfg.maxIndexNum - 1
-            self.head_bytes = INDEX_HEADER_SIZE + 4 * cfg.maxHashSlotNum
+            self.head_bytes = INDEX_HEADER_SIZE + SLOT_SIZE * cfg.maxHashSlotNum
 
     def reserve(self, m: int) -> None:
         """Allocate the room of the first m messages; DiskFullError when some of it cannot be had."""

@@ -18,6 +18,7 @@ from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.broker.config.lock import mark_clean, mark_in_use
 from engine.broker.commitlog.message import blank_record
+from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.progress import Progress, no_progress
 from engine.ops.quarantine import Quarantine, check_room

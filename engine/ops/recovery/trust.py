@@ -19,9 +19,9 @@ import numpy as np
 
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
-from engine.broker.config.brokerconf import BrokerConfig, index_file_size
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.geometry import writer_index_geometry
-from engine.broker.index.file import IndexFile, suggest_geometry
+from engine.broker.index.file import IndexFile, index_file_size, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.commitlog.message import BLANK, VALID, check_message
 from engine.errors import GeometryError

@@ -1,17 +1,17 @@
-"""The tiered store plugin's configuration keys that shape or read the flat files (flat-store §1), with RocketMQ's
-defaults; broker.conf fills them by name, as MessageStorePluginContext does."""
+"""The tiered store plugin's configuration keys that shape or read the flat files (flat-store §1) and the tiered
+index files, with RocketMQ's defaults; broker.conf fills them by name, as MessageStorePluginContext does. Every
+reader of a tiered broker.conf key asks here (load_tiered_config)."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
 
-from engine.broker.config.brokerconf import read_properties_file
+from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file
 from engine.errors import InvalidArgumentError
+from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024
-CQ_UNIT_SIZE = 20
-LONG_MAX = 2**63 - 1
 
 
 @dataclass
@@ -47,17 +47,17 @@ class TieredConfig:
         if not CQ_UNIT_SIZE <= self.tieredStoreConsumeQueueMaxSize <= LONG_MAX:
             raise InvalidArgumentError(f"tieredStoreConsumeQueueMaxSize {self.tieredStoreConsumeQueueMaxSize} must be at "
                                        f"least {CQ_UNIT_SIZE} (one consume-queue unit)")
-        if not 0 < self.readAheadMessageCountThreshold <= 2**31 - 1:
+        if not 0 < self.readAheadMessageCountThreshold <= INT_MAX:
             raise InvalidArgumentError("readAheadMessageCountThreshold must be a positive int")
-        if not 0 < self.readAheadMessageSizeThreshold <= 2**31 - 1:
+        if not 0 < self.readAheadMessageSizeThreshold <= INT_MAX:
             raise InvalidArgumentError("readAheadMessageSizeThreshold must be a positive int")
-        if not -(2**31) <= self.tieredStoreFileReservedTime <= 2**31 - 1:
+        if not INT_MIN <= self.tieredStoreFileReservedTime <= INT_MAX:
             raise InvalidArgumentError("tieredStoreFileReservedTime is not a Java int")
-        if not 0 < self.tieredStoreIndexFileMaxHashSlotNum <= 2**31 - 1:
+        if not 0 < self.tieredStoreIndexFileMaxHashSlotNum <= INT_MAX:
             raise InvalidArgumentError("tieredStoreIndexFileMaxHashSlotNum must be a positive int")
-        if not 1 < self.tieredStoreIndexFileMaxIndexNum <= 2**31 - 1:
+        if not 1 < self.tieredStoreIndexFileMaxIndexNum <= INT_MAX:
             raise InvalidArgumentError("tieredStoreIndexFileMaxIndexNum must be an int above 1")
-        if not 0 < self.maxTransferBytesOnMessageInMemory <= 2**31 - 1:
+        if not 0 < self.maxTransferBytesOnMessageInMemory <= INT_MAX:
             raise InvalidArgumentError("maxTransferBytesOnMessageInMemory must be a positive int")
 
     def is_given(self, key: str) -> bool:

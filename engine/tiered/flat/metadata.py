@@ -25,9 +25,9 @@ from engine.errors import CorruptFileError, InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.java.concurrent import ConcurrentHashMap, int_hash, long_hash, string_hash
+from engine.java.lang import LONG_MAX
 from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, INDEX
 
-LONG_MAX = 2**63 - 1
 DEFAULT_CAPACITY = 1024
 TABLE_NAMES = {COMMIT_LOG: "commitLogFileSegmentTable", CONSUME_QUEUE: "consumeQueueFileSegmentTable",
                INDEX: "indexFileSegmentTable"}

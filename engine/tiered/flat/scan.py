@@ -16,9 +16,9 @@ import numpy as np
 
 from engine.broker.commitlog.message import BORNHOST_V6_FLAG
 from engine.broker.commitlog.records import CORRUPT, ZERO, SegmentEnd, decode_segment
+from engine.java.lang import LONG_MAX
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 
-LONG_MAX = 2**63 - 1
 STORE_TIMESTAMP_POSITION = 56   # MessageFormatUtil: fixed, right only for an IPv4 born host (flat-store pitfall 14)
 QUEUE_OFFSET_POSITION = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])

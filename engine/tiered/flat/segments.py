@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import StoreError
+from engine.java.lang import LONG_MAX
 from engine.tiered.flat.layout import FILE_TYPE_NAMES
 
-LONG_MAX = 2**63 - 1
 
 
 class TieredReadError(StoreError):
