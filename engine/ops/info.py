@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.broker.commitlog.log import open_commitlog
-from engine.broker.config.brokerconf import INDEX_HEADER_SIZE, BrokerConfig
+from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from engine.broker.config.lock import lock_holder
+from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
 from engine.errors import StoreError
@@ -159,8 +160,8 @@ def _header(path: Path) -> tuple[int, int, int] | None:
         return None
     if len(head) < INDEX_HEADER_SIZE:
         return None
-    return (int.from_bytes(head[0:8], "big", signed=True), int.from_bytes(head[8:16], "big", signed=True),
-            int.from_bytes(head[36:40], "big", signed=True))
+    begin, end, _bp, _ep, _slots, count = HEADER.unpack_from(head)
+    return begin, end, count
 
 
 def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
