@@ -372,8 +372,8 @@ def part3(cfg, rep, p2) -> dict:
     no_cds = dict(os.environ, RMQTOOL_SPARK_CDS="0")  # with Spark's own daemon: the local runner before session 20
     before = ["--conf", "spark.python.daemon.module=pyspark.daemon"]
     first = _reindex_run(store, work / "out-local2", "local[2]")
-    if first["job"]["spark_class_archive"] != "creating":
-        raise RuntimeError(f"the first local run made no class archive: {first['job']['spark_class_archive']}")
+    if first["job"]["sparkClassArchive"] != "creating":
+        raise RuntimeError(f"the first local run made no class archive: {first['job']['sparkClassArchive']}")
     deadline = time.monotonic() + 600  # made in the background after the command returned
     while not list(cache.glob("*.jsa")):
         if time.monotonic() > deadline:
@@ -397,7 +397,7 @@ def part3(cfg, rep, p2) -> dict:
     read, jvm = med(runs["read"]), med(runs["jvm"])
     res = {"read_s": read, "jvm_s": jvm, "jvm_default_s": jvm_default, "walls": wall, "identical": same,
            "jvm_plain_s": med(runs["jvm_plain"]), "first_local2_s": first["wall_s"],
-           "archive_states": sorted({r["job"]["spark_class_archive"] for r in runs["local[2]"]}),
+           "archive_states": sorted({r["job"]["sparkClassArchive"] for r in runs["local[2]"]}),
            "jobs": {k: runs[k][len(runs[k]) // 2]["job"] for k in wall},
            "peaks": {k: runs[k][len(runs[k]) // 2]["peaks"] for k in wall}}
     cold = drop_caches()
@@ -411,9 +411,9 @@ def part3(cfg, rep, p2) -> dict:
 
 def _part3_report(cfg, rep, res) -> None:
     j, w, read, jvm = res["jobs"]["inline"], res["walls"], res["read_s"], res["jvm_s"]
-    mb = j["bytes_read"] / 1e6
-    rep.append(f"### 3. End-to-end `rmqtool spark-reindex` ({j['messages']:,} messages, {j['keys_indexed']:,} keys, "
-               f"{j['index_files']} index file(s) of default geometry, {len(j['scan_tasks'])} segment ranges)\n")
+    mb = j["bytesRead"] / 1e6
+    rep.append(f"### 3. End-to-end `rmqtool spark-reindex` ({j['messages']:,} messages, {j['keysIndexed']:,} keys, "
+               f"{j['indexFiles']} index file(s) of default geometry, {len(j['scanTasks'])} segment ranges)\n")
     rep.append(f"`rmqtool spark-reindex --store STORE --out OUT --master M --json`, wall time of the whole command "
                f"(interpreter, imports, JVM start, scan, plan, build, fsync, publish, JVM stop), medians of "
                f"{cfg['repeat']} interleaved runs. Reference: one plain read of the same files (page cache), and the "
@@ -459,19 +459,19 @@ def _part3_report(cfg, rep, res) -> None:
                "build stage |\n|---|---|---|---|---|---|---|")
     for k in ("inline", "local[1]", "local[2]"):
         jj = res["jobs"][k]
-        tasks = jj["scan_tasks"]
+        tasks = jj["scanTasks"]
         tsum = sum(t["seconds"] for t in tasks)
         first = min(t["started"] for t in tasks)
         span = max(t["started"] + t["seconds"] for t in tasks) - first
-        rep.append(f"| {k} | {jj['scan_seconds']:.2f} s | {first - jj['scan_started']:.2f} s | {span:.2f} s | "
-                   f"{tsum:.2f} s | {tsum / span:.2f} | {jj['build_seconds']:.2f} s |")
+        rep.append(f"| {k} | {jj['scanSeconds']:.2f} s | {first - jj['scanStarted']:.2f} s | {span:.2f} s | "
+                   f"{tsum:.2f} s | {tsum / span:.2f} | {jj['buildSeconds']:.2f} s |")
     rep.append("")
     rep.append("Per-task figures of the local[2] run (one Spark task per segment range):\n")
     rep.append("| segment | range | bytes | messages | seconds | MB/s |\n|---|---|---|---|---|---|")
-    for t in res["jobs"]["local[2]"]["scan_tasks"]:
+    for t in res["jobs"]["local[2]"]["scanTasks"]:
         end = "end" if t["end"] is None else f"{t['end']:,}"
-        rep.append(f"| {t['segment']} | {t['begin']:,} .. {end} | {t['bytes_scanned']:,} | {t['records']:,} | "
-                   f"{t['seconds']:.2f} | {t['bytes_scanned'] / 1e6 / max(t['seconds'], 1e-9):.0f} |")
+        rep.append(f"| {t['segment']} | {t['begin']:,} .. {end} | {t['bytesScanned']:,} | {t['records']:,} | "
+                   f"{t['seconds']:.2f} | {t['bytesScanned'] / 1e6 / max(t['seconds'], 1e-9):.0f} |")
     rep.append("")
     rep.append("Peak memory per process (VmHWM, sampled every 0.1 s):\n")
     rep.append("| run | process | count | peak of one | sum |\n|---|---|---|---|---|")

@@ -39,6 +39,8 @@ COMMAND_TABLE = {
     "dump-cq": ("queues", "dump_cq"),
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
+    "info": ("info", "info"),
+    "prune": ("info", "prune"),
     "doctor": ("doctor", "doctor"),
 }
 GROUP_TABLE = {"tiered": "tiered", "timer": "timer", "repair": "repair"}  # command groups: the module whose `app` holds the subcommands
@@ -157,10 +159,12 @@ def build(names=None, listing: bool = False) -> typer.Typer:
     every command as the top-level help lists it, and nothing more (`rmqtool --help`, bare `rmqtool`)."""
     from rmqtool import examples
 
+    from rmqtool.cli import OneLineErrors
+
     typer = _typer()
     names = list(COMMANDS) + list(GROUPS) if names is None else names
     a = typer.Typer(
-        name="rmqtool", help=HELP,
+        name="rmqtool", help=HELP, cls=OneLineErrors,  # usage errors: one line, exit 2 (docs/output-contract.md)
         no_args_is_help=False,  # no arguments: the help and exit 0 (_help_when_bare), not a usage error (exit 2)
         invoke_without_command=True,
         add_completion=True,
@@ -220,16 +224,9 @@ def main() -> None:
 
 
 def _closed_pipe() -> None:
-    """The reader of stdout went away (`| head -1`): end quietly with status 1 (as click does when it meets the closed pipe first).
+    """The reader of stdout went away (`| head -1`) outside a command: end quietly with 0, as a command does
+    (rmqtool.cli.handles_errors; docs/output-contract.md)."""
+    from rmqtool.cli import closed_pipe
 
-    stdout is pointed at /dev/null first, so the interpreter's final flush of what is still buffered cannot
-    fail again and print "Exception ignored ... BrokenPipeError" on stderr.
-    """
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    sys.exit(1)
+    closed_pipe()
+    sys.exit(0)

@@ -1,17 +1,23 @@
-"""What every command shares at run time: expected failures become one line on stderr and an exit code."""
+"""What every command shares at run time: expected failures become one line on stderr and an exit code
+(docs/output-contract.md): engine errors, bad option values (click's usage errors too), a closed pipe."""
 from __future__ import annotations
 
 import functools
+import sys
 
 import typer
+from typer.core import TyperGroup
 
 state = {"debug": False}
 
+#: Exit codes of the output contract (engine.errors.StoreError subclasses carry theirs).
+OK, BAD_INPUT, PARTIAL, LOCKED = 0, 2, 3, 4
 
-def fail(message: str, code: int = 2) -> None:
+
+def fail(message: str, code: int = BAD_INPUT) -> None:
     from rmqtool import render
 
-    render.note(f"error: {message}")  # one plain line, never wrapped
+    render.problem(f"error: {message}")  # one plain line, never wrapped, whatever --quiet says
     raise typer.Exit(code)
 
 
@@ -28,23 +34,37 @@ def _expand(value):
     return value
 
 
+def closed_pipe() -> None:
+    """The reader of stdout went away (`| head -1`): point stdout at /dev/null, so that the interpreter's final
+    flush of what is still buffered cannot fail again (and print "Exception ignored ... BrokenPipeError")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def handles_errors(fn):
     """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
-    `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead."""
+    `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead. A command's `quiet`
+    parameter (rmqtool.options.QuietOpt) silences its notes; a closed pipe ends it quietly with 0."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from engine.errors import StoreError
         from rmqtool import render
 
         render.forget_consoles()
-        render.set_quiet(False)
+        render.set_quiet(kwargs.get("quiet") is True)
         kwargs = {k: _expand(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
         except BrokenPipeError:
-            raise  # the reader went away (`| head`): rmqtool.app.main ends quietly
+            closed_pipe()  # the reader went away (`| head`): the answer it wanted is out
+            raise typer.Exit(OK) from None
         except StoreError as e:
             if state["debug"]:
                 raise
@@ -53,9 +73,11 @@ def handles_errors(fn):
             if state["debug"]:
                 raise
             msg = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.filename else str(e)
-            fail(msg or type(e).__name__, 2)
+            fail(msg or type(e).__name__, BAD_INPUT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        finally:
+            render.set_quiet(False)
     return wrapper
 
 
@@ -64,3 +86,35 @@ def deprecated(old: str, new: str) -> None:
     from rmqtool import render
 
     render.note(f"warning: `rmqtool {old}` is deprecated and goes away in the next release; use `rmqtool {new}`")
+
+
+def usage_error_line(e) -> str:
+    """click's usage error (a bad number, a missing option, a file where a directory is expected, an unknown
+    option or command) as the one line every other error is: `error: ... (see rmqtool CMD --help)`."""
+    msg = " ".join(e.format_message().split())
+    msg = msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg
+    ctx = getattr(e, "ctx", None)
+    where = f" (see {ctx.command_path} --help)" if ctx is not None and ctx.command_path else ""
+    return f"error: {msg.rstrip('.')}{where}"
+
+
+class OneLineErrors(TyperGroup):
+    """The root group: click's Usage/Try/blank/Error block becomes one `error: ...` line and exit 2, as every
+    other error (docs/output-contract.md); the rest is typer's main in non-standalone mode."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        from typer._click.exceptions import ClickException  # typer's vendored click
+        from typer.exceptions import Abort
+
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as e:
+            sys.stderr.write(usage_error_line(e) + "\n")
+            sys.stderr.flush()
+            sys.exit(BAD_INPUT)
+        except Abort:
+            sys.stderr.write("error: interrupted\n")
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else OK)

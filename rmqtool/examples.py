@@ -76,6 +76,16 @@ EXAMPLES: dict[str, list[str]] = {
         "rmqtool delays -c /opt/rocketmq/conf/broker.conf",
         "rmqtool delays -s ~/store --json | jq '.levels[] | select(.pending > 0)'",
     ],
+    "info": [
+        "rmqtool info -s ~/store",
+        "rmqtool info -c /opt/rocketmq/conf/broker.conf --json | jq '.commitLog.maxOffset, .locked'",
+        "rmqtool info -s ~/store --json | jq '.placeholders[] | {commitLogOffset, origin, present}'",
+    ],
+    "prune": [
+        "rmqtool prune -s ~/store --dry-run",
+        "rmqtool prune -s ~/store --older-than 7d",
+        "rmqtool prune -s ~/store --older-than 12h --dry-run --json",
+    ],
     "tiered": [
         "rmqtool tiered queues -T /data/tiered -s ~/store",
         "rmqtool tiered get -T /data/tiered -s ~/store -t TopicTest -q 0 -i 0 -n 10",

@@ -52,10 +52,10 @@ def run_job(job, labels: dict[str, str], json_out: bool, render_fn, title: str =
             bar.update(tasks[phase], completed=done, total=total)
 
         result = job(progress)
-    for r in result.repairs:
-        render.note(f"repaired: {r}")
+    for r in result.repairs:  # it changed the store: said whatever --quiet says
+        render.problem(f"repaired: {r}")
     for a in result.anomalies:
-        render.note(f"warning: {a}")
+        render.problem(f"warning: {a}")
     if json_out:
         render.emit_json(as_json(result) if as_json else result.as_dict())
     else:

@@ -19,8 +19,12 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
 BrokerConfOpt = Annotated[Optional[Path], typer.Option(
     "--broker-conf", "-c", help="broker.conf to read store paths and geometry from.", rich_help_panel=STORE_PANEL,
     exists=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (NDJSON for message streams).",
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: camelCase names, one JSON document "
+                                       "per answer, NDJSON (one object per line) for streams of records.",
                                        rich_help_panel=OUTPUT_PANEL)]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-Q", help="No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, "
+    "warnings and errors still print.", rich_help_panel=OUTPUT_PANEL)]
 HashSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="Index hash slots per file (maxHashSlotNum; default: from the store's index files, else "
     "5000000; writers never write another geometry beside the files').",
@@ -39,6 +43,18 @@ BeginOpt = Annotated[Optional[str], typer.Option(
     "--begin", "-b", help="Start of the time range: epoch milliseconds or ISO-8601 (default: 0).")]
 EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
+
+
+def values(*choices: str):
+    """The values an option's completion offers (scripts/regen.py writes them into completions/): for options
+    that take one of a few words, or any Spark master URL beside the usual ones."""
+    def complete() -> list[str]:
+        return list(choices)
+    complete.choices = choices
+    return complete
+
+
+MASTER_VALUES = values("local[*]", "inline")
 
 
 # The tier and its broker, shared by every `rmqtool tiered` command (defined once; engine.tiered.flat.store.TierSource
@@ -65,8 +81,6 @@ TieredSlotsOpt = Annotated[Optional[int], typer.Option(
 TieredItemsOpt = Annotated[Optional[int], typer.Option(
     "--max-index", help="tieredStoreIndexFileMaxIndexNum (default: broker.conf's, 20000000 when it leaves it out; "
     "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr (data and errors still show).",
-                                        rich_help_panel=OUTPUT_PANEL)]
 
 
 def tier_source(tiered_store_path=None, metadata=None, store=None, broker_conf=None, cluster_name=None,

@@ -8,6 +8,10 @@ import json
 import os
 import sys
 
+# notes (silenced by --quiet) and problems (always printed) on stderr live in rmqtool.notes, which rmqtool.tables
+# uses too; commands call them as render.note / render.problem
+from rmqtool.notes import note, problem, set_quiet, state  # noqa: F401
+
 
 def __getattr__(name: str):
     """`render.out` / `render.err`: rich consoles, made on first use (rich costs start-up time)."""
@@ -37,24 +41,6 @@ def forget_consoles() -> None:
 def emit_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
-
-
-_quiet = {"on": False}
-
-
-def set_quiet(on: bool) -> None:
-    """--quiet: notes are dropped from here on (errors, "error: ...", still show); every command starts loud."""
-    from rmqtool import tables
-
-    _quiet["on"] = tables.QUIET["on"] = bool(on)
-
-
-def note(msg: str) -> None:
-    """One message on stderr, never wrapped (a warning or a summary is one line, whatever the terminal width)."""
-    if _quiet["on"] and not msg.startswith("error:"):
-        return
-    sys.stderr.write(msg + "\n")
-    sys.stderr.flush()
 
 
 def line(text: str = "") -> None:
@@ -112,7 +98,7 @@ _FORCE_TERMINAL_ENV = ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")
 def progress(total: int | None, description: str):
     """A progress bar on stderr (only when stderr is a terminal). It never captures stdout: data written while
     it runs (NDJSON acknowledgements, rows) goes straight to stdout, whatever stderr is."""
-    if not _stderr_is_terminal() and not any(map(os.environ.get, _FORCE_TERMINAL_ENV)):
+    if state["quiet"] or (not _stderr_is_terminal() and not any(map(os.environ.get, _FORCE_TERMINAL_ENV))):
         return _NoProgress()  # piped or redirected: no bar, and no ~30 ms of rich imports
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from engine.tiered.index import MAX_QUERY_COUNT, FileInspection, SlotWalk, TieredKeyAnswer
-from engine.views.times import iso_time
+from engine.views.times import local_time
 from rmqtool import render
 
 STOP_TEXT = {
@@ -61,8 +61,8 @@ def render_headers(rows: list[dict]) -> None:
             ("magic", f"{r['magicName']} ({r['magicHex']})" if r["magic"] is not None else "(empty upload)"),
             ("layout", r["layout"]),
             ("status", r["status"]),
-            ("beginTimestamp", f"{r['beginTimestamp']} ({iso_time(r['beginTimestamp'])})"),
-            ("endTimestamp", f"{r['endTimestamp']} ({iso_time(r['endTimestamp'])})"),
+            ("beginTimestamp", f"{r['beginTimestamp']} ({local_time(r['beginTimestamp'])})"),
+            ("endTimestamp", f"{r['endTimestamp']} ({local_time(r['endTimestamp'])})"),
             ("hashSlotCount", r["hashSlotCount"]),
             ("indexItemCount", r["indexItemCount"]),
             ("slots (hashSlotNum)", r["hashSlotNum"]),
@@ -72,8 +72,8 @@ def render_headers(rows: list[dict]) -> None:
         return
     render.table("tiered index files", ["file", "magic", "layout", "status", "beginTime", "endTime", "hashSlotCount",
                                         "indexItemCount", "slots", "indexNum", "fileSize"],
-                 [[r["file"], r["magicName"], r["layout"], r["status"], iso_time(r["beginTimestamp"]),
-                   iso_time(r["endTimestamp"]), r["hashSlotCount"], r["indexItemCount"], r["hashSlotNum"],
+                 [[r["file"], r["magicName"], r["layout"], r["status"], local_time(r["beginTimestamp"]),
+                   local_time(r["endTimestamp"]), r["hashSlotCount"], r["indexItemCount"], r["hashSlotNum"],
                    r["indexNum"] if r["indexNum"] is not None else "-", r["fileSize"]] for r in rows])
 
 
@@ -98,8 +98,7 @@ def render_walk(r: FileInspection, w: SlotWalk, json_out: bool) -> None:
     text = "end of the slot's item range" if w.stop == "end" and compacted else STOP_TEXT.get(w.stop, w.stop)
     render.out.print(f"stopped: {text}", markup=False)
     if not compacted and len(w.items) > MAX_QUERY_COUNT:
-        render.out.print(f"note: the broker's query visits only the first {MAX_QUERY_COUNT} items of a chain",
-                         markup=False)
+        render.note(f"note: the broker's query visits only the first {MAX_QUERY_COUNT} items of a chain")
 
 
 def _walk_row(it: dict, w: SlotWalk, compacted: bool, begin: int) -> list:
@@ -109,7 +108,7 @@ def _walk_row(it: dict, w: SlotWalk, compacted: bool, begin: int) -> list:
     elif it["slot"] != w.slot:
         mark = "wrong slot"
     row = [it["position"] if compacted else it["item"], it["hashCode"], it["topicId"], it["queueId"], it["offset"],
-           it["size"], it["timeDiff"], iso_time(begin + it["timeDiff"] * 1000)]
+           it["size"], it["timeDiff"], local_time(begin + it["timeDiff"] * 1000)]
     if not compacted:
         row.append(it["itemIndex"])
     return row + [it["slot"], mark]
@@ -187,15 +186,15 @@ def _render_items(kept: list[dict], rejected: list[dict], topic: str, key: str, 
     rows = []
     if mode == "unverified":
         for k in kept:
-            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], iso_time(k["time"]),
+            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], local_time(k["time"]),
                          k["file"]])
         render.table(f"{len(kept)} tiered index item(s) for {topic}#{key} (not verified)", base, rows)
     else:
         for k in kept:
             m = k.get("message") or {}
-            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], iso_time(k["time"]),
+            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], local_time(k["time"]),
                          k["file"], k["verifiedBy"] or f"no: {k.get('unverifiedReason', '')}",
-                         iso_time(m.get("storeTimestamp")) if m else "", " ".join(m.get("keys", [])),
+                         local_time(m.get("storeTimestamp")) if m else "", " ".join(m.get("keys", [])),
                          m.get("uniqKey") or "", render.body_preview(m) if m else ""])
         nv = sum(1 for k in kept if k.get("verifiedBy"))
         render.table(f"{len(kept)} tiered index item(s) for {topic}#{key}, {nv} verified against the message "
@@ -290,7 +289,7 @@ def _message_row(m) -> list:
     r = m.record
     if r is None:
         return [m.item["offset"], "", m.item["queueId"], "", "", "", f"({m.reason or m.status})"]
-    return [r.physical_offset, iso_time(r.store_timestamp), r.queue_id, r.queue_offset, " ".join(r.keys),
+    return [r.physical_offset, local_time(r.store_timestamp), r.queue_id, r.queue_offset, " ".join(r.keys),
             r.uniq_key or "", render.body_preview(r.to_json())]
 
 
@@ -317,7 +316,7 @@ def _render_raw_items(ans, json_out: bool) -> None:
     q = ans.question
     render.table(f"{len(rows)} tiered index item(s) for {q.topic}#{q.key} (IndexStoreService.queryAsync)",
                  ["queueId", "offset", "size", "topicId", "hashCode", "itemTime", "file", "fetcher"],
-                 [[d["queueId"], d["offset"], d["size"], d["topicId"], d["hashCode"], iso_time(d["itemTime"]),
+                 [[d["queueId"], d["offset"], d["size"], d["topicId"], d["hashCode"], local_time(d["itemTime"]),
                    d["fileTimestamp"], d.get("skippedByFetcher", "reads it")] for d in rows])
 
 

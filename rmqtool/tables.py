@@ -53,14 +53,11 @@ def terminal_width() -> int:
     return WIDE
 
 
-QUIET = {"on": False}   # --quiet (set with rmqtool.render.set_quiet): notes are dropped
-
-
 def note(message: str) -> None:
-    if QUIET["on"]:
-        return
-    sys.stderr.write(f"note: {message}\n")
-    sys.stderr.flush()
+    """`note: ...` on stderr, silenced by --quiet (rmqtool.notes)."""
+    from rmqtool import notes
+
+    notes.note(f"note: {message}")
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
@@ -124,7 +121,8 @@ class Stream:
             note(f"the table is too wide for {self.width} columns: one block per record "
                  "(a wider terminal, COLUMNS=..., or --json gives one row per record)")
         if self.title:
-            self._write(self.title)
+            for part in _wrap(self.title, self.width):  # a title naming a long path wraps, as TEXT does
+                self._write(part)
         if not self.vertical and self.header:
             self._write(GAP.join(_pad(c.header, self.widths[c.key], c.kind) for c in self.shown).rstrip())
             self._write(GAP.join("-" * self.widths[c.key] for c in self.shown))

@@ -80,6 +80,33 @@ def parse_range(begin: str | None, end: str | None, *, now: int | None = None, b
     return b, e
 
 
+DURATION_GRAMMAR = "a duration such as 30m, 12h, 7d, 2w or 1d12h (units ms, s, m, h, d, w)"
+_DURATION = re.compile(r"(?:\d+(?:ms|s|m|h|d|w))+")
+
+
+def parse_duration(text: str, option: str) -> int:
+    """A duration (`7d`, `12h`, `1d12h`, `0s`) -> milliseconds; InvalidArgumentError for anything else."""
+    t = (text or "").strip().lower()
+    if not _DURATION.fullmatch(t):
+        raise InvalidArgumentError(f"{option} {text!r} is not a duration: give {DURATION_GRAMMAR}")
+    v = sum(int(n) * _UNITS_MS[u] for n, u in _PART.findall(t))
+    if v > LONG_MAX:
+        raise InvalidArgumentError(f"{option} {text!r} is out of range")
+    return v
+
+
+def format_duration(ms: int | None) -> str:
+    """Milliseconds -> `3 d 4 h`, `5 min`, `12 s` (two units at most: an age at a glance)."""
+    if ms is None:
+        return "?"
+    s = ms // 1000
+    for size, unit, sub, subunit in ((86_400, "d", 3600, "h"), (3600, "h", 60, "min"), (60, "min", 1, "s")):
+        if s >= size:
+            rest = (s % size) // sub
+            return f"{s // size} {unit}" + (f" {rest} {subunit}" if rest else "")
+    return f"{s} s"
+
+
 def _ms(dt: datetime, option: str, text: str) -> int:
     try:
         v = (dt - _EPOCH) // timedelta(milliseconds=1)  # exact: no float rounding of .123

@@ -60,16 +60,42 @@ def readme_with_reference(text: str) -> str:
 
 
 # ------------------------------------------------------------------ completions
+#
+# Every command and subcommand (`rmqtool tiered q<Tab>`), every option, and the values an option takes: a
+# directory, a file, or the words its completion offers (rmqtool.options.values, click Choice types).
 
-def _options(cmd) -> list[tuple[str, str, bool]]:
-    """(option string, help, takes a value) for every option of a click command."""
+
+class Opt:
+    """One option string of a command, as the completions need it."""
+
+    def __init__(self, name: str, help: str, takes_value: bool, kind: str | None, values: list[str]):
+        self.name, self.help, self.takes_value, self.kind, self.values = name, help, takes_value, kind, values
+
+
+def _value_kind(cmd, p) -> tuple[str | None, list[str]]:
+    """("dir" | "file" | "values" | None, the values) of an option that takes a value."""
+    t = p.type
+    if hasattr(t, "dir_okay") and hasattr(t, "file_okay"):  # a click Path (typer's vendored click)
+        return ("dir" if t.dir_okay and not t.file_okay else "file"), []
+    ctx = cmd.make_context(cmd.name or "rmqtool", [], resilient_parsing=True)
+    offered = [c.value for c in p.shell_complete(ctx, "")]
+    if offered:
+        return "values", [str(v) for v in offered]
+    if p.name in ("from_jsonl",):  # a file name or '-' for stdin, so a str option
+        return "file", []
+    return None, []
+
+
+def _options(cmd) -> list[Opt]:
+    """Every visible option string of a click command (and --help)."""
     out = []
     for p in cmd.params:
         if getattr(p, "param_type_name", "") != "option" or getattr(p, "hidden", False):
             continue
+        kind, values = _value_kind(cmd, p) if not p.is_flag else (None, [])
         for o in p.opts + list(p.secondary_opts):
-            out.append((o, (p.help or "").split("\n")[0], not p.is_flag))
-    out.append(("--help", "Show this message and exit.", False))
+            out.append(Opt(o, (p.help or "").split("\n")[0], not p.is_flag, kind, values))
+    out.append(Opt("--help", "Show this message and exit.", False, None, []))
     return out
 
 
@@ -77,70 +103,162 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().split("\n")[0].replace("'", "")
 
 
+def tree() -> list[tuple[tuple[str, ...], object]]:
+    """(path, click command) of the root, every command, every group and every subcommand, in name order."""
+    root = click_root()
+    out = []
+
+    def walk(cmd, path):
+        out.append((path, cmd))
+        for name in sorted(getattr(cmd, "commands", None) or {}):
+            walk(cmd.commands[name], path + (name,))
+    walk(root, ())
+    return out
+
+
+def _children(cmd) -> list[tuple[str, object]]:
+    return [(n, cmd.commands[n]) for n in sorted(getattr(cmd, "commands", None) or {})]
+
+
+def _groups(nodes) -> list[str]:
+    return [path[0] for path, cmd in nodes if len(path) == 1 and getattr(cmd, "commands", None)]
+
+
 def bash_script() -> str:
-    root, cmds = commands()
-    names = " ".join(n for n, _ in cmds)
-    glob = " ".join(o for o, _, _ in _options(root))
+    nodes = tree()
+    groups = "|".join(_groups(nodes))
     lines = [
         "# bash completion for rmqtool (static; regenerate with scripts/regen.py)",
         "_rmqtool() {",
-        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i',
+        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" w i',
+        "    # the command path typed so far: the first word that is not an option, and a group's subcommand",
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
-        '        case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac',
+        '        w="${COMP_WORDS[i]}"',
+        '        case "$w" in -*) continue ;; esac',
+        '        if [[ -z "$cmd" ]]; then',
+        '            cmd="$w"',
+        f'            case "$cmd" in {groups}) ;; *) break ;; esac' if groups else "            break",
+        "        else",
+        '            cmd="$cmd $w"',
+        "            break",
+        "        fi",
         "    done",
-        '    case "$prev" in',
-        "        --store|-s|--tiered-dir|--out) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;",
-        "        --broker-conf|-c|--body-file|--from-jsonl) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;",
-        "    esac",
+        '    _rmqtool_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur"); }',
         '    case "$cmd" in',
-        f'        "") COMPREPLY=($(compgen -W "{names} {glob}" -- "$cur")) ;;',
     ]
-    for name, cmd in cmds:
-        opts = " ".join(o for o, _, _ in _options(cmd))
-        lines.append(f'        {name}) COMPREPLY=($(compgen -W "{opts}" -- "$cur")) ;;')
+    for path, cmd in nodes:
+        key = " ".join(path)
+        opts = _options(cmd)
+        words = [n for n, _ in _children(cmd)] + [o.name for o in opts]
+        lines.append(f'        "{key}")')
+        cases = {}
+        for o in opts:
+            if not o.takes_value:
+                continue
+            if o.kind == "dir":
+                action = 'mapfile -t COMPREPLY < <(compgen -d -- "$cur")'
+            elif o.kind == "file":
+                action = 'mapfile -t COMPREPLY < <(compgen -f -- "$cur")'
+            elif o.kind == "values":
+                action = f'_rmqtool_words "{" ".join(o.values)}"'
+            else:
+                action = "COMPREPLY=(); compopt +o default 2>/dev/null"  # a value of the user's: nothing to offer
+            cases.setdefault(action, []).append(o.name)
+        if cases:
+            lines.append('            case "$prev" in')
+            for action, names in cases.items():
+                lines.append(f"                {'|'.join(names)}) {action}; return ;;")
+            lines.append("            esac")
+        lines.append(f'            _rmqtool_words "{" ".join(words)}" ;;')
     lines += ["    esac", "}", "complete -o default -F _rmqtool rmqtool", ""]
     return "\n".join(lines)
 
 
+def _zsh_text(h: str) -> str:
+    return h.replace("'", "").replace("[", "(").replace("]", ")").replace(":", " ")
+
+
+def _zsh_word(v: str) -> str:
+    return "".join("\\" + c if c in "[]*?()|<>~#$^&;'\"` \\" else c for c in v)
+
+
+def _zsh_arguments(cmd, indent: str) -> list[str]:
+    specs = []
+    for o in _options(cmd):
+        action = ""
+        if o.takes_value:
+            action = {"dir": ":path:_files -/", "file": ":file:_files"}.get(o.kind, ":value: ")
+            if o.kind == "values":
+                action = f":value:({' '.join(map(_zsh_word, o.values))})"
+        specs.append(f"'{o.name}[{_zsh_text(o.help)}]{action}'")
+    specs.append("'*:file:_files'")
+    sep = " \\\n" + indent + "    "
+    return [indent + "_arguments -s " + sep.join(specs) + " ;;"]
+
+
 def zsh_script() -> str:
-    root, cmds = commands()
+    nodes = tree()
+    root = nodes[0][1]
     lines = ["#compdef rmqtool", "# zsh completion for rmqtool (static; regenerate with scripts/regen.py)", "",
              "_rmqtool() {", "    local -a commands", "    commands=("]
-    for name, cmd in cmds:
-        lines.append(f"        '{name}:{_first_line(cmd.help)}'")
+    for name, cmd in _children(root):
+        lines.append(f"        '{name}:{_zsh_text(_first_line(cmd.help))}'")
     lines += ["    )", "    if (( CURRENT == 2 )); then", "        _describe 'command' commands", "        return",
-              "    fi", "    case ${words[2]} in"]
-    for name, cmd in cmds:
-        specs = []
-        for o, h, takes in _options(cmd):
-            h = h.replace("'", "").replace("[", "(").replace("]", ")").replace(":", " ")
-            action = ""
-            if takes:
-                action = ":path:_files -/" if o in ("--store", "-s", "--out", "--tiered-dir") else (
-                    ":file:_files" if o in ("--broker-conf", "-c", "--body-file", "--from-jsonl") else ":value:")
-            specs.append(f"'{o}[{h}]{action}'")
+              "    fi", "    shift words; (( CURRENT-- ))", "    case ${words[1]} in"]
+    for name, cmd in _children(root):
         lines.append(f"        {name})")
-        lines.append("            _arguments -s " + " \\\n                ".join(specs + ["'*:file:_files'"]) + " ;;")
+        subs = _children(cmd)
+        if subs:
+            lines += ["            local -a subcommands", "            subcommands=("]
+            lines += [f"                '{n}:{_zsh_text(_first_line(c.help))}'" for n, c in subs]
+            lines += ["            )", "            if (( CURRENT == 2 )); then",
+                      f"                _describe '{name} command' subcommands", "                return",
+                      "            fi", "            shift words; (( CURRENT-- ))", "            case ${words[1]} in"]
+            for sub, c in subs:
+                lines.append(f"                {sub})")
+                lines += _zsh_arguments(c, "                    ")
+            lines += ["            esac ;;"]
+        else:
+            lines += _zsh_arguments(cmd, "            ")
     lines += ["    esac", "}", "", '_rmqtool "$@"', ""]
     return "\n".join(lines)
 
 
 def fish_script() -> str:
-    root, cmds = commands()
-    names = " ".join(n for n, _ in cmds)
+    nodes = tree()
+    groups = " ".join(_groups(nodes))
     lines = ["# fish completion for rmqtool (static; regenerate with scripts/regen.py)",
-             "complete -c rmqtool -f"]
-    for name, cmd in cmds:
-        lines.append(f"complete -c rmqtool -n 'not __fish_seen_subcommand_from {names}' -a {name} "
-                     f"-d '{_first_line(cmd.help)}'")
-    for name, cmd in cmds:
-        for o, h, takes in _options(cmd):
-            flag = f"-l {o[2:]}" if o.startswith("--") else f"-s {o[1:]}"
-            req = " -r" if takes else ""
-            files = " -F" if o in ("--store", "-s", "--broker-conf", "-c", "--body-file", "--from-jsonl", "--out",
-                                   "--tiered-dir") else ""
-            lines.append(f"complete -c rmqtool -n '__fish_seen_subcommand_from {name}' {flag}{req}{files} "
-                         f"-d '{h.replace(chr(39), '')}'")
+             "complete -c rmqtool -f",
+             "# the command path typed so far: the first word that is not an option, and a group's subcommand",
+             "function __rmqtool_path",
+             "    set -l words (commandline -opc)",
+             "    set -e words[1]",
+             "    set -l path",
+             "    for w in $words",
+             "        string match -q -- '-*' $w; and continue",
+             "        set -a path $w",
+             f"        contains -- $path[1] {groups}; or break" if groups else "        break",
+             "        test (count $path) -ge 2; and break",
+             "    end",
+             "    echo $path",
+             "end",
+             "function __rmqtool_at",
+             "    set -l p (__rmqtool_path)",
+             '    test "$p" = "$argv"',
+             "end"]
+    for path, cmd in nodes:
+        key = " ".join(path)
+        cond = f"__rmqtool_at {key}" if key else "__rmqtool_at ''"
+        for name, c in _children(cmd):
+            lines.append(f"complete -c rmqtool -n '{cond}' -a {name} -d '{_first_line(c.help)}'")
+        for o in _options(cmd):
+            flag = f"-l {o.name[2:]}" if o.name.startswith("--") else f"-s {o.name[1:]}"
+            extra = ""
+            if o.takes_value:  # -r -F: a path (files offered); -x: a value, no files (the words it takes, if any)
+                extra = " -r -F" if o.kind in ("dir", "file") else " -x"
+                if o.kind == "values":
+                    extra += " -a '" + " ".join(o.values) + "'"
+            lines.append(f"complete -c rmqtool -n '{cond}' {flag}{extra} -d '{o.help.replace(chr(39), '')}'")
     return "\n".join(lines) + "\n"
 
 

@@ -53,11 +53,29 @@ def jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def run(args: list[str], input: str | None = None):
+def run(args: list[str], input: str | None = None, env: dict | None = None):
     """Invoke the CLI in-process; stdout and stderr are kept apart."""
     from rmqtool.app import app
 
-    return CliRunner().invoke(app, [str(a) for a in args], input=input, catch_exceptions=True)
+    return CliRunner(env=env).invoke(app, [str(a) for a in args], input=input, catch_exceptions=True)
+
+
+def command_paths() -> list[tuple[str, object]]:
+    """("tiered get", click command) of every command and subcommand the application registers (groups too)."""
+    import typer.main
+
+    from rmqtool.app import app
+
+    out = []
+
+    def walk(cmd, prefix):
+        out.append((" ".join(prefix), cmd))
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            walk(sub, prefix + [name])
+
+    for name, cmd in typer.main.get_command(app).commands.items():
+        walk(cmd, [name])
+    return out
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -135,6 +153,59 @@ def spy(monkeypatch, owner, name: str, note) -> list:
         return got
     monkeypatch.setattr(owner, name, wrapped)
     return seen
+
+
+def sample_workspace(root: Path) -> dict[str, Path]:
+    """A small store of every kind of thing the commands read (docs/output-contract.md's contract test walks
+    every command over it): two topics in four queues with keys and tags, committed consumer offsets, a
+    recovery placeholder with its quarantine run, an index backup; beside it a tiered flat store (golden f1), a
+    tiered index file (golden t2) and a path for outputs, all under root/ws (what a writer may change). Read
+    only, outside it: a timer store (its wheel is 38 MB) and the tiered INDEX set f3 (golden)."""
+    import shutil
+    import time
+
+    ro = root / "ro"
+    ro.mkdir(parents=True)
+    now = int(time.time() * 1000)
+    timer_conf, _ = make_timer_store(ro / "timer", 8, fire_base=now + 3_600_000, write_ms=now - 1000,
+                                     read_ms=now - 1000)
+    f3 = GOLDEN / "tiered-flat" / "f3_index"
+    f3_first = json.loads((f3 / "messages.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    root = root / "ws"
+    store = root / "store"
+    msgs = [{"topic": "TopicA" if i % 3 else "TopicB", "queueId": i % 2, "keys": [f"k{i}", "common"],
+             "tags": "TagA" if i % 2 else "TagB", "storeTimestamp": 1_700_000_000_000 + i * 1000,
+             "body": f"hello {i}"} for i in range(40)]
+    acks = put_jsonl(store, msgs)
+    (store / "config").mkdir()
+    (store / "config" / "consumerOffset.json").write_text(json.dumps(
+        {"offsetTable": {"TopicA@g1": {"0": 3, "1": 1}, "TopicB@g1": {"0": 2}}}))
+    (store / "config" / "topics.json").write_text(json.dumps(
+        {"topicConfigTable": {"TopicA": {"topicName": "TopicA", "readQueueNums": 2, "writeQueueNums": 2},
+                              "TopicB": {"topicName": "TopicB", "readQueueNums": 2, "writeQueueNums": 2}}}))
+    victim = acks[5]  # one flipped body bit: recover --full-scan puts a placeholder there, kept in quarantine/
+    seg = store / "commitlog" / f"{victim['commitLogOffset'] // 4096 * 4096:020d}"
+    data = bytearray(seg.read_bytes())
+    data[victim["commitLogOffset"] % 4096 + 90] ^= 1
+    seg.write_bytes(bytes(data))
+    r = run(["recover", "-s", store, *READ_GEOM, "--full-scan", "-Q"])
+    assert r.exit_code == 0, r.output
+    r = run(["spark-reindex", "-s", store, *READ_GEOM, "--master", "inline", "-Q"])  # leaves index.bak-*
+    assert r.exit_code == 0, r.output
+    tiered = root / "tiered"
+    shutil.copytree(GOLDEN / "tiered-flat" / "f1_basic" / "store" / "tiered", tiered)
+    meta = root / "tieredStoreMetadata.json"
+    shutil.copy(GOLDEN / "tiered-flat" / "f1_basic" / "store" / "broker-a" / "config" / "tieredStoreMetadata.json",
+                meta)
+    t2 = GOLDEN / "tiered" / "t2_full"
+    tidx = root / "tiered_index_file"
+    tidx.mkdir()
+    begin = json.loads((t2 / "params.json").read_text())["beginTimestamp"]
+    shutil.copy(t2 / "unsealed.bin", tidx / str(begin))
+    return {"store": store, "tiered": tiered, "meta": meta, "tidx": tidx, "tfile": tidx / str(begin),
+            "out": root / "out", "segment": store / "commitlog" / "00000000000000000000", "timerconf": timer_conf,
+            "f3tier": f3 / "store" / "tiered", "f3store": f3 / "store" / "broker-a", "f3topic": f3_first["topic"],
+            "f3key": f3_first["uniqKey"]}
 
 
 # ---------------------------------------------------------------- small stores put through the CLI

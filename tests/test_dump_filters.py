@@ -56,7 +56,8 @@ def test_topic_and_time_filters(store):
     r = run(["dump-commitlog", "-s", root, "--topic", "TopicT", "--begin", T0 + 10_000, "--end", T0 + 14_000, "--json"])
     assert [m["storeTimestamp"] for m in messages(r)] == [T0 + i * 1000 for i in (10, 11, 13, 14)]
     r = run(["dump-commitlog", "-s", root, "--topic", "Nope", "--json"])
-    assert r.exit_code == 0 and messages(r) == []
+    assert_one_line_error(r, 2, "topic 'Nope' is not in the store")  # a typo is no empty answer (issue 23 item 6)
+    assert r.stdout == "" and "'TopicT'" in r.stderr and "'TopicU'" in r.stderr
 
 
 def test_end_given_as_a_date_means_the_end_of_that_day(tmp_path):

@@ -197,13 +197,13 @@ def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
         return json.loads(r.stdout)
 
     first = job("local[1]", "a")
-    assert first["spark_class_archive"] == "creating"  # its JVM listed its classes; the archive is made after
+    assert first["sparkClassArchive"] == "creating"  # its JVM listed its classes; the archive is made after
     cache = tmp_path / "cache"
     deadline = time.monotonic() + 600  # made at low priority: about 15 s of one CPU here
     while not list(cache.glob("*.jsa")) and time.monotonic() < deadline:
         time.sleep(0.2)
     second, inline = job("local[1]", "b"), job("inline", "c")
-    assert second["spark_class_archive"] == "used" and inline["spark_class_archive"] is None
+    assert second["sparkClassArchive"] == "used" and inline["sparkClassArchive"] is None
     archives = list(cache.iterdir())
     assert len(archives) == 1 and archives[0].name.endswith(".jsa") and archives[0].stat().st_size > 1 << 20
 
@@ -215,6 +215,6 @@ def test_a_local_job_makes_the_archive_once_then_maps_it(tmp_path):
     data = archives[0].read_bytes()
     archives[0].write_bytes(data[:len(data) // 2])
     third = job("local[1]", "d")
-    assert third["spark_class_archive"] == "rejected" and not archives[0].exists()
+    assert third["sparkClassArchive"] == "rejected" and not archives[0].exists()
     assert files("d") == files("c")
     assert list(work.iterdir()) == []  # no JVM crash report in the working directory

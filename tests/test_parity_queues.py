@@ -131,7 +131,7 @@ def test_print_msg_bad_input_one_line(store, args, code, text):
 def test_print_msg_unknown_topic_and_bad_names(store):
     root, _ = store
     assert_one_line_error(run(["print-msg", "-s", root, "-t", "Nope", "--begin", T0, "--end", "now"]), 2,
-                          "no consume queue")
+                          "is not in the store")
     assert_one_line_error(run(["print-msg", "-s", root, "-t", "../x", "--begin", T0, "--end", "now"]), 2)
 
 
@@ -207,7 +207,7 @@ def test_queues_min_max_times_bytes(store):
         assert q["bytes"] == sum(a["storeSize"] for a in mine)
     t = run(["queues", "-s", root, "--topic", "TopicA"])
     assert t.exit_code == 0 and "maxOffset" in t.stdout
-    assert_one_line_error(run(["queues", "-s", root, "--topic", "Nope"]), 2, "no consume queue")
+    assert_one_line_error(run(["queues", "-s", root, "--topic", "Nope"]), 2, "is not in the store")
 
 
 def test_queues_numeric_queue_order_and_skipped_dirs(tmp_path):

@@ -247,12 +247,12 @@ def test_inline_rebuild_is_byte_identical_to_put(store, tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert index_bytes(tmp_path / "out") == want
-    assert res["index_files"] == len(want) >= 3 and res["keys_indexed"] > res["messages"] == 70
-    assert res["segments"] == len(list((store / "commitlog").iterdir())) and res["bytes_read"] > 0
+    assert res["indexFiles"] == len(want) >= 3 and res["keysIndexed"] > res["messages"] == 70
+    assert res["segments"] == len(list((store / "commitlog").iterdir())) and res["bytesRead"] > 0
     # --out leaves the store alone: no backup, no checkpoint change (the lock file may be created).
     after = snapshot(store)
     after.pop("lock", None), before.pop("lock", None)
-    assert after == before and res["index_msg_timestamp"] is None
+    assert after == before and res["indexMsgTimestamp"] is None
 
 
 def test_rebuild_into_the_store_keeps_a_backup_and_moves_the_checkpoint(store):
@@ -263,7 +263,7 @@ def test_rebuild_into_the_store_keeps_a_backup_and_moves_the_checkpoint(store):
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert index_bytes(store / "index") == want
-    backup = Path(res["backup_dir"])
+    backup = Path(res["backupDir"])
     assert backup.parent == store and backup.name.startswith("index.bak-")
     assert [p.name for p in list_index_files(backup)] == old_names and index_bytes(backup) == want
     cp = Checkpoint.load(store / "checkpoint")
@@ -272,7 +272,7 @@ def test_rebuild_into_the_store_keeps_a_backup_and_moves_the_checkpoint(store):
         with IndexFile.open(p, 16, 64) as f:
             ends.append(f.header.endTimestamp)
     newest_end = max(ends)
-    assert cp.indexMsgTimestamp == res["index_msg_timestamp"] == newest_end
+    assert cp.indexMsgTimestamp == res["indexMsgTimestamp"] == newest_end
     assert cp.indexMsgTimestamp > cp_before.indexMsgTimestamp  # the last (not full) file is covered too
     assert (cp.physicMsgTimestamp, cp.logicsMsgTimestamp, cp.confirmPhyOffset) == (
         cp_before.physicMsgTimestamp, cp_before.logicsMsgTimestamp, cp_before.confirmPhyOffset)
@@ -304,7 +304,7 @@ def test_dry_run_writes_nothing(store, tmp_path):
     r = reindex(store, "--dry-run", "--json")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["dry_run"] and res["index_files"] == len(list_index_files(store / "index"))
+    assert res["dryRun"] and res["indexFiles"] == len(list_index_files(store / "index"))
     assert snapshot(store) == before
     r = reindex(store, "--dry-run", "--out", tmp_path / "nowhere")
     assert r.exit_code == 0 and "dry run" in r.stdout and not (tmp_path / "nowhere").exists()
@@ -375,7 +375,7 @@ def test_corrupt_record_is_reported_and_the_rest_indexed(tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert res["anomalies"] and "warning" in r.stderr
-    assert 0 < res["messages"] < 40 and res["keys_indexed"] == 2 * res["messages"]
+    assert 0 < res["messages"] < 40 and res["keysIndexed"] == 2 * res["messages"]
 
 
 # ============================================================================ Spark (local mode)
@@ -387,7 +387,7 @@ def test_spark_rebuild_is_byte_identical_to_put(spark, store, tmp_path):
     r = reindex(store, "--out", tmp_path / "out", "--json", master="local[2]")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert res["master"] == "local[2]" and res["index_files"] == len(want) >= 3
+    assert res["master"] == "local[2]" and res["indexFiles"] == len(want) >= 3
     assert index_bytes(tmp_path / "out") == want
     assert not list((tmp_path / "out").glob(".*"))  # no temporary or staging names left
 
@@ -398,8 +398,8 @@ def test_spark_into_store_with_backup_and_checkpoint(spark, store):
     r = reindex(store, "--json", master="local[2]")
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    assert index_bytes(store / "index") == want == index_bytes(Path(res["backup_dir"]))
-    assert Checkpoint.load(store / "checkpoint").indexMsgTimestamp == res["index_msg_timestamp"] > 0
+    assert index_bytes(store / "index") == want == index_bytes(Path(res["backupDir"]))
+    assert Checkpoint.load(store / "checkpoint").indexMsgTimestamp == res["indexMsgTimestamp"] > 0
 
 
 @pytest.mark.slow
@@ -417,7 +417,7 @@ def test_spark_handles_offsets_going_backwards_like_inline(spark, tmp_path):
         outs[master] = (json.loads(r.stdout), index_bytes(tmp_path / master))
     (ri, bi), (rs, bs) = outs["inline"], outs["local[2]"]
     assert bi == bs and len(bi) >= 3
-    assert ri["skipped_already_indexed"] == rs["skipped_already_indexed"] > 0
+    assert ri["skippedAlreadyIndexed"] == rs["skippedAlreadyIndexed"] > 0
     # And both equal the broker's incremental path over the decoded records.
     decoded = []
     for seg in seg_infos(sorted((root / "commitlog").iterdir())):

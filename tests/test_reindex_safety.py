@@ -123,7 +123,7 @@ def test_replace_in_the_store_refuses_an_index_dir_holding_other_files(store):
     # Without --replace the old directory (notes included) is kept whole as the backup.
     r = reindex(store, "--json")
     assert r.exit_code == 0, r.output
-    backup = Path(json.loads(r.stdout)["backup_dir"])
+    backup = Path(json.loads(r.stdout)["backupDir"])
     assert (backup / "notes.txt").read_text() == "mine"
     # The new index/ is rmqtool's (its marker, at the store root), so a later --replace may remove it, unless
     # someone put a file there.

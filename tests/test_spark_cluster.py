@@ -114,7 +114,7 @@ def test_spark_reindex_on_a_standalone_cluster_equals_inline(cluster, tmp_path):
              "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1"], env)
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
-    assert res["master"] == url and res["segments"] >= 3 and len(res["scan_tasks"]) >= 3
+    assert res["master"] == url and res["segments"] >= 3 and len(res["scanTasks"]) >= 3
     assert index_bytes(tmp_path / "cluster") == index_bytes(tmp_path / "inline") == index_bytes(store / "index")
     assert time.monotonic() - t < 240
     assert not [x for x in (tmp_path / "cluster").iterdir() if x.name.startswith(".")]  # staging, scratch gone

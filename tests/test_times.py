@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from engine.errors import InvalidArgumentError
-from engine.views.times import iso_time, local_time
+from engine.views.times import local_time
 from rmqtool.times import LONG_MAX, parse_range, parse_time
 
 NOW = 1_706_700_000_123   # 2024-01-31T11:20:00.123Z
@@ -96,13 +96,13 @@ def test_local_time_is_local_and_compact():
     assert (datetime(2024, 2, 1) - timedelta(milliseconds=1)).strftime("%H:%M:%S") == "23:59:59"
 
 
-def test_iso_time_is_local_iso_8601_with_milliseconds_and_offset():
-    """The cached form (one datetime per second) equals a datetime formatted for each value."""
+def test_local_time_is_cached_per_second_and_shows_no_time_as_it_is():
+    """The cached form (one datetime per second) equals a datetime formatted for each value; the one form of every
+    table and message (docs/output-contract.md)."""
     rnd = random.Random(1)
     for ms in [1, 999, 1_700_000_000_001, 1_700_000_000_999] + [rnd.randrange(1, 2**42) for _ in range(500)]:
         sec, milli = divmod(ms, 1000)
-        want = datetime.fromtimestamp(sec).replace(microsecond=milli * 1000).astimezone().isoformat(
-            timespec="milliseconds")
-        assert iso_time(ms) == want, ms
-    assert iso_time(None) == "" and iso_time(0) == "0" and iso_time(-5) == "-5"
-    assert iso_time(2**62) == str(2**62)  # beyond datetime: the number as it is
+        want = datetime.fromtimestamp(sec).strftime("%Y-%m-%d %H:%M:%S.") + f"{milli:03d}"
+        assert local_time(ms) == want, ms
+    assert local_time(None) == "" and local_time(0) == "0" and local_time(-5) == "-5"
+    assert local_time(2**62) == str(2**62)  # beyond datetime: the number as it is

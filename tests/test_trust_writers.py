@@ -58,7 +58,7 @@ def test_reindex_then_put_without_flags_keep_the_store_geometry(tmp_path):
     put(store, msgs(30), *BIG)
     assert index_sizes(store) == [84040]
     out = reindex(store)
-    assert (out["hash_slot_num"], out["index_num"]) == (1000, 4000) and index_sizes(store) == [84040]
+    assert (out["hashSlotNum"], out["indexNum"]) == (1000, 4000) and index_sizes(store) == [84040]
     assert out["sameAsBefore"] is True
     put(store, msgs(5, start=30))
     assert index_sizes(store) == [84040]
@@ -72,7 +72,7 @@ def test_full_index_files_keep_their_geometry(tmp_path):
     before = index_sizes(store)
     assert len(before) == 4 and set(before) == {40 + 4 * 8 + 20 * 32}
     out = reindex(store)
-    assert (out["hash_slot_num"], out["index_num"]) == (8, 32) and out["sameAsBefore"] is True
+    assert (out["hashSlotNum"], out["indexNum"]) == (8, 32) and out["sameAsBefore"] is True
     assert index_sizes(store) == before
     put(store, msgs(10, start=40, keys=2))
     assert set(index_sizes(store)) == {712} and len(found(store, "k45-1")) == 1
@@ -133,7 +133,7 @@ def test_the_real_brokers_store_keeps_its_geometry(tmp_path):
     store = broker_store_copy("r1", tmp_path)
     assert index_sizes(store) == [84040, 84040]
     out = reindex(store)  # no broker.conf, no flags: the files tell
-    assert (out["hash_slot_num"], out["index_num"]) == (1000, 4000) and index_sizes(store) == [84040, 84040]
+    assert (out["hashSlotNum"], out["indexNum"]) == (1000, 4000) and index_sizes(store) == [84040, 84040]
     assert out["sameAsBefore"] is True  # the broker's files, named by its clock, hold what the rebuild holds
 
 
@@ -177,7 +177,7 @@ def test_a_store_costs_what_it_holds(tmp_path):
     assert len(found(store, "k999")) == 2
     out = reindex(store)  # the rebuilt index is sparse too, and so is the old one it keeps
     assert out["sameAsBefore"] is True
-    backup = Path(out["backup_dir"])
+    backup = Path(out["backupDir"])
     assert allocated(backup) <= 22 << 20 and allocated(store / "index") <= 22 << 20
 
 

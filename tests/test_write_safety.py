@@ -287,7 +287,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path, cmd):
                        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert len(p.stdout.splitlines()) == 1 and json.loads(p.stdout)
     assert (tmp_path / "err").read_text() == ""  # no traceback, no error line
-    assert p.returncode in (0, 1)
+    assert p.returncode == 0  # a closed pipe is an answer delivered (docs/output-contract.md)
     assert not (store / "abort").exists()
     assert "MESSAGE" in dump_kinds(store)
 

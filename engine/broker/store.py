@@ -12,6 +12,7 @@ from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreErro
 from engine.broker.index import keyquery
 from engine.broker.index.service import IndexService
 from engine.broker.layout import StoreLayout
+from engine.broker.topics import require_topic
 from engine.java.lang import LONG_MAX
 from engine.broker.config.lock import StoreLock, mark_clean, mark_in_use
 from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord,
@@ -311,6 +312,7 @@ def query_store(config, topic: str, key: str, *, max_num: int = 64, begin: int =
     """Open the store read-only, answer one key query (raw: the broker's own answer), close it."""
     keyquery.check_query_args(max_num, begin, end)
     with MessageStore(config) as st:
+        require_topic(st.layout, topic)  # a typo is an error naming the store's topics, not an empty answer
         if raw:
             return keyquery.query_raw(st, topic, key, max_num, begin, end)
         return keyquery.query(st, topic, key, max_num, begin, end, unique)

@@ -88,6 +88,17 @@ class ReindexResult:
         return self.bytes_read / self.scan_seconds if self.scan_seconds > 0 else 0.0
 
     def as_dict(self) -> dict:
+        """The --json document: camelCase names, as every command's (docs/output-contract.md; the snake_case
+        names of 0.1 are listed there)."""
+        d = camel_keys(asdict(self))
+        d["throughputBytesPerS"] = round(self.throughput, 1)
+        d["scanThroughputBytesPerS"] = round(self.scan_throughput, 1)
+        return d
+
+
+    def legacy_dict(self) -> dict:
+        """The 0.1 snake_case names, kept only for `spark-reindex --format tiered`, the old spelling of `tiered
+        reindex`, until it goes (docs/output-contract.md)."""
         d = asdict(self)
         same = d.pop("same_as_before")
         if self.format == "broker":
@@ -95,6 +106,21 @@ class ReindexResult:
         d["throughput_bytes_per_s"] = round(self.throughput, 1)
         d["scan_throughput_bytes_per_s"] = round(self.scan_throughput, 1)
         return d
+
+
+def camel(name: str) -> str:
+    """keys_indexed -> keysIndexed."""
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def camel_keys(obj):
+    """A JSON-ready value with every dict key in camelCase (the job's own records: no data maps inside)."""
+    if isinstance(obj, dict):
+        return {camel(k) if isinstance(k, str) else k: camel_keys(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [camel_keys(v) for v in obj]
+    return obj
 
 
 # ============================================================================ inputs

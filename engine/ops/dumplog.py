@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.broker.commitlog.log import ScanEntry
 from engine.broker.layout import SEGMENT_NAME
+from engine.broker.topics import require_topic
 from engine.broker.commitlog.logrun import RecordRun, scan_runs
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
 from engine.broker.commitlog.message import BLANK, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID
@@ -96,6 +97,8 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
     other ScanEntries (BLANK fillers and damage) inside the offset range and the chosen files. The arguments are
     checked now (InvalidArgumentError); the entries are read as the returned iterator is consumed."""
     flt.check()
+    if getattr(store, "layout", None) is not None:  # segment files on their own (SegmentFiles) name no topics
+        require_topic(store.layout, flt.topic)
     cl = store.commitlog
     if flt.from_offset is not None:
         r = cl.check_at(flt.from_offset, check_crc=False, check_position=False)

@@ -28,6 +28,9 @@ from engine.ops.indexwrite import read_exact
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
 QUARANTINE_DIR = "quarantine"
 MANIFEST = "manifest.json"
+#: The manifest's `tool` starts with this ("rmqtool recover", "rmqtool repair ..."): how engine.ops.leftovers
+#: recognises a quarantine run (info, prune).
+QUARANTINE_TOOL_PREFIX = "rmqtool "
 _COPY_CHUNK = 1 << 20
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, ConsumeQueue
 from engine.broker.layout import NameProblem
+from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 
@@ -252,10 +253,10 @@ def select_queues(store, topic: str | None = None, queue_id: int | None = None) 
     listing = store.layout.list_queues()
     queues = sorted(listing.queues)
     if topic is not None:
+        require_topic(store.layout, topic)  # a topic the store does not have: exit 2 naming the ones it has
         queues = [(t, q) for t, q in queues if t == topic]
-        if not queues:
-            raise InvalidArgumentError(f"topic {topic!r} has no consume queue in {store.root} "
-                                       f"({_some_topics(listing.queues)})")
+        if not queues and queue_id is None:
+            return [], []  # configured in topics.json, never written: no queue, an empty answer
     if queue_id is not None:
         ids = [q for _, q in queues]
         if queue_id not in ids:
@@ -263,14 +264,6 @@ def select_queues(store, topic: str | None = None, queue_id: int | None = None) 
                                        f"{', '.join(map(str, ids))})")
         queues = [(topic, queue_id)]
     return queues, [p for p in listing.problems if topic is None or p.path.split("/")[1:2] == [topic]]
-
-
-def _some_topics(queues) -> str:
-    topics = sorted({t for t, _ in queues})
-    if not topics:
-        return "it has no consume queues at all"
-    shown = ", ".join(topics[:8]) + (", ..." if len(topics) > 8 else "")
-    return f"topics: {shown}"
 
 
 def queue_status(store, topic: str | None = None, progress: Callable[[int, int], None] | None = None) -> QueuesReport:

@@ -13,6 +13,7 @@ from typing import Iterator
 from engine.broker.index import keyquery
 from engine.broker.commitlog.message import SCHEDULE_TOPIC, VALID, MessageRecord, decode_offset_msg_id
 from engine.broker.layout import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from engine.broker.topics import require_topic
 from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
 
@@ -198,6 +199,7 @@ def _by_offset_id(store, text: str) -> tuple[MessageRecord | None, str]:
 
 def _by_uniq_key(store, text: str, topic: str | None) -> tuple[MsgIdAnswer | None, str]:
     if topic is not None:
+        require_topic(store.layout, topic)
         topics = [topic]
     else:
         topics = sorted({t for t, _q in store.layout.list_queues().queues})

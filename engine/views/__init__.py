@@ -2,5 +2,5 @@
 
   recordjson  one record straight from its bytes: its NDJSON line (json_line), its table row, the field encoders
   runjson     a run of records at once: the same NDJSON bytes from one line template per group of records
-  times       store times as text (iso_time, local_time)
+  times       store times as text (local_time: the one form)
 """

@@ -19,7 +19,7 @@ import numpy as np
 from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
                                              PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
 from engine.broker.commitlog.records import gather
-from engine.views.times import iso_time
+from engine.views.times import local_time
 
 CACHE_LIMIT = 1 << 14
 _topics: dict[bytes, str] = {}
@@ -110,7 +110,7 @@ def table_cells(buf, pos: int) -> tuple:
     """(size, storeTime, topic, queueId, queueOffset, keys, msgId) of the VALID record at buf[pos:]."""
     f = decode_fields(buf, pos)
     props = parse_props(f.props_text)
-    return (f.total, iso_time(f.store_ts), _topic(f.topic_raw), f.queue_id, f.queue_offset,
+    return (f.total, local_time(f.store_ts), _topic(f.topic_raw), f.queue_id, f.queue_offset,
             " ".join(split_keys_fast(props.get(PROP_KEYS))), msg_id(f.store_host, f.store_port, f.phy))
 
 
@@ -209,7 +209,7 @@ def run_table_rows(run) -> list[tuple]:
     props, raw_topics, store, _ = f
     ids = [f"{h[1]}{p:016X}" for h, p in zip(store, b.phy.tolist())]
     keys = [" ".join(split_keys_fast(d.get(PROP_KEYS))) for d in props]
-    return list(zip(offsets, b.total.tolist(), map(iso_time, b.store_ts.tolist()), map(_topic, raw_topics),
+    return list(zip(offsets, b.total.tolist(), map(local_time, b.store_ts.tolist()), map(_topic, raw_topics),
                     b.queue_id.tolist(), b.queue_offset.tolist(), ids, keys))
 
 

@@ -1,11 +1,10 @@
-"""Store times (epoch milliseconds) as text, in local time: the two forms every view uses, each stated once.
+"""Store times (epoch milliseconds) as text: the one form every table and message uses (docs/output-contract.md).
 
-* iso_time: ISO-8601 with milliseconds and the zone offset ("2024-01-31T10:00:00.007+01:00"), where a time is
-  shown with a message or a file (get, dump-commitlog, put, query-key, index headers); cached per second, so a
-  table of a million records formats each second once.
-* local_time: "2024-01-31 10:00:00.007", compact, for the columns of operator tables and for messages.
-
-Both use the local time zone, as the broker's own index file names do. Light: no numpy, every command imports it.
+local_time: "2024-01-31 10:00:00.007", local time (as the broker's own index file names are), compact, the same in
+the operator tables, the message views (get, dump-commitlog, put, query-key) and the summaries; `--json` gives the
+epoch milliseconds. Cached per second, so a table of a million records formats each second once. A value <= 0
+(the broker's "not set") and a value beyond datetime's range are shown as the number they are. Light: no numpy,
+every command imports it.
 """
 from __future__ import annotations
 
@@ -13,10 +12,12 @@ from datetime import datetime
 
 _CACHE_LIMIT = 1 << 14
 _seconds: dict[int, str] = {}
+#: The format of the seconds; the milliseconds follow it.
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S."
 
 
-def iso_time(ms: int | None) -> str:
-    """Epoch ms -> local ISO-8601 with milliseconds and offset; "" for None; a value <= 0 (no time) as it is."""
+def local_time(ms: int | None) -> str:
+    """Epoch ms -> `YYYY-MM-DD HH:MM:SS.mmm` in local time; "" for None; a value <= 0 or out of range as it is."""
     if ms is None:
         return ""
     if ms <= 0:
@@ -25,20 +26,10 @@ def iso_time(ms: int | None) -> str:
     s = _seconds.get(sec)
     if s is None:
         try:
-            iso = datetime.fromtimestamp(sec).astimezone().isoformat(timespec="milliseconds")
+            s = datetime.fromtimestamp(sec).strftime(TIME_FORMAT)
         except (OverflowError, OSError, ValueError):
             return str(ms)
         if len(_seconds) > _CACHE_LIMIT:
             _seconds.clear()
-        s = _seconds[sec] = iso  # "...T12:00:00.000+01:00": the milliseconds are put in below
-    return f"{s[:20]}{milli:03d}{s[23:]}"
-
-
-def local_time(ms: int | None) -> str:
-    """Epoch ms -> `YYYY-MM-DD HH:MM:SS.mmm` in local time; "" for None; a value out of range as it is."""
-    if ms is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
+        _seconds[sec] = s  # "2024-01-31 10:00:00.": the milliseconds are put in below
+    return f"{s}{milli:03d}"

@@ -7,7 +7,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
                              StoreOpt, build_config)
 
 
@@ -88,6 +88,7 @@ def clean(
                                              "segment that holds the record of a pending timer message (the broker "
                                              "does not: it deletes by age alone).")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,

@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 PROGRESS_COLUMNS = [
     tables.Column("group", "group", tables.TEXT, min_width=12),
@@ -41,6 +41,7 @@ def consumers(
     broker_conf: BrokerConfOpt = None,
     group: Annotated[Optional[str], typer.Option("--group", "-g", help="Only this consumer group.")] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Consumer progress per group, topic and queue: committed offset, max offset and lag (mqadmin
     consumerProgress), from config/consumerOffset.json and the consume queues.
@@ -77,7 +78,7 @@ def consumers(
 def _exit_if_unreadable(rep) -> None:
     bad = [f"{g.group} {q.topic}/{q.queueId}" for g in rep.groups for q in g.unreadable]
     if bad:
-        tables.note(f"{len(bad)} consume queue(s) could not be read: {', '.join(bad[:10])}")
+        render.problem(f"note: {len(bad)} consume queue(s) could not be read: {', '.join(bad[:10])}")
         raise typer.Exit(3)
 
 
@@ -86,6 +87,7 @@ def delays(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """The delay-level queues (SCHEDULE_TOPIC_XXXX/<level-1>): delay offset, pending messages, next delivery.
 
@@ -113,6 +115,6 @@ def delays(
                      lastDelivery=local_time(lv.lastDeliverTimestamp)) for lv in rep.levels]
         tables.table(rows, DELAY_COLUMNS, empty="(no delay-level queue and no delay offset)")
     for p in problems:
-        tables.note(p)
+        render.problem(f"note: {p}")
     if problems:
         raise typer.Exit(3)

@@ -12,6 +12,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
+from rmqtool.options import values
 
 SAMPLE_CONF = """# rmqtool sample store: small geometry so index files roll
 storePathRootDir={root}
@@ -66,7 +67,8 @@ def demo(
     messages: Annotated[int, typer.Option("--messages", "-n", help="How many messages to write.",
                                           min=1, max=1_000_000)] = 3000,
     master: Annotated[str, typer.Option("--master", help="Spark master for the reindex step ('inline' skips the "
-                                        "JVM; 'none' skips the step).")] = "local[2]",
+                                        "JVM; 'none' skips the step).",
+                                        autocompletion=values("local[2]", "inline", "none"))] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
     from engine.errors import InvalidArgumentError

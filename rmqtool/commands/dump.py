@@ -13,11 +13,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from engine.views.times import iso_time
+from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt,
-                             build_config, expand_path)
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
+                             build_config, expand_path, values)
 
 DUMP_LIMIT = 1_000_000_000
 
@@ -33,8 +33,8 @@ def table_columns() -> list:
 
 
 #: The widths a row is planned for (wider values push their row on): a Java long, a kind, a local ISO time with
-#: milliseconds and zone, a topic, an int, a long, an offset message id (32 hex digits).
-TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 29, "topic": 24, "queueId": 7, "queueOffset": 11,
+#: milliseconds (engine.views.times.local_time), a topic, an int, a long, an offset message id (32 hex digits).
+TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 23, "topic": 24, "queueId": 7, "queueOffset": 11,
                "note": 32}
 MESSAGE = {"type": "MESSAGE"}
 
@@ -53,7 +53,7 @@ def open_table(json_out: bool):
 
 def _warn_problems(st) -> None:
     for p in st.problems:
-        render.note(f"warning: {p.detail}")
+        render.problem(f"warning: {p.detail}")
 
 
 def _show_message(rec) -> None:
@@ -61,8 +61,8 @@ def _show_message(rec) -> None:
     pairs = [(k, j[k]) for k in ("msgId", "topic", "queueId", "queueOffset", "commitLogOffset", "storeSize",
                                  "bodyCRC", "flag", "sysFlag", "transactionType", "magicVersion", "reconsumeTimes",
                                  "preparedTransactionOffset", "bornHost", "storeHost")]
-    pairs += [("bornTimestamp", f"{j['bornTimestamp']} ({iso_time(j['bornTimestamp'])})"),
-              ("storeTimestamp", f"{j['storeTimestamp']} ({iso_time(j['storeTimestamp'])})"),
+    pairs += [("bornTimestamp", f"{j['bornTimestamp']} ({local_time(j['bornTimestamp'])})"),
+              ("storeTimestamp", f"{j['storeTimestamp']} ({local_time(j['storeTimestamp'])})"),
               ("keys", " ".join(j["keys"])), ("tags", j["tags"]), ("uniqKey", j["uniqKey"])]
     pairs += [(f"property {k}", v) for k, v in sorted(j["properties"].items())]
     if "compression" in j:
@@ -144,6 +144,7 @@ def get(
     queue_offset: QueueOffsetOpt = None,
     count: GetCountOpt = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
@@ -152,8 +153,8 @@ def get(
 
     One message is shown in full; several stream as NDJSON (--json) or one table row each.
 
-    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 3 (2 when
-    it was the only one asked for).
+    A message that is not where it was asked for, or not valid there, is reported on stderr: exit 2 when every
+    such address does not exist (outside the commit log, not a message id) or only one was asked for, else 3.
 
     A queue offset outside the queue's [min, max) is an error naming both; a unit that points outside the
     commit log, or at a record of another topic, queue or queue offset, is reported (exit 3), never answered
@@ -187,10 +188,11 @@ def get(
             return
         _warn_problems(st)
         with render.gc_paused():
-            bad, total = _get_many(st, asked, json_out, topic)
+            bad, absent, total = _get_many(st, asked, json_out, topic)
     if bad:
-        render.note(f"{bad} of {total} message(s) could not be returned")
-        raise typer.Exit(3)
+        render.problem(f"{bad} of {total} message(s) could not be returned")
+        # only addresses that do not exist (outside the log, not an id): bad input; anything else is damage
+        raise typer.Exit(2 if absent == bad else 3)
 
 
 def _show_one(rec, json_out: bool) -> None:
@@ -229,7 +231,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     if count is None:
         c = next(qr.units)
         if c.record is None or c.status != "OK":
-            render.note(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
+            render.problem(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
             raise typer.Exit(3)
         _show_one(c.record, json_out)
         if undecoded_note(c.record):
@@ -241,7 +243,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
         if c.status != "OK" or c.record is None:
             bad += 1
             out.flush()
-            render.note(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
+            render.problem(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
             continue
         r = c.record
         if json_out:
@@ -255,13 +257,13 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     if qr.count < qr.asked:
         render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
     if bad:
-        render.note(f"{bad} of {qr.count} unit(s) could not be answered with their message")
+        render.problem(f"{bad} of {qr.count} unit(s) could not be answered with their message")
         raise typer.Exit(3)
 
 
 def _cells(r) -> tuple:
     """The table cells of one decoded record (as run_table_rows gives them for many)."""
-    return (r.physical_offset, r.total_size, iso_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
+    return (r.physical_offset, r.total_size, local_time(r.store_timestamp), r.topic, r.queue_id, r.queue_offset,
             r.msg_id, " ".join(r.keys))
 
 
@@ -305,14 +307,14 @@ def _parse_chunk(kinds, texts: list[str]) -> tuple[list[int], list | None, dict]
     return offsets, hosts, errors
 
 
-def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int]:
+def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[int, int, int]:
     """Stream the messages asked for, in order, formatted a stretch at a time (engine.broker.commitlog.logrun.lookup_runs)."""
     from engine.broker.commitlog.logrun import RecordRun, lookup_runs
     from engine.views.recordjson import run_table_rows
     from engine.views.runjson import run_json_text
 
     out, table = open_table(json_out)
-    bad = total = 0
+    bad = absent = total = 0
     for kinds, texts in asked:
         total += len(texts)
         offsets, hosts, errors = _parse_chunk(kinds, texts)
@@ -345,11 +347,12 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                         render.note(n)
                     continue
             bad += 1
+            absent += i in errors or st.commitlog.queue.find(offsets[i]) is None
             out.flush()
-            render.note(f"error: {why}" if why else f"error: {kind} {text}: " + (
+            render.problem(f"error: {why}" if why else f"error: {kind} {text}: " + (
                 errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"))
     out.flush()
-    return bad, total
+    return bad, absent, total
 
 
 def _undecoded_notes(out, run) -> int:
@@ -385,7 +388,8 @@ def dump_commitlog(
     count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
     body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
                                       "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
-                                      metavar="none|utf8|hex|base64")] = "auto",
+                                      metavar="none|utf8|hex|base64",
+                                      autocompletion=values("none", "utf8", "hex", "base64"))] = "auto",
     body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
                                                      "commit-log offset>.body (DIR outside the store, new or "
                                                      "empty).", file_okay=False)] = None,
@@ -394,6 +398,7 @@ def dump_commitlog(
                                                             "of its segment is skipped).")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
@@ -427,9 +432,9 @@ def dump_commitlog(
                     + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
                        if bodies.undecoded else ""))
     if bad:
-        render.note(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
+        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
     if undecoded:
-        render.note(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
+        render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
     if bad or undecoded:
         raise typer.Exit(3)
 

@@ -9,7 +9,8 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, StoreOpt, build_config
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
+                             build_config)
 
 VERIFY_FAILED = 3
 DEFAULT_MAX = 10_000
@@ -49,6 +50,7 @@ def inspect_index(
     stats: StatsOpt = False,
     verify: VerifyOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -99,7 +101,7 @@ def _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out: bool
     if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=req.walk_slot,
                                        walk_key=req.walk_key, limit=req.limit, stats=req.stats, verify=req.verify),
                          json_out):
-        render.note("verification found problems")
+        render.problem("verification found problems")
         raise typer.Exit(VERIFY_FAILED)
 
 
@@ -125,7 +127,7 @@ def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
     problems = ["verification found problems"] if failed else []
     problems += [f"index file {rep.path.name} is damaged: {rep.damage}" for rep in damaged]
     if problems:
-        render.note("; ".join(problems))
+        render.problem("; ".join(problems))
         raise typer.Exit(VERIFY_FAILED)
 
 

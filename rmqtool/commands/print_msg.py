@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 MAX_LIMIT = 1_000_000_000
 SHOWN_PROBLEMS = 20
@@ -42,6 +42,7 @@ def print_msg(
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs of the messages "
                                                "printed.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Messages of a topic whose store time lies in [--begin, --end] (without --end: from --begin on), found
     through the consume queues.
@@ -124,7 +125,7 @@ def _report(problems: list[str]) -> None:
     if not problems:
         return
     for p in problems[:SHOWN_PROBLEMS]:
-        tables.note(p)
+        render.problem(f"note: {p}")
     more = len(problems) - SHOWN_PROBLEMS
-    tables.note(f"{len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""))
+    render.problem(f"note: {len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""))
     raise typer.Exit(3)

@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from engine.views.times import iso_time
+from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
@@ -81,7 +81,7 @@ def _note_time_back(results: list) -> None:
     phy, ts, before = results[0].went_back_first
     n = sum(r.went_back for r in results)
     render.note(f"warning: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
-                f"{iso_time(ts)}, after a message stored at {iso_time(before)}); index file headers "
+                f"{local_time(ts)}, after a message stored at {local_time(before)}); index file headers "
                 "then do not bound their messages' times and the broker's query by key may miss them in a time "
                 "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
 
@@ -147,12 +147,15 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     prop: Annotated[Optional[List[str]], typer.Option("--property", "-p", help="Extra property K=V (repeatable).")] = None,
     store_timestamp: Annotated[Optional[int], typer.Option("--store-timestamp",
                                                            help="Store time in epoch ms (default: now).")] = None,
-    from_jsonl: Annotated[Optional[str], typer.Option("--from-jsonl", help="Put one message per JSON line "
-                                                      "(same field names as the JSON output); '-' for stdin.")] = None,
+    from_jsonl: Annotated[Optional[Path], typer.Option(
+        "--from-jsonl", dir_okay=False, help="Put one message per JSON line (same field names as the JSON output); "
+        "'-' for stdin.")] = None,
     sync_flush: Annotated[bool, typer.Option("--sync-flush", help="Acknowledge messages only once the commit log "
                                              "is flushed to disk (one flush per batch).")] = False,
     json_out: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="Print only the summary line.")] = False,
+    # not `quiet`: put's --quiet leaves out the acknowledgements (its data), not its notes (docs/output-contract.md)
+    no_acks: Annotated[bool, typer.Option("--quiet", "-Q", help="No acknowledgement lines on stdout: only the "
+                                          "summary line on stderr.")] = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -175,6 +178,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     validate_queue_id(queue_id)
+    if from_jsonl is not None:
+        from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
     if from_jsonl is None:
         one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
         batches = prepared_batches([([one], [0], None)], queue_id, "")
@@ -184,8 +189,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
             raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
         name, single = ("<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))), False
         batches = open_jsonl(from_jsonl if from_jsonl == "-" else name, queue_id, name)
-    acks = Acks(json_out, quiet or (single and not json_out))
-    if not json_out and not single and not quiet:
+    acks = Acks(json_out, no_acks or (single and not json_out))
+    if not json_out and not single and not no_acks:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
         sys.stdout.flush()
     back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
@@ -194,13 +199,13 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
         _note_time_back(back)
-    if quiet or (not single and not json_out):
+    if no_acks or (not single and not json_out):
         render.note(f"stored {stored} message(s)")
     elif single and not json_out and last is not None:
         r = last.results()[0]
         render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
                                    ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
                                    ("topic", r.topic), ("queueId", r.queueId),
-                                   ("storeTimestamp", iso_time(r.storeTimestamp))])
+                                   ("storeTimestamp", local_time(r.storeTimestamp))])
 
 

@@ -6,11 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.views.times import iso_time, local_time
+from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config)
+                             QuietOpt, StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
@@ -55,6 +55,7 @@ def query_key(
     raw: RawOpt = False,
     explain: ExplainOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -126,9 +127,9 @@ def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
     # one line on stderr, whatever the number of damaged files (a script reads one line per failure)
     none = "" if raw or res.messages else f", no message found for key {key!r} in topic {topic!r}"
     misplaced = [f"misplaced commit-log data: {why}" for why in getattr(res, "log_damage", [])]
-    render.note(f"warning: partial answer{none}: " + "; ".join([d.line() for d in res.damaged] + misplaced)
-                + (" (`rmqtool recover` puts misplaced segments back and repairs the index)" if misplaced
-                   else " (`rmqtool recover` rebuilds the index)"))
+    render.problem(f"warning: partial answer{none}: " + "; ".join([d.line() for d in res.damaged] + misplaced)
+                   + (" (`rmqtool recover` puts misplaced segments back and repairs the index)" if misplaced
+                      else " (`rmqtool recover` rebuilds the index)"))
     raise typer.Exit(PARTIAL)
 
 
@@ -149,7 +150,7 @@ def _render_raw(res, key_string: str, json_out: bool) -> None:
     render.kv_table(f"broker answer for {key_string}", [
         ("phyOffsets (index order)", " ".join(map(str, res.phy_offsets)) or "-"),
         ("maxNum after clamp", res.max_num),
-        ("indexLastUpdateTimestamp", iso_time(res.index_last_update_timestamp)),
+        ("indexLastUpdateTimestamp", local_time(res.index_last_update_timestamp)),
         ("indexLastUpdatePhyoffset", res.index_last_update_phy_offset),
     ])
 

@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 COUNT_LIMIT = 1_000_000_000
 
@@ -42,6 +42,7 @@ def queues(
     broker_conf: BrokerConfOpt = None,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic's queues.")] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Every consume queue (or one topic's): min and max queue offset, messages, bytes, first and last store time.
 
@@ -71,7 +72,7 @@ def queues(
         tables.table(rows, QUEUE_COLUMNS, empty="(no consume queues)")
     problems = [f"{q.topic}/{q.queueId} {p}" for q in rep.queues for p in q.problems]
     for p in problems:
-        tables.note(p)
+        render.problem(f"note: {p}")
     if problems:
         raise typer.Exit(3)
 
@@ -89,6 +90,7 @@ def dump_cq(
                                        "as mqadmin queryCq).")] = 10,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Consume-queue units with the message each points at (mqadmin queryCq).
 
@@ -124,13 +126,13 @@ def dump_cq(
             else:
                 out.row(_unit_row(c))
                 if c.reason and not out.shows("note"):
-                    tables.note(f"queue offset {c.queue_offset}: {c.status}: {c.reason}")
+                    render.problem(f"note: queue offset {c.queue_offset}: {c.status}: {c.reason}")
         if out is not None:
             out.finish(empty="(no unit at or after this queue offset)")
     if bad:
         outside = sum(n for s, n in bad.items() if s in POINTS_OUTSIDE)
         detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
-        tables.note(f"{sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
+        render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
         raise typer.Exit(3)
 
 

@@ -5,10 +5,10 @@ from typing import Annotated
 
 import typer
 
-from engine.views.times import iso_time
+from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
                              StoreOpt, build_config)
 
 
@@ -34,7 +34,7 @@ def _summary(plan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
     cq, ix = d["consumeQueues"], d["index"]
     why_mode = "abort file present: last exit was not clean" if plan.mode == "abnormal" else "no abort file"
 
-    def change(field: str, fmt=iso_time) -> tuple[str, str]:
+    def change(field: str, fmt=local_time) -> tuple[str, str]:
         return f"checkpoint {field}", f"{fmt(cb[field])} -> {fmt(ca[field])}"
 
     pairs = [
@@ -46,8 +46,8 @@ def _summary(plan, d: dict, dry_run: bool) -> list[tuple[str, object]]:
         ("scan stopped at", f"{plan.end_offset}: {plan.stop_reason}"),
         ("max offset before / after", f"{plan.max_offset_before} / {plan.end_offset}"),
         ("last valid record", plan.last_valid_offset if plan.last_valid_offset >= 0 else "-"),
-        ("last message stored before / after", f"{iso_time(plan.last_store_timestamp_before) or '-'} / "
-                                               f"{iso_time(plan.last_store_timestamp) or '-'}"),
+        ("last message stored before / after", f"{local_time(plan.last_store_timestamp_before) or '-'} / "
+                                               f"{local_time(plan.last_store_timestamp) or '-'}"),
         ("bytes truncated", plan.truncated_bytes),
         ("records truncated", plan.truncated_records),
         ("damaged ranges skipped (valid records after them kept)",
@@ -137,6 +137,7 @@ def recover(  # typer: one parameter per option
     force: Annotated[bool, typer.Option("--force", help="Remove or overwrite damaged data even when the store's "
                                         "file system has no room to keep a copy in its quarantine folder.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,

@@ -6,12 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from engine.views.times import iso_time
+from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import deprecated, handles_errors
 from rmqtool.jobview import run_job, size_text, spark_conf_pairs
-from rmqtool.options import (GEOMETRY_PANEL, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config)
+from rmqtool.options import (GEOMETRY_PANEL, MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt,
+                             MaxIndexOpt, QuietOpt, StoreOpt, build_config)
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
@@ -47,7 +47,7 @@ def _render(r) -> None:
             rows.append(("old index", "removed (--replace)"))
         if r.index_msg_timestamp is not None:
             rows.append(("checkpoint indexMsgTimestamp", f"{r.index_msg_timestamp} "
-                                                         f"({iso_time(r.index_msg_timestamp)})"))
+                                                         f"({local_time(r.index_msg_timestamp)})"))
     render.kv_table(title, rows)
     if r.files:
         render.table("index files" + (" (planned)" if r.dry_run else ""), ["file", "entries", "full"],
@@ -61,7 +61,7 @@ OutOpt = Annotated[Optional[Path], typer.Option(
          "anything that is, holds or lies in commitlog/, consumequeue/, config/, checkpoint, index/ or "
          "tiered_index_file/.")]
 MasterOpt = Annotated[str, typer.Option(
-    "--master", rich_help_panel=SPARK_PANEL,
+    "--master", rich_help_panel=SPARK_PANEL, autocompletion=MASTER_VALUES,
     help="Spark master: local[*] (default, embedded Spark started by this command), local[N], "
          "spark://host:port, yarn, k8s://...; or 'inline' to run in this process without a JVM (small "
          "stores). On a cluster the commit log and the output directory must be on storage every "
@@ -99,6 +99,7 @@ def spark_reindex_cmd(
     dry_run: DryRunOpt = False,
     replace: ReplaceOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -153,4 +154,5 @@ def _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_si
     req = TieredReindexRequest(store=store, broker_conf=broker_conf, metadata=tiered_metadata, hash_slots=hash_slots,
                                max_index=max_index, commitlog_file_size=commitlog_file_size, **job)
     run_job(lambda progress: tiered_reindex_request(req, progress),
-            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex)
+            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
+            as_json=lambda r: r.legacy_dict())  # the old spelling keeps its old names until it goes

@@ -10,7 +10,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
                              StoreOpt, build_config)
 
 app = typer.Typer(name="repair", no_args_is_help=True, rich_markup_mode=None,
@@ -36,8 +36,9 @@ def _render(plan, dry_run: bool, json_out: bool) -> None:
     for a in plan.actions:
         for ln in textwrap.wrap(a, 80, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False):
             render.line(ln)
-    if plan.quarantine_dir:
-        render.line(f"kept in {plan.quarantine_dir}")
+    if plan.quarantine_dir:  # a long path goes on a line of its own (tables fit 80 columns; a path is not cut)
+        kept = f"kept in {plan.quarantine_dir}"
+        render.line(kept if len(kept) <= 80 else f"kept in\n  {plan.quarantine_dir}")
 
 
 @app.command("config")
@@ -57,6 +58,7 @@ def config_cmd(
                                         "an empty .bak).")] = False,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -85,6 +87,7 @@ def consume_queue_cmd(
     = None,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
@@ -105,6 +108,7 @@ def timer_cmd(
     broker_conf: BrokerConfOpt = None,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,

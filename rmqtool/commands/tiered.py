@@ -14,8 +14,8 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, StoreOpt, TieredPathOpt,
-                             tier_source)
+from rmqtool.options import (MASTER_VALUES, BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt,
+                             StoreOpt, TieredPathOpt, tier_source, values)
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
                   "and tieredStoreMetadata.json) and its index: inspect, read, query by key, verify, tier out, "
@@ -52,7 +52,7 @@ def _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broke
     finally:
         st.close()
         for w in dict.fromkeys(st.warnings):
-            _note(f"warning: {w}")
+            render.problem(f"warning: {w}")
 
 
 def _note(msg: str) -> None:
@@ -103,7 +103,7 @@ def _one_of(*given: tuple[str, object]):
 @handles_errors
 def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
     from engine.tiered.flat.answers import queue_rows
 
@@ -124,7 +124,8 @@ def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
 @handles_errors
 def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
              metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
-             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
+            quiet: QuietOpt = False) -> None:
     """One line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it differs."""
     from engine.tiered.flat.answers import segment_rows
 
@@ -151,6 +152,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
         broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
         json_out: JsonOpt = False,
+        quiet: QuietOpt = False,
         queue_offset_o: Annotated[Optional[int], typer.Option("-o", hidden=True, help="Old spelling of -i.")] = None,
         ) -> None:
     """Messages by queue offset, with the fetcher's status. Exits 3 when a read stopped on a damaged record."""
@@ -183,7 +185,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         _note(f"error: queue offset {m.get('queueOffset')}: its {m.get('compression')} body does not decode "
               f"({m['compressionError']}); the consumer cannot read it")
     if res.problem:
-        _note(f"error: {res.problem}")
+        render.problem(f"error: {res.problem}")
     if res.problem or undecoded:
         raise typer.Exit(3)
 
@@ -194,10 +196,11 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
                    timestamp: Annotated[list[str], typer.Option("--timestamp", help=f"Any epoch in ms as the broker "
                                                                 f"takes it, or {times.GRAMMAR} (repeat the option "
                                                                 "for several).")],
-                   boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).")] = "lower",
+                   boundary: Annotated[str, typer.Option("--boundary", help="lower or upper (BoundaryType).",
+                                                         autocompletion=values("lower", "upper"))] = "lower",
                    tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-                   json_out: JsonOpt = False) -> None:
+                   json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
     from engine.tiered.flat.answers import offsets_by_time
 
@@ -213,7 +216,8 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
 @handles_errors
 def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
             metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
-            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False) -> None:
+            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
+            quiet: QuietOpt = False) -> None:
     """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
     from engine.tiered.flat.answers import cq_rows
 
@@ -231,7 +235,7 @@ def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPath
 @handles_errors
 def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False) -> None:
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
     segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
     from engine.tiered.index.operations import verify_tier
@@ -262,9 +266,10 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
                  "--commitlog-max-size", help="tieredStoreCommitLogMaxSize (default 1 GiB).")] = None,
              consume_queue_max_size: Annotated[Optional[int], typer.Option(
                  "--consume-queue-max-size", help="tieredStoreConsumeQueueMaxSize (default 100 MiB).")] = None,
-             master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.")] = "local[*]",
+             master: Annotated[str, typer.Option("--master", help="inline, local[K] or a Spark master URL.",
+                                                  autocompletion=MASTER_VALUES)] = "local[*]",
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
-             json_out: JsonOpt = False) -> None:
+             json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
     from engine.broker.config.brokerconf import load_config
     from engine.tiered.flat.config import load_tiered_config
@@ -285,7 +290,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
         task = bar.add_task("tier out", total=None)
         res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
     for w in res.warnings:
-        _note(f"warning: {w}")
+        render.problem(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:
@@ -297,14 +302,14 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
         _note(f"{res.messages} message(s), {res.bytes} bytes in {res.seconds:.1f} s ({res.master})"
                     + ("; metadata written" if res.metadata_written else ""))
     for p in res.problems:
-        _note(f"problem: {p}")
+        render.problem(f"problem: {p}")
     if res.problems:
         raise typer.Exit(3)
 
 
 @app.command("clean")
 @handles_errors
-def clean(reserved_hours: Annotated[Optional[int], typer.Option(
+def clean(reserved_hours: Annotated[Optional[float], typer.Option(
               "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
               "reserveTime (required).")] = None,
           now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
@@ -312,8 +317,8 @@ def clean(reserved_hours: Annotated[Optional[int], typer.Option(
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
           tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-          topic: TopicFilterOpt = None, json_out: JsonOpt = False,
-          reserve_hours: Annotated[Optional[int], typer.Option("--reserve-hours", hidden=True,
+          topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
+          reserve_hours: Annotated[Optional[float], typer.Option("--reserve-hours", hidden=True,
                                                                help="Old spelling of --reserved-hours.")] = None,
           ) -> None:
     """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
@@ -323,7 +328,9 @@ def clean(reserved_hours: Annotated[Optional[int], typer.Option(
     reserve_hours = _one_of(("--reserved-hours", reserved_hours), ("--reserve-hours", reserve_hours))
     now_ms = times.now_ms() if now is None else _java_time(now, "--now")
     if not -(2**31) <= reserve_hours <= 2**31 - 1:
-        raise InvalidArgumentError(f"--reserved-hours {reserve_hours} is not a Java int")
+        raise InvalidArgumentError(f"--reserved-hours {reserve_hours:g} is out of range (a Java int of hours)")
+    if float(reserve_hours).is_integer():
+        reserve_hours = int(reserve_hours)  # whole hours stay an int in the plan, as the broker's setting
     with _opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
         if not dry_run:
@@ -348,7 +355,7 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
                      from_file: Annotated[Optional[Path], typer.Option(
                          "--from", help="An older tieredStoreMetadata.json or its .bak: topic ids, wall-clock times, "
                          "and times of segments whose records are gone.", dir_okay=False)] = None,
-                     json_out: JsonOpt = False) -> None:
+                     json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
     from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
 
@@ -358,7 +365,7 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
         raise InvalidArgumentError("pass --tiered-store-path DIR")
     res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
     for w in res.warnings:
-        _note(f"warning: {w}")
+        render.problem(f"warning: {w}")
     if json_out:
         render.emit_json(res.as_dict())
     else:

@@ -16,8 +16,8 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import deprecated, handles_errors
-from rmqtool.options import (BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, CommitLogSizeOpt, EndOpt, JsonOpt,
-                             MetadataOpt, QuietOpt, StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt,
+from rmqtool.options import (MASTER_VALUES, BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, CommitLogSizeOpt, EndOpt,
+                             JsonOpt, MetadataOpt, QuietOpt, StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt,
                              TieredSlotsOpt, tier_source)
 
 PARTIAL = 3          # exit code: an answer the damage of a file cut short, or verification found problems
@@ -103,8 +103,8 @@ def query_key(
         raise InvalidArgumentError(f"--max {max_num} is out of range 1..{INT_MAX}")
     b, e = times.parse_range(begin, end)
     with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
-        _notes(ti.notes)
-        ans = ti.ask(KeyQuestion(topic, key, max_num, b, e)).check(unique_key)
+        ans = ti.ask(KeyQuestion(topic, key, max_num, b, e), require_topic=True).check(unique_key)
+        _notes(ti.notes)  # after the question: an unknown topic is one error line, nothing before it
     from rmqtool.render_tiered import render_tier_key_answer
 
     render_tier_key_answer(ans, "raw" if raw else "broker" if as_broker else "checked", json_out, explain)
@@ -277,7 +277,8 @@ OutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", help="Directory to write the compacted tiered index files to (required; must not be the store "
     "nor anything inside commitlog/, consumequeue/, config/, index/ or tiered_index_file/).")]
 MasterOpt = Annotated[str, typer.Option(
-    "--master", help="Spark master: local[*] (default), local[N], spark://host:port, yarn, k8s://...; or 'inline' "
+    "--master", autocompletion=MASTER_VALUES,
+    help="Spark master: local[*] (default), local[N], spark://host:port, yarn, k8s://...; or 'inline' "
     "to run in this process without a JVM.")]
 SparkConfOpt = Annotated[Optional[list[str]], typer.Option(
     "--conf", help="A Spark property KEY=VALUE, as spark-submit --conf (repeatable).")]

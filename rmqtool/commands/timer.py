@@ -11,7 +11,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 app = typer.Typer(name="timer", no_args_is_help=True, rich_markup_mode=None,
                   help="The RocketMQ 5 timer store (RIP-43: timerwheel, timerlog/, config/timercheck, "
@@ -60,6 +60,7 @@ def inspect_cmd(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """What the timer store holds: the wheel (length, non-zero, live and stale slots, each live slot's chain),
     the timer log (files, units by magic, rolls, delete markers, blanks, where the broker's start-up would end
@@ -144,6 +145,7 @@ def list_cmd(
     due_before: Annotated[Optional[str], typer.Option("--due-before", help=f"Only messages that fire before this "
                                                       f"time: {times.GRAMMAR}.")] = None,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Every pending timer message: what the broker will still deliver, sorted by fire time.
 
@@ -182,13 +184,13 @@ def list_cmd(
     else:
         tables.note(f"{shown} of {res.total} pending timer message(s)"
                     + (f"; {res.recalled} recalled (not listed)" if res.recalled else ""))
-    if res.unresolved_total:
+    if res.unresolved_total:  # they explain the exit 3: printed whatever --quiet says
         for u in res.unresolved[:20]:
-            tables.note(f"not listed: {u.why}")
+            render.problem(f"note: not listed: {u.why}")
         if res.unresolved_total > 20:
-            tables.note(f"... and {res.unresolved_total - 20} more")
-        tables.note(f"{res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for what the "
-                    "broker will do with them")
+            render.problem(f"note: ... and {res.unresolved_total - 20} more")
+        render.problem(f"note: {res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for "
+                       "what the broker will do with them")
         raise typer.Exit(3)
 
 
@@ -203,6 +205,7 @@ def verify_cmd(
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not check the body CRCs of pending "
                                                "timer messages.")] = False,
     json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Check that the wheel, the timer log, the checkpoint, the metrics and the commit log agree: file lengths
     (a wheel of the wrong length stops the broker's start), every live slot's chain (bounds, cycles, units), every

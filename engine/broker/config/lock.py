@@ -84,17 +84,25 @@ def mark_clean(layout: StoreLayout) -> None:
 def lock_held_elsewhere(root: Path) -> bool:
     """True when another process holds the store lock (a broker or a writer): read from /proc/locks, so this
     process never opens (and on close releases) the lock file."""
+    return lock_holder(root) is not None
+
+
+def lock_holder(root: Path) -> int | None:
+    """The PID of another process holding the store lock, else None. Read from /proc/locks: the lock is tested
+    without being taken and the lock file is never opened here (closing a descriptor of it would drop a lock
+    this process holds). A PID from another PID namespace (a broker in a container) reads as 0: held, holder
+    unknown."""
     lock = StoreLayout(root).lock
     try:
         st = os.stat(lock)
         with open("/proc/locks") as fh:
             text = fh.read()
     except OSError:
-        return False
+        return None
     dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     me = str(os.getpid())
     for line in text.splitlines():
         parts = line.split()
         if len(parts) >= 6 and parts[5].lower() == dev.lower() and parts[4] != me:
-            return True
-    return False
+            return int(parts[4]) if parts[4].isdigit() else 0
+    return None

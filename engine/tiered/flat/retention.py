@@ -45,7 +45,7 @@ class Removal:
 @dataclass
 class CleanPlan:
     now: int
-    reserve_hours: int
+    reserve_hours: float
     dry_run: bool
     queues: list[dict] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
@@ -68,7 +68,7 @@ def _expired(seg, cutoff: int) -> str | None:
     return None
 
 
-def plan_clean(store: TieredStore, reserve_hours: int, now: int | None = None, dry_run: bool = False,
+def plan_clean(store: TieredStore, reserve_hours: float, now: int | None = None, dry_run: bool = False,
                topic: str | None = None) -> CleanPlan:
     if store.metadata is None:
         raise StoreError("retention rewrites the metadata, and there is none usable: run tiered rebuild-metadata "
@@ -78,9 +78,9 @@ def plan_clean(store: TieredStore, reserve_hours: int, now: int | None = None, d
     for t, q in store.queue_ids(topic):
         fq = store.queue(t, q)
         hours = fq.reserve_time if fq.reserve_time > 0 else reserve_hours
-        cutoff = now - hours * HOUR_MS
-        row = {"topic": t, "queueId": q, "reserveHours": hours, "cutoff": cutoff,
-               FILE_TYPE_NAMES[CONSUME_QUEUE]: 0, FILE_TYPE_NAMES[COMMIT_LOG]: 0}
+        cutoff = now - int(hours * HOUR_MS)  # a fraction of an hour: the same type as clean's --reserved-hours
+        deleted = {FILE_TYPE_NAMES[CONSUME_QUEUE]: 0, FILE_TYPE_NAMES[COMMIT_LOG]: 0}  # file type -> segments
+        row = {"topic": t, "queueId": q, "reserveHours": hours, "cutoff": cutoff, "segmentsDeleted": deleted}
         for f in (fq.consume_queue, fq.commit_log):
             listed = store.metadata.segment_entries(store.layout.file_path(t, q), f.file_type)
             for seg in f.segments:
@@ -89,7 +89,7 @@ def plan_clean(store: TieredStore, reserve_hours: int, now: int | None = None, d
                     break
                 plan.removals.append(Removal(t, q, f.file_type, seg.base, seg.file_len or 0, seg.max_ts, seg.path,
                                              why))
-                row[f.type_name] += 1
+                deleted[f.type_name] += 1
             first = listed[0].base_offset if listed else None
             for ft, p, base, length in store.orphan_files(t, q):
                 if ft == f.file_type and first is not None and base < first:

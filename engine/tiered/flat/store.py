@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.broker.layout import StoreLayout
 from engine.errors import InvalidArgumentError
+from engine.broker.topics import TopicNotFoundError, topics_text
 from engine.tiered.flat.config import TieredConfig, load_tiered_config
 from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, INDEX_TOPIC, TieredLayout, require_tiered_root,
                                        resolve_names, validate_tiered_topic)
@@ -129,16 +130,21 @@ class TieredStore:
             self._loaded_ids = set(self.queue_ids())
         return (topic, queue_id) in self._loaded_ids
 
+    def require_topic(self, topic: str) -> None:
+        """TopicNotFoundError (exit 2, the output contract's one answer) unless the broker tiers `topic`."""
+        validate_tiered_topic(topic)
+        topics = sorted({t for t, _ in self.queue_ids()})
+        if topic not in topics:
+            listed = f"it has {len(topics)} tiered topic(s), {topics_text(topics, topic)}" if topics else \
+                "it has no tiered topic"
+            raise TopicNotFoundError(f"topic {topic!r} is not tiered for broker {self.layout.broker!r}: {listed}")
+
     def queue(self, topic: str, queue_id: int) -> FlatQueue:
         """One queue; an unknown topic or queue is a one-line error."""
         validate_tiered_topic(topic)
         ids = self.queue_ids()
         if (topic, queue_id) not in ids:
-            topics = sorted({t for t, _ in ids})
-            if topic not in topics:
-                shown = ", ".join(topics[:10]) + (" ..." if len(topics) > 10 else "")
-                raise InvalidArgumentError(f"topic {topic!r} is not tiered for broker {self.layout.broker!r} "
-                                           f"(tiered topics: {shown or 'none'})")
+            self.require_topic(topic)
             qids = sorted(q for t, q in ids if t == topic)
             raise InvalidArgumentError(f"queue {queue_id} of topic {topic!r} is not tiered (queues: "
                                        f"{', '.join(map(str, qids))})")

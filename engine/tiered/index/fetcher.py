@@ -147,9 +147,12 @@ class TierIndex:
         t = md.topic(topic) if md is not None else None
         return t.topic_id if t is not None else None
 
-    def ask(self, q: KeyQuestion) -> KeyAnswer:
-        """queryMessageAsync(topic, key, maxCount, begin, end)."""
+    def ask(self, q: KeyQuestion, require_topic: bool = False) -> KeyAnswer:
+        """queryMessageAsync(topic, key, maxCount, begin, end). require_topic: a topic the broker does not tier is
+        a TopicNotFoundError (one question asked by hand), not the broker's empty answer (--from-jsonl keeps that)."""
         check_query(q.max_count, q.begin, q.end)
+        if require_topic:
+            self.store.require_topic(q.topic)
         ans = KeyAnswer(q, topic_id=self.topic_id(q.topic))
         # (the fetcher does not ask the index for a topic without metadata; the service's answer is shown anyway)
         ans.index = self.service.query(q.topic, q.key, q.max_count, q.begin, q.end)

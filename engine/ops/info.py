@@ -1,0 +1,253 @@
+"""`rmqtool info`: a store at a glance, read-only and fast on any size of store.
+
+What it reads: directory listings, stat, the 40-byte header of each index file, the checkpoint, the small
+manifests and markers rmqtool leaves (engine.ops.leftovers), /proc/locks (the lock is tested without being
+taken: this process never opens the lock file). The one read that grows with the store is the commit log's max
+offset: the record headers of the last segment from the checkpoint's confirm offset (format §6) when a record
+starts there, else from the segment's start (at most one segment, headers only; no CRC). No file is opened
+for writing and nothing is scanned whole.
+
+The answer is one document (as_dict, camelCase): commitLog, consumeQueues, index, checkpoint, abort, locked,
+configFiles, placeholders (engine.ops.recovery.placeholder), quarantine, backups, interruptedReindex, tiered and
+timer (null when the store has none).
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.broker.commitlog.log import open_commitlog
+from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
+from engine.broker.config.lock import lock_holder
+from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
+from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
+from engine.errors import StoreError
+from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
+from engine.ops.quarantine import QUARANTINE_DIR
+from engine.ops.recovery.placeholder import list_placeholders
+from engine.timer.layout import TimerLayout
+
+#: What an interrupted spark-reindex leaves beside index/ (engine.jobs.publish; the next run repairs it).
+INTERRUPTED_PREFIXES = (".index.reindex-", ".index.old-")
+#: Index-file headers read (each 40 bytes); a store with more files is summarised from its first and last ones.
+MAX_HEADERS = 100_000
+
+
+@dataclass
+class StoreInfo:
+    root: Path
+    sections: dict = field(default_factory=dict)
+    quarantine: list[Leftover] = field(default_factory=list)
+    backups: list[Leftover] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    now_ms: int = 0
+
+    def as_dict(self) -> dict:
+        d = {"store": str(self.root), **self.sections,
+             "quarantine": [q.as_dict(self.root, self.now_ms) for q in self.quarantine],
+             "backups": [b.as_dict(self.root, self.now_ms) for b in self.backups],
+             "problems": list(self.problems)}
+        return d
+
+
+def store_info(cfg: BrokerConfig, now_ms: int | None = None) -> StoreInfo:
+    """Everything `rmqtool info` shows, read-only. A directory that is not a store is a NotAStoreError."""
+    layout = StoreLayout.of(cfg)
+    layout.require_store(allow_markers=True)
+    info = StoreInfo(layout.root, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+    cp = _checkpoint(layout, info)
+    info.sections["commitLog"] = _commitlog(cfg, cp, info)
+    info.sections["consumeQueues"] = _consume_queues(layout, info)
+    info.sections["index"] = _index(cfg, layout, info)
+    info.sections["checkpoint"] = cp
+    info.sections["abort"] = _abort(layout)
+    holder = lock_holder(layout.root)
+    info.sections["locked"] = holder is not None
+    info.sections["lockHolderPid"] = holder or None  # 0: held from another PID namespace (a container)
+    info.sections["configFiles"] = _config_files(layout)
+    info.sections["placeholders"] = _placeholders(cfg, layout, info)
+    info.quarantine = quarantine_runs(layout.root)
+    info.backups = index_backups(layout.root)
+    info.sections["interruptedReindex"] = sorted(e.name for e in os.scandir(layout.root)
+                                                 if e.name.startswith(INTERRUPTED_PREFIXES))
+    info.sections["tiered"] = _tiered(layout)
+    info.sections["timer"] = _timer(layout)
+    return info
+
+
+def _usage_of(paths) -> Usage:
+    u = Usage()
+    for p in paths:
+        try:
+            u.add(os.lstat(p))
+        except OSError:
+            pass
+    return u
+
+
+def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
+    out = {"dirs": [str(d) for d in cfg.commitlog_dirs], "minOffset": None, "maxOffset": None, "segments": 0,
+           "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict()}
+    try:
+        cl = open_commitlog(cfg)
+    except StoreError as e:
+        info.problems.append(f"commit log: {e}")
+        return out
+    try:
+        segs = cl.segments
+        out["segments"] = len(segs)
+        out["segmentSize"] = cl.file_size
+        out["bytes"] = _usage_of(s.path for s in segs).as_dict()
+        info.problems += [f"commit log: {p}" for p in cl.problems]
+        if segs:
+            out.update(firstSegment=segs[0].path.name, lastSegment=segs[-1].path.name, minOffset=cl.min_offset)
+            hint = cp.get("confirmPhyOffset") or None
+            out["maxOffset"] = cl.find_end(hint=hint)  # the last segment's record headers only (module doc)
+        else:
+            out.update(minOffset=0, maxOffset=0)
+    except StoreError as e:
+        info.problems.append(f"commit log: {e}")
+    finally:
+        cl.close()
+    return out
+
+
+@dataclass
+class _LogView:
+    """What list_placeholders reads of a store: its root and commit log."""
+    root: Path
+    commitlog: object
+
+
+def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> list[dict]:
+    """The recovery placeholders the quarantine manifests name, each checked against the commit log (one record
+    read per placeholder)."""
+    if not (layout.root / QUARANTINE_DIR).is_dir():
+        return []
+    try:
+        cl = open_commitlog(cfg)
+    except StoreError:
+        return []  # said under commitLog
+    try:
+        return [p.as_dict() for p in list_placeholders(_LogView(layout.root, cl))]
+    except StoreError as e:
+        info.problems.append(f"recovery placeholders: {e}")
+        return []
+    finally:
+        cl.close()
+
+
+def _consume_queues(layout: StoreLayout, info: StoreInfo) -> dict:
+    listing = layout.list_queues()
+    info.problems += [f"consume queues: {p.path}: {p.reason}" for p in listing.problems]
+    topics = {t for t, _q in listing.queues}
+    u = tree_usage(layout.consumequeue_dir) if layout.consumequeue_dir.is_dir() else Usage()
+    return {"topics": len(topics), "queues": len(listing.queues), "files": u.files, "bytes": u.as_dict(),
+            "skipped": len(listing.problems)}
+
+
+def _header(path: Path) -> tuple[int, int, int] | None:
+    """(beginTimestamp, endTimestamp, indexCount) of one index file (format §5.2), None when it is too short."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(INDEX_HEADER_SIZE)
+    except OSError:
+        return None
+    if len(head) < INDEX_HEADER_SIZE:
+        return None
+    begin, end, _bp, _ep, _slots, count = HEADER.unpack_from(head)
+    return begin, end, count
+
+
+def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
+    files = list_index_files(layout.index_dir) if layout.index_dir.is_dir() else []
+    out = {"present": layout.index_dir.is_dir(), "files": len(files), "hashSlotNum": None, "indexNum": None,
+           "geometryFrom": None, "items": 0, "firstStoreTimestamp": None, "lastStoreTimestamp": None,
+           "bytes": _usage_of(files).as_dict()}
+    given = cfg.hashSlotNumGiven and cfg.indexNumGiven
+    try:
+        g = resolve_index_geometry(copy.copy(cfg), files)
+        out.update(hashSlotNum=g.maxHashSlotNum, indexNum=g.maxIndexNum,
+                   geometryFrom="broker.conf or options" if given else ("index files" if files else "defaults"))
+    except StoreError as e:
+        info.problems.append(f"index geometry: {e}")
+    read = files if len(files) <= MAX_HEADERS else files[:1] + files[-1:]
+    heads = [h for h in map(_header, read) if h is not None]
+    out["items"] = sum(max(0, n - 1) for _b, _e, n in heads) if read is files else None
+    begins = [b for b, _e, _n in heads if b > 0]
+    ends = [e for _b, e, _n in heads if e > 0]
+    out["firstStoreTimestamp"] = min(begins) if begins else None
+    out["lastStoreTimestamp"] = max(ends) if ends else None
+    if len(heads) < len(read):
+        info.problems.append(f"index: {len(read) - len(heads)} file(s) shorter than a header")
+    return out
+
+
+def _checkpoint(layout: StoreLayout, info: StoreInfo) -> dict:
+    path = layout.checkpoint
+    out = {"present": path.exists(), "readable": False, "physicMsgTimestamp": None, "logicsMsgTimestamp": None,
+           "indexMsgTimestamp": None, "confirmPhyOffset": None}
+    if not out["present"]:
+        return out
+    try:
+        size = os.path.getsize(path)
+        if size != CHECKPOINT_SIZE:
+            raise StoreError(f"{size} bytes; a broker checkpoint is {CHECKPOINT_SIZE}")
+        cp = Checkpoint.load(path)
+    except (OSError, StoreError) as e:
+        info.problems.append(f"checkpoint: {e}")
+        out["problem"] = str(e)
+        return out
+    out.update(readable=True, physicMsgTimestamp=cp.physicMsgTimestamp, logicsMsgTimestamp=cp.logicsMsgTimestamp,
+               indexMsgTimestamp=cp.indexMsgTimestamp, confirmPhyOffset=cp.confirmPhyOffset)
+    return out
+
+
+def _abort(layout: StoreLayout) -> dict:
+    if not layout.abort.exists():
+        return {"present": False, "pid": None}
+    try:
+        text = layout.abort.read_bytes()[:32].decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return {"present": True, "pid": int(text) if text.isdigit() else None}  # 5.x brokers write their PID
+
+
+def _config_files(layout: StoreLayout) -> list[dict]:
+    d = layout.config_dir
+    if not d.is_dir():
+        return []
+    sizes = {e.name: e.stat(follow_symlinks=False).st_size for e in os.scandir(d) if e.is_file(follow_symlinks=False)}
+    bases = sorted({n[:-4] if n.endswith(".bak") else n for n in sizes})
+    out = [{"name": b, "bytes": sizes.get(b), "bak": sizes.get(b + ".bak")} for b in bases]
+    return out
+
+
+def _tiered(layout: StoreLayout) -> dict | None:
+    d, meta = layout.root / TIERED_INDEX_DIR, layout.tiered_metadata
+    bak = meta.with_name(meta.name + ".bak")
+    if not (d.is_dir() or meta.exists() or bak.exists()):
+        return None
+    names = [e for e in os.scandir(d) if e.is_file(follow_symlinks=False)] if d.is_dir() else []
+    u = _usage_of(e.path for e in names)
+    return {"indexDir": TIERED_INDEX_DIR if d.is_dir() else None, "indexFiles": len(names), "indexBytes": u.as_dict(),
+            "metadata": meta.stat().st_size if meta.exists() else None,
+            "metadataBak": bak.stat().st_size if bak.exists() else None}
+
+
+def _timer(layout: StoreLayout) -> dict | None:
+    """The timer store's files (timer §1), sizes only: `rmqtool timer inspect` reads them."""
+    t = TimerLayout(layout)
+    wheel, log, check, metrics = t.wheel, t.log_dir, t.checkpoint, t.metrics
+    if not (t.exists() or metrics.exists()):
+        return None
+    segs = sorted(e.path for e in os.scandir(log) if e.is_file(follow_symlinks=False)) if log.is_dir() else []
+    return {"wheel": _usage_of([wheel]).as_dict() if wheel.exists() else None,
+            "logFiles": len(segs), "logBytes": _usage_of(segs).as_dict(),
+            "checkpoint": check.stat().st_size if check.exists() else None,
+            "metrics": metrics.stat().st_size if metrics.exists() else None}

@@ -1,0 +1,206 @@
+"""rmqtool info and prune: a store at a glance (engine.ops.info), and removing the folders rmqtool left in it
+(engine.ops.prune)."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from engine.views.times import local_time
+from rmqtool import render, tables, times
+from rmqtool.cli import handles_errors
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+
+PLACEHOLDER_COLUMNS = [
+    tables.Column("commitLogOffset", "commitLogOffset"),
+    tables.Column("size", "bytes"),
+    tables.Column("origin", "replaces (topic/queueId@queueOffset)", tables.FIXED),
+    tables.Column("present", "present"),
+    tables.Column("run", "quarantine run", tables.FIXED, drop=1),
+]
+LEFTOVER_COLUMNS = [
+    tables.Column("name", "folder", tables.FIXED),
+    tables.Column("age", "age", tables.FIXED),
+    tables.Column("size", "on disk", tables.FIXED),
+    tables.Column("what", "what", tables.TEXT, min_width=16),
+]
+
+
+def _size(u: dict, short: bool = False) -> str:
+    from engine.fsutil import format_bytes
+
+    if short or u["apparent"] == u["allocated"]:
+        return format_bytes(u["allocated"])
+    return f"{format_bytes(u['allocated'])} on disk ({format_bytes(u['apparent'])} apparent)"
+
+
+def _t(ms) -> str:
+    return "-" if ms is None else local_time(ms)
+
+
+def _origin(o: dict | None) -> str:
+    return "-" if not o else f"{o['topic']}/{o['queueId']}@{o['queueOffset']}"
+
+
+def _leftover_what(x: dict) -> str:
+    if not x["recognised"]:
+        return f"not rmqtool's: {x['notRecognisedBecause']}"
+    m = x["manifest"]
+    if x["kind"] == "quarantine":
+        return (f"{m['tool'].replace('rmqtool ', '')} run, {'complete' if x['complete'] else 'NOT complete'}, "
+                f"{m['entries']} entr"
+                f"{'y' if m['entries'] == 1 else 'ies'}, {x['placeholderCount']} placeholder(s)")
+    return f"index backup ({m.get('by') or 'rmqtool'})"
+
+
+def _pairs(d: dict) -> list[tuple[str, str]]:
+    from engine.fsutil import format_bytes
+
+    cl, cq, ix, cp = d["commitLog"], d["consumeQueues"], d["index"], d["checkpoint"]
+    pairs = [("store", d["store"])]
+    if cl["segments"]:
+        pairs += [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
+                                 f"{cl['firstSegment']} .. {cl['lastSegment']}"),
+                  ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+    else:
+        pairs.append(("commit log", "no segment files"))
+    pairs.append(("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
+                                    f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
+                                                                if cq["skipped"] else "")))
+    if ix["files"]:
+        geom = (f"{ix['hashSlotNum']} slots x {ix['indexNum']} items (from the {ix['geometryFrom']})"
+                if ix["hashSlotNum"] is not None else "geometry unknown (see the problems)")
+        pairs += [("index", f"{ix['files']} file(s), {geom}, "
+                            f"{ix['items'] if ix['items'] is not None else '?'} item(s); {_size(ix['bytes'])}"),
+                  ("", f"store times {_t(ix['firstStoreTimestamp'])} .. {_t(ix['lastStoreTimestamp'])}")]
+    else:
+        pairs.append(("index", "no index files" if ix["present"] else "no index/ directory"))
+    if not cp["present"]:
+        pairs.append(("checkpoint", "none"))
+    elif not cp["readable"]:
+        pairs.append(("checkpoint", f"unreadable: {cp.get('problem', '')}"))
+    else:
+        pairs += [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
+                  ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
+                  ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]
+    ab = d["abort"]
+    pairs.append(("abort", "present: the last writer did not shut down cleanly (rmqtool recover)"
+                  + (f", PID {ab['pid']}" if ab["pid"] else "") if ab["present"] else "none"))
+    pid = d["lockHolderPid"]
+    pairs.append(("lock", ("held by a live broker or rmqtool" + (f" (PID {pid})" if pid else "")) if d["locked"]
+                  else "free"))
+    cf = d["configFiles"]
+    pairs.append(("config files", ", ".join(c["name"] + (" (+.bak)" if c["bak"] is not None else "")
+                                           for c in cf) if cf else "none"))
+    for key, label in (("quarantine", "quarantine"), ("backups", "index backups")):
+        xs = d[key]
+        total = sum(x["bytes"]["allocated"] for x in xs)
+        pairs.append((label, f"{len(xs)} folder(s), {format_bytes(total)} on disk" if xs else "none"))
+    ph = d["placeholders"]
+    if ph:
+        pairs.append(("recovery placeholders", f"{len(ph)}, {sum(p['present'] for p in ph)} still in the commit log "
+                                               "(consumers of their queues receive them)"))
+    if d["interruptedReindex"]:
+        pairs.append(("interrupted reindex", ", ".join(d["interruptedReindex"])
+                      + " (the next spark-reindex finishes or removes them)"))
+    t = d["tiered"]
+    if t is not None:
+        pairs.append(("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
+                                f"metadata {'present' if t['metadata'] is not None else 'missing'}"
+                                + (" (+.bak)" if t["metadataBak"] is not None else "")))
+    tm = d["timer"]
+    if tm is not None:
+        pairs.append(("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
+                               f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
+                               f"{'present' if tm['checkpoint'] is not None else 'missing'}"))
+    return pairs
+
+
+@handles_errors
+def info(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """The store at a glance: commit log, consume queues, index, checkpoint, abort marker, lock, config files,
+    and the folders rmqtool left (quarantine runs with their recovery placeholders, index backups).
+
+    Read-only and fast on any size of store: directory listings, file headers and the small manifests; the
+    commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
+    Exits 3 when something could not be read (listed on stderr).
+    """
+    from engine.ops.info import store_info
+
+    cfg = build_config(store, broker_conf)
+    res = store_info(cfg)
+    d = res.as_dict()
+    if json_out:
+        render.emit_json(d)
+    else:
+        render.kv_table(None, _pairs(d))
+        xs = d["quarantine"] + d["backups"]
+        if xs:
+            render.line()
+            _leftover_table(xs, "folders rmqtool left (prune removes those it recognises as its own)")
+        holders = d["placeholders"]
+        if holders:
+            render.line()
+            rows = [dict(p, origin=_origin(p["origin"]), run=p["manifest"].split("/")[1]) for p in holders]
+            tables.table(rows, PLACEHOLDER_COLUMNS, title="recovery placeholders (records recover wrote in place of "
+                         "damaged bytes: consumers of those queues receive them)")
+    for p in res.problems:
+        render.problem(f"problem: {p}")
+    if res.problems:
+        raise typer.Exit(3)
+
+
+@handles_errors
+def prune(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    older_than: Annotated[Optional[str], typer.Option(
+        "--older-than", help=f"Only folders older than this: {times.DURATION_GRAMMAR} (default: every one).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; change nothing.")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Remove the quarantine runs and index backups rmqtool left in a store (recognised by the manifest or
+    marker rmqtool wrote into them, never by their name alone); list them first.
+
+    Kept, and listed with why: folders that are not rmqtool's, the quarantine run of a recover that did not
+    finish, index backups while the store has no index/, and folders newer than --older-than. Nothing else is
+    touched. Takes the store lock (not with --dry-run).
+    """
+    from engine.fsutil import format_bytes
+    from engine.ops.prune import prune as run_prune
+
+    older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
+    cfg = build_config(store, broker_conf)
+    listed = []
+
+    def listing(plan) -> None:  # what is about to go, printed before the first folder is removed
+        listed.append(True)
+        _leftover_table(plan.as_dict()["remove"], f"removing {len(plan.remove)} folder(s)")
+
+    plan = run_prune(cfg, older, dry_run, before=None if json_out else listing)
+    d = plan.as_dict()
+    if json_out:
+        d["dryRun"] = dry_run
+        d["removed"] = [x.name for x in plan.removed]
+        render.emit_json(d)
+        return
+    verb = "would remove" if dry_run else "removed"
+    if not listed:
+        _leftover_table(d["remove"], f"{verb} {len(d['remove'])} folder(s)")
+    if d["keep"]:
+        render.line()
+        _leftover_table(d["keep"], f"kept {len(d['keep'])} folder(s)", why=True)
+    render.note(f"{verb} {len(plan.removed) if not dry_run else len(d['remove'])} folder(s), "
+                f"{format_bytes(d['bytes']['allocated'])} on disk" + (" (dry run: nothing changed)" if dry_run else ""))
+
+
+def _leftover_table(xs: list[dict], title: str, why: bool = False) -> None:
+    rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None else x["ageSeconds"] * 1000),
+             "size": _size(x["bytes"], short=True), "what": x["why"] if why else _leftover_what(x)} for x in xs]
+    tables.table(rows, LEFTOVER_COLUMNS, title=title, empty="(nothing to remove)")
