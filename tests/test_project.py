@@ -88,7 +88,8 @@ def test_each_module_imports_in_a_fresh_interpreter(mod):
 # it, and never rmqtool. Imports inside functions count too. Packages named together in BESIDE share a floor but
 # know nothing of each other: neither imports the other.
 LAYERS = (("engine.errors", "engine.fsutil", "engine.progress"), ("engine.java",), ("engine.broker",),
-          ("engine.timer",), ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.jobs",))
+          ("engine.timer",), ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.survey",),
+          ("engine.jobs",))
 BESIDE = (("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"))
 
 
@@ -156,3 +157,7 @@ def test_the_layer_check_catches_an_upward_import():
                            ("engine.views.runjson", "engine.broker.commitlog.records")]) == []
     assert layer_problems([("engine.broker.store", "rmqtool.render")]) == ["engine.broker.store imports rmqtool.render"]
     assert _layer("engine.broker.store") < _layer("engine.timer.store") < _layer("engine.ops.clean")
+    assert _layer("engine.ops.repair") == _layer("engine.tiered.flat.verify") < _layer("engine.survey.doctor")
+    assert layer_problems([("engine.survey.info", "engine.tiered.flat.store"), ("engine.ops.repair",
+                                                                                 "engine.survey.doctor")]) == [
+        "engine.ops.repair imports engine.survey.doctor, a higher layer"]

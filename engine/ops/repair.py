@@ -16,18 +16,19 @@ import time
 from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.jsonfiles import BAK_SUFFIX, TOPICS, config_file_state, decode_topics
+from engine.broker.config.jsonfiles import BAK_SUFFIX, CONFIG_FILES, TOPICS, config_file_state, decode_topics
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import StoreLayout, validate_queue_id
 from engine.errors import InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.ops import operation
-from engine.ops.doctor.configs import CONFIG_FILES, FROM_STORE
 from engine.ops.quarantine import Quarantine
 from engine.timer.rebuild import TimerRebuild, apply_timer_rebuild, plan_timer_rebuild
 
 FROM_BAK, FROM_STORE_SOURCE, EMPTY = "bak", "store", "empty"
+#: Config files that can be rebuilt from what the store holds (`rmqtool repair config NAME --from-store`).
+FROM_STORE = {TOPICS}
 #: TopicConfig's defaults for a topic rebuilt from its queue directories (PermName.PERM_READ | PERM_WRITE).
 DEFAULT_PERM = 6
 

@@ -1,5 +1,5 @@
 """rmqtool doctor: what will stop a broker, or lose or hide messages or state, at its next start; and the rmqtool
-command that fixes each problem. Read-only: parses options, calls engine.ops.doctor.doctor, renders."""
+command that fixes each problem. Read-only: parses options, calls engine.survey.doctor.doctor, renders."""
 from __future__ import annotations
 
 import textwrap
@@ -109,7 +109,7 @@ def doctor(
     first, and ends with the commands to run; --json prints one document. Never writes; a running broker is
     reported and left alone. Exits 0 when there is no error finding, 3 when there is one.
     """
-    from engine.ops.doctor import doctor as run_doctor
+    from engine.survey.doctor import doctor as run_doctor
     from rmqtool import times
 
     at = times.parse_time(now, "--now") if now is not None else None

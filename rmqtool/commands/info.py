@@ -1,4 +1,4 @@
-"""rmqtool info and prune: a store at a glance (engine.ops.info), and removing the folders rmqtool left in it
+"""rmqtool info and prune: a store at a glance (engine.survey.info), and removing the folders rmqtool left in it
 (engine.ops.prune)."""
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def info(
     commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
     Exits 3 when something could not be read (listed on stderr).
     """
-    from engine.ops.info import store_info
+    from engine.survey.info import store_info
 
     cfg = build_config(store, broker_conf)
     res = store_info(cfg)

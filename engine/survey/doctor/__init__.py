@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
-from engine.ops.doctor.configs import check_configs
-from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
-from engine.ops.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
+from engine.survey.doctor.configs import check_configs
+from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
-from engine.ops.doctor.timerchecks import check_timer
+from engine.survey.doctor.timerchecks import check_timer
 from engine.progress import Progress
 
 __all__ = ["ERROR", "INFO", "WARNING", "DoctorReport", "Finding", "doctor"]
