@@ -51,11 +51,11 @@ _rmqtool() {
             _rmqtool_words "--messages -n --master --help" ;;
         "doctor")
             case "$prev" in
-                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --now|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --tiered-store-path -T --help" ;;
         "dump-commitlog")
             case "$prev" in
                 --store|-s|--body-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -80,10 +80,10 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --quiet -Q --commitlog-file-size --hash-slots --max-index --help" ;;
         "info")
             case "$prev" in
-                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --tiered-store-path -T --help" ;;
         "inspect-index")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

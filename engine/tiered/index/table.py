@@ -203,7 +203,10 @@ class TieredIndexService:
         self.geometry = geometry
         self._flat = flat
         self._open: dict[Path, IndexStoreFile] = {}
-        self.problems = [(f.local, f"{f.problem} (the broker skips it)") for f in files if f.problem]
+        # IndexStoreFile(config, timestamp) maps such a file at the configured size (a short file grows): it is
+        # not skipped, its bytes are read as they are; rmqtool leaves it out of its answers and says so.
+        self.problems = [(f.local, f"{f.problem} (the broker maps it at the configured size and reads its bytes "
+                          "as an index file)") for f in files if f.problem]
         self.shadowed: set[int] = set()   # timestamps of local files an uploaded file replaces
         self.files = [f for f in files if not f.problem]
 
