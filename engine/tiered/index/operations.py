@@ -52,10 +52,14 @@ def inspect_files(paths: Iterable[Path], *, hash_slot_num: Optional[int] = None,
 
 
 def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = False,
-                 hash_slot_num: Optional[int] = None, index_num: Optional[int] = None) -> dict:
+                 hash_slot_num: Optional[int] = None, index_num: Optional[int] = None,
+                 broker_conf: Optional[Path] = None, new_geometry: bool = False) -> dict:
     """compact-index: the compacted form of unsealed file ``src`` (format §9.4) written to a temporary name next
     to ``out`` and renamed onto it; ``src`` is only read. ``mapped`` writes the whole local compacting/ file
-    instead of the uploaded bytes. Returns the summary the command shows (its --json shape)."""
+    instead of the uploaded bytes. The file is read with the given geometry (else its own); the compacted form
+    keeps the file's slot count, which must be the one broker.conf configures and the tiered index files beside it
+    (its directory's) have, unless ``new_geometry`` (engine.tiered.index.table.writer_tiered_geometry). Returns
+    the summary the command shows (its --json shape)."""
     src, out = Path(src), Path(out)
     if out.exists() and not force:
         raise InvalidArgumentError(f"{out} exists; pass --force to replace it")
@@ -67,6 +71,7 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
         if f.layout != "unsealed":
             raise TieredIndexError(f"{src} is already compacted (END magic, {f.hash_slot_num} slot ranges); "
                                    "only an unsealed or sealed file can be compacted")
+        _check_compact_geometry(src, broker_conf, hash_slot_num, index_num, new_geometry)
         before = f.file_size
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         try:
@@ -89,6 +94,19 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
         with IndexStoreFile.open(out, summary["hashSlotNum"]) as g:
             summary["itemsWritten"] = g.stats()["chainedItems"]
     return summary
+
+
+def _check_compact_geometry(src: Path, broker_conf: Optional[Path], hash_slot_num: Optional[int],
+                            index_num: Optional[int], new_geometry: bool) -> None:
+    """The writers' geometry rule over the file and the tiered index files of its directory (GeometryError when
+    the compacted form would have another geometry than theirs or broker.conf's)."""
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.index.table import local_index_files, writer_tiered_geometry
+
+    config = load_tiered_config(broker_conf, tieredStoreIndexFileMaxHashSlotNum=hash_slot_num,
+                                tieredStoreIndexFileMaxIndexNum=index_num)
+    files = [(ts, p) for ts, p in local_index_files(src.parent) if not os.path.samefile(p, src)] + [(-1, src)]
+    writer_tiered_geometry(config, [], files, new_geometry, "tiered compact-index")
 
 
 # ------------------------------------------------------------------ the tier's index: local files and INDEX segments
