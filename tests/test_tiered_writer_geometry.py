@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.tiered.index import IndexStoreFile
-from helpers import GOLDEN, assert_one_line_error, run
+from helpers import GOLDEN, SMALL, assert_one_line_error, run
 
 F3 = GOLDEN / "tiered-flat" / "f3_index"
 F3_SLOTS, F3_ITEMS = 128, 2000          # f3's params.json: the geometry its INDEX segments were written with
@@ -27,7 +27,7 @@ def f3_store(tmp_path) -> tuple[Path, Path]:
     lines = [json.dumps({"topic": "TopicTest", "queueId": i % 2, "keys": [f"k{i}"], "body": f"m{i}"})
              for i in range(20)]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
-    r = run(["put", "-s", store, "--from-jsonl", tmp_path / "in.jsonl"])
+    r = run(["put", "-s", store, *SMALL, "--from-jsonl", tmp_path / "in.jsonl"])
     assert r.exit_code == 0, r.output
     shutil.copytree(F3 / "store" / "tiered", tier)
     (store / "config").mkdir(exist_ok=True)
@@ -101,7 +101,7 @@ def test_reindex_without_the_tier_cannot_read_the_segments(f3_store, tmp_path):
 def test_reindex_takes_the_local_files_geometry(tmp_path):
     """A local tiered index file (t2: 16 slots x 100 items) tells both numbers."""
     store = tmp_path / "store"
-    assert run(["put", "-s", store, "-t", "TopicA", "-k", "a", "--body", "x"]).exit_code == 0
+    assert run(["put", "-s", store, *SMALL, "-t", "TopicA", "-k", "a", "--body", "x"]).exit_code == 0
     (store / "tiered_index_file").mkdir()
     shutil.copy(T2 / "unsealed.bin", store / "tiered_index_file" / str(T2_PARAMS["beginTimestamp"]))
     r = reindex(store, tmp_path / "out")
