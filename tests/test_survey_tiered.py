@@ -203,4 +203,8 @@ def test_info_shows_the_external_tiered_store(tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["tiered"]["flatStore"] is None
     shutil.rmtree(tier)
     r = run(["info", "-c", conf])
-    assert r.exit_code == 3 and "tieredStoreFilePath" in r.stderr
+    assert r.exit_code == 3 and "tieredStoreFilePath" in r.stderr   # the metadata lists segments it cannot find
+    for f in (META, META + ".bak"):
+        (store / "config" / f).unlink()
+    r = run(["info", "-c", conf, "--json"])   # a broker that has tiered nothing yet: no directory is made before
+    assert r.exit_code == 0 and json.loads(r.stdout)["tiered"]["flatStore"]["exists"] is False

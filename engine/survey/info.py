@@ -266,7 +266,9 @@ def _flat_store(layout: StoreLayout, tier: TierSource, info: StoreInfo) -> dict:
         out["metadataTopics"] = len(md.topics.keys())
         out["metadataQueues"] = len(md.loaded_queues())
     if not out["exists"]:
-        info.problems.append(f"tiered store: tieredStoreFilePath {root} is no directory")
+        if md is not None and md.paths():   # else nothing is tiered yet: the broker makes the directories lazily
+            info.problems.append(f"tiered store: tieredStoreFilePath {root} is no directory, but the tiered "
+                                 "metadata lists segments")
         return out
     if broker is None:
         info.problems.append(f"tiered store: cannot tell which broker's files under {root} to show (give brokerName "
