@@ -121,12 +121,10 @@ def assert_deprecated(r, new: str) -> None:
     assert first.startswith("warning: `rmqtool ") and f"{DEPRECATED}{new}`" in first, r.stderr
 
 
-def assert_one_line_error(r, code: int | None = None, contains: str | None = None, deprecated: str | None = None):
+def assert_one_line_error(r, code: int = 2, contains: str | None = None, deprecated: str | None = None):
     """One line `error: ...` on stderr (after the deprecation note of an old spelling when `deprecated` names the
-    new one), a non-zero exit, no traceback."""
-    assert r.exit_code != 0, r.output
-    if code is not None:
-        assert r.exit_code == code, (r.exit_code, r.output)
+    new one), exit `code` (2, bad input, unless the case is another: output contract), no traceback."""
+    assert r.exit_code == code, (r.exit_code, r.output)
     err = r.stderr.strip()
     assert err, "expected an error message on stderr"
     assert "Traceback" not in r.output and "Traceback" not in err
