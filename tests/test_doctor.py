@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import patch_file, run, snapshot, unpack_broker_set, unpack_timer_set
+from helpers import patch_file, run, snapshot, unpack_golden
 
 
 def doctor_json(conf: Path, *extra, code: int) -> dict:
@@ -39,9 +39,8 @@ def run_fixes(doc: dict) -> None:
 # ------------------------------------------------------------------------------------------- golden stores
 
 
-@pytest.mark.parametrize("name", ["r1"])
-def test_golden_broker_store_healthy(tmp_path, name):
-    store, conf = unpack_broker_set(name, tmp_path)
+def test_golden_broker_store_healthy(tmp_path):
+    store, conf = unpack_golden("broker/r1", tmp_path)
     before = snapshot(store)
     doc = doctor_json(conf, code=0)
     assert doc["healthy"] and not doc["findings"]
@@ -49,17 +48,17 @@ def test_golden_broker_store_healthy(tmp_path, name):
 
 
 def test_golden_timer_t1_healthy(tmp_path):
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     doc = doctor_json(conf, code=0)
     assert not kinds(doc, "warning")
     assert "timer store" in doc["summary"]["checked"]
 
 
-@pytest.mark.parametrize("name,unpack", [("r2/killed", unpack_broker_set), ("t2", unpack_timer_set)])
-def test_crashed_stores_need_the_brokers_recovery(tmp_path, name, unpack):
+@pytest.mark.parametrize("name", ["broker/r2/killed", "timer/t2"])
+def test_crashed_stores_need_the_brokers_recovery(tmp_path, name):
     """Killed with -9: the abort marker is there, the pre-allocated next segment lies after the end; the broker
     recovers both by itself (it booted on copies of both), so they are not errors, and recover is the fix."""
-    store, conf = unpack(name, tmp_path)
+    store, conf = unpack_golden(name, tmp_path)
     doc = doctor_json(conf, code=0)
     f = {x["kind"]: x for x in doc["findings"]}
     assert f["abort-marker"]["file"] == "abort" and f["abort-marker"]["fix"].startswith("rmqtool recover ")
@@ -75,7 +74,7 @@ def test_crashed_stores_need_the_brokers_recovery(tmp_path, name, unpack):
 def test_damaged_record_is_an_error_recover_fixes(tmp_path):
     """r2/damaged: two flipped body bytes mid-log; the broker's CRC check truncates there (it lost everything
     after the record, recovered_by_broker/)."""
-    store, conf = unpack_broker_set("r2/damaged", tmp_path)
+    store, conf = unpack_golden("broker/r2/damaged", tmp_path)
     doc = doctor_json(conf, code=3)
     bad = [f for f in doc["findings"] if f["kind"] == "commitlog-damaged-record"]
     assert bad and bad[0]["severity"] == "error" and bad[0]["offset"] is not None
@@ -120,7 +119,7 @@ def _r1_cases():
 
 @pytest.mark.parametrize("kind,severity,damage", _r1_cases(), ids=[c[0] for c in _r1_cases()])
 def test_broker_store_damage_fixed(tmp_path, kind, severity, damage):
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     damage(store)
     doc = doctor_json(conf, code=3 if severity == "error" else 0)
     found = [f for f in doc["findings"] if f["kind"] == kind]
@@ -134,7 +133,7 @@ def test_broker_store_damage_fixed(tmp_path, kind, severity, damage):
 
 def test_torn_config_with_empty_bak_needs_a_person(tmp_path):
     """consumerOffset.json torn, .bak empty: the real broker started with no consumer offsets without a word."""
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     _torn(store / "config/consumerOffset.json", 300)
     (store / "config/consumerOffset.json.bak").write_bytes(b"")
     doc = doctor_json(conf, code=3)
@@ -149,7 +148,7 @@ def test_torn_config_with_empty_bak_needs_a_person(tmp_path):
 
 
 def test_empty_last_consume_queue_file(tmp_path):
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     q = store / "consumequeue/TopicB/0"
     first = sorted(os.listdir(q))[0]
     (q / f"{int(first) + 6000:020d}").write_bytes(bytes(6000))
@@ -221,7 +220,7 @@ def _t1_cases():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind,damage", _t1_cases(), ids=[c[0] for c in _t1_cases()])
 def test_timer_damage_fixed(tmp_path, kind, damage):
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     damage(store)
     now = ["--now", "2026-11-27T12:00:00Z"]
     doc = doctor_json(conf, *now, code=3)
@@ -237,7 +236,7 @@ def test_timer_damage_fixed(tmp_path, kind, damage):
 
 def test_repair_timer_keeps_the_pending_list(tmp_path):
     """A rebuilt wheel (from a missing one) gives back every pending message of the golden set."""
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     want = run(["timer", "list", "-c", conf, "--json"])
     os.unlink(store / "timerwheel")
     r = run(["repair", "timer", "-c", conf])
@@ -252,7 +251,7 @@ def test_repair_timer_keeps_the_pending_list(tmp_path):
 
 
 def test_text_form_fits_and_ends_with_commands(tmp_path):
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     os.truncate(store / "timerwheel", 1000)
     _torn(store / "config/topics.json", 100)
     r = run(["doctor", "-c", conf])
@@ -269,7 +268,7 @@ def test_text_form_fits_and_ends_with_commands(tmp_path):
 def test_bad_input_and_locked_store(tmp_path):
     r = run(["doctor", "-s", tmp_path / "nope"])
     assert r.exit_code == 2 and r.stderr.startswith("error:")
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     r = run(["repair", "config", "-c", conf, "topics.json"])
     assert r.exit_code == 2 and "exactly one of" in r.stderr
     r = run(["repair", "config", "-c", conf, "notes.json", "--empty"])

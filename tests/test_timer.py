@@ -16,7 +16,7 @@ from engine.timer.codec import BLANK_MAGIC_CODE, UNIT_SIZE, TimerCheckpoint
 from engine.timer.layout import SLOTS_TOTAL, WHEEL_LENGTH, TimerGeometry, TimerLayout
 from engine.timer.store import TimerStore
 from engine.timer.write import TimerStoreWriter
-from helpers import TIMER_T1, assert_one_line_error, patch_file, run, snapshot, t1_answer, unpack_timer_set
+from helpers import TIMER_T1, assert_one_line_error, patch_file, run, snapshot, t1_answer, unpack_golden
 
 FILE2 = "00000000000000008192"
 
@@ -303,7 +303,7 @@ def test_after_a_kill_the_list_is_what_the_restarted_broker_fired(tmp_path):
     after the restart) is listed, and every listed message due before the end of the restart window (minus 15 s)
     was fired. (restart_delivered.jsonl also holds 66 receipts of records fired before the kill, whose
     TIMER_DEQUEUE_MS is before it: the consumer received them again, its offsets not having been saved.)"""
-    store, conf = unpack_timer_set("t2", tmp_path / "t2")
+    store, conf = unpack_golden("timer/t2", tmp_path / "t2")
     timeline = t1_answer("timeline.json", "t2")
     r = run(["timer", "list", "-c", conf, "--json"])
     assert r.exit_code == 0, r.output
