@@ -134,6 +134,15 @@ class gc_paused:
             gc.enable()
 
 
+def size_text(n: float) -> str:
+    """A byte count (or rate) for a person: 512 B, 1.5 KiB, ... TiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
 def body_preview(j: dict, width: int = 40) -> str:
     if "compressionError" in j:  # never previewed as if the stored bytes were the message
         return f"<{j.get('compression')} body does not decode>"

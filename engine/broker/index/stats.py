@@ -8,13 +8,13 @@ real size (no mapping, so no SIGBUS if the file shrinks under us).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
 
 from engine.broker.index.build import ITEM_DTYPE
 from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, IndexFile
+from engine.fsutil import pread_fully
 from engine.progress import Progress, no_progress
 
 CHUNK_ITEMS = 1 << 20
@@ -23,14 +23,10 @@ SLOT_RANGE = 8 << 20
 
 
 def _pread_exact(fd: int, size: int, offset: int) -> bytes:
-    parts, got = [], 0
-    while got < size:
-        b = os.pread(fd, size - got, offset + got)
-        if not b:
-            raise OSError(f"index file ended at byte {offset + got}, {size - got} bytes short")
-        parts.append(b)
-        got += len(b)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    data = pread_fully(fd, size, offset)
+    if len(data) < size:
+        raise OSError(f"index file ended at byte {offset + len(data)}, {size - len(data)} bytes short")
+    return data
 
 
 def _occupied_slots(f: IndexFile) -> int:
