@@ -4,6 +4,7 @@ Light at import: rich is imported only when a console or a progress bar is first
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -106,6 +107,26 @@ def progress(total: int | None, description: str):
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal, redirect_stdout=False,
                     redirect_stderr=False)
+
+
+@contextlib.contextmanager
+def phase_progress(description: str):
+    """progress() as the engine's Progress callback (phase, done, total): one bar, named after each phase."""
+    with progress(None, description) as bar:
+        task = bar.add_task(description, total=None)
+
+        def report(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        yield report
+
+
+def emit_plan(plan, dry_run: bool) -> None:
+    """A repair's plan as its --json document, with whether it was a dry run and whether the store changed."""
+    d = plan.as_dict()
+    d["dryRun"] = dry_run
+    d["changed"] = not dry_run and not plan.nothing_to_do
+    emit_json(d)
 
 
 def _stderr_is_terminal() -> bool:

@@ -101,12 +101,7 @@ def clean(
     from engine.ops.clean import clean as run_clean
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    with render.progress(None, "clean") as bar:
-        task = bar.add_task("clean", total=None)
-
-        def progress(phase: str, done: int, total: int) -> None:
-            bar.update(task, description=phase, completed=done, total=total)
-
+    with render.phase_progress("clean") as progress:
         plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress, keep_timer=keep_timer)
     if json_out:
         d = plan.as_dict()
