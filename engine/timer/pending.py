@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
-from engine.timer.records import BAD_CRC, Resolved, TimerRecord
+from engine.timer.records import BAD_CRC, Resolved, TimerRecord, build_delete_key
 from engine.timer.store import EnqueueCursor, TimerStore
 
 WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
@@ -146,9 +146,8 @@ class _Rows:
 
 
 def _key_hash(topic: str | None, uniq: str | None, fire: int | None) -> int:
-    if topic is None or uniq is None:
-        return 0
-    return hash((f"{topic}+{uniq}", fire))
+    key = build_delete_key(topic, uniq)
+    return 0 if key is None else hash((key, fire))
 
 
 def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
@@ -260,7 +259,7 @@ class _PendingScanner:
             # The hashes only nominate: a message is recalled when its exact key and fire time are a marker's.
             for i in np.flatnonzero(maybe):
                 m = message_at(self.ts, all_rows[i])
-                if m is None or (f"{m.topic}+{m.uniq_key}", m.fire_at_ms) not in exact:
+                if m is None or (build_delete_key(m.topic, m.uniq_key), m.fire_at_ms) not in exact:
                     maybe[i] = False
         order = np.lexsort((all_rows["offset"], all_rows["fire"]))
         all_rows = all_rows[order]

@@ -38,7 +38,8 @@ from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SI
                                 is_delete)
 from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout
 from engine.timer.pending import PendingScan, message_at, scan_pending
-from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, timer_record
+from engine.timer.records import (EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, build_delete_key,
+                                  timer_record)
 from engine.timer.store import TimerStore
 
 #: What a unit's record may not be for the unit to stay (the broker would stall on it, or find nothing).
@@ -372,7 +373,7 @@ def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingScan, removed: _Rem
         m = message_at(ts, row)
         if m is None:
             continue
-        key = (f"{m.topic}+{m.uniq_key}", m.fire_at_ms)
+        key = (build_delete_key(m.topic, m.uniq_key), m.fire_at_ms)
         if key in lost_markers and key not in kept_markers and not gone(m.timer_log_position, m.commit_log_offset):
             rep.resurrected.append(key[0])
     lost.sort(key=lambda x: (x.fire_at_ms is None, x.fire_at_ms or 0, x.commit_log_offset))
