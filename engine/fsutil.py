@@ -106,14 +106,7 @@ def allocate(fd: int, offset: int, length: int, path) -> None:
         return
     if os.fstat(fd).st_size >= offset + length and not holes(fd, offset, offset + length):
         return  # allocated already (what a broker's warmed-up or a fully written file is)
-    try:
-        os.posix_fallocate(fd, offset, length)
-        return
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise _failure(path, e, f"cannot allocate {length} bytes at offset {offset}") from None
-    for start, end in holes(fd, offset, offset + length):
-        write_zeros(fd, start, end - start, path)
+    allocate_range(fd, offset, length, path)
 
 
 def allocate_range(fd: int, offset: int, length: int, path) -> None:
@@ -221,6 +214,39 @@ def data_extents(fd: int, length: int) -> list[tuple[int, int]] | None:
     except (OSError, AttributeError):
         return None
     return out
+
+
+def data_ranges(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The allocated ranges of [lo, hi) (all of it when the filesystem cannot tell)."""
+    ext = data_extents(fd, hi)
+    if ext is None:
+        return [(lo, hi)]
+    return [(max(a, lo), min(b, hi)) for a, b in ext if b > lo and a < hi]
+
+
+def pread_fully(fd: int, length: int, offset: int) -> bytes:
+    """`length` bytes at `offset`, fewer only where the file ends (one pread may return short)."""
+    parts, got = [], 0
+    while got < length:
+        b = os.pread(fd, min(length - got, 1 << 30), offset + got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+def is_zero(fd: int, lo: int, hi: int, chunk: int = 1 << 20) -> bool:
+    """Every byte of [lo, hi) is zero (holes are not read; at most `chunk` bytes in memory at once)."""
+    for a, b in data_ranges(fd, lo, hi):
+        while a < b:
+            data = pread_fully(fd, min(chunk, b - a), a)
+            if not data:
+                break
+            if data.count(0) != len(data):
+                return False
+            a += len(data)
+    return True
 
 
 def holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:

@@ -314,8 +314,9 @@ def reindex(
     its largest id); item offsets in each queue's tiered commit log from 0. Takes the store lock; the store's
     index, checkpoint and tiered_index_file/ are left alone."""
     # (a typer command: one parameter per option)
+    from engine.jobs.framework import camel_keys
     from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
-    from rmqtool.jobview import camel_keys, run_job, spark_conf_pairs
+    from rmqtool.jobview import run_job, spark_conf_pairs
     from rmqtool.render_tiered import render_tiered_reindex
 
     render.set_quiet(quiet)
