@@ -106,14 +106,7 @@ def allocate(fd: int, offset: int, length: int, path) -> None:
         return
     if os.fstat(fd).st_size >= offset + length and not holes(fd, offset, offset + length):
         return  # allocated already (what a broker's warmed-up or a fully written file is)
-    try:
-        os.posix_fallocate(fd, offset, length)
-        return
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise _failure(path, e, f"cannot allocate {length} bytes at offset {offset}") from None
-    for start, end in holes(fd, offset, offset + length):
-        write_zeros(fd, start, end - start, path)
+    allocate_range(fd, offset, length, path)
 
 
 def allocate_range(fd: int, offset: int, length: int, path) -> None:
@@ -162,11 +155,8 @@ def write_zeros(fd: int, pos: int, length: int, path, chunk: int = 1 << 20) -> N
 def zero_data(fd: int, start: int, end: int, path) -> None:
     """Zeros over [start, end) where the file holds data; its holes there stay holes (they read as zeros
     already, and writing them would allocate what the file does not hold)."""
-    ext = data_extents(fd, end)
-    for a, b in [(start, end)] if ext is None else ext:
-        a, b = max(a, start), min(b, end)
-        if a < b:
-            write_zeros(fd, a, b - a, path)
+    for a, b in data_ranges(fd, start, end):
+        write_zeros(fd, a, b - a, path)
 
 
 def sync(fd: int, path, data_only: bool = True) -> None:
@@ -231,6 +221,39 @@ def data_extents(fd: int, length: int) -> list[tuple[int, int]] | None:
     except (OSError, AttributeError):
         return None
     return out
+
+
+def data_ranges(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The allocated ranges of [lo, hi) (all of it when the filesystem cannot tell)."""
+    ext = data_extents(fd, hi)
+    if ext is None:
+        return [(lo, hi)]
+    return [(max(a, lo), min(b, hi)) for a, b in ext if b > lo and a < hi]
+
+
+def pread_fully(fd: int, length: int, offset: int) -> bytes:
+    """`length` bytes at `offset`, fewer only where the file ends (one pread may return short)."""
+    parts, got = [], 0
+    while got < length:
+        b = os.pread(fd, min(length - got, 1 << 30), offset + got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+def is_zero(fd: int, lo: int, hi: int, chunk: int = 1 << 20) -> bool:
+    """Every byte of [lo, hi) is zero (holes are not read; at most `chunk` bytes in memory at once)."""
+    for a, b in data_ranges(fd, lo, hi):
+        while a < b:
+            data = pread_fully(fd, min(chunk, b - a), a)
+            if not data:
+                break
+            if data.count(0) != len(data):
+                return False
+            a += len(data)
+    return True
 
 
 def holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:

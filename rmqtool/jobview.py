@@ -5,14 +5,6 @@ from __future__ import annotations
 from rmqtool import render
 
 
-def size_text(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def spark_conf_pairs(pairs) -> dict:
     out = {}
     for p in pairs or []:
@@ -23,20 +15,6 @@ def spark_conf_pairs(pairs) -> dict:
             raise InvalidArgumentError(f"--conf {p!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
         out[key.strip()] = value
     return out
-
-
-def camel_keys(obj):
-    """A result dict with its snake_case names in camelCase (the output contract of the tiered commands)."""
-    if isinstance(obj, dict):
-        return {_camel(k) if isinstance(k, str) else k: camel_keys(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [camel_keys(v) for v in obj]
-    return obj
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
 def run_job(job, labels: dict[str, str], json_out: bool, render_fn, title: str = "spark-reindex",

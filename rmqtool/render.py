@@ -4,6 +4,7 @@ Light at import: rich is imported only when a console or a progress bar is first
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -108,6 +109,26 @@ def progress(total: int | None, description: str):
                     redirect_stderr=False)
 
 
+@contextlib.contextmanager
+def phase_progress(description: str):
+    """progress() as the engine's Progress callback (phase, done, total): one bar, named after each phase."""
+    with progress(None, description) as bar:
+        task = bar.add_task(description, total=None)
+
+        def report(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        yield report
+
+
+def emit_plan(plan, dry_run: bool) -> None:
+    """A repair's plan as its --json document, with whether it was a dry run and whether the store changed."""
+    d = plan.as_dict()
+    d["dryRun"] = dry_run
+    d["changed"] = not dry_run and not plan.nothing_to_do
+    emit_json(d)
+
+
 def _stderr_is_terminal() -> bool:
     try:
         return sys.stderr.isatty()
@@ -132,6 +153,15 @@ class gc_paused:
 
         if self._was:
             gc.enable()
+
+
+def size_text(n: float) -> str:
+    """A byte count (or rate) for a person: 512 B, 1.5 KiB, ... TiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def body_preview(j: dict, width: int = 40) -> str:

@@ -210,8 +210,6 @@ def _render_items(kept: list[dict], rejected: list[dict], topic: str, key: str, 
 
 def render_tiered_reindex(r) -> None:
     """The summary of a tiered index rebuild (engine.jobs.tiered_index.TieredReindexResult)."""
-    from rmqtool.jobview import size_text
-
     title = "tiered reindex" + (" (dry run: nothing written)" if r.dry_run else "")
     rows = [
         ("master", r.master),
@@ -219,7 +217,7 @@ def render_tiered_reindex(r) -> None:
         ("messages", f"{r.messages} ({r.copied_messages} copied to tiered storage, {r.keyed_messages} with keys)"),
         ("keys indexed (items)", r.keys_indexed),
         ("index files", f"{r.index_files} ({r.hash_slot_num} slots x {r.index_num} items, compacted)"),
-        ("bytes read", f"{r.bytes_read} ({size_text(r.bytes_read)})"),
+        ("bytes read", f"{r.bytes_read} ({render.size_text(r.bytes_read)})"),
         ("elapsed", f"{r.seconds:.2f} s (scan {r.scan_seconds:.2f} s, build {r.build_seconds:.2f} s)"),
         ("tiered metadata", r.tiered_metadata or "none (topic ids assigned from 0)"),
     ]

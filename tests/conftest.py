@@ -13,7 +13,7 @@ from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
 from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
-from helpers import BROKER_R1, BROKER_R2, GOLDEN, unpack_store, unpack_t1
+from helpers import GOLDEN, unpack_golden
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,17 +34,10 @@ def golden() -> Path:
     return GOLDEN
 
 
-@pytest.fixture(scope="session")
-def r1_store(tmp_path_factory) -> Path:
-    """broker/r1's store, unpacked once per run: read it only (copy_store before changing anything)."""
-    return unpack_store(BROKER_R1 / "store.tar.gz", tmp_path_factory.mktemp("r1"))
-
-
-@pytest.fixture(scope="session")
-def r2_stores(tmp_path_factory) -> dict[str, Path]:
-    """broker/r2's stores (killed, damaged, recovered_by_broker), unpacked once per run: read them only."""
-    return {name: unpack_store(BROKER_R2 / name / "store.tar.gz", tmp_path_factory.mktemp(f"r2-{name}"))
-            for name in ("killed", "damaged", "recovered_by_broker")}
+@pytest.fixture
+def r1_store(tmp_path) -> Path:
+    """A fresh copy of broker/r1's store (the archive is unpacked once per run, then copied for each test)."""
+    return unpack_golden("broker/r1", tmp_path / "r1").store
 
 
 @pytest.fixture
@@ -99,4 +92,4 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def t1(tmp_path):
     """A fresh copy of the timer/t1 broker store: (store root, broker.conf pointing at it)."""
-    return unpack_t1(tmp_path / "t1")
+    return unpack_golden("timer/t1", tmp_path / "t1")

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from typer.testing import CliRunner
 
@@ -32,21 +33,47 @@ FUZZ_SEG = 16384
 #: Stores a real RocketMQ broker wrote, with what its clients received (tests/golden/broker/*/README.md).
 BROKER_R1 = GOLDEN / "broker" / "r1"
 BROKER_R2 = GOLDEN / "broker" / "r2"
-TIMER_T2 = GOLDEN / "timer" / "t2"
 
 
-def unpack_store(tarball: Path, dest: Path) -> Path:
-    """A golden set's packed store (`tar --sparse -czf`) unpacked into dest, sparse files kept sparse; the store
-    root (dest/store)."""
+class GoldenStore(NamedTuple):
+    store: Path   # the store root
+    conf: Path    # a broker.conf pointing at it
+
+
+_PRISTINE: dict[str, Path] = {}   # golden set -> its archive unpacked once (never handed to a test)
+
+
+def _pristine(name: str) -> Path:
+    """The golden set's packed store (`tar --sparse -czf`) unpacked once per session into a private folder:
+    tarfile seeks over the holes of a --sparse archive, so sparse files stay sparse."""
+    if name not in _PRISTINE:
+        import atexit
+        import shutil
+        import tarfile
+        import tempfile
+
+        into = Path(tempfile.mkdtemp(prefix="rmqtool-golden-"))
+        atexit.register(shutil.rmtree, into, ignore_errors=True)
+        with tarfile.open(GOLDEN / name / "store.tar.gz") as tf:
+            tf.extractall(into, filter="data")
+        _PRISTINE[name] = into / "store"
+    return _PRISTINE[name]
+
+
+def unpack_golden(name: str, dest: Path) -> GoldenStore:
+    """A fresh copy of a golden store (`broker/r1`, `broker/r2/killed`, `timer/t1`, ...: a folder of tests/golden
+    with a store.tar.gz) for one test to read or change: the store at dest/store, holes kept and file times as the
+    broker left them, and dest/broker.conf, the set's own (or its parent's) pointing at the copy. Every call copies;
+    no two tests share a store."""
+    dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["tar", "--sparse", "-xzf", str(tarball), "-C", str(dest)], check=True)
-    return dest / "store"
-
-
-def copy_store(src: Path, dest: Path) -> Path:
-    """A copy of a store to change (holes stay holes)."""
-    subprocess.run(["cp", "-a", "--sparse=always", str(src), str(dest)], check=True)
-    return dest
+    store = dest / "store"
+    subprocess.run(["cp", "-a", "--sparse=always", str(_pristine(name)), str(store)], check=True)
+    src = GOLDEN / name
+    conf_src = src / "broker.conf" if (src / "broker.conf").exists() else src.parent / "broker.conf"
+    conf = dest / "broker.conf"
+    conf.write_text(conf_src.read_text().replace("<store>", str(store)).replace("<SET>", str(dest)))
+    return GoldenStore(store, conf)
 
 
 def jsonl(path: Path) -> list[dict]:
@@ -88,18 +115,6 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def broker_store_copy(name: str, dest: Path) -> Path:
-    """A fresh copy of the store a real broker wrote (tests/golden/broker/<name>/store.tar.gz, unpacked with its
-    sparse files sparse) under dest; returns the store root."""
-    import subprocess
-
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["tar", "--sparse", "-xzf", str(GOLDEN / "broker" / name / "store.tar.gz"), "-C", str(dest)],
-                   check=True)
-    return dest / "store"
-
-
 def jlines(r) -> list[dict]:
     """The JSON objects of an NDJSON stdout, one per line."""
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
@@ -121,12 +136,10 @@ def assert_deprecated(r, new: str) -> None:
     assert first.startswith("warning: `rmqtool ") and f"{DEPRECATED}{new}`" in first, r.stderr
 
 
-def assert_one_line_error(r, code: int | None = None, contains: str | None = None, deprecated: str | None = None):
+def assert_one_line_error(r, code: int = 2, contains: str | None = None, deprecated: str | None = None):
     """One line `error: ...` on stderr (after the deprecation note of an old spelling when `deprecated` names the
-    new one), a non-zero exit, no traceback."""
-    assert r.exit_code != 0, r.output
-    if code is not None:
-        assert r.exit_code == code, (r.exit_code, r.output)
+    new one), exit `code` (2, bad input, unless the case is another: output contract), no traceback."""
+    assert r.exit_code == code, (r.exit_code, r.output)
     err = r.stderr.strip()
     assert err, "expected an error message on stderr"
     assert "Traceback" not in r.output and "Traceback" not in err
@@ -410,25 +423,6 @@ def fuzz_config(root: Path):
 TIMER_T1 = GOLDEN / "timer" / "t1"
 
 
-def unpack_timer_set(name: str, dst: Path) -> tuple[Path, Path]:
-    """A timer golden set's broker store (timer/<name>) unpacked under dst (sparse files stay sparse: tarfile seeks
-    over the holes of a --sparse archive) and a broker.conf that points at it. Returns (store root, broker.conf)."""
-    import tarfile
-
-    src = GOLDEN / "timer" / name
-    dst = Path(dst)
-    dst.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(src / "store.tar.gz") as tf:
-        tf.extractall(dst, filter="data")
-    conf = dst / "broker.conf"
-    conf.write_text((src / "broker.conf").read_text().replace("<SET>", str(dst)))
-    return dst / "store", conf
-
-
-def unpack_t1(dst: Path) -> tuple[Path, Path]:
-    return unpack_timer_set("t1", dst)
-
-
 def t1_answer(name: str, set_name: str = "t1"):
     """One of a timer set's answers: a .jsonl as a list of objects, a .json as one."""
     path = GOLDEN / "timer" / set_name / "answers" / name
@@ -479,19 +473,3 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
         w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
     w.write(TimerCheckpoint(read_ms, w.end, count, count))
     return conf, puts
-
-
-def unpack_broker_set(name: str, dst: Path) -> tuple[Path, Path]:
-    """A broker golden store (`r1`, `r2/killed`, `r2/damaged`, ...) unpacked under dst, with a broker.conf that
-    points at it (the set's own, `<store>` replaced). Returns (store root, broker.conf)."""
-    import tarfile
-
-    src = GOLDEN / "broker" / name
-    conf_src = src / "broker.conf" if (src / "broker.conf").exists() else src.parent / "broker.conf"
-    dst = Path(dst)
-    dst.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(src / "store.tar.gz") as tf:
-        tf.extractall(dst, filter="data")
-    conf = dst / "broker.conf"
-    conf.write_text(conf_src.read_text().replace("<store>", str(dst / "store")))
-    return dst / "store", conf

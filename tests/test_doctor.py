@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import patch_file, run, snapshot, unpack_broker_set, unpack_timer_set
+from helpers import patch_file, run, snapshot, unpack_golden
 
 
-def doctor_json(conf: Path, *extra) -> tuple[int, dict]:
+def doctor_json(conf: Path, *extra, code: int) -> dict:
+    """doctor's report, which must come with exit `code` (3 exactly when a finding is an error: output contract)."""
     r = run(["doctor", "-c", conf, "--json", *extra])
-    assert r.exit_code in (0, 3), r.output + r.stderr
-    return r.exit_code, json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert r.exit_code == code, (r.stderr, doc["findings"])
+    assert (code == 3) == bool(kinds(doc, "error")), doc["findings"]
+    return doc
 
 
 def kinds(doc: dict, severity: str | None = None) -> set[str]:
@@ -36,52 +39,48 @@ def run_fixes(doc: dict) -> None:
 # ------------------------------------------------------------------------------------------- golden stores
 
 
-@pytest.mark.parametrize("name", ["r1"])
-def test_golden_broker_store_healthy(tmp_path, name):
-    store, conf = unpack_broker_set(name, tmp_path)
+def test_golden_broker_store_healthy(tmp_path):
+    store, conf = unpack_golden("broker/r1", tmp_path)
     before = snapshot(store)
-    code, doc = doctor_json(conf)
-    assert code == 0 and doc["healthy"] and not doc["findings"]
+    doc = doctor_json(conf, code=0)
+    assert doc["healthy"] and not doc["findings"]
     assert snapshot(store) == before  # doctor never writes
 
 
 def test_golden_timer_t1_healthy(tmp_path):
-    store, conf = unpack_timer_set("t1", tmp_path)
-    code, doc = doctor_json(conf)
-    assert code == 0 and not kinds(doc, "error") and not kinds(doc, "warning")
+    store, conf = unpack_golden("timer/t1", tmp_path)
+    doc = doctor_json(conf, code=0)
+    assert not kinds(doc, "warning")
     assert "timer store" in doc["summary"]["checked"]
 
 
-@pytest.mark.parametrize("name,unpack", [("r2/killed", unpack_broker_set), ("t2", unpack_timer_set)])
-def test_crashed_stores_need_the_brokers_recovery(tmp_path, name, unpack):
+@pytest.mark.parametrize("name", ["broker/r2/killed", "timer/t2"])
+def test_crashed_stores_need_the_brokers_recovery(tmp_path, name):
     """Killed with -9: the abort marker is there, the pre-allocated next segment lies after the end; the broker
     recovers both by itself (it booted on copies of both), so they are not errors, and recover is the fix."""
-    store, conf = unpack(name, tmp_path)
-    code, doc = doctor_json(conf)
-    assert code == 0
+    store, conf = unpack_golden(name, tmp_path)
+    doc = doctor_json(conf, code=0)
     f = {x["kind"]: x for x in doc["findings"]}
     assert f["abort-marker"]["file"] == "abort" and f["abort-marker"]["fix"].startswith("rmqtool recover ")
     assert "commitlog-file-after-end" in f
     est = doc["summary"]["estimates"]["brokerRecovery"]
     assert est["bytesToScan"] > 0 and est["estimatedSeconds"] >= 0
     run_fixes(doc)
-    code, doc = doctor_json(conf)
-    assert code == 0 and "abort-marker" not in kinds(doc)
+    doc = doctor_json(conf, code=0)
+    assert "abort-marker" not in kinds(doc)
     assert not (store / "abort").exists()
 
 
 def test_damaged_record_is_an_error_recover_fixes(tmp_path):
     """r2/damaged: two flipped body bytes mid-log; the broker's CRC check truncates there (it lost everything
     after the record, recovered_by_broker/)."""
-    store, conf = unpack_broker_set("r2/damaged", tmp_path)
-    code, doc = doctor_json(conf)
-    assert code == 3
+    store, conf = unpack_golden("broker/r2/damaged", tmp_path)
+    doc = doctor_json(conf, code=3)
     bad = [f for f in doc["findings"] if f["kind"] == "commitlog-damaged-record"]
     assert bad and bad[0]["severity"] == "error" and bad[0]["offset"] is not None
     assert "1793690" in bad[0]["problem"]
     run_fixes(doc)
-    code, doc = doctor_json(conf)
-    assert code == 0, doc["findings"]
+    doctor_json(conf, code=0)
 
 
 # ------------------------------------------------------------------------------------------- damage, then fixes
@@ -120,50 +119,47 @@ def _r1_cases():
 
 @pytest.mark.parametrize("kind,severity,damage", _r1_cases(), ids=[c[0] for c in _r1_cases()])
 def test_broker_store_damage_fixed(tmp_path, kind, severity, damage):
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     damage(store)
-    code, doc = doctor_json(conf)
+    doc = doctor_json(conf, code=3 if severity == "error" else 0)
     found = [f for f in doc["findings"] if f["kind"] == kind]
     assert found and found[0]["severity"] == severity, doc["findings"]
     assert found[0]["fix"] and found[0]["fix"].startswith("rmqtool ")
-    assert code == (3 if kinds(doc, "error") else 0)
     run_fixes(doc)
-    code, doc = doctor_json(conf)
-    assert code == 0 and not kinds(doc, "error"), doc["findings"]
+    doc = doctor_json(conf, code=0)
     assert kind not in kinds(doc)
     assert any((store / "quarantine").iterdir()) or kind == "abort-marker"
 
 
 def test_torn_config_with_empty_bak_needs_a_person(tmp_path):
     """consumerOffset.json torn, .bak empty: the real broker started with no consumer offsets without a word."""
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     _torn(store / "config/consumerOffset.json", 300)
     (store / "config/consumerOffset.json.bak").write_bytes(b"")
-    code, doc = doctor_json(conf)
+    doc = doctor_json(conf, code=3)
     f = next(x for x in doc["findings"] if x["kind"] == "config-lost")
-    assert code == 3 and f["severity"] == "error" and f["fix"] is None
+    assert f["severity"] == "error" and f["fix"] is None
     assert "restore config/consumerOffset.json from a backup" in f["problem"]
     assert "no consumer offsets" in f["brokerWill"]
     # the person decides: accept the empty table
     r = run(["repair", "config", "-c", conf, "consumerOffset.json", "--empty"])
     assert r.exit_code == 0, r.stderr
-    code, doc = doctor_json(conf)
-    assert code == 0
+    doctor_json(conf, code=0)
 
 
 def test_empty_last_consume_queue_file(tmp_path):
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     q = store / "consumequeue/TopicB/0"
     first = sorted(os.listdir(q))[0]
     (q / f"{int(first) + 6000:020d}").write_bytes(bytes(6000))
-    code, doc = doctor_json(conf)
+    doc = doctor_json(conf, code=0)
     f = next(x for x in doc["findings"] if x["kind"] == "cq-empty-last-file")
     assert f["file"] == f"consumequeue/TopicB/0/{int(first) + 6000:020d}" and "--topic TopicB" in f["fix"]
     before = snapshot(store)
     r = run(shlex.split(f["fix"])[1:] + ["--dry-run"])
     assert r.exit_code == 0 and "would" in r.stdout and snapshot(store) == before
     run_fixes(doc)
-    code, doc = doctor_json(conf)
+    doc = doctor_json(conf, code=0)
     assert "cq-empty-last-file" not in kinds(doc)
     manifest = next((store / "quarantine").iterdir()) / "manifest.json"
     assert json.loads(manifest.read_text())["tool"] == "rmqtool repair consume-queue"
@@ -224,24 +220,23 @@ def _t1_cases():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind,damage", _t1_cases(), ids=[c[0] for c in _t1_cases()])
 def test_timer_damage_fixed(tmp_path, kind, damage):
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     damage(store)
     now = ["--now", "2026-11-27T12:00:00Z"]
-    code, doc = doctor_json(conf, *now)
+    doc = doctor_json(conf, *now, code=3)
     found = [f for f in doc["findings"] if f["kind"] == kind]
     assert found and found[0]["severity"] == "error", doc["findings"]
-    assert code == 3 and found[0]["fix"].startswith("rmqtool repair timer ")
+    assert found[0]["fix"].startswith("rmqtool repair timer ")
     before = snapshot(store)
     r = run(["repair", "timer", "-c", conf, "--dry-run", "--json"])
     assert r.exit_code == 0 and json.loads(r.stdout)["actions"] and snapshot(store) == before
     run_fixes(doc)
-    code, doc = doctor_json(conf, *now)
-    assert code == 0 and not kinds(doc, "error"), doc["findings"]
+    doctor_json(conf, *now, code=0)
 
 
 def test_repair_timer_keeps_the_pending_list(tmp_path):
     """A rebuilt wheel (from a missing one) gives back every pending message of the golden set."""
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     want = run(["timer", "list", "-c", conf, "--json"])
     os.unlink(store / "timerwheel")
     r = run(["repair", "timer", "-c", conf])
@@ -256,7 +251,7 @@ def test_repair_timer_keeps_the_pending_list(tmp_path):
 
 
 def test_text_form_fits_and_ends_with_commands(tmp_path):
-    store, conf = unpack_timer_set("t1", tmp_path)
+    store, conf = unpack_golden("timer/t1", tmp_path)
     os.truncate(store / "timerwheel", 1000)
     _torn(store / "config/topics.json", 100)
     r = run(["doctor", "-c", conf])
@@ -273,7 +268,7 @@ def test_text_form_fits_and_ends_with_commands(tmp_path):
 def test_bad_input_and_locked_store(tmp_path):
     r = run(["doctor", "-s", tmp_path / "nope"])
     assert r.exit_code == 2 and r.stderr.startswith("error:")
-    store, conf = unpack_broker_set("r1", tmp_path)
+    store, conf = unpack_golden("broker/r1", tmp_path)
     r = run(["repair", "config", "-c", conf, "topics.json"])
     assert r.exit_code == 2 and "exactly one of" in r.stderr
     r = run(["repair", "config", "-c", conf, "notes.json", "--empty"])
@@ -297,7 +292,7 @@ def test_bad_input_and_locked_store(tmp_path):
             if (tmp_path / "ready").exists():
                 break
             time.sleep(0.05)
-        code, doc = doctor_json(conf)
+        doc = doctor_json(conf, code=0)
         assert doc["lockedByBroker"] and "store-locked" in kinds(doc, "info")
         r = run(["repair", "config", "-c", conf, "topics.json", "--empty"])
         assert r.exit_code == 4

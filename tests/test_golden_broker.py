@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
-from helpers import BROKER_R1, BROKER_R2, TIMER_T2, copy_store, jsonl, run, unpack_store
+from helpers import BROKER_R1, BROKER_R2, jsonl, run, unpack_golden
 
 
 def _body(j: dict, mode: str = "auto") -> bytes:
@@ -107,10 +107,10 @@ def _dump(store, *extra) -> tuple[int, list[dict], str]:
     return r.exit_code, _lines(r.stdout), r.stderr
 
 
-def test_a_killed_brokers_preallocated_segment_is_the_end_of_data(r2_stores, tmp_path):
+def test_a_killed_brokers_preallocated_segment_is_the_end_of_data(tmp_path):
     """A broker killed with -9 leaves the next commit-log segment allocated and all zero (r2/killed: 0 blocks;
     timer/t2 likewise): the end of data, as the broker's recovery reads it, not damage."""
-    killed = r2_stores["killed"]
+    killed = unpack_golden("broker/r2/killed", tmp_path / "r2").store
     assert not any((killed / "commitlog" / "00000000000003145728").read_bytes())
     code, entries, err = _dump(killed, "--body", "none")
     assert code == 0, err
@@ -120,16 +120,16 @@ def test_a_killed_brokers_preallocated_segment_is_the_end_of_data(r2_stores, tmp
     assert last["commitLogOffset"] + last["storeSize"] == int(_admin(BROKER_R2 / "killed")["brokerRuntime"]
                                                              ["commitLogMaxOffset"])
 
-    t2 = unpack_store(TIMER_T2 / "store.tar.gz", tmp_path / "t2")
+    t2 = unpack_golden("timer/t2", tmp_path / "t2").store
     code, entries, err = _dump(t2, "--body", "none")
     assert code == 0 and entries and {e["type"] for e in entries} == {"MESSAGE"}, err
     assert sorted(p.name for p in (t2 / "commitlog").iterdir())[-1] == "00000000000016777216"
 
 
-def test_data_after_a_zero_area_is_still_damage(r2_stores, tmp_path):
+def test_data_after_a_zero_area_is_still_damage(tmp_path):
     """The rule is the broker's: segments that hold nothing but zeros after the data. One byte written in the
     pre-allocated segment makes the zero tail before it a missing BLANK filler again (the broker would cut there)."""
-    store = copy_store(r2_stores["killed"], tmp_path / "s")
+    store = unpack_golden("broker/r2/killed", tmp_path).store
     with open(store / "commitlog" / "00000000000003145728", "r+b") as f:
         f.seek(500_000)
         f.write(b"\x01")
@@ -139,8 +139,8 @@ def test_data_after_a_zero_area_is_still_damage(r2_stores, tmp_path):
     assert [e["commitLogOffset"] for e in bad] == [2117276] and "no BLANK filler" in bad[0]["reason"]
 
 
-def test_recover_deletes_the_preallocated_segment_as_the_broker_does(r2_stores, tmp_path):
-    store = copy_store(r2_stores["killed"], tmp_path / "s")
+def test_recover_deletes_the_preallocated_segment_as_the_broker_does(tmp_path):
+    store = unpack_golden("broker/r2/killed", tmp_path).store
     r = run(["recover", "-s", store, "--dry-run", "--json"])
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)
@@ -154,10 +154,10 @@ def test_recover_deletes_the_preallocated_segment_as_the_broker_does(r2_stores, 
     assert code == 0 and entries[-1]["commitLogOffset"] + entries[-1]["storeSize"] == 2117276
 
 
-def test_a_preallocated_segment_written_with_zeros_is_unwritten_too(r2_stores, tmp_path):
+def test_a_preallocated_segment_written_with_zeros_is_unwritten_too(tmp_path):
     """warmMapedFileEnable=true makes the broker write the zeros of the segment it allocates ahead: no holes, still
     nothing written."""
-    store = copy_store(r2_stores["killed"], tmp_path / "s")
+    store = unpack_golden("broker/r2/killed", tmp_path).store
     seg = store / "commitlog" / "00000000000003145728"
     seg.write_bytes(bytes(seg.stat().st_size))
     assert seg.stat().st_blocks * 512 >= seg.stat().st_size
@@ -187,17 +187,18 @@ def _stats_equal(store, answers, consumers: bool = True) -> None:
     assert theirs and {k: mine.get(k) for k in theirs} == theirs
 
 
-def test_queues_and_consumers_answer_what_the_broker_answered(r1_store, r2_stores):
+def test_queues_and_consumers_answer_what_the_broker_answered(r1_store, tmp_path):
     _stats_equal(r1_store, BROKER_R1)
     # killed/answers come from a broker that went on running on a copy: its consumers' offsets are not in the store
-    _stats_equal(r2_stores["killed"], BROKER_R2 / "killed", consumers=False)
-    _stats_equal(r2_stores["recovered_by_broker"], BROKER_R2 / "recovered_by_broker")
+    _stats_equal(unpack_golden("broker/r2/killed", tmp_path / "k").store, BROKER_R2 / "killed", consumers=False)
+    recovered = unpack_golden("broker/r2/recovered_by_broker", tmp_path / "r").store
+    _stats_equal(recovered, BROKER_R2 / "recovered_by_broker")
 
 
-def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores, tmp_path):
+def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(tmp_path):
     """r2/recovered_by_broker: the broker's recovery stopped at the damaged TopicFlood record (damage.json) and
     truncated logically; TopicFlood/0's units up to 300 stay in its file, the broker serves 184."""
-    store = r2_stores["recovered_by_broker"]
+    store = unpack_golden("broker/r2/recovered_by_broker", tmp_path / "r2").store
     damage = json.loads((BROKER_R2 / "damaged" / "damage.json").read_text())["damagedRecord"]
     cut_at, cut_q = damage["commitLogOffset"], damage["queueOffset"]
     broker_max = _admin(BROKER_R2 / "recovered_by_broker")["topicStats"]["TopicFlood"]["000"]["max"]
@@ -242,10 +243,10 @@ def test_a_broker_recovered_store_is_read_as_that_broker_serves_it(r2_stores, tm
     assert sorted(d["queueOffset"] for d in got) == list(range(184))
 
 
-def test_the_damaged_store_before_any_broker_is_read_the_same_way(r2_stores):
+def test_the_damaged_store_before_any_broker_is_read_the_same_way(tmp_path):
     """r2/damaged (abort marker, the damaged record in the middle segment): a broker's abnormal recovery scans
     from the checkpoint's segment and stops at the same record; the readers serve what it served."""
-    r = run(["queues", "-s", r2_stores["damaged"], "-t", "TopicFlood", "--json"])
+    r = run(["queues", "-s", unpack_golden("broker/r2/damaged", tmp_path).store, "-t", "TopicFlood", "--json"])
     assert r.exit_code == 0
     (q,) = json.loads(r.stdout)["queues"]
     assert q["maxOffset"] == 184 and json.loads(r.stdout)["logicalTruncation"]["mode"] == "abnormal"
@@ -292,7 +293,7 @@ def test_get_by_uniq_key_answers_the_delivered_copy_and_names_the_others(r1_stor
 # ------------------------------------------------------------------------------------------ the recovery placeholder
 
 
-def test_recover_keeps_the_messages_after_the_damage_and_says_what_consumers_receive(r2_stores, tmp_path):
+def test_recover_keeps_the_messages_after_the_damage_and_says_what_consumers_receive(tmp_path):
     """r2/damaged: the broker's recovery cut TopicFlood at the damaged record (184 messages); recover keeps the
     183 after it and puts a placeholder where the damaged one was. The plan says what a consumer receives there,
     the placeholder says what it replaces, and list_placeholders finds it from the quarantine manifest."""
@@ -302,7 +303,7 @@ def test_recover_keeps_the_messages_after_the_damage_and_says_what_consumers_rec
 
     damage = json.loads((BROKER_R2 / "damaged" / "damage.json").read_text())
     dr = damage["damagedRecord"]
-    store = copy_store(r2_stores["damaged"], tmp_path / "s")
+    store = unpack_golden("broker/r2/damaged", tmp_path).store
     r = run(["recover", "-s", store, "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "TopicFlood/0 queue offset 184" in r.stdout and "rmq_sys_rmqtool_quarantine" in r.stderr

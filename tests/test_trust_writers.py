@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_one_line_error, broker_store_copy, run, snapshot
+from helpers import assert_one_line_error, run, snapshot, unpack_golden
 
 T0 = 1_700_000_000_000
 BIG = ["--hash-slots", "1000", "--max-index", "4000"]  # 84,040-byte index files
@@ -133,7 +133,7 @@ def test_recover_repairs_the_index_in_the_files_geometry(tmp_path):
 
 
 def test_the_real_brokers_store_keeps_its_geometry(tmp_path):
-    store = broker_store_copy("r1", tmp_path)
+    store = unpack_golden("broker/r1", tmp_path).store
     assert index_sizes(store) == [84040, 84040]
     out = reindex(store)  # no broker.conf, no flags: the files tell
     assert (out["hashSlotNum"], out["indexNum"]) == (1000, 4000) and index_sizes(store) == [84040, 84040]
@@ -322,7 +322,7 @@ def test_dump_a_segment_copied_out_of_its_store(tmp_path):
         got = run(["dump-commitlog", "--files", f, "--json"])
         assert got.exit_code == 0, got.output
         assert got.stdout.replace(f.name, "00000000000000004096") == want.stdout  # entries name their file
-    r1 = broker_store_copy("r1", tmp_path / "r1")
+    r1 = unpack_golden("broker/r1", tmp_path / "r1").store
     seg = sorted((r1 / "commitlog").iterdir())[0]
     shutil.copy(seg, alone / seg.name)
     got = run(["dump-commitlog", "--files", alone / seg.name, "--json"])

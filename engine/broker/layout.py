@@ -259,6 +259,14 @@ class StoreLayout:
         return None
 
 
+def relative_name(path, root) -> str:
+    """A path as messages and manifests name it: relative to `root` when it lies below it, else as given."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def symlink_on_path(root, path) -> Path | None:
     """The first symlink among the components of `path` below `root` (root itself may be a link), or None.
 

@@ -216,6 +216,31 @@ class ClassArchive:
             return f"-XX:DumpLoadedClassList={self._list} {logs}"
         return logs
 
+    def end_gateway(self) -> None:
+        """End this process's Spark JVM (stopped context, idle gateway), whose class list the archive is made
+        from (finish), and forget the gateway: a later SparkContext in this process starts a JVM of its own."""
+        from pyspark import SparkContext
+
+        gateway, jvm = SparkContext._gateway, SparkContext._jvm
+        proc = getattr(gateway, "proc", None)
+        try:
+            args = [str(a) for a in
+                    jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()]
+            class_path = str(jvm.System.getProperty("java.class.path"))
+        except Exception:  # noqa: BLE001 - without them the archive cannot be checked: none is kept
+            args, class_path, self.state = None, None, "failed"
+        try:
+            if gateway is not None:
+                gateway.shutdown()
+        except Exception:  # noqa: BLE001 - the JVM's end is what matters, below
+            pass
+        if args is not None:
+            self.finish(proc, args, class_path)
+        elif proc is not None and proc.stdin is not None:
+            proc.stdin.close()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
     def finish(self, gateway_proc, jvm_args: list[str], class_path: str) -> None:
         """After the job's SparkContext stopped, when this JVM listed its classes: end the JVM (its stdin
         closed: PySpark's gateway exits on EOF) and leave the archive to a detached process (settle), so the

@@ -292,6 +292,25 @@ def probe_master(master: str, timeout: float = MASTER_PROBE_SECONDS) -> None:
     raise RunnerError(f"cannot reach the Spark master {master} ({'; '.join(errors)}); is it running?")
 
 
+def _spark_conf(master: str, conf: dict, driver_opts: str, executor_opts: str):
+    """The SparkConf of a job: a SparkContext, not a SparkSession (the job uses RDDs only, and a session's SQL
+    start-up, catalog and shared state, costs about 2.4 s of JVM work here for nothing); the user's --conf last."""
+    from pyspark import SparkConf
+
+    spark_conf = (SparkConf().setMaster(master).setAppName("rmqtool spark-reindex")
+                  .set("spark.ui.enabled", "false")
+                  .set("spark.ui.showConsoleProgress", "false")
+                  .set("spark.driver.extraJavaOptions", driver_opts)
+                  .set("spark.executor.extraJavaOptions", executor_opts))
+    if master.startswith("local"):
+        # The workers' daemon imports pyspark compiled, not from Spark's source zip: about 1 s sooner to the
+        # first task (engine.exec.sparkdaemon).
+        spark_conf.set("spark.python.daemon.module", "engine.exec.sparkdaemon")
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    return spark_conf
+
+
 class SparkRunner:
     """The job on Spark: one task per segment range (scan), one task per output file (build).
 
@@ -329,7 +348,7 @@ class SparkRunner:
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         try:
-            from pyspark import SparkConf, SparkContext
+            from pyspark import SparkContext
         except ImportError:
             raise RunnerError("pyspark is not installed; install it or use --master inline") from None
         if SparkContext._active_spark_context is not None:
@@ -338,11 +357,7 @@ class SparkRunner:
             return SparkContext.getOrCreate()
         probe_master(master)
         tmp = Path(tempfile.gettempdir())
-        conf_file = tmp / f"rmqtool-log4j2-{os.getpid()}.properties"
-        conf_file.write_text(_LOG4J2)
-        self._conf_file = str(conf_file)
-        self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
-        java_opts = f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
+        java_opts = self._log_to_file(tmp)
         # A local job's JVM only schedules tasks and carries small results (the work is in Python workers):
         # LOCAL_JVM_OPTIONS start it seconds sooner and leave the CPUs to the workers, and a class-data
         # archive of Spark's classes (engine.exec.jvmcache) about 2 s more. A driver JVM option of the
@@ -358,19 +373,7 @@ class SparkRunner:
                 self.class_archive = ClassArchive(LOCAL_JVM_OPTIONS)
 
         def start(opts: str):
-            # A SparkContext, not a SparkSession: the job uses RDDs only, and a session's SQL start-up (catalog,
-            # shared state) costs about 2.4 s of JVM work here for nothing.
-            spark_conf = (SparkConf().setMaster(master).setAppName("rmqtool spark-reindex")
-                          .set("spark.ui.enabled", "false")
-                          .set("spark.ui.showConsoleProgress", "false")
-                          .set("spark.driver.extraJavaOptions", opts)
-                          .set("spark.executor.extraJavaOptions", java_opts))
-            if local:
-                # The workers' daemon imports pyspark compiled, not from Spark's source zip: about 1 s sooner
-                # to the first task (engine.exec.sparkdaemon).
-                spark_conf.set("spark.python.daemon.module", "engine.exec.sparkdaemon")
-            for key, value in conf.items():
-                spark_conf.set(key, value)
+            spark_conf = _spark_conf(master, conf, opts, java_opts)
             return self._start_quietly(lambda: SparkContext(conf=spark_conf), master)
 
         archive = self.class_archive
@@ -390,6 +393,14 @@ class SparkRunner:
             self._zip = _engine_zip(tmp)
             sc.addPyFile(self._zip)
         return sc
+
+    def _log_to_file(self, tmp: Path) -> str:
+        """The JVM options that send Spark's log4j output to this run's log file (self.log_path)."""
+        conf_file = tmp / f"rmqtool-log4j2-{os.getpid()}.properties"
+        conf_file.write_text(_LOG4J2)
+        self._conf_file = str(conf_file)
+        self.log_path = str(tmp / f"rmqtool-spark-{os.getpid()}.log")
+        return f"-Dlog4j2.configurationFile=file:{conf_file} -Dlog4j.configurationFile=file:{conf_file}"
 
     def _start_quietly(self, start, master: str):
         """The JVM writes banners, warnings and crash reports straight to file descriptors 1 and 2: it gets the
@@ -537,7 +548,7 @@ class SparkRunner:
             if self._created:
                 stop_context(self.sc)
                 if self.class_archive is not None and self.class_archive.state == "creating":
-                    _end_gateway(self.class_archive)
+                    self.class_archive.end_gateway()
                 for p in (self._conf_file, self._zip, None if failed else self.log_path):
                     if p:
                         try:
@@ -556,32 +567,6 @@ def stop_context(sc) -> None:
         server.server_shutdown = True  # its handler's poll loop returns at its next tick
         sc._accumulatorServer = None   # stop() then does not wait for it
     sc.stop()
-
-
-def _end_gateway(archive) -> None:
-    """End this process's Spark JVM (stopped context, idle gateway), whose class list the class-data archive is
-    made from in the background (engine.exec.jvmcache), and forget the gateway: a later SparkContext in this
-    process starts a JVM of its own."""
-    from pyspark import SparkContext
-
-    gateway, jvm = SparkContext._gateway, SparkContext._jvm
-    proc = getattr(gateway, "proc", None)
-    try:
-        args = [str(a) for a in jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()]
-        class_path = str(jvm.System.getProperty("java.class.path"))
-    except Exception:  # noqa: BLE001 - without them the archive cannot be checked: none is kept
-        args, class_path, archive.state = None, None, "failed"
-    try:
-        if gateway is not None:
-            gateway.shutdown()
-    except Exception:  # noqa: BLE001 - the JVM's end is what matters, below
-        pass
-    if args is not None:
-        archive.finish(proc, args, class_path)
-    elif proc is not None and proc.stdin is not None:
-        proc.stdin.close()
-    SparkContext._gateway = None
-    SparkContext._jvm = None
 
 
 def _engine_zip(tmp: Path) -> str:

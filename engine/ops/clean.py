@@ -91,10 +91,6 @@ class CleanPlan:
         return self.commitlog + self.consume_queue_files + self.index + self.timer_log
 
     @property
-    def timer_lost(self) -> int:
-        return self.timer["pendingLost"] if self.timer else 0
-
-    @property
     def bytes_freed(self) -> int:
         return sum(i.disk for i in self.items)
 

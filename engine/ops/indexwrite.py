@@ -21,37 +21,11 @@ import numpy as np
 from engine.broker.index.build import ITEM_DTYPE, slot_chains
 from engine.broker.index.file import (HEADER, INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, check_index_geometry,
                                       index_file_size)
-from engine.fsutil import write_fully
+from engine.fsutil import is_zero, pread_fully, write_fully
 from engine.java.lang import INT_MAX
 
 _SEEDS = struct.Struct(">qqqq")
 _IO_CHUNK = 1 << 20
-
-
-def read_exact(fd: int, n: int, pos: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        b = os.pread(fd, n - len(out), pos + len(out))
-        if not b:
-            break
-        out += b
-    return bytes(out)
-
-
-def zero_after(fd: int, pos: int, size: int) -> bool:
-    """True when every byte of the file from pos to size is zero (holes are skipped with SEEK_DATA)."""
-    while pos < size:
-        try:
-            data_at = os.lseek(fd, pos, os.SEEK_DATA)
-        except OSError:
-            return True  # ENXIO: only a hole follows
-        if data_at >= size:
-            return True
-        n = min(_IO_CHUNK, size - data_at)
-        if np.count_nonzero(np.frombuffer(read_exact(fd, n, data_at), dtype=np.uint8)):
-            return False
-        pos = data_at + n
-    return True
 
 
 def time_diffs(ts: np.ndarray, begin: int | None, seed_ts: int) -> np.ndarray:
@@ -127,7 +101,7 @@ class IndexFileBuilder:
             raise ValueError("resume starts an empty builder from a non-empty prefix")
         fd = os.open(existing, os.O_RDONLY)
         try:
-            head = HEADER.unpack(read_exact(fd, HEADER.size, 0))
+            head = HEADER.unpack(pread_fully(fd, HEADER.size, 0))
             self.begin_ts, self.begin_phy = head[0], head[2]
             if self.counting or (same_file and items + 1 == head[5]):
                 self._resume_light(fd, items, head)
@@ -136,7 +110,7 @@ class IndexFileBuilder:
             for lo in range(0, items, 1 << 16):
                 n = min(1 << 16, items - lo)
                 pos = self.items_base + ITEM_SIZE * (lo + 1)
-                raw = read_exact(fd, n * ITEM_SIZE, pos)
+                raw = pread_fully(fd, n * ITEM_SIZE, pos)
                 chunk = np.frombuffer(raw, dtype=ITEM_DTYPE)
                 slots = chunk["hash"].astype(np.int64) % self.hash_slot_num
                 np.maximum.at(self.heads, slots, np.arange(lo + 1, lo + n + 1, dtype=np.int32))
@@ -152,10 +126,10 @@ class IndexFileBuilder:
     def _resume_light(self, fd: int, items: int, head: tuple) -> None:
         """resume() without copying: counting, or comparing a file with itself when all its items are kept."""
         self.count = items
-        self.end_phy = struct.unpack(">q", read_exact(fd, 8, self.items_base + ITEM_SIZE * items + 4))[0]
+        self.end_phy = struct.unpack(">q", pread_fully(fd, 8, self.items_base + ITEM_SIZE * items + 4))[0]
         if self.counting:
             return
-        raw = read_exact(fd, SLOT_SIZE * self.hash_slot_num, INDEX_HEADER_SIZE)
+        raw = pread_fully(fd, SLOT_SIZE * self.hash_slot_num, INDEX_HEADER_SIZE)
         self.heads = np.frombuffer(raw, dtype=">i4").astype(np.int32)
         self.used_slots = int(np.count_nonzero(self.heads))
 
@@ -194,7 +168,7 @@ class IndexFileBuilder:
             return
         if not self.comparing:
             write_fully(self.fd, data, pos, self.path, undo=False)
-        elif self.equal and read_exact(self.fd, len(data), pos) != data:
+        elif self.equal and pread_fully(self.fd, len(data), pos) != data:
             self.equal = False
 
     # ------------------------------------------------------------------ finish
@@ -220,7 +194,7 @@ class IndexFileBuilder:
         self._sink(self.header_bytes(), 0)
         if self.comparing:
             if self.equal:
-                self.equal = zero_after(self.fd, self.items_base + ITEM_SIZE * (self.count + 1), self.size)
+                self.equal = is_zero(self.fd, self.items_base + ITEM_SIZE * (self.count + 1), self.size)
             return self.equal
         if sync:
             os.fsync(self.fd)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from engine.broker.layout import relative_name
 from engine.fsutil import atomic_write
 from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR, QUARANTINE_TOOL_PREFIX
 from engine.ops.recovery.placeholder import REPLACED_BY
@@ -91,7 +92,8 @@ class Leftover:
         return max(0, (int(time.time() * 1000) if now_ms is None else now_ms) - self.created_ms)
 
     def as_dict(self, root: Path | None = None, now_ms: int | None = None) -> dict:
-        d = {"kind": self.kind, "name": self.name, "path": _rel(self.path, root), "recognised": self.recognised,
+        path = str(self.path) if root is None else relative_name(self.path, root)
+        d = {"kind": self.kind, "name": self.name, "path": path, "recognised": self.recognised,
              "created": self.created_ms, "ageSeconds": None if self.created_ms is None else self.age_ms(now_ms) // 1000,
              "bytes": self.usage.as_dict(), "files": self.usage.files}
         if self.kind == "quarantine":
@@ -101,15 +103,6 @@ class Leftover:
             d["notRecognisedBecause"] = self.why_not
         d["manifest"] = self.detail
         return d
-
-
-def _rel(path: Path, root: Path | None) -> str:
-    if root is None:
-        return str(path)
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def _read_json(path: Path) -> tuple[dict | None, str]:

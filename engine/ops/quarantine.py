@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.broker.layout import relative_name
 from engine.errors import StoreError
-from engine.fsutil import atomic_write, data_extents, fsync_dir, write_fully
-from engine.ops.indexwrite import read_exact
+from engine.fsutil import atomic_write, data_ranges, fsync_dir, is_zero, pread_fully, write_fully
 
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
 QUARANTINE_DIR = "quarantine"
@@ -59,17 +59,6 @@ class Kept:
         return d
 
 
-def _is_zero(fd: int, pos: int, length: int) -> bool:
-    """Every byte of [pos, pos+length) is zero (holes are not read)."""
-    for a, b in _data_ranges(fd, pos, pos + length):
-        while a < b:
-            n = min(_COPY_CHUNK, b - a)
-            if np.count_nonzero(np.frombuffer(read_exact(fd, n, a), dtype=np.uint8)):
-                return False
-            a += n
-    return True
-
-
 @dataclass
 class Quarantine:
     root: Path
@@ -84,10 +73,7 @@ class Quarantine:
         return self.root / QUARANTINE_DIR / self.name
 
     def rel(self, path: Path) -> str:
-        try:
-            return str(Path(path).relative_to(self.root))
-        except ValueError:
-            return str(path)
+        return relative_name(path, self.root)
 
     def open(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +91,7 @@ class Quarantine:
         e = Kept("range", self.rel(path), reason, pos, length, replaced_by=replaced_by, placeholder=placeholder)
         fd = os.open(path, os.O_RDONLY)
         try:
-            if _is_zero(fd, pos, length):
+            if is_zero(fd, pos, pos + length):
                 e.how = "zero"
             elif self.force and not self._room(length):
                 e.how = "not kept"
@@ -158,13 +144,13 @@ class Quarantine:
         try:
             os.ftruncate(out, length)
             done = 0
-            for a, b in _data_ranges(fd, pos, pos + length):
+            for a, b in data_ranges(fd, pos, pos + length):
                 while done < a - pos:  # a hole: zeros in the hash, nothing on disk
                     k = min(_COPY_CHUNK, a - pos - done)
                     h.update(zeros[:k])
                     done += k
                 while done < b - pos:
-                    data = read_exact(fd, min(_COPY_CHUNK, b - pos - done), pos + done)
+                    data = pread_fully(fd, min(_COPY_CHUNK, b - pos - done), pos + done)
                     if not data:
                         break
                     h.update(data)
@@ -207,14 +193,6 @@ def _nonzero_pages(data: bytes) -> list[tuple[int, int]]:
     edges = np.diff(np.concatenate(([0], nz.view(np.int8), [0])))
     return [(int(a) * _PAGE, min(int(b) * _PAGE, n)) for a, b in zip(np.flatnonzero(edges == 1),
                                                                      np.flatnonzero(edges == -1))]
-
-
-def _data_ranges(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
-    """The allocated ranges of [lo, hi) (all of it when the filesystem cannot tell)."""
-    ext = data_extents(fd, hi)
-    if ext is None:
-        return [(lo, hi)]
-    return [(max(a, lo), min(b, hi)) for a, b in ext if b > lo and a < hi]
 
 
 def check_room(root: Path, copy_bytes: int, what_force_removes: str) -> None:

@@ -94,7 +94,7 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     """
     h = f.header
     s = Structure()
-    raw_head = bytes(f._mm[:40])
+    raw_head = f.raw_header()
     if f.on_disk_index_count < 0 or h.indexCount > f.index_num:
         rep.add(f"header indexCount {f.on_disk_index_count} is outside 0..{f.index_num}")
     if not any(raw_head) and not np.count_nonzero(f.slots_array()):

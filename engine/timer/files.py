@@ -151,9 +151,6 @@ class TimerLogFiles:
     def max_pos(self) -> int:
         return self.segments[-1].end if self.segments else 0
 
-    def units_per_file(self) -> int:
-        return self.read_size // UNIT_SIZE
-
     def where(self, pos: int) -> tuple[Segment | None, str]:
         """The file that holds a unit at `pos`, or why none does."""
         if pos < 0:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.layout import TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout
+from engine.broker.layout import TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout, relative_name
 from engine.timer.codec import MIN_BLANK_LEN, UNIT_SIZE
 
 TIMER_CHECK_FILE = "timercheck"          # under config/
@@ -94,10 +94,7 @@ class TimerLayout:
 
     def rel(self, path: Path) -> str:
         """A path as findings name it: relative to the store root."""
-        try:
-            return str(Path(path).relative_to(self.root))
-        except ValueError:
-            return str(path)
+        return relative_name(path, self.root)
 
     def exists(self) -> bool:
         """Whether the store has a timer store at all (any of its files)."""

@@ -27,7 +27,7 @@ from engine.broker.layout import StoreLayout
 from engine.broker.topics import require_topic
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
-from engine.timer.records import BAD_CRC, Resolved, TimerRecord
+from engine.timer.records import BAD_CRC, Resolved, TimerRecord, build_delete_key
 from engine.timer.store import EnqueueCursor, TimerStore
 
 WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
@@ -148,9 +148,8 @@ class _Rows:
 
 
 def _key_hash(topic: str | None, uniq: str | None, fire: int | None) -> int:
-    if topic is None or uniq is None:
-        return 0
-    return hash((f"{topic}+{uniq}", fire))
+    key = build_delete_key(topic, uniq)
+    return 0 if key is None else hash((key, fire))
 
 
 def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
@@ -165,88 +164,110 @@ def scan_pending(ts: TimerStore, check_crc: bool = False,
                  on_unit: Callable[[TimerUnit, Resolved], None] | None = None) -> PendingScan:
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
     of a live chain with its resolved record, newest first per slot."""
-    out = PendingScan()
-    p = ts.geometry.precision_ms
-    rows = _Rows()
-    topic_ids: dict = {}
+    scan = _PendingScanner(ts, check_crc, on_unit)
+    for s in ts.live_slots():
+        scan.out.slots.append(scan.walk_slot(s))
+    scan.out.cursor = ts.enqueue_cursor()
+    scan.read_queued(scan.out.cursor.offset)
+    return scan.finish()
 
-    def topic_id(t: str | None) -> int:
-        i = topic_ids.get(t)
+
+class _PendingScanner:
+    """One run of scan_pending: the PendingScan it fills, its rows, the topic ids it hands out."""
+
+    def __init__(self, ts: TimerStore, check_crc: bool, on_unit):
+        self.ts, self.check_crc, self.on_unit = ts, check_crc, on_unit
+        self.out = PendingScan()
+        self.rows = _Rows()
+        self.topic_ids: dict = {}
+
+    def topic_id(self, t: str | None) -> int:
+        i = self.topic_ids.get(t)
         if i is None:
-            i = topic_ids[t] = len(out.topics)
-            out.topics.append(t)
+            i = self.topic_ids[t] = len(self.out.topics)
+            self.out.topics.append(t)
         return i
 
-    def unresolved(x: Unresolved) -> None:
-        out.unresolved_total += 1
-        if len(out.unresolved) < MAX_DETAILS:
-            out.unresolved.append(x)
+    def unresolved(self, x: Unresolved) -> None:
+        self.out.unresolved_total += 1
+        if len(self.out.unresolved) < MAX_DETAILS:
+            self.out.unresolved.append(x)
 
-    for s in ts.live_slots():
-        t_ms = int(s["time"]) * p
+    def walk_slot(self, s) -> SlotWalk:
+        """One live slot's chain, every unit on it visited (rule 1), and the slot as the wheel file holds it."""
+        ts = self.ts
+        t_ms = int(s["time"]) * ts.geometry.precision_ms
         sw = SlotWalk(int(s["index"]), t_ms, int(s["first"]), int(s["last"]), int(s["num"]), ChainWalk())
-
-        def visit(u: TimerUnit, sw=sw, t_ms=t_ms) -> None:
-            sw.count += -1 if is_delete(u.magic) else 1
-            if u.delayed_ms != t_ms and len(sw.wrong_slot) < MAX_WRONG_SLOT_NOTED:
-                sw.wrong_slot.append((u.pos, u.delayed_ms))
-            res = ts.resolve(u.offset_py, u.size_py, check_crc)
-            if on_unit is not None:
-                on_unit(u, res)
-            if not res.ok:
-                unresolved(Unresolved(res.kind, res.why, t_ms, u.pos, None, u.offset_py, u.size_py, u.magic))
-                return
-            if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
-                out.crc_damaged.append(u.offset_py)
-            r = res.record
-            final_delete = is_delete(u.magic) and not is_roll(u.magic)
-            if r.is_delete and (final_delete or is_roll(u.magic)):
-                out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
-            elif r.is_delete or final_delete:
-                # A marker record under a normal unit is refused when put; a message under a delete unit is
-                # taken for a marker: neither is ever delivered (timer §6).
-                unresolved(Unresolved(MAGIC_MISMATCH, _mismatch(u, r), t_ms, u.pos, None, u.offset_py, u.size_py,
-                                      u.magic))
-            else:
-                rows.add((r.timer_out_ms or 0, r.offset, r.size, u.pos, t_ms, r.queue_offset,
-                          _STATES.index(ROLLED if is_roll(u.magic) else WHEEL), topic_id(r.real_topic),
-                          _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
-
-        sw.walk = walk_chain(ts.log, sw.last, ts.end.end, visit=visit)
-        out.units_walked += sw.walk.count
+        sw.walk = walk_chain(ts.log, sw.last, ts.end.end, visit=lambda u: self.visit(sw, u))
+        self.out.units_walked += sw.walk.count
         disk = ts.wheel.slot(sw.index)
         if disk is None or (disk.time, disk.first, disk.last) != (int(s["time"]), sw.first, sw.last):
             sw.disk = disk
-        out.slots.append(sw)
-    out.cursor = ts.enqueue_cursor()
-    for q, off, size in ts.queued_units(out.cursor.offset):
-        res = ts.resolve(off, size, check_crc)
+        return sw
+
+    def visit(self, sw: SlotWalk, u: TimerUnit) -> None:
+        """One unit of a live chain: a pending row, a delete marker or an unresolved unit (rules 3-5)."""
+        t_ms, out = sw.time_ms, self.out
+        sw.count += -1 if is_delete(u.magic) else 1
+        if u.delayed_ms != t_ms and len(sw.wrong_slot) < MAX_WRONG_SLOT_NOTED:
+            sw.wrong_slot.append((u.pos, u.delayed_ms))
+        res = self.ts.resolve(u.offset_py, u.size_py, self.check_crc)
+        if self.on_unit is not None:
+            self.on_unit(u, res)
         if not res.ok:
-            unresolved(Unresolved(res.kind, res.why, None, None, q, off, size, None))
-            continue
+            self.unresolved(Unresolved(res.kind, res.why, t_ms, u.pos, None, u.offset_py, u.size_py, u.magic))
+            return
         if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
-            out.crc_damaged.append(off)
+            out.crc_damaged.append(u.offset_py)
         r = res.record
-        if r.is_delete:
-            out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
+        final_delete = is_delete(u.magic) and not is_roll(u.magic)
+        if r.is_delete and (final_delete or is_roll(u.magic)):
+            out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
+        elif r.is_delete or final_delete:
+            # A marker record under a normal unit is refused when put; a message under a delete unit is
+            # taken for a marker: neither is ever delivered (timer §6).
+            self.unresolved(Unresolved(MAGIC_MISMATCH, _mismatch(u, r), t_ms, u.pos, None, u.offset_py, u.size_py,
+                                       u.magic))
         else:
-            rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _STATES.index(QUEUED),
-                      topic_id(r.real_topic), _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
-    all_rows = rows.array()
-    exact = {(m.key, m.fire_at_ms) for m in out.markers}
-    maybe = np.isin(all_rows["key"], np.fromiter((hash(k) for k in exact), np.int64, len(exact))) & (
-        all_rows["key"] != 0)
-    if maybe.any():
-        # The hashes only nominate: a message is recalled when its exact key and fire time are a marker's.
-        for i in np.flatnonzero(maybe):
-            m = message_at(ts, all_rows[i])
-            if m is None or (f"{m.topic}+{m.uniq_key}", m.fire_at_ms) not in exact:
-                maybe[i] = False
-    order = np.lexsort((all_rows["offset"], all_rows["fire"]))
-    all_rows = all_rows[order]
-    maybe = maybe[order]
-    out.rows, out.cancelled = all_rows[~maybe], all_rows[maybe]
-    return out
+            self.rows.add((r.timer_out_ms or 0, r.offset, r.size, u.pos, t_ms, r.queue_offset,
+                           _STATES.index(ROLLED if is_roll(u.magic) else WHEEL), self.topic_id(r.real_topic),
+                           _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
+
+    def read_queued(self, cursor: int) -> None:
+        """The units of rmq_sys_wheel_timer/0 from the enqueue cursor on (rule 2)."""
+        out = self.out
+        for q, off, size in self.ts.queued_units(cursor):
+            res = self.ts.resolve(off, size, self.check_crc)
+            if not res.ok:
+                self.unresolved(Unresolved(res.kind, res.why, None, None, q, off, size, None))
+                continue
+            if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
+                out.crc_damaged.append(off)
+            r = res.record
+            if r.is_delete:
+                out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
+            else:
+                self.rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _STATES.index(QUEUED),
+                               self.topic_id(r.real_topic), _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
+
+    def finish(self) -> PendingScan:
+        """The rows by fire time, the ones a marker recalls (rule 4) apart."""
+        out = self.out
+        all_rows = self.rows.array()
+        exact = {(m.key, m.fire_at_ms) for m in out.markers}
+        maybe = np.isin(all_rows["key"], np.fromiter((hash(k) for k in exact), np.int64, len(exact))) & (
+            all_rows["key"] != 0)
+        if maybe.any():
+            # The hashes only nominate: a message is recalled when its exact key and fire time are a marker's.
+            for i in np.flatnonzero(maybe):
+                m = message_at(self.ts, all_rows[i])
+                if m is None or (build_delete_key(m.topic, m.uniq_key), m.fire_at_ms) not in exact:
+                    maybe[i] = False
+        order = np.lexsort((all_rows["offset"], all_rows["fire"]))
+        all_rows = all_rows[order]
+        maybe = maybe[order]
+        out.rows, out.cancelled = all_rows[~maybe], all_rows[maybe]
+        return out
 
 
 def message_at(ts: TimerStore, row) -> PendingMessage | None:

@@ -109,83 +109,117 @@ class TimerRebuild:
 def plan_timer_rebuild(cfg: BrokerConfig) -> TimerRebuild:
     layout, geo = TimerLayout.of(cfg), TimerGeometry.of(cfg)
     rep = TimerRebuild(str(cfg.root))
-    size = geo.log_file_size
-    files: list[tuple[int, Path]] = []
-    if layout.log_dir.is_dir():
-        for e in sorted(os.scandir(layout.log_dir), key=lambda e: e.name):
-            p = Path(e.path)
-            if not SEGMENT_NAME.match(e.name) or not is_regular_file(p) or int(e.name) % size:
-                rep.file_fixes.append(FileFix(e.name, "move", os.lstat(p).st_size, size))
-                continue
-            n = os.path.getsize(p)
-            if n != size and not (n == 0 and e.name == max(x.name for x in os.scandir(layout.log_dir))):
-                rep.file_fixes.append(FileFix(e.name, "pad" if n < size else "cut", n, size))
-            files.append((int(e.name), p))
-    last: dict[int, int] = {}            # slot time -> last unit's position
-    first: dict[int, int] = {}
-    num: dict[int, int] = {}
-    last_unit = None
+    files = _plan_files(layout, geo.log_file_size, rep)
+    chains = _Chains()
     rep.stop_reason = "no timer-log files" if not files else "end of the last file"
     for start, path in files:
-        data = _read_file(path, size)
-        units = np.frombuffer(data, dtype=UNIT_DTYPE, count=len(data) // UNIT_SIZE)
-        bad = np.flatnonzero((units["size"] != UNIT_SIZE) | ((units["magic"] | 0xF) != 0xF)
-                             | (units["magic"] == BLANK_MAGIC_CODE))
-        stop = int(bad[0]) if len(bad) else len(units)
-        blank = len(bad) and int(units["magic"][stop]) == BLANK_MAGIC_CODE
-        # A blank can also sit where no whole unit fits (the last < 52 bytes of the file).
-        tail = len(data) - len(units) * UNIT_SIZE
-        if not len(bad) and tail >= 16 and int.from_bytes(data[len(units) * UNIT_SIZE + 12:
-                                                                len(units) * UNIT_SIZE + 16], "big",
-                                                           signed=True) == BLANK_MAGIC_CODE:
-            blank = True
-        u = units[:stop]
-        pos = start + np.arange(stop, dtype=np.int64) * UNIT_SIZE
-        times = u["write_ms"].astype(np.int64) + u["delay"].astype(np.int64)
-        new_prev = np.full(stop, -1, dtype=np.int64)
-        if stop:
-            order = np.lexsort((pos, times))
-            ts, ps = times[order], pos[order]
-            same = np.empty(stop, dtype=bool)
-            same[0] = False
-            same[1:] = ts[1:] == ts[:-1]
-            new_prev[order[same]] = ps[np.flatnonzero(same) - 1]
-            heads = order[~same]
-            for i in heads:
-                t = int(times[i])
-                new_prev[i] = last.get(t, -1)
-                if t not in first:
-                    first[t] = int(pos[i])
-            tails = np.append(np.flatnonzero(~same[1:]), stop - 1)  # the last of each time, in sorted order
-            for j in tails:
-                last[int(ts[j])] = int(ps[j])
-            delete = (u["magic"] & MAGIC_DELETE) != 0
-            t_norm, c_norm = np.unique(times[~delete], return_counts=True)
-            t_del, c_del = np.unique(times[delete], return_counts=True)
-            for t, c in zip(t_norm.tolist(), c_norm.tolist()):
-                num[t] = num.get(t, 0) + c
-            for t, c in zip(t_del.tolist(), c_del.tolist()):
-                num[t] = num.get(t, 0) - c
-            last_unit = (int(pos[-1]), int(u["write_ms"][-1]), int(u["offset_py"][-1]), int(u["size_py"][-1]))
-            changed = np.flatnonzero(new_prev != u["prev"].astype(np.int64))
-            if len(changed):
-                rep.relinks[path.name] = ((changed * UNIT_SIZE + PREV_AT).astype(np.int64), new_prev[changed])
-        rep.units += stop
-        rep.end = start + stop * UNIT_SIZE
-        if not blank:
-            rep.stop_reason = ("end of file" if stop == len(units) else
-                               f"the bytes at {rep.end} are not a unit")
+        if not _walk_file(start, path, geo.log_file_size, rep, chains):
             break
-        rep.end = start + size
-    _plan_wheel(layout, geo, rep, first, last, num)
-    _plan_checkpoint(cfg, layout, rep, last_unit)
+    _plan_wheel(layout, geo, rep, chains.first, chains.last, chains.num)
+    _plan_checkpoint(cfg, layout, rep, chains.last_unit)
+    _plan_metrics(layout, rep)
+    return rep
+
+
+def _plan_files(layout: TimerLayout, size: int, rep: TimerRebuild) -> list[tuple[int, Path]]:
+    """The timer-log files to walk, by start position; misnamed ones to move and wrong lengths to fix go to
+    rep.file_fixes (an empty last file is the broker's own, left alone)."""
+    files: list[tuple[int, Path]] = []
+    if not layout.log_dir.is_dir():
+        return files
+    for e in sorted(os.scandir(layout.log_dir), key=lambda e: e.name):
+        p = Path(e.path)
+        if not SEGMENT_NAME.match(e.name) or not is_regular_file(p) or int(e.name) % size:
+            rep.file_fixes.append(FileFix(e.name, "move", os.lstat(p).st_size, size))
+            continue
+        n = os.path.getsize(p)
+        if n != size and not (n == 0 and e.name == max(x.name for x in os.scandir(layout.log_dir))):
+            rep.file_fixes.append(FileFix(e.name, "pad" if n < size else "cut", n, size))
+        files.append((int(e.name), p))
+    return files
+
+
+@dataclass
+class _Chains:
+    """The chains linked so far, per slot time: the first and last unit's position and num (+1 per unit, -1 per
+    delete marker); and the last unit walked (position, write time, offsetPy, sizePy)."""
+    first: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    num: dict[int, int] = field(default_factory=dict)
+    last_unit: tuple[int, int, int, int] | None = None
+
+
+def _walk_file(start: int, path: Path, size: int, rep: TimerRebuild, chains: _Chains) -> bool:
+    """One timer-log file walked as the broker's start-up walks it (timer §7 step 3), its units linked into
+    `chains`; False when the walk ends in it (no blank rolls it to the next file)."""
+    data = _read_file(path, size)
+    units = np.frombuffer(data, dtype=UNIT_DTYPE, count=len(data) // UNIT_SIZE)
+    bad = np.flatnonzero((units["size"] != UNIT_SIZE) | ((units["magic"] | 0xF) != 0xF)
+                         | (units["magic"] == BLANK_MAGIC_CODE))
+    stop = int(bad[0]) if len(bad) else len(units)
+    blank = len(bad) and int(units["magic"][stop]) == BLANK_MAGIC_CODE
+    # A blank can also sit where no whole unit fits (the last < 52 bytes of the file).
+    tail = len(data) - len(units) * UNIT_SIZE
+    if not len(bad) and tail >= 16 and int.from_bytes(data[len(units) * UNIT_SIZE + 12:
+                                                            len(units) * UNIT_SIZE + 16], "big",
+                                                       signed=True) == BLANK_MAGIC_CODE:
+        blank = True
+    if stop:
+        _link(start, path.name, units[:stop], rep, chains)
+    rep.units += stop
+    rep.end = start + stop * UNIT_SIZE
+    if not blank:
+        rep.stop_reason = ("end of file" if stop == len(units) else
+                           f"the bytes at {rep.end} are not a unit")
+        return False
+    rep.end = start + size
+    return True
+
+
+def _link(start: int, name: str, u: np.ndarray, rep: TimerRebuild, chains: _Chains) -> None:
+    """Each unit's prevPos set to the previous unit of its slot time, as doEnqueue links it (timer §3); the
+    units whose prevPos changes go to rep.relinks."""
+    stop = len(u)
+    last, first, num = chains.last, chains.first, chains.num
+    pos = start + np.arange(stop, dtype=np.int64) * UNIT_SIZE
+    times = u["write_ms"].astype(np.int64) + u["delay"].astype(np.int64)
+    new_prev = np.full(stop, -1, dtype=np.int64)
+    order = np.lexsort((pos, times))
+    ts, ps = times[order], pos[order]
+    same = np.empty(stop, dtype=bool)
+    same[0] = False
+    same[1:] = ts[1:] == ts[:-1]
+    new_prev[order[same]] = ps[np.flatnonzero(same) - 1]
+    heads = order[~same]
+    for i in heads:
+        t = int(times[i])
+        new_prev[i] = last.get(t, -1)
+        if t not in first:
+            first[t] = int(pos[i])
+    tails = np.append(np.flatnonzero(~same[1:]), stop - 1)  # the last of each time, in sorted order
+    for j in tails:
+        last[int(ts[j])] = int(ps[j])
+    delete = (u["magic"] & MAGIC_DELETE) != 0
+    t_norm, c_norm = np.unique(times[~delete], return_counts=True)
+    t_del, c_del = np.unique(times[delete], return_counts=True)
+    for t, c in zip(t_norm.tolist(), c_norm.tolist()):
+        num[t] = num.get(t, 0) + c
+    for t, c in zip(t_del.tolist(), c_del.tolist()):
+        num[t] = num.get(t, 0) - c
+    chains.last_unit = (int(pos[-1]), int(u["write_ms"][-1]), int(u["offset_py"][-1]), int(u["size_py"][-1]))
+    changed = np.flatnonzero(new_prev != u["prev"].astype(np.int64))
+    if len(changed):
+        rep.relinks[name] = ((changed * UNIT_SIZE + PREV_AT).astype(np.int64), new_prev[changed])
+
+
+def _plan_metrics(layout: TimerLayout, rep: TimerRebuild) -> None:
+    """timermetrics and its .bak removed when the broker cannot load them (it then starts with empty metrics)."""
     mf = read_metrics(layout.metrics, layout.rel(layout.metrics))
     if mf.broker_fails:
         rep.metrics_why = f"it {mf.main_problem} and its .bak {mf.bak_problem}"
         rep.remove_metrics = [layout.rel(p) for p in (layout.metrics, layout.metrics.with_name(layout.metrics.name
                                                                                                + ".bak"))
                               if os.path.lexists(p)]
-    return rep
 
 
 def _read_file(path: Path, size: int) -> bytes:

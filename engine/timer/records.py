@@ -58,12 +58,13 @@ class TimerRecord:
     def is_delete(self) -> bool:
         return self.delete_key is not None
 
-    @property
-    def cancel_key(self) -> str | None:
-        """TimerMessageStore.buildDeleteKey(realTopic, uniqKey): what a delete marker names to cancel this one."""
-        if self.real_topic is None or self.uniq_key is None:
-            return None
-        return f"{self.real_topic}+{self.uniq_key}"
+
+def build_delete_key(real_topic: str | None, uniq_key: str | None) -> str | None:
+    """TimerMessageStore.buildDeleteKey(realTopic, uniqKey): what a delete marker names to cancel a message (None
+    for a message without either)."""
+    if real_topic is None or uniq_key is None:
+        return None
+    return f"{real_topic}+{uniq_key}"
 
 
 @dataclass(slots=True)

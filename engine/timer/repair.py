@@ -38,7 +38,8 @@ from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SI
                                 is_delete)
 from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout
 from engine.timer.pending import PendingScan, message_at, scan_pending
-from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, timer_record
+from engine.timer.records import (EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, build_delete_key,
+                                  timer_record)
 from engine.timer.store import TimerStore
 
 #: What a unit's record may not be for the unit to stay (the broker would stall on it, or find nothing).
@@ -347,34 +348,10 @@ def _plan_checkpoint(ts: TimerStore, rep: TimerRepair, queue_max_after: int | No
 
 
 def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingScan, removed: _Removed) -> None:
-    end = rep.new_end
-    stones = {p for p, _ in rep.tombstones}
+    gone = _Gone(rep.new_end, {p for p, _ in rep.tombstones}, removed)
+    lost = _lost_messages(ts, res.rows, gone)
     lost_markers: set[tuple[str, int | None]] = set()
     kept_markers: set[tuple[str, int | None]] = set()
-    lost: list[LostMessage] = []
-
-    def gone(pos: int | None, offset: int) -> str:
-        if pos is not None and pos >= end:
-            return "its timer-log unit is after the new end of the timer log"
-        if pos is not None and pos in stones:
-            return "its unit is emptied: its record is removed or unusable"
-        if removed(offset):
-            return "its record is removed by recover"
-        return ""
-
-    rows = res.rows
-    if len(rows):
-        hit = (rows["pos"] >= end) | np.isin(rows["pos"], np.fromiter(stones, np.int64, len(stones))) | \
-            removed.mask(rows["offset"])
-        for row in rows[hit]:
-            pos = int(row["pos"]) if row["pos"] >= 0 else None
-            why = gone(pos, int(row["offset"]))
-            m = message_at(ts, row)
-            x = LostMessage("message", why, pos, int(row["qoff"]) if pos is None else None, int(row["offset"]),
-                            int(row["size"]), int(row["slot"]) if row["slot"] >= 0 else None)
-            if m is not None:
-                x.uniq_key, x.topic, x.fire_at_ms = m.uniq_key, m.topic, m.fire_at_ms
-            lost.append(x)
     for mk in res.markers:
         why = gone(mk.timer_log_position, mk.offset)
         (lost_markers if why else kept_markers).add((mk.key, mk.fire_at_ms))
@@ -396,12 +373,53 @@ def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingScan, removed: _Rem
         m = message_at(ts, row)
         if m is None:
             continue
-        key = (f"{m.topic}+{m.uniq_key}", m.fire_at_ms)
+        key = (build_delete_key(m.topic, m.uniq_key), m.fire_at_ms)
         if key in lost_markers and key not in kept_markers and not gone(m.timer_log_position, m.commit_log_offset):
             rep.resurrected.append(key[0])
     lost.sort(key=lambda x: (x.fire_at_ms is None, x.fire_at_ms or 0, x.commit_log_offset))
     rep.lost_total = len(lost)
     rep.lost = lost[:MAX_LOST_LISTED]
+    _note_lost(rep, lost)
+
+
+class _Gone:
+    """Why a unit (at timer-log position `pos`, None for one still to enqueue) and its record (at `offset`) do not
+    survive recover: after the new end of the timer log, emptied, or its record removed ('' when they do)."""
+
+    def __init__(self, end: int, stones: set[int], removed: _Removed):
+        self.end, self.stones, self.removed = end, stones, removed
+
+    def __call__(self, pos: int | None, offset: int) -> str:
+        if pos is not None and pos >= self.end:
+            return "its timer-log unit is after the new end of the timer log"
+        if pos is not None and pos in self.stones:
+            return "its unit is emptied: its record is removed or unusable"
+        if self.removed(offset):
+            return "its record is removed by recover"
+        return ""
+
+
+def _lost_messages(ts: TimerStore, rows: np.ndarray, gone: _Gone) -> list[LostMessage]:
+    """The pending messages (scan rows) that do not survive recover, with what their records still say."""
+    lost: list[LostMessage] = []
+    if not len(rows):
+        return lost
+    stones = gone.stones
+    hit = (rows["pos"] >= gone.end) | np.isin(rows["pos"], np.fromiter(stones, np.int64, len(stones))) | \
+        gone.removed.mask(rows["offset"])
+    for row in rows[hit]:
+        pos = int(row["pos"]) if row["pos"] >= 0 else None
+        why = gone(pos, int(row["offset"]))
+        m = message_at(ts, row)
+        x = LostMessage("message", why, pos, int(row["qoff"]) if pos is None else None, int(row["offset"]),
+                        int(row["size"]), int(row["slot"]) if row["slot"] >= 0 else None)
+        if m is not None:
+            x.uniq_key, x.topic, x.fire_at_ms = m.uniq_key, m.topic, m.fire_at_ms
+        lost.append(x)
+    return lost
+
+
+def _note_lost(rep: TimerRepair, lost: list[LostMessage]) -> None:
     if rep.lost_total:
         msgs = sum(1 for x in lost if x.what == "message")
         unread = sum(1 for x in lost if x.what == "message" and x.uniq_key is None)

@@ -18,7 +18,7 @@ from engine.broker.consumequeue.offsets import queue_min_offset
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout
 from engine.errors import NotAStoreError, StoreError
-from engine.timer.codec import UNIT, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE
+from engine.timer.codec import UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE
 from engine.timer.files import (CheckpointFile, LogEnd, MetricsFile, TimerLogFiles, WheelFile, read_checkpoint,
                                 read_metrics, read_wheel)
 from engine.timer.layout import (TIMER_QUEUE_ID, TIMER_TOPIC, WHEEL_SLOTS, TimerGeometry, TimerLayout)
@@ -278,14 +278,3 @@ class TimerStore:
             if u is None:
                 return
             yield q, int(u[0]), int(u[1])
-
-
-def unit_bytes_at(log: TimerLogFiles, pos: int) -> bytes | None:
-    seg = log.queue.find(pos)
-    if seg is None:
-        return None
-    buf = log.queue.buffer(seg)
-    p = pos - seg.start
-    if p + UNIT.size > len(buf):
-        return None
-    return bytes(buf[p:p + UNIT.size])

@@ -21,7 +21,7 @@ from engine.timer.chain import BROKEN, CYCLE, DELETED, NOT_A_UNIT, PAST_END
 from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
                                  WHEEL_LENGTH)
-from engine.timer.pending import MAGIC_MISMATCH, PendingScan, scan_pending
+from engine.timer.pending import MAGIC_MISMATCH, PendingScan, SlotWalk, scan_pending
 from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
 from engine.timer.store import TimerStore
 
@@ -166,8 +166,17 @@ def _wheel(ts: TimerStore, out: _Findings) -> None:
 
 
 def _log(ts: TimerStore, out: _Findings) -> None:
+    rel_dir = ts.layout.rel(ts.log.dir)
+    _log_files(ts, out, rel_dir)
+    if not ts.log.segments:
+        return
+    _log_end(ts, out, rel_dir)
+    _log_cursor(ts, out, rel_dir)
+
+
+def _log_files(ts: TimerStore, out: _Findings, rel_dir: str) -> None:
+    """The timer-log files as the broker loads them: lengths, names, gaps, an empty last file."""
     log = ts.log
-    rel_dir = ts.layout.rel(log.dir)
     segs = log.segments
     if log.size_note:
         out.add("timerlog-file-size", ERROR, rel_dir, None,
@@ -195,6 +204,13 @@ def _log(ts: TimerStore, out: _Findings) -> None:
     if last.file_len == 0 and len(segs) > 1:
         out.add("timerlog-empty-last-file", INFO, f"{rel_dir}/{last.path.name}", 0, "the last timer-log file is empty",
                 "deletes it at load")
+
+
+def _log_end(ts: TimerStore, out: _Findings, rel_dir: str) -> None:
+    """The timer log's valid end as the broker's start-up finds it: a torn tail, files after it, and refused
+    units in the files before where its recovery starts."""
+    log = ts.log
+    segs = log.segments
     e = ts.end
     end_seg = log.queue.find(e.end) or (segs[-1] if e.end >= segs[-1].start else None)
     if end_seg is not None:
@@ -221,6 +237,12 @@ def _log(ts: TimerStore, out: _Findings) -> None:
                     f"the bytes at position {seg.start + stop} are not a unit ({why}) in a full timer-log file",
                     "does not check files before its recovery start; a chain that reaches these bytes hands "
                     "garbage to the dequeue")
+
+
+def _log_cursor(ts: TimerStore, out: _Findings, rel_dir: str) -> None:
+    """Where the enqueue resumes at start-up (reviseQueueOffset): units it cannot read at the log's end."""
+    log = ts.log
+    e = ts.end
     cur = ts.enqueue_cursor()
     if not cur.throws and cur.how.startswith("the checkpoint") and e.end > 0:
         good = ts.resumable_cursor()
@@ -307,49 +329,14 @@ def _metrics(ts: TimerStore, out: _Findings) -> None:
 
 def _chains(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
     rel_wheel = ts.layout.rel(ts.layout.wheel)
-    end = ts.end.end
     for s in res.slots:
         w = s.walk
         slot_at = s.index * SLOT_SIZE
         head = f"live slot {s.index} (time {s.time_ms})"
         if s.disk is not None:
-            d = s.disk
-            if d.time != s.time_ms // ts.geometry.precision_ms:
-                out.add("slot-rebuilt", WARNING, rel_wheel, slot_at,
-                        f"{head} holds time {d.time} on disk, but the timer log has units for it up to {end}",
-                        f"takes the slot over at start-up (first = last = its units before {end}); units of the "
-                        "slot before its recovery walk are lost")
-            else:
-                lost = d.last >= end
-                out.add("slot-past-log-end" if lost else "slot-behind-log", WARNING if lost else INFO, rel_wheel,
-                        slot_at, f"{head} ends at timer-log position {d.last} on disk"
-                        + (f", past the valid end {end}" if lost else f"; the timer log has its units up to {s.last}"),
-                        f"points it at its last unit before {end} ({s.last}) at start-up"
-                        + ("; its units after that are gone" if lost else ""))
+            _slot_on_disk(ts, s, head, out)
         if not w.complete:
-            first_step = w.count == 0
-            where, off = _log_place(ts, w.at)
-            if w.outcome == CYCLE:
-                out.add("chain-cycle", ERROR, where, off, f"{head}: {w.why}",
-                        "walks this slot's chain forever: the timer stops firing")
-            elif w.outcome in (PAST_END, BROKEN) and first_step and w.at >= end:
-                out.add("slot-past-log-end", ERROR, rel_wheel, slot_at,
-                        f"{head} points at timer-log positions {s.first}..{s.last}, all past the valid end {end}",
-                        "keeps the slot as it is: once new units fill those positions, firing it walks into other "
-                        "slots' units (early and duplicate deliveries)")
-            elif w.outcome == DELETED:
-                out.add("chain-into-deleted-file", WARNING, where, off, f"{head}: {w.why}",
-                        "ends the chain there: the older units of the slot are never fired")
-            elif w.outcome == PAST_END:
-                out.add("chain-past-log-end", ERROR, where, off,
-                        f"{head}: a unit's prevPos leads to position {w.at}, past the valid end {end}",
-                        "reads whatever is there when it fires the slot: garbage offsets reach the commit log and "
-                        "the dequeue can stall")
-            else:
-                kind = "chain-not-a-unit" if w.outcome == NOT_A_UNIT else "chain-broken"
-                out.add(kind, ERROR, where, off, f"{head}: {w.why}",
-                        "reads the bytes there as a unit when it fires the slot: garbage offsets reach the commit "
-                        "log and the dequeue can stall")
+            _chain_stop(ts, s, head, out)
         for pos in w.forward:
             where, off = _log_place(ts, pos)
             out.add("chain-forward", WARNING, where, off,
@@ -367,6 +354,52 @@ def _chains(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
             where, off = _log_place(ts, pos)
             out.add("unit-wrong-slot", WARNING, where, off, f"{head}: the unit at {pos} was put for time {t}",
                     "fires it with this slot, at the wrong time")
+
+
+def _slot_on_disk(ts: TimerStore, s: SlotWalk, head: str, out: _Findings) -> None:
+    """A live slot the broker's start-up changes (the wheel file disagrees with the timer log's chains)."""
+    rel_wheel, end, slot_at = ts.layout.rel(ts.layout.wheel), ts.end.end, s.index * SLOT_SIZE
+    d = s.disk
+    if d.time != s.time_ms // ts.geometry.precision_ms:
+        out.add("slot-rebuilt", WARNING, rel_wheel, slot_at,
+                f"{head} holds time {d.time} on disk, but the timer log has units for it up to {end}",
+                f"takes the slot over at start-up (first = last = its units before {end}); units of the "
+                "slot before its recovery walk are lost")
+    else:
+        lost = d.last >= end
+        out.add("slot-past-log-end" if lost else "slot-behind-log", WARNING if lost else INFO, rel_wheel,
+                slot_at, f"{head} ends at timer-log position {d.last} on disk"
+                + (f", past the valid end {end}" if lost else f"; the timer log has its units up to {s.last}"),
+                f"points it at its last unit before {end} ({s.last}) at start-up"
+                + ("; its units after that are gone" if lost else ""))
+
+
+def _chain_stop(ts: TimerStore, s: SlotWalk, head: str, out: _Findings) -> None:
+    """Why a live slot's chain walk stopped before its end, and what the broker's dequeue does there."""
+    rel_wheel, end, slot_at, w = ts.layout.rel(ts.layout.wheel), ts.end.end, s.index * SLOT_SIZE, s.walk
+    first_step = w.count == 0
+    where, off = _log_place(ts, w.at)
+    if w.outcome == CYCLE:
+        out.add("chain-cycle", ERROR, where, off, f"{head}: {w.why}",
+                "walks this slot's chain forever: the timer stops firing")
+    elif w.outcome in (PAST_END, BROKEN) and first_step and w.at >= end:
+        out.add("slot-past-log-end", ERROR, rel_wheel, slot_at,
+                f"{head} points at timer-log positions {s.first}..{s.last}, all past the valid end {end}",
+                "keeps the slot as it is: once new units fill those positions, firing it walks into other "
+                "slots' units (early and duplicate deliveries)")
+    elif w.outcome == DELETED:
+        out.add("chain-into-deleted-file", WARNING, where, off, f"{head}: {w.why}",
+                "ends the chain there: the older units of the slot are never fired")
+    elif w.outcome == PAST_END:
+        out.add("chain-past-log-end", ERROR, where, off,
+                f"{head}: a unit's prevPos leads to position {w.at}, past the valid end {end}",
+                "reads whatever is there when it fires the slot: garbage offsets reach the commit log and "
+                "the dequeue can stall")
+    else:
+        kind = "chain-not-a-unit" if w.outcome == NOT_A_UNIT else "chain-broken"
+        out.add(kind, ERROR, where, off, f"{head}: {w.why}",
+                "reads the bytes there as a unit when it fires the slot: garbage offsets reach the commit "
+                "log and the dequeue can stall")
 
 
 def _log_place(ts: TimerStore, pos: int) -> tuple[str, int | None]:

@@ -16,8 +16,9 @@ from json.encoder import encode_basestring as _q
 
 import numpy as np
 
-from engine.broker.commitlog.message import (COMPRESSED_FLAG, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS,
-                                             PROP_UNIQ_KEY, TX_TYPE_NAMES, check_message, decode_fields, format_host)
+from engine.broker.commitlog.compression import COMPRESSED_FLAG
+from engine.broker.commitlog.message import (MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY,
+                                             TX_TYPE_NAMES, check_message, decode_fields, format_host)
 from engine.broker.commitlog.records import gather
 from engine.views.times import local_time
 

@@ -19,8 +19,8 @@ from operator import itemgetter
 
 import numpy as np
 
-from engine.broker.commitlog.message import (COMPRESSED_FLAG, PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY,
-                                             TX_TYPE_NAMES)
+from engine.broker.commitlog.compression import COMPRESSED_FLAG
+from engine.broker.commitlog.message import PROP_CRC32, PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY, TX_TYPE_NAMES
 from engine.views.recordjson import (CACHE_LIMIT, CLEAN_PROPS, PROP_RE, body_json, host4, json_line, keys_json,
                                      nullable_json, nullable_json_clean, props_json, quoted_topic)
 

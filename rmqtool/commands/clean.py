@@ -11,14 +11,6 @@ from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlo
                              StoreOpt, build_config)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _note(msg: str) -> None:
     render.note(f"note: {msg}")  # one line, however long
 
@@ -46,7 +38,7 @@ def _render(plan, dry_run: bool) -> None:
         ("index deletion stopped", plan.index_stop or "-"),
         *_timer_pairs(plan, verb),
         ("space freed" if not dry_run else "space that would be freed",
-         f"{_size(plan.bytes_freed)} on disk ({_size(plan.file_bytes)} of file size)"),
+         f"{render.size_text(plan.bytes_freed)} on disk ({render.size_text(plan.file_bytes)} of file size)"),
     ])
     if plan.unclean:
         _note("the store has an abort file (not shut down cleanly); run `rmqtool recover` first")
@@ -109,12 +101,7 @@ def clean(
     from engine.ops.clean import clean as run_clean
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    with render.progress(None, "clean") as bar:
-        task = bar.add_task("clean", total=None)
-
-        def progress(phase: str, done: int, total: int) -> None:
-            bar.update(task, description=phase, completed=done, total=total)
-
+    with render.phase_progress("clean") as progress:
         plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress, keep_timer=keep_timer)
     if json_out:
         d = plan.as_dict()

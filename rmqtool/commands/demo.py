@@ -59,22 +59,11 @@ def _compare_rebuilt(directory: Path) -> None:
         raise InvalidArgumentError("the rebuilt index differs from the incrementally built one")
 
 
-@handles_errors
-def demo(
-    ctx: typer.Context,
-    directory: Annotated[Path, typer.Argument(help="Where to create the sample store (replaced if it is a "
-                                              "previous sample).", file_okay=False)] = Path("sample-store"),
-    messages: Annotated[int, typer.Option("--messages", "-n", help="How many messages to write.",
-                                          min=1, max=1_000_000)] = 3000,
-    master: Annotated[str, typer.Option("--master", help="Spark master for the reindex step ('inline' skips the "
-                                        "JVM; 'none' skips the step).",
-                                        autocompletion=values("local[2]", "inline", "none"))] = "local[2]",
-) -> None:
-    """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
+def _sample(directory: Path, messages: int) -> tuple[Path, Path, int]:
+    """A fresh sample folder (replacing only a previous sample): its broker.conf, a JSONL file of `messages`
+    messages and their first store time."""
     from engine.errors import InvalidArgumentError
-    root = ctx.find_root().command  # the rmqtool app itself, without importing it
 
-    directory = directory.resolve()
     marker = directory / ".rmqtool-sample"
     if directory.exists():
         if not marker.exists():
@@ -89,7 +78,12 @@ def demo(
     with open(jsonl, "w", encoding="utf-8") as f:
         for m in sample_messages(messages, start):
             f.write(json.dumps(m, ensure_ascii=False) + "\n")
+    return conf, jsonl, start
 
+
+def _stepper(root):
+    """step(title, args): show the command line, run it in this process; a failed step ends the demo with its
+    exit code (click returns it without standalone mode)."""
     def step(title: str, args: list[str]) -> None:
         render.err.rule(f"[bold]{title}[/bold]")
         render.err.print(f"$ rmqtool {' '.join(args)}", markup=False, highlight=False)
@@ -99,9 +93,27 @@ def demo(
             code = e.exit_code
         except SystemExit as e:
             code = e.code
-        if code:  # a failed step stops the demo with its exit code (click returns it without standalone mode)
+        if code:
             raise typer.Exit(code)
 
+    return step
+
+
+@handles_errors
+def demo(
+    ctx: typer.Context,
+    directory: Annotated[Path, typer.Argument(help="Where to create the sample store (replaced if it is a "
+                                              "previous sample).", file_okay=False)] = Path("sample-store"),
+    messages: Annotated[int, typer.Option("--messages", "-n", help="How many messages to write.",
+                                          min=1, max=1_000_000)] = 3000,
+    master: Annotated[str, typer.Option("--master", help="Spark master for the reindex step ('inline' skips the "
+                                        "JVM; 'none' skips the step).",
+                                        autocompletion=values("local[2]", "inline", "none"))] = "local[2]",
+) -> None:
+    """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
+    directory = directory.resolve()
+    conf, jsonl, start = _sample(directory, messages)
+    step = _stepper(ctx.find_root().command)  # the rmqtool app itself, without importing it
     c = ["--broker-conf", str(conf)]
     step(f"1. put {messages} messages", ["put", *c, "--from-jsonl", str(jsonl), "--quiet", "--create"])
     step("2. query by key (order-42, and every message of user-7 in one time window)",
@@ -111,13 +123,8 @@ def demo(
     step("3. index file headers", ["inspect-index", *c])
     step("4. verify every index item against the commit log", ["inspect-index", *c, "--verify"])
     if master != "none":
-        try:
-            from rmqtool.commands import reindex  # noqa: F401  (present once spark-reindex is installed)
-        except ImportError:
-            render.note("spark-reindex is not available in this build; skipping step 5")
-        else:
-            step(f"5. rebuild the index from the commit log (Spark master {master})",
-                 ["spark-reindex", *c, "--master", master])
-            step("6. query again on the rebuilt index", ["query-key", *c, "--topic", "OrderTopic", "--key", "order-42"])
-            _compare_rebuilt(directory)
+        step(f"5. rebuild the index from the commit log (Spark master {master})",
+             ["spark-reindex", *c, "--master", master])
+        step("6. query again on the rebuilt index", ["query-key", *c, "--topic", "OrderTopic", "--key", "order-42"])
+        _compare_rebuilt(directory)
     render.note(f"sample store: {directory} (use --broker-conf {conf} with any command)")

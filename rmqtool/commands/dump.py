@@ -162,7 +162,6 @@ def get(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.read import find_msg_id
 
     by_queue = _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
@@ -175,16 +174,7 @@ def get(
     asked = _lookups(offset, msg_id, from_file)
     with MessageStore(cfg) as st:
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
-            kinds, texts = next(asked)
-            kind, text = kinds[0], texts[0]
-            found = None if kind == "offset" else find_msg_id(st, text, topic)
-            rec = st.get(int(text)) if found is None else found.record
-            _warn_problems(st)  # after the answer: a failed lookup stays one error line
-            _show_one(rec, json_out)
-            for n in found.notes() if found is not None else ():
-                render.note(n)
-            if undecoded_note(rec):
-                raise typer.Exit(3)
+            _get_one(st, *next(asked), topic, json_out)
             return
         _warn_problems(st)
         with render.gc_paused():
@@ -193,6 +183,21 @@ def get(
         render.problem(f"{bad} of {total} message(s) could not be returned")
         # only addresses that do not exist (outside the log, not an id): bad input; anything else is damage
         raise typer.Exit(2 if absent == bad else 3)
+
+
+def _get_one(st, kinds: list[str], texts: list[str], topic: Optional[str], json_out: bool) -> None:
+    """The one message asked for, in full (exit 3 when its body does not decode)."""
+    from engine.ops.read import find_msg_id
+
+    kind, text = kinds[0], texts[0]
+    found = None if kind == "offset" else find_msg_id(st, text, topic)
+    rec = st.get(int(text)) if found is None else found.record
+    _warn_problems(st)  # after the answer: a failed lookup stays one error line
+    _show_one(rec, json_out)
+    for n in found.notes() if found is not None else ():
+        render.note(n)
+    if undecoded_note(rec):
+        raise typer.Exit(3)
 
 
 def _show_one(rec, json_out: bool) -> None:
@@ -245,20 +250,26 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
             out.flush()
             render.problem(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
             continue
-        r = c.record
-        if json_out:
-            out.line(json.dumps(r.to_json(), ensure_ascii=False))
-        else:
-            table.rows([_cells(r)], MESSAGE)
-        if r.compression():
-            out.flush()
-            bad += undecoded_note(r)
+        bad += _stream_one(out, table, c.record)
     out.flush()
     if qr.count < qr.asked:
         render.note(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
     if bad:
         render.problem(f"{bad} of {qr.count} unit(s) could not be answered with their message")
         raise typer.Exit(3)
+
+
+def _stream_one(out, table, rec) -> int:
+    """One message as a line of a stream (NDJSON, or a table row when there is a table); 1 when its compressed
+    body does not decode (said on stderr after the lines so far), else 0."""
+    if table is None:
+        out.line(json.dumps(rec.to_json(), ensure_ascii=False))
+    else:
+        table.rows([_cells(rec)], MESSAGE)
+    if rec.compression():
+        out.flush()
+        return int(undecoded_note(rec))
+    return 0
 
 
 def _cells(r) -> tuple:
@@ -332,14 +343,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
             if kind == "msgId":
                 found, why = _uniq_fallback(st, text, topic)
                 if found is not None:
-                    rec = found.record
-                    if json_out:
-                        out.line(json.dumps(rec.to_json(), ensure_ascii=False))
-                    else:
-                        table.rows([_cells(rec)], MESSAGE)
-                    if rec.compression():
-                        out.flush()
-                        bad += undecoded_note(rec)
+                    bad += _stream_one(out, table, found.record)
                     notes = found.notes()
                     if notes:
                         out.flush()
@@ -427,6 +431,11 @@ def dump_commitlog(
             bodies.create()
         with render.gc_paused():
             bad, undecoded = _dump(entries, count, json_out, body, bodies)
+    _dump_summary(bodies, body_dir, bad, undecoded)
+
+
+def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) -> None:
+    """The bodies written, the damage met and the bodies that do not decode, on stderr; exit 3 after damage."""
     if bodies is not None:
         render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
                     + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"

@@ -173,22 +173,10 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     after it.
     """
     from engine.broker.layout import validate_queue_id
-    from engine.broker.write.jsonl import open_jsonl, prepared_batches
-    from engine.errors import InvalidArgumentError
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     validate_queue_id(queue_id)
-    if from_jsonl is not None:
-        from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
-    if from_jsonl is None:
-        one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
-        batches = prepared_batches([([one], [0], None)], queue_id, "")
-        name, single = "", True
-    else:
-        if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
-            raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
-        name, single = ("<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))), False
-        batches = open_jsonl(from_jsonl if from_jsonl == "-" else name, queue_id, name)
+    batches, name, single = _batches(from_jsonl, queue_id, topic, tags, keys, body, body_file, prop, store_timestamp)
     acks = Acks(json_out, no_acks or (single and not json_out))
     if not json_out and not single and not no_acks:
         sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
@@ -202,10 +190,30 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     if no_acks or (not single and not json_out):
         render.note(f"stored {stored} message(s)")
     elif single and not json_out and last is not None:
-        r = last.results()[0]
-        render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
-                                   ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
-                                   ("topic", r.topic), ("queueId", r.queueId),
-                                   ("storeTimestamp", local_time(r.storeTimestamp))])
+        _show_stored(last.results()[0])
+
+
+def _batches(from_jsonl, queue_id: int, topic, tags, keys, body, body_file, prop, store_timestamp):
+    """(the prepared batches to put, the input's name for messages, whether it is the one message of the
+    options) from --from-jsonl or the per-message options, which do not go together."""
+    from engine.broker.write.jsonl import open_jsonl, prepared_batches
+    from engine.errors import InvalidArgumentError
+
+    if from_jsonl is None:
+        one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
+        return prepared_batches([([one], [0], None)], queue_id, ""), "", True
+    if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
+        raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
+    from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
+    name = "<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))
+    return open_jsonl(from_jsonl if from_jsonl == "-" else name, queue_id, name), name, False
+
+
+def _show_stored(r) -> None:
+    """The one message put from the options, as a table (its acknowledgement without --json)."""
+    render.kv_table("stored", [("commitLogOffset", r.commitLogOffset), ("queueOffset", r.queueOffset),
+                               ("msgId", r.msgId), ("uniqKey", r.uniqKey), ("storeSize", r.storeSize),
+                               ("topic", r.topic), ("queueId", r.queueId),
+                               ("storeTimestamp", local_time(r.storeTimestamp))])
 
 

@@ -169,18 +169,10 @@ def recover(  # typer: one parameter per option
         no_check_crc = True  # broker.conf checkCRCOnRecover=false
     if dry_run and cfg.root.is_dir() and StoreLock(cfg.root).is_locked_elsewhere():
         _note("the store is locked by another process; the plan may be out of date by the time it runs")
-    with render.progress(None, "recover") as bar:
-        task = bar.add_task("recover", total=None)
-
-        def progress(phase: str, done: int, total: int) -> None:
-            bar.update(task, description=phase, completed=done, total=total)
-
+    with render.phase_progress("recover") as progress:
         plan = run_recovery(cfg, check_crc=not no_check_crc, index_safe=index_safe or cfg.messageIndexSafe,
                             dry_run=dry_run, full_scan=full_scan, force=force, progress=progress)
     if json_out:
-        d = plan.as_dict()
-        d["dryRun"] = dry_run
-        d["changed"] = not dry_run and not plan.nothing_to_do
-        render.emit_json(d)
+        render.emit_plan(plan, dry_run)
     else:
         _render(plan, dry_run)

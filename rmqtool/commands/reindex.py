@@ -9,7 +9,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import deprecated, handles_errors
-from rmqtool.jobview import run_job, size_text, spark_conf_pairs
+from rmqtool.jobview import run_job, spark_conf_pairs
 from rmqtool.options import (GEOMETRY_PANEL, MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt,
                              MaxIndexOpt, QuietOpt, StoreOpt, build_config)
 
@@ -26,10 +26,11 @@ def _render(r) -> None:
         ("messages", r.messages),
         ("keys indexed", r.keys_indexed),
         ("index files", f"{r.index_files} ({r.hash_slot_num} slots x {r.index_num} items)"),
-        ("bytes read", f"{r.bytes_read} ({size_text(r.bytes_read)})"),
+        ("bytes read", f"{r.bytes_read} ({render.size_text(r.bytes_read)})"),
         ("elapsed", f"{r.seconds:.2f} s (scan {r.scan_seconds:.2f} s, build {r.build_seconds:.2f} s)"),
-        ("throughput", f"{size_text(r.throughput)}/s, {r.messages / r.seconds if r.seconds else 0:,.0f} messages/s "
-                       f"(scan stage {size_text(r.scan_throughput)}/s)"),
+        ("throughput", f"{render.size_text(r.throughput)}/s, "
+                       f"{r.messages / r.seconds if r.seconds else 0:,.0f} messages/s "
+                       f"(scan stage {render.size_text(r.scan_throughput)}/s)"),
     ]
     if r.skipped_already_indexed:
         rows.append(("keys skipped (already indexed)", r.skipped_already_indexed))

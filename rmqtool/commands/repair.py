@@ -22,10 +22,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; chan
 
 def _render(plan, dry_run: bool, json_out: bool) -> None:
     if json_out:
-        d = plan.as_dict()
-        d["dryRun"] = dry_run
-        d["changed"] = not dry_run and not plan.nothing_to_do
-        render.emit_json(d)
+        render.emit_plan(plan, dry_run)
         return
     if plan.nothing_to_do:
         render.line(f"repair {plan.what}: nothing to do")

@@ -331,8 +331,9 @@ def reindex(
     local ones and the INDEX segments of the tier, -T or tieredStoreFilePath). A configured geometry those files do
     not have is refused unless --new-geometry asks for it."""
     # (a typer command: one parameter per option)
+    from engine.jobs.framework import camel_keys
     from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
-    from rmqtool.jobview import camel_keys, run_job, spark_conf_pairs
+    from rmqtool.jobview import run_job, spark_conf_pairs
     from rmqtool.render_tiered import render_tiered_reindex
 
     render.set_quiet(quiet)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from engine.broker.commitlog.compression import COMPRESSED_FLAG, Body, codec_of, decode_body
+from engine.broker.commitlog.compression import Body, codec_of, decode_body
 from engine.broker.index.keys import broker_index_keys, split_keys
 from engine.errors import InvalidArgumentError
 from engine.java.collections import hashset_order

@@ -125,25 +125,36 @@ def read_properties_file(path: str | os.PathLike) -> dict[str, str]:
     return out
 
 
+def set_from_properties(cfg, props: dict[str, str], source, skip=lambda name: False) -> set[str]:
+    """Set each field of the dataclass `cfg` that `props` names, except those skip(name) keeps out: an int, a
+    bool as Boolean.parseBoolean reads it, else the text. Returns the names set; a number that does not parse is
+    an InvalidArgumentError naming `source`."""
+    given = set()
+    for f in fields(cfg):
+        if f.name not in props or skip(f.name):
+            continue
+        raw = props[f.name]
+        try:
+            if f.type in ("int", int):
+                val = int(raw)
+            elif f.type in ("bool", bool):
+                val = _parse_bool(raw)
+            else:
+                val = raw
+        except ValueError:
+            raise InvalidArgumentError(f"{source}: {f.name}={raw!r} is not a valid number") from None
+        setattr(cfg, f.name, val)
+        given.add(f.name)
+    return given
+
+
 def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> BrokerConfig:
     """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
     cfg = BrokerConfig()
     given_size = False
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
-        for f in fields(BrokerConfig):
-            if f.name in props and not f.name.endswith("Given"):
-                raw = props[f.name]
-                try:
-                    if f.type in ("int", int):
-                        val = int(raw)
-                    elif f.type in ("bool", bool):
-                        val = _parse_bool(raw)
-                    else:
-                        val = raw
-                except ValueError:
-                    raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
-                setattr(cfg, f.name, val)
+        set_from_properties(cfg, props, broker_conf, lambda name: name.endswith("Given"))
         given_size = "mappedFileSizeCommitLog" in props
         cfg.hashSlotNumGiven = "maxHashSlotNum" in props
         cfg.indexNumGiven = "maxIndexNum" in props

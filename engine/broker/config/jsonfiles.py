@@ -115,15 +115,6 @@ class ConfigFileState:
     main_size: int = 0
 
     @property
-    def loads_from(self) -> str | None:
-        """The file the broker's state comes from (format §1.2): the main file, else the .bak, else None."""
-        if self.main_problem is None:
-            return self.name
-        if self.bak_problem is None:
-            return self.name + BAK_SUFFIX
-        return None
-
-    @property
     def start_fails(self) -> bool:
         """ConfigManager.loadBak returns false only when the .bak has text that does not decode."""
         return self.main_problem is not None and self.bak_problem not in (None, "is missing", "is empty")

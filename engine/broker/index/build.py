@@ -211,8 +211,8 @@ def append_puts(f: IndexFile, java_hashes: np.ndarray, phy: np.ndarray, ts: np.n
     slots = (kh % np.int32(f.hash_slot_num)).astype(np.int64)
     local_prev, head_slots, head_items, _used = slot_chains(slots)
     f.ensure_items(m0 + k)  # the items' pages are allocated before they are touched
-    slot_view = np.frombuffer(f._mm, dtype=">i4", count=f.hash_slot_num, offset=INDEX_HEADER_SIZE)
-    items = np.frombuffer(f._mm, dtype=ITEM_DTYPE, count=k, offset=f._items_base + ITEM_SIZE * m0)
+    slot_view = f.slots_array()
+    items = f.items_view(m0, k)
     try:
         numbers = np.arange(m0, m0 + k, dtype=np.int64)  # item number of each put
         first = local_prev == 0

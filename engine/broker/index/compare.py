@@ -8,13 +8,12 @@ are the same empty file. Memory: one chunk of each file (CHUNK bytes) at a time.
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 
-from engine.broker.index.file import INDEX_HEADER_SIZE
+from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
+from engine.fsutil import pread_fully
 
 CHUNK = 1 << 20
-_HEADER = struct.Struct(">qqqqii")
 
 
 def same_index(before: list[Path], after: list[Path], hash_slot_num: int) -> bool:
@@ -47,7 +46,7 @@ def _same(fa: int, fb: int, hash_slot_num: int) -> bool:
     size = os.fstat(fa).st_size
     if size != os.fstat(fb).st_size or size < INDEX_HEADER_SIZE + 4 * hash_slot_num:
         return False
-    ha, hb = (_HEADER.unpack(os.pread(fd, _HEADER.size, 0)) for fd in (fa, fb))
+    ha, hb = (HEADER.unpack(os.pread(fd, HEADER.size, 0)) for fd in (fa, fb))
     if ha[:5] != hb[:5] or max(ha[5], 1) != max(hb[5], 1):  # indexCount 0 and 1: the same empty file
         return False
     items = max(ha[5], 1)
@@ -55,17 +54,7 @@ def _same(fa: int, fb: int, hash_slot_num: int) -> bool:
     pos = INDEX_HEADER_SIZE
     while pos < end:
         n = min(CHUNK, end - pos)
-        if _read(fa, n, pos) != _read(fb, n, pos):
+        if pread_fully(fa, n, pos) != pread_fully(fb, n, pos):
             return False
         pos += n
     return True
-
-
-def _read(fd: int, n: int, pos: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        b = os.pread(fd, n - len(out), pos + len(out))
-        if not b:
-            break
-        out += b
-    return bytes(out)

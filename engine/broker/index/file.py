@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from engine.broker.index.chain import BEYOND, CYCLE, EMPTY, END, HEALTHY_STOPS, LIMIT, OUTSIDE_FILE, SELF, ChainWalk
 from engine.errors import GeometryError, InvalidArgumentError
-from engine.fsutil import allocate, reserve, write_zeros
+from engine.fsutil import allocate, pread_fully, reserve, write_zeros
 from engine.java.lang import INT_MAX, LONG_MAX, index_hash, java_string_hash, key_index_hash, to_i64
 
 HEADER = struct.Struct(">qqqqii")
@@ -463,20 +463,45 @@ class IndexFile:
         return items, reason
 
     # ---------------------------------------------------------------- bulk
+    @property
+    def items_base(self) -> int:
+        """Where item 0 starts: after the header and the slot table."""
+        return self._items_base
+
+    def raw_header(self) -> bytes:
+        """The header's 40 bytes as the file holds them (all zero in a file created and never written back)."""
+        return bytes(self._mm[:INDEX_HEADER_SIZE])
+
+    def pread(self, length: int, offset: int) -> bytes:
+        """Bytes of the file read past the mapping (a pass over a table too big to fault in page by page);
+        OSError when the file ends first."""
+        data = pread_fully(self._fd, length, offset)
+        if len(data) < length:
+            raise OSError(f"index file ended at byte {offset + len(data)}, {length - len(data)} bytes short")
+        return data
+
     def slots_array(self):
+        """The slot table as an array over the mapping (written through when the file is writable)."""
         import numpy as np
 
         return np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+
+    def items_view(self, first: int, count: int):
+        """Items first..first+count-1 as a structured array over the mapping (written through when the file is
+        writable)."""
+        import numpy as np
+
+        return np.frombuffer(self._mm, dtype=np.dtype(ITEM_FIELDS), count=count,
+                             offset=self._items_base + ITEM_SIZE * first)
 
     def items_array(self):
         """Items 1..indexCount-1 (bounded by the file's capacity) as a structured array."""
         import numpy as np
 
-        dtype = np.dtype(ITEM_FIELDS)
         n = min(self.header.indexCount, self.index_num) - 1
         if n <= 0:
-            return np.empty(0, dtype=dtype)
-        return np.frombuffer(self._mm, dtype=dtype, count=n, offset=self._items_base + ITEM_SIZE)
+            return np.empty(0, dtype=np.dtype(ITEM_FIELDS))
+        return self.items_view(1, n)
 
 
 def _prev_of(item: tuple[int, int, int, int]) -> int:

@@ -8,7 +8,6 @@ real size (no mapping, so no SIGBUS if the file shrinks under us).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
@@ -22,32 +21,21 @@ SLOT_RANGE = 8 << 20
 
 
 
-def _pread_exact(fd: int, size: int, offset: int) -> bytes:
-    parts, got = [], 0
-    while got < size:
-        b = os.pread(fd, size - got, offset + got)
-        if not b:
-            raise OSError(f"index file ended at byte {offset + got}, {size - got} bytes short")
-        parts.append(b)
-        got += len(b)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 def _occupied_slots(f: IndexFile) -> int:
     n = 0
     for a in range(0, f.hash_slot_num, CHUNK_ITEMS):
         k = min(CHUNK_ITEMS, f.hash_slot_num - a)
-        raw = _pread_exact(f._fd, SLOT_SIZE * k, INDEX_HEADER_SIZE + SLOT_SIZE * a)
+        raw = f.pread(SLOT_SIZE * k, INDEX_HEADER_SIZE + SLOT_SIZE * a)
         n += int(np.count_nonzero(np.frombuffer(raw, dtype=">i4")))
     return n
 
 
 def _item_slots(f: IndexFile, n_items: int, progress: Progress, done_before: int, total: int):
     """The slot of each item 1..n_items, a chunk at a time (negative hashes count for slot 0, as before)."""
-    base = f._items_base + ITEM_SIZE  # item 1
+    base = f.items_base + ITEM_SIZE  # item 1
     for a in range(0, n_items, CHUNK_ITEMS):
         k = min(CHUNK_ITEMS, n_items - a)
-        items = np.frombuffer(_pread_exact(f._fd, ITEM_SIZE * k, base + ITEM_SIZE * a), dtype=ITEM_DTYPE)
+        items = np.frombuffer(f.pread(ITEM_SIZE * k, base + ITEM_SIZE * a), dtype=ITEM_DTYPE)
         hashes = items["hash"].astype(np.intp)
         del items
         np.maximum(hashes, 0, out=hashes)  # a negative hash counts for slot 0

@@ -28,8 +28,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.broker.commitlog.message import (TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, check_message,
-                                             encode_record)
+from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record
 from engine.errors import CorruptFileError
 
 QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"

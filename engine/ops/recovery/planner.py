@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -80,11 +81,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             broker_start_offset=segs[bi].start if segs else 0, broker_start_rule=rule, scan_start_offset=0,
             scan_start_reasons=[], fingerprint=fp, force=force, segment_renames=placement.renames,
             notes=list(placement.notes), segment_resizes=[(seg.path.name, n, seg.size) for seg, n in misfits])
-        plan.skipped_entries = [p.as_dict() for p in listing.problems]
-        plan.notes += [f"{p.path}: {p.reason}; skipped (recover leaves it alone)" for p in listing.problems]
-        plan.notes += [f"commit-log segment {seg.path.name} is {n} bytes, not {seg.size}: it is "
-                       + ("padded with zeros" if n < seg.size else f"cut, the {n - seg.size} bytes past it quarantined")
-                       for seg, n in misfits]
+        _note_misfits(plan, listing.problems, misfits)
         if cfg.messageIndexEnable:
             files = open_index_files(cfg, layout.index_dir)
             # The files' structure checks run while the log is walked, the walk assuming they pass; when one
@@ -102,11 +99,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
         _plan_timer(cfg, plan)
-        plan.stale_temp_files = sorted(str(p.relative_to(cfg.root)) for d in (cfg.root, layout.index_dir)
-                                       if d.is_dir() for p in d.iterdir() if _TMP_NAME.match(p.name))
-        _finish(plan, cpf.cp)
-        if not check_crc:
-            plan.notes.append("body CRCs were not checked (--no-check-crc)")
+        _finish(plan, cpf.cp, cfg.root, layout.index_dir)
         return plan
     finally:
         if checks is not None:
@@ -130,7 +123,19 @@ def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
             plan.notes.append(plan.timer.skipped)
 
 
-def _finish(plan: RecoveryPlan, cp: Checkpoint) -> None:
+def _note_misfits(plan: RecoveryPlan, skipped: list, misfits: list) -> None:
+    """Queue directories a broker would not load, and commit-log segments of the wrong size (padded or cut)."""
+    plan.skipped_entries = [p.as_dict() for p in skipped]
+    plan.notes += [f"{p.path}: {p.reason}; skipped (recover leaves it alone)" for p in skipped]
+    plan.notes += [f"commit-log segment {seg.path.name} is {n} bytes, not {seg.size}: it is "
+                   + ("padded with zeros" if n < seg.size else f"cut, the {n - seg.size} bytes past it quarantined")
+                   for seg, n in misfits]
+
+
+def _finish(plan: RecoveryPlan, cp: Checkpoint, root: Path, index_dir: Path) -> None:
+    """Temporary files a killed writer left, whether the checkpoint is written, what the quarantine keeps."""
+    plan.stale_temp_files = sorted(str(p.relative_to(root)) for d in (root, index_dir)
+                                   if d.is_dir() for p in d.iterdir() if _TMP_NAME.match(p.name))
     plan.data_consistent = plan.data_unchanged()
     if not plan.data_consistent or plan.mode == "abnormal":
         plan.write_checkpoint = True
@@ -140,6 +145,8 @@ def _finish(plan: RecoveryPlan, cp: Checkpoint) -> None:
                              + max(0, plan.zero_to - plan.zero_from)
                              + sum(max(0, q.zero_to - q.zero_from) for q in plan.queues)
                              + (plan.timer.quarantine_bytes if plan.timer is not None and plan.timer.changed else 0))
+    if not plan.check_crc:
+        plan.notes.append("body CRCs were not checked (--no-check-crc)")
 
 
 # ==================================================================== the walk

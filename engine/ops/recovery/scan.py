@@ -28,7 +28,6 @@ from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
 from engine.progress import Progress
 
-TRANSACTION_IN_CQ = (0x0, 0x8)  # NOT_TYPE and COMMIT get consume-queue units (format §4.2)
 #: Reasons kept for the first gaps; beyond that only their offsets (24 bytes each) are kept.
 GAP_DETAILS = 1000
 PARALLEL_CRC_BYTES = 256 << 20

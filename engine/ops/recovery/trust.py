@@ -23,7 +23,7 @@ from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.geometry import writer_index_geometry
 from engine.broker.index.file import IndexFile, index_file_size, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
-from engine.broker.commitlog.message import BLANK, VALID, check_message
+from engine.broker.commitlog.message import BLANK, VALID
 from engine.errors import GeometryError
 from engine.ops.logread import Window
 from engine.ops.recovery.scan import ScanHooks
@@ -202,7 +202,7 @@ def quick_structure(f: IndexFile) -> Structure | None:
     """The Structure check_structure returns for this file if it passes (count, first and last phyOffset and
     the trailing items from the items' ends; items in order; as many slots in use as the header says), or None
     when the file will not pass as it is read here (a header count out of range, a zero header)."""
-    if f.on_disk_index_count < 0 or f.header.indexCount > f.index_num or not any(bytes(f._mm[:40])):
+    if f.on_disk_index_count < 0 or f.header.indexCount > f.index_num or not any(f.raw_header()):
         return None
     items = f.items_array()
     n = len(items)

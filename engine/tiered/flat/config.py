@@ -4,9 +4,10 @@ reader of a tiered broker.conf key asks here (load_tiered_config)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file
+from engine.broker.config.brokerconf import (CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file,
+                                             set_from_properties)
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
 
@@ -70,22 +71,8 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
     cfg = TieredConfig()
     given = set()
     if broker_conf is not None:
-        props = read_properties_file(broker_conf)
-        for f in fields(TieredConfig):
-            if f.name not in props or f.name in ("given", "broker_conf"):
-                continue
-            raw = props[f.name]
-            try:
-                if f.type in ("int", int):
-                    val = int(raw)
-                elif f.type in ("bool", bool):
-                    val = raw.strip().lower() == "true"
-                else:
-                    val = raw
-            except ValueError:
-                raise InvalidArgumentError(f"{broker_conf}: {f.name}={raw!r} is not a valid number") from None
-            setattr(cfg, f.name, val)
-            given.add(f.name)
+        given |= set_from_properties(cfg, read_properties_file(broker_conf), broker_conf,
+                                     lambda name: name in ("given", "broker_conf"))
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.broker.layout import (NameProblem, entry_problem, is_dir_no_follow, list_queue_dirs,
+from engine.broker.layout import (NameProblem, entry_problem, is_dir_no_follow, list_queue_dirs, relative_name,
                                   stored_topic_problem, validate_queue_id)
 from engine.errors import InvalidArgumentError, NotAStoreError
 
@@ -146,10 +146,7 @@ class TieredLayout:
 
     def rel(self, p: Path) -> str:
         """A path relative to the tier root, for messages."""
-        try:
-            return str(Path(p).relative_to(self.root))
-        except ValueError:
-            return str(p)
+        return relative_name(p, self.root)
 
     def list_segments(self, topic: str, queue_id: int, file_type: int) -> SegmentListing:
         """The segment files of one queue and type, by base offset; bad names and symlinks are reported."""

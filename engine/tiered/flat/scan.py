@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.broker.commitlog.message import BORNHOST_V6_FLAG
 from engine.broker.commitlog.records import CORRUPT, ZERO, SegmentEnd, decode_segment
+from engine.fsutil import pread_fully
 from engine.java.lang import LONG_MAX
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 
@@ -60,14 +61,7 @@ def read_file(path: Path, length: int | None = None) -> bytes:
     try:
         if length is None:
             length = os.fstat(fd).st_size
-        parts, done = [], 0
-        while done < length:
-            b = os.pread(fd, min(length - done, 64 << 20), done)
-            if not b:
-                break
-            parts.append(b)
-            done += len(b)
-        return b"".join(parts)
+        return pread_fully(fd, length, 0)
     finally:
         os.close(fd)
 
