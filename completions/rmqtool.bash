@@ -26,10 +26,10 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "compact-index")
             case "$prev" in
-                --out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --out|-o|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --help" ;;
+            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --broker-conf -c --new-geometry --help" ;;
         "consumers")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -51,11 +51,11 @@ _rmqtool() {
             _rmqtool_words "--messages -n --master --help" ;;
         "doctor")
             case "$prev" in
-                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --now|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --tiered-store-path -T --help" ;;
         "dump-commitlog")
             case "$prev" in
                 --store|-s|--body-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -80,10 +80,10 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --quiet -Q --commitlog-file-size --hash-slots --max-index --help" ;;
         "info")
             case "$prev" in
-                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --json --quiet -Q --tiered-store-path -T --help" ;;
         "inspect-index")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -175,10 +175,10 @@ _rmqtool() {
             _rmqtool_words "--reserved-hours --now --dry-run --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --json --quiet -Q --help" ;;
         "tiered compact-index")
             case "$prev" in
-                --out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --out|-o|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --help" ;;
+            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --broker-conf -c --new-geometry --help" ;;
         "tiered dispatch")
             case "$prev" in
                 --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -239,12 +239,12 @@ _rmqtool() {
             _rmqtool_words "--out -o --tiered-store-path -T --broker-name --cluster-name --from --json --quiet -Q --help" ;;
         "tiered reindex")
             case "$prev" in
-                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c|--out|-o|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --master) _rmqtool_words "local[*] inline"; return ;;
                 --conf|--cluster-name|--broker-name|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --metadata --cluster-name --broker-name --hash-slots --max-index --commitlog-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --metadata --cluster-name --broker-name --hash-slots --max-index --commitlog-file-size --tiered-store-path -T --new-geometry --help" ;;
         "tiered segments")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;

@@ -152,6 +152,13 @@ def write_zeros(fd: int, pos: int, length: int, path, chunk: int = 1 << 20) -> N
         pos, length = pos + n, length - n
 
 
+def zero_data(fd: int, start: int, end: int, path) -> None:
+    """Zeros over [start, end) where the file holds data; its holes there stay holes (they read as zeros
+    already, and writing them would allocate what the file does not hold)."""
+    for a, b in data_ranges(fd, start, end):
+        write_zeros(fd, a, b - a, path)
+
+
 def sync(fd: int, path, data_only: bool = True) -> None:
     """fdatasync (or fsync) with the failure reported as a WriteFailedError naming the file."""
     try:

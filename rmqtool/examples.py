@@ -78,7 +78,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "info": [
         "rmqtool info -s ~/store",
-        "rmqtool info -c /opt/rocketmq/conf/broker.conf --json | jq '.commitLog.maxOffset, .locked'",
+        "rmqtool info -c /opt/rocketmq/conf/broker.conf --json | jq '.commitLog.maxOffset, .tiered.flatStore'",
         "rmqtool info -s ~/store --json | jq '.placeholders[] | {commitLogOffset, origin, present}'",
     ],
     "prune": [
@@ -150,7 +150,7 @@ EXAMPLES: dict[str, list[str]] = {
     "doctor": [
         "rmqtool doctor -s ~/store",
         "rmqtool doctor -c /opt/rocketmq/conf/broker.conf --json | jq -r '.findings[] | select(.severity == \"error\") | .fix'",
-        "rmqtool doctor -s ~/store --deep",
+        "rmqtool doctor -s ~/store -T /data/tiered --deep",
     ],
     "repair": [
         "rmqtool repair config -s ~/store consumerOffset.json --from-bak",

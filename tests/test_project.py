@@ -73,12 +73,57 @@ def module_names():
     return names
 
 
+# One interpreter that has imported nothing of the project forks a child per module: the child imports the module
+# as a fresh interpreter would (nothing of engine/ or rmqtool/ is loaded before it), for a fork's cost instead of an
+# interpreter start-up. numpy is loaded before the forks (it is not one of the heavy imports checked), and typer and
+# rich too for the rmqtool modules (only pyspark is checked for them).
+IMPORT_SERVER = r"""
+import json, os, sys, traceback
+import numpy
+if sys.argv[1:] == ["cli"]:
+    import rich, typer
+for line in sys.stdin:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            __import__(line.strip())
+            out = {"heavy": sorted(m for m in ("pyspark", "typer", "rich") if m in sys.modules)}
+        except BaseException:
+            out = {"error": traceback.format_exc()}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    print(data.decode() or json.dumps({"error": "the child died"}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def import_servers():
+    servers = {kind: subprocess.Popen([sys.executable, "-c", IMPORT_SERVER, kind], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, cwd=ROOT) for kind in ("engine", "cli")}
+    yield servers
+    for p in servers.values():
+        p.stdin.close()
+        p.wait(timeout=60)
+
+
 @pytest.mark.parametrize("mod", module_names())
-def test_each_module_imports_in_a_fresh_interpreter(mod):
-    code = f"import sys, {mod}; heavy = sorted(m for m in ('pyspark', 'typer', 'rich') if m in sys.modules); print(heavy)"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert p.returncode == 0, p.stderr
-    heavy = eval(p.stdout.strip())
+def test_each_module_imports_in_a_fresh_interpreter(import_servers, mod):
+    import json
+
+    server = import_servers["engine" if mod.startswith("engine") else "cli"]
+    server.stdin.write(mod + "\n")
+    server.stdin.flush()
+    answer = json.loads(server.stdout.readline())
+    assert "error" not in answer, answer.get("error")
+    heavy = answer["heavy"]
     assert "pyspark" not in heavy, f"{mod} imports pyspark at start-up"
     if mod.startswith("engine"):
         assert heavy == [], f"engine module {mod} imports {heavy}"
@@ -88,7 +133,8 @@ def test_each_module_imports_in_a_fresh_interpreter(mod):
 # it, and never rmqtool. Imports inside functions count too. Packages named together in BESIDE share a floor but
 # know nothing of each other: neither imports the other.
 LAYERS = (("engine.errors", "engine.fsutil", "engine.progress"), ("engine.java",), ("engine.broker",),
-          ("engine.timer",), ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.jobs",))
+          ("engine.timer",), ("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"), ("engine.survey",),
+          ("engine.jobs",))
 BESIDE = (("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"))
 
 
@@ -156,3 +202,7 @@ def test_the_layer_check_catches_an_upward_import():
                            ("engine.views.runjson", "engine.broker.commitlog.records")]) == []
     assert layer_problems([("engine.broker.store", "rmqtool.render")]) == ["engine.broker.store imports rmqtool.render"]
     assert _layer("engine.broker.store") < _layer("engine.timer.store") < _layer("engine.ops.clean")
+    assert _layer("engine.ops.repair") == _layer("engine.tiered.flat.verify") < _layer("engine.survey.doctor")
+    assert layer_problems([("engine.survey.info", "engine.tiered.flat.store"), ("engine.ops.repair",
+                                                                                 "engine.survey.doctor")]) == [
+        "engine.ops.repair imports engine.survey.doctor, a higher layer"]

@@ -10,10 +10,13 @@ import shutil
 import struct
 from pathlib import Path
 
+import pytest
+
 from helpers import assert_one_line_error, run, snapshot, unpack_golden
 
 T0 = 1_700_000_000_000
 BIG = ["--hash-slots", "1000", "--max-index", "4000"]  # 84,040-byte index files
+SMALL_LOG = ["--commitlog-file-size", "65536"]          # where the commit log's segment size does not matter
 
 
 def put(store: Path, messages: list[dict], *args, code: int = 0):
@@ -55,7 +58,7 @@ def test_reindex_then_put_without_flags_keep_the_store_geometry(tmp_path):
     """The issue's case: a store written with --hash-slots 1000 --max-index 4000, then spark-reindex without
     flags (it rebuilt it with the default 420 MB geometry), then put without flags (it refused the store)."""
     store = tmp_path / "s"
-    put(store, msgs(30), *BIG)
+    put(store, msgs(30), *BIG, *SMALL_LOG)
     assert index_sizes(store) == [84040]
     out = reindex(store)
     assert (out["hashSlotNum"], out["indexNum"]) == (1000, 4000) and index_sizes(store) == [84040]
@@ -68,7 +71,7 @@ def test_reindex_then_put_without_flags_keep_the_store_geometry(tmp_path):
 
 def test_full_index_files_keep_their_geometry(tmp_path):
     store = tmp_path / "s"
-    put(store, msgs(40, keys=2), "--hash-slots", "8", "--max-index", "32")  # 120 items: 31 per file, files roll
+    put(store, msgs(40, keys=2), "--hash-slots", "8", "--max-index", "32", *SMALL_LOG)  # 120 items: files roll
     before = index_sizes(store)
     assert len(before) == 4 and set(before) == {40 + 4 * 8 + 20 * 32}
     out = reindex(store)
@@ -80,7 +83,7 @@ def test_full_index_files_keep_their_geometry(tmp_path):
 
 def test_a_geometry_the_index_files_do_not_have_needs_new_geometry(tmp_path):
     store = tmp_path / "s"
-    put(store, msgs(30), *BIG)
+    put(store, msgs(30), *BIG, *SMALL_LOG)   # small segments: snapshot() hashes every byte
     before = snapshot(store)
     for cmd in (["spark-reindex", "--store", store, "--master", "inline"], ["put", "--store", store, "-t", "T",
                                                                             "--body", "x"]):
@@ -163,6 +166,7 @@ def test_put_refuses_a_directory_that_is_not_a_store(tmp_path):
 # ------------------------------------------------------------------------------ 3. a store costs what it holds
 
 
+@pytest.mark.slow   # the default geometry on purpose: 1 GiB segments, a rebuild of 420 MB index files
 def test_a_store_costs_what_it_holds(tmp_path):
     store = tmp_path / "s"
     messages = [{"topic": "T", "keys": [f"k{i}"], "body": f"hello {i}", "queueId": i % 4} for i in range(1000)]
@@ -181,6 +185,7 @@ def test_a_store_costs_what_it_holds(tmp_path):
     assert allocated(backup) <= 22 << 20 and allocated(store / "index") <= 22 << 20
 
 
+@pytest.mark.slow   # a 64 MiB quarantine copy, read back whole
 def test_quarantine_copies_are_sparse(tmp_path):
     import hashlib
 
@@ -283,7 +288,7 @@ def test_put_needs_a_body_and_takes_an_empty_one(tmp_path):
 
 def test_spark_reindex_says_whether_the_index_is_the_same(tmp_path):
     store = tmp_path / "s"
-    put(store, msgs(40, keys=2), "--hash-slots", "8", "--max-index", "32")
+    put(store, msgs(40, keys=2), "--hash-slots", "8", "--max-index", "32", *SMALL_LOG)
     r = run(["spark-reindex", "--store", store, "--master", "inline"])
     assert r.exit_code == 0 and "identical to the previous index  yes" in r.stdout
     last = sorted(p for p in (store / "index").iterdir() if p.name.isdigit())[-1]

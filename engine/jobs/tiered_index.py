@@ -485,13 +485,16 @@ class TieredReindexRequest:
     hash_slots: Optional[int] = None
     max_index: Optional[int] = None
     commitlog_file_size: Optional[int] = None
+    tiered_store_path: Optional[Path] = None
+    new_geometry: bool = False
 
 
 def tiered_reindex_request(req: TieredReindexRequest, progress: Optional[Progress] = None) -> TieredReindexResult:
-    """tiered_reindex with everything resolved: geometry from the options, else broker.conf's tiered keys, else
-    RocketMQ's defaults; the cluster name likewise (else DefaultCluster); the broker name from the option,
-    broker.conf, else the tiered metadata's queues. Without a broker name the job is refused: the tier never holds
-    a topic named like the broker (MessageStoreTopicFilter) and guessing it would index one."""
+    """tiered_reindex with everything resolved: the geometry by the writers' rule (engine.tiered.index.table
+    writer_tiered_geometry: broker.conf, the options, else the store's tiered index files, never another one than
+    theirs without --new-geometry); the cluster name from the option, broker.conf, else DefaultCluster; the broker
+    name from the option, broker.conf, else the tiered metadata's queues. Without a broker name the job is refused:
+    the tier never holds a topic named like the broker (MessageStoreTopicFilter) and guessing it would index one."""
     from engine.broker.config.brokerconf import load_config
     from engine.broker.layout import StoreLayout
     from engine.tiered.flat.config import load_tiered_config
@@ -508,11 +511,35 @@ def tiered_reindex_request(req: TieredReindexRequest, progress: Optional[Progres
         cand = StoreLayout(config.root).tiered_metadata
         metadata_path = cand if cand.exists() or cand.with_name(cand.name + ".bak").exists() else None
     broker = req.broker_name or tcfg.brokerName or _metadata_broker(metadata_path)
-    keep_out = topic_filter(tcfg, req.cluster_name or tcfg.brokerClusterName or DEFAULT_CLUSTER, broker) \
-        if broker else None
+    cluster = req.cluster_name or tcfg.brokerClusterName or DEFAULT_CLUSTER
+    keep_out = topic_filter(tcfg, cluster, broker) if broker else None
+    geometry = _writer_geometry(req, config, tcfg, metadata_path, cluster, broker)
     return tiered_reindex(config, req.out, req.master, req.dry_run, req.replace, progress,
-                          tcfg.tieredStoreIndexFileMaxHashSlotNum, tcfg.tieredStoreIndexFileMaxIndexNum,
-                          metadata_path, keep_out, spark_conf=req.spark_conf)
+                          geometry.hash_slot_num, geometry.index_num, metadata_path, keep_out,
+                          spark_conf=req.spark_conf)
+
+
+def _writer_geometry(req: TieredReindexRequest, config: BrokerConfig, tcfg, metadata_path: Optional[Path],
+                     cluster: str, broker: Optional[str]):
+    """The geometry the job writes, checked against the store's tiered index files: the local ones of
+    tiered_index_file/ and the INDEX segments the metadata lists (read from the tier, -T or tieredStoreFilePath)."""
+    from engine.broker.layout import StoreLayout
+    from engine.errors import GeometryError
+    from engine.tiered.flat.layout import INDEX, TieredLayout
+    from engine.tiered.index.flatfile import index_file_path, index_segments
+    from engine.tiered.index.table import local_index_files, writer_tiered_geometry
+
+    local = local_index_files(StoreLayout(config.root).tiered_index_dir)
+    meta = read_metadata(metadata_path).metadata if metadata_path is not None else None
+    root = req.tiered_store_path or (Path(tcfg.tieredStoreFilePath) if tcfg.tieredStoreFilePath else None)
+    segments = index_segments(TieredLayout(root, cluster, broker), meta) if root is not None and broker else []
+    listed = meta.segment_entries(index_file_path(broker), INDEX) if meta is not None and broker else []
+    if listed and not segments and not req.new_geometry and not (tcfg.is_given("tieredStoreIndexFileMaxHashSlotNum")
+                                                                 or tcfg.broker_conf is not None):
+        raise GeometryError(f"the tiered metadata lists {len(listed)} uploaded index file(s) whose slot count "
+                            "cannot be read without the tiered store: pass --tiered-store-path, or --hash-slots and "
+                            "--max-index as the broker has them")
+    return writer_tiered_geometry(tcfg, segments, local, req.new_geometry, "tiered reindex")
 
 
 def _metadata_broker(path: Optional[Path]) -> Optional[str]:

@@ -15,11 +15,17 @@ from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, ConsumeQueue
 from engine.broker.layout import NameProblem
 from engine.broker.topics import require_topic
-from engine.broker.commitlog.message import VALID, MessageRecord
+from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
+                                             MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
+#: Units whose store times are read at once by store_time_chunks (memory: a few arrays of this many int64).
+TIME_CHUNK = 1 << 16
+#: Bytes of a record head that hold its store time with either born-host width (format §2: STORETIMESTAMP at 56,
+#: or at 68 after an IPv6 born host).
+TIME_HEAD = 76
 
 OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH = "OK", "BLANK", "EXPIRED", "OUTSIDE", "UNREADABLE", "MISMATCH"
 #: A unit in the files past the broker's max offset: the broker's start-up cuts it (logical truncation, format §4.5).
@@ -156,6 +162,52 @@ class QueueView:
                 sizes = self.cq.file_units(seg)["size"][a - first:b - first]
                 total += int(sizes[sizes != BLANK_UNIT_SIZE].astype(np.int64).sum())
         return total
+
+    # -- store times in bulk
+    def store_time_chunks(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first queue offset, store times) of the units [lo, hi), TIME_CHUNK units at a time, read from the record
+        heads the units point at (-1 where there is no record of the unit's size: a blank, a unit outside the commit
+        log, another record). Only the heads are read, from read-only mappings; nothing is decoded."""
+        per_file = max(self.cq.file_size // CQ_STORE_UNIT_SIZE, 1)
+        q = lo
+        while q < hi:
+            seg = self.cq.queue.find(q * CQ_STORE_UNIT_SIZE)
+            first = q - q % per_file if seg is None else seg.start // CQ_STORE_UNIT_SIZE
+            n = min(hi, first + per_file, q + TIME_CHUNK) - q
+            times = np.full(n, -1, dtype=np.int64)
+            if seg is not None:
+                units = self.cq.units_view(seg)[q - first:q - first + n]
+                k = len(units)
+                times[:k] = self._record_times(units["offset"].astype(np.int64), units["size"].astype(np.int64))
+                del units
+            yield q, times
+            q += n
+
+    def _record_times(self, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        cl = self.store.commitlog
+        segs = cl.segments
+        out = np.full(len(offs), -1, dtype=np.int64)
+        if not segs or not len(offs):
+            return out
+        starts = np.array([sg.start for sg in segs], dtype=np.int64)
+        idx = np.searchsorted(starts, offs, side="right") - 1
+        for i in np.unique(idx[idx >= 0]).tolist():
+            sg = segs[i]
+            buf = cl.queue.buffer(sg)
+            sel = np.flatnonzero((idx == i) & (offs >= self.cl_min))
+            pos = offs[sel] - sg.start
+            ok = (pos >= 0) & (pos + TIME_HEAD <= len(buf))
+            sel, pos = sel[ok], pos[ok]
+            if not len(sel):
+                continue
+            i4 = np.ndarray((len(buf) - 3,), dtype=">i4", buffer=buf, strides=(1,))
+            i8 = np.ndarray((len(buf) - 7,), dtype=">i8", buffer=buf, strides=(1,))
+            total, magic, flag = i4[pos], i4[pos + 4], i4[pos + 36]
+            ts = np.where(flag & BORNHOST_V6_FLAG, i8[pos + 68], i8[pos + 56])
+            del i4, i8   # no view of the mapping may outlive the call
+            good = np.isin(magic, (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)) & (total == sizes[sel])
+            out[sel[good]] = ts[good]
+        return out
 
     # -- time search (ConsumeQueue.getOffsetInQueueByTime)
     def lower_bound(self, ts: int) -> int:

@@ -16,18 +16,19 @@ import time
 from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.jsonfiles import BAK_SUFFIX, TOPICS, config_file_state, decode_topics
+from engine.broker.config.jsonfiles import BAK_SUFFIX, CONFIG_FILES, TOPICS, config_file_state, decode_topics
 from engine.broker.consumequeue.queue import trailing_empty_files
-from engine.broker.layout import StoreLayout, validate_queue_id
+from engine.broker.layout import TIERED_METADATA_FILE, StoreLayout, validate_queue_id
 from engine.errors import InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.ops import operation
-from engine.ops.doctor.configs import CONFIG_FILES, FROM_STORE
 from engine.ops.quarantine import Quarantine
 from engine.timer.rebuild import TimerRebuild, apply_timer_rebuild, plan_timer_rebuild
 
 FROM_BAK, FROM_STORE_SOURCE, EMPTY = "bak", "store", "empty"
+#: Config files that can be rebuilt from what the store holds (`rmqtool repair config NAME --from-store`).
+FROM_STORE = {TOPICS}
 #: TopicConfig's defaults for a topic rebuilt from its queue directories (PermName.PERM_READ | PERM_WRITE).
 DEFAULT_PERM = 6
 
@@ -59,7 +60,8 @@ class RepairPlan:
 
 
 def plan_config(cfg: BrokerConfig, name: str, source: str) -> RepairPlan:
-    names = [n for n, *_ in CONFIG_FILES]
+    # The tiered store's metadata is a ConfigManager file too (DefaultMetadataStore): main, else .bak (flat-store §6).
+    names = [n for n, *_ in CONFIG_FILES] + [TIERED_METADATA_FILE]
     if name not in names:
         raise InvalidArgumentError(f"{name!r} is not a config file the broker loads at start-up; one of: "
                                    + ", ".join(names))
@@ -68,7 +70,7 @@ def plan_config(cfg: BrokerConfig, name: str, source: str) -> RepairPlan:
                                    "can); use --from-bak or --empty")
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
-    decode = next(d for n, d, *_ in CONFIG_FILES if n == name) or (lambda v: v)
+    decode = next((d for n, d, *_ in CONFIG_FILES if n == name), None) or (lambda v: v)
     st = config_file_state(layout, name, decode)
     rel, bak_rel = f"config/{name}", f"config/{name}{BAK_SUFFIX}"
     plan = RepairPlan(f"config {name}", str(cfg.root), fingerprint=operation.fingerprint(cfg),

@@ -2,14 +2,20 @@
 
 Per queue, two binary searches on store time (ConsumeQueue.getOffsetInQueueByTime, LOWER for the begin and
 UPPER for the end) give the queue offsets whose messages were stored in [begin, end]; only those units are read,
-never the whole commit log. A subExpression filters by tag as a broker and its client do: the unit's tagsCode
+never the whole commit log. The searches assume store times grow along the queue, which a broker's clock stepping
+back breaks: so the store time of every message of the queue is read once as well (8 bytes of each record head,
+TIME_CHUNK units at a time: engine.ops.queues store_time_chunks), and messages stored in the range that lie outside
+the searched offsets are visited too, in queue order, with a note naming the queue. A subExpression filters by tag as a broker and its client do: the unit's tagsCode
 against the hash codes of the tags first (DefaultMessageFilter.isMatchedByConsumeQueue), then the message's
 TAGS against the tag names (PullAPIWrapper.processPullResult). Messages are yielded one at a time.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Iterator
+
+import numpy as np
 
 from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
@@ -59,10 +65,16 @@ class QueueRange:
     maxOffset: int
     first: int
     end: int
+    extra: list[int] = field(default_factory=list)   # offsets outside [first, end) stored in the range
+    steps_back: int = 0                               # places where the queue's store times go back
 
     @property
     def candidates(self) -> int:
-        return self.end - self.first
+        return self.end - self.first + len(self.extra)
+
+    def offsets(self) -> Iterator[int]:
+        """The queue offsets to visit, in queue order: the searched range and the ones found outside it."""
+        return heapq.merge(range(self.first, self.end), self.extra)
 
 
 @dataclass
@@ -106,7 +118,7 @@ class TimeRangeScan:
                 yield from self._queue(v, r)
 
     def _queue(self, v: QueueView, r: QueueRange) -> Iterator[Found]:
-        for q in range(r.first, r.end):
+        for q in r.offsets():
             self.visited += 1
             u = v.unit(q)
             if u is not None and not self.tag_filter.match_unit(u[2]):
@@ -137,11 +149,35 @@ def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | Non
         try:
             with QueueView(store, t, q, cl_min) as v:
                 first = v.lower_bound(begin)
-                stop = v.upper_bound(end)
-                ranges.append(QueueRange(t, q, v.min_offset, v.max_offset, first, max(first, stop)))
+                stop = max(first, v.upper_bound(end))
+                r = QueueRange(t, q, v.min_offset, v.max_offset, first, stop)
+                r.extra, r.steps_back = out_of_order(v, begin, end, first, stop)
+                ranges.append(r)
                 problems += v.problems
         except StoreError as e:   # one damaged queue does not hide the others' messages
             problems.append(f"{t}/{q}: cannot be read: {e}")
     cut = logical_truncation(store)
-    return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems,
-                         [cut["note"]] if cut else [])
+    notes = [cut["note"]] if cut else []
+    notes += [f"{r.topic}/{r.queueId}: store times go back at {r.steps_back} place(s) along the queue (a broker "
+              f"clock stepped back): {len(r.extra)} message(s) stored in the range lie outside the offsets the "
+              "broker's time search finds and were found by reading every message's store time"
+              for r in ranges if r.steps_back]
+    return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems, notes)
+
+
+def out_of_order(v: QueueView, begin: int, end: int, first: int, stop: int) -> tuple[list[int], int]:
+    """(queue offsets outside [first, stop) whose messages were stored in [begin, end], places where the store
+    time goes back): one pass over the queue's store times (unreadable units are skipped: the walk of the range
+    reports those it meets). Both are empty when the times never go back, which makes the binary searches exact."""
+    extra: list[int] = []
+    steps = 0
+    prev = None
+    for q0, times in v.store_time_chunks(v.min_offset, v.max_offset):
+        known = times >= 0
+        t = times[known]
+        if len(t):
+            steps += int(np.count_nonzero(t[1:] < t[:-1])) + int(prev is not None and t[0] < prev)
+            prev = int(t[-1])
+        qs = q0 + np.flatnonzero(known & (times >= begin) & (times <= end))
+        extra += qs[(qs < first) | (qs >= stop)].tolist()
+    return extra, steps

@@ -23,6 +23,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from engine.broker.layout import StoreLayout
+from engine.broker.topics import require_topic
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
 from engine.timer.records import BAD_CRC, Resolved, TimerRecord, build_delete_key
@@ -318,7 +320,8 @@ class PendingList:
 def list_pending(cfg, topic: str | None = None, due_after: int | None = None, due_before: int | None = None,
                  check_crc: bool = False) -> PendingList:
     """Every pending timer message of the store (timer §9) whose real topic is `topic` and whose fire time lies in
-    [due_after, due_before); sorted by fire time. Reads only."""
+    [due_after, due_before); sorted by fire time. Reads only. A `topic` neither the store (engine.broker.topics)
+    nor a timer message names is a TopicNotFoundError."""
     from engine.errors import InvalidArgumentError
 
     if due_after is not None and due_before is not None and due_after >= due_before:
@@ -335,6 +338,9 @@ def list_pending(cfg, topic: str | None = None, due_after: int | None = None, du
         if scan.cursor is not None and scan.cursor.queue_max > scan.cursor.offset:
             notes.append(f"{scan.cursor.queue_max - scan.cursor.offset} unit(s) of rmq_sys_wheel_timer/0 are not in "
                          "the wheel yet (state queued): the broker enqueues them at its next start")
+        if topic is not None and topic not in scan.topics:
+            # the output contract's unknown topic (exit 2), unless a timer message names it as its REAL_TOPIC
+            require_topic(StoreLayout.of(cfg), topic)
         rows = scan.rows
         keep = np.ones(len(rows), bool)
         if topic is not None:

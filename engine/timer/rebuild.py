@@ -31,7 +31,7 @@ import numpy as np
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import SEGMENT_NAME, is_regular_file
-from engine.fsutil import allocate, fsync_dir, write_fully
+from engine.fsutil import fsync_dir, write_fully
 from engine.timer.codec import (BLANK_MAGIC_CODE, CHECKPOINT_FILE_SIZE, UNIT_DTYPE, UNIT_SIZE, MAGIC_DELETE, Slot,
                                 TimerCheckpoint)
 from engine.timer.files import read_checkpoint, read_metrics
@@ -295,10 +295,9 @@ def apply_timer_rebuild(cfg: BrokerConfig, rep: TimerRebuild, quarantine) -> Non
                               f"the file {'padded with zeros' if f.action == 'pad' else 'cut'} to {f.size} bytes")
         fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
         try:
-            if f.action == "pad":
-                allocate(fd, 0, f.size, path)
-            else:
-                os.ftruncate(fd, f.size)
+            # Padded to the broker's length as a hole, as the broker's own file is past what it wrote: nothing
+            # is written there, and the units already there stay allocated (a store costs what it holds).
+            os.ftruncate(fd, f.size)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -32,7 +32,7 @@ import numpy as np
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import segment_name
 from engine.broker.commitlog.message import VALID
-from engine.fsutil import fsync_dir, write_fully
+from engine.fsutil import fsync_dir, write_fully, zero_data
 from engine.timer.chain import walk_chain
 from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE, Slot, TimerCheckpoint,
                                 is_delete)
@@ -456,7 +456,12 @@ def apply_timer_repair(cfg: BrokerConfig, rep: TimerRepair, quarantine) -> None:
         path = log_dir / rep.zero_file
         quarantine.keep_range(path, rep.zero_from, rep.zero_to - rep.zero_from,
                               f"timer-log units after the new end {rep.new_end}", "zeros")
-        _write(path, rep.zero_from, bytes(rep.zero_to - rep.zero_from))
+        fd = os.open(path, os.O_RDWR)
+        try:   # over the units written there only: a hole inside the range stays a hole
+            zero_data(fd, rep.zero_from, rep.zero_to, path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     for name in reversed(rep.files_deleted):
         if (log_dir / name).exists():
             quarantine.keep_file(log_dir / name, f"timer-log file after the new end {rep.new_end}")

@@ -3,8 +3,11 @@ appends them (the roll rule, delete markers, the blank that ends a full file), t
 putSlot updates them, the checkpoint's page.
 
 For building stores (tests, benchmarks) and for rebuilding a timer store into a copy; never used on a store a
-broker may hold. Files are written whole at the end (write()), each write checked; the timer-log files are
-allocated before they are written, the wheel stays sparse as the broker's is.
+broker may hold. Files are written at the end (write()), each write checked. A store costs what it holds, as the
+broker's does: a timer-log file has the full mappedFileSizeTimerLog length, but only the prefix the units (and the
+blank that ends a full file) take is allocated, before it is written; the wheel is written slot by slot into a
+sparse file (pwrite, never a mapping: a hole is never touched through memory). In memory only that prefix of each
+file is held.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ class TimerStoreWriter:
     """An in-memory timer log and wheel, appended to unit by unit, written out by write()."""
     layout: TimerLayout
     geometry: TimerGeometry
-    files: dict[int, bytearray] = field(default_factory=dict)   # file start -> its bytes
+    files: dict[int, bytearray] = field(default_factory=dict)   # file start -> its written prefix
     slots: dict[int, Slot] = field(default_factory=dict)         # slot index -> slot
     pos: int = 0                                                  # where the next unit goes
 
@@ -41,18 +44,20 @@ class TimerStoreWriter:
         f = self.geometry.log_file_size
         start, at = self.pos - self.pos % f, self.pos % f
         if len(data) + MIN_BLANK_LEN > f - at:
-            self._buf(start)[at:at + MIN_BLANK_LEN] = encode_blank(f - at)
+            self._put(start, at, encode_blank(f - at))
             self.pos = start + f
             start, at = self.pos, 0
-        self._buf(start)[at:at + len(data)] = data
+        self._put(start, at, data)
         where = self.pos
         self.pos += len(data)
         return where
 
-    def _buf(self, start: int) -> bytearray:
-        if start not in self.files:
-            self.files[start] = bytearray(self.geometry.log_file_size)
-        return self.files[start]
+    def _put(self, start: int, at: int, data: bytes) -> None:
+        """`data` at `at` of the file starting at `start`, its prefix grown to hold it."""
+        buf = self.files.setdefault(start, bytearray())
+        if len(buf) < at + len(data):
+            buf.extend(bytes(at + len(data) - len(buf)))
+        buf[at:at + len(data)] = data
 
     def enqueue(self, offset_py: int, size_py: int, delayed_ms: int, write_ms: int, real_topic: str | None,
                 delete: bool = False) -> int:
@@ -85,7 +90,8 @@ class TimerStoreWriter:
             path = log_dir / segment_name(start)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                allocate(fd, 0, len(data), path)
+                os.ftruncate(fd, self.geometry.log_file_size)   # the broker's length; the rest stays a hole
+                allocate(fd, 0, len(data), path)                # what is written, before it is written
                 write_fully(fd, bytes(data), 0, path, undo=False)
                 os.fsync(fd)
             finally:

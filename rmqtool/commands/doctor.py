@@ -1,5 +1,5 @@
 """rmqtool doctor: what will stop a broker, or lose or hide messages or state, at its next start; and the rmqtool
-command that fixes each problem. Read-only: parses options, calls engine.ops.doctor.doctor, renders."""
+command that fixes each problem. Read-only: parses options, calls engine.survey.doctor.doctor, renders."""
 from __future__ import annotations
 
 import textwrap
@@ -11,7 +11,7 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config, expand_path)
+                             StoreOpt, TieredPathOpt, build_config, expand_path, tier_source)
 
 WIDTH = 80
 _LABEL = {"error": "ERROR", "warning": "WARN ", "info": "info "}
@@ -98,10 +98,12 @@ def doctor(
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
+    tiered_store_path: TieredPathOpt = None,
 ) -> None:
     """Find what will stop a broker, or make it lose or hide messages or state, at its next start: the lock, the
     abort marker and checkpoint (with an estimate of the broker's recovery time), the commit log, consume queues
-    and index as recovery reads them, every config/*.json with its .bak, and the timer store.
+    and index as recovery reads them, every config/*.json with its .bak, the timer store, and the tiered store
+    when broker.conf's tieredStoreFilePath (or -T) gives one: its metadata and `tiered verify`'s checks.
 
     Each finding has a severity (error: the broker will not start, or starts and loses or hides messages or
     state), the file and offset, the problem, what the broker will do, and the rmqtool command that fixes it
@@ -109,7 +111,7 @@ def doctor(
     first, and ends with the commands to run; --json prints one document. Never writes; a running broker is
     reported and left alone. Exits 0 when there is no error finding, 3 when there is one.
     """
-    from engine.ops.doctor import doctor as run_doctor
+    from engine.survey.doctor import doctor as run_doctor
     from rmqtool import times
 
     at = times.parse_time(now, "--now") if now is not None else None
@@ -121,7 +123,8 @@ def doctor(
         def progress(phase: str, done: int, total: int) -> None:
             bar.update(task, description=phase, completed=done, total=total)
 
-        rep = run_doctor(cfg, args, now=at, deep=deep, progress=progress)
+        rep = run_doctor(cfg, args, now=at, deep=deep, progress=progress,
+                         tier=tier_source(tiered_store_path, None, store, broker_conf))
     if json_out:
         render.emit_json(rep.as_dict())
     else:

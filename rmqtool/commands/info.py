@@ -1,4 +1,4 @@
-"""rmqtool info and prune: a store at a glance (engine.ops.info), and removing the folders rmqtool left in it
+"""rmqtool info and prune: a store at a glance (engine.survey.info), and removing the folders rmqtool left in it
 (engine.ops.prune)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, TieredPathOpt, build_config, tier_source
 
 PLACEHOLDER_COLUMNS = [
     tables.Column("commitLogOffset", "commitLogOffset"),
@@ -108,11 +108,29 @@ def _pairs(d: dict) -> list[tuple[str, str]]:
         pairs.append(("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
                                 f"metadata {'present' if t['metadata'] is not None else 'missing'}"
                                 + (" (+.bak)" if t["metadataBak"] is not None else "")))
+        if t["flatStore"] is not None:
+            pairs += _flat_pairs(t["flatStore"])
     tm = d["timer"]
     if tm is not None:
         pairs.append(("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
                                f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
                                f"{'present' if tm['checkpoint'] is not None else 'missing'}"))
+    return pairs
+
+
+def _flat_pairs(f: dict) -> list[tuple[str, str]]:
+    """The external tiered store's lines of the text form."""
+    pairs = [("tiered store", f["path"] + ("" if f["exists"] else " (no directory)"))]
+    if f["brokerDir"] is None:
+        who = f"broker {f['broker']!r}" if f["broker"] else "an unknown broker"
+        pairs.append(("", f"nothing of {who} tiered" if f["exists"] else "not there"))
+    else:
+        seg = ", ".join(f"{n} {k}" for k, n in f["segments"].items())
+        pairs += [("", f"{f['brokerDir']}: {f['topics']} topic(s), {f['queues']} queue(s)"),
+                  ("", f"segments: {seg}; {_size(f['bytes'])}")]
+    if f["metadataTopics"] is not None:
+        pairs.append(("", f"metadata ({f['metadataSource']}): {f['metadataTopics']} topic(s), "
+                          f"{f['metadataQueues']} queue(s) loaded"))
     return pairs
 
 
@@ -122,18 +140,20 @@ def info(
     broker_conf: BrokerConfOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
+    tiered_store_path: TieredPathOpt = None,
 ) -> None:
     """The store at a glance: commit log, consume queues, index, checkpoint, abort marker, lock, config files,
-    and the folders rmqtool left (quarantine runs with their recovery placeholders, index backups).
+    the folders rmqtool left (quarantine runs with their recovery placeholders, index backups), and the tiered
+    store when broker.conf's tieredStoreFilePath (or -T) gives one (its queues and segment files, listed).
 
     Read-only and fast on any size of store: directory listings, file headers and the small manifests; the
     commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
     Exits 3 when something could not be read (listed on stderr).
     """
-    from engine.ops.info import store_info
+    from engine.survey.info import store_info
 
     cfg = build_config(store, broker_conf)
-    res = store_info(cfg)
+    res = store_info(cfg, tier=tier_source(tiered_store_path, None, store, broker_conf))
     d = res.as_dict()
     if json_out:
         render.emit_json(d)

@@ -48,7 +48,9 @@ def print_msg(
     through the consume queues.
 
     Two binary searches on store time per queue (as the broker's getOffsetInQueueByTime), then only the units in
-    between are read, queue by queue in queue-offset order, printed as they are found. --json prints one object
+    between are read, queue by queue in queue-offset order, printed as they are found. The store time of every
+    message of the queues is read once too (8 bytes each), so that a queue whose store times go back (a broker's
+    clock stepped back) still gives every message of the range: a note names such a queue. --json prints one object
     per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names). Exits 3 when a unit in the
     range points at a message that cannot be read.
     """

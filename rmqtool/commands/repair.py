@@ -42,7 +42,8 @@ def _render(plan, dry_run: bool, json_out: bool) -> None:
 @handles_errors
 def config_cmd(
     name: Annotated[str, typer.Argument(help="The config file, as named under config/ (topics.json, "
-                                        "consumerOffset.json, subscriptionGroup.json, delayOffset.json, ...).")],
+                                        "consumerOffset.json, subscriptionGroup.json, delayOffset.json, ..., and the tiered store's "
+                                        "tieredStoreMetadata.json).")],
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     from_bak: Annotated[bool, typer.Option("--from-bak", help="Write the file as a copy of its readable .bak "

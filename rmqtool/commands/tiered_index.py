@@ -39,6 +39,10 @@ AsBrokerOpt = Annotated[bool, typer.Option("--as-broker", help="The broker's ans
                                            "unchecked, hash collisions included.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also show what was left out and why: messages that "
                                           "are not the key's, items the fetcher skipped, each file's answer.")]
+NewTieredGeometryOpt = Annotated[bool, typer.Option(
+    "--new-geometry", help="Write the geometry --hash-slots and --max-index (or broker.conf) give even though the "
+    "store's tiered index files have another one. Without it a configured geometry those files do not have is "
+    "refused.")]
 FromJsonlOpt = Annotated[Optional[Path], typer.Option(
     "--from-jsonl", help="Answer many questions in one process: one JSON object per line ({topic, key, maxCount?, "
     "begin?, end?}; missing values from --max/--begin/--end), '-' for stdin. One answer line per question, in "
@@ -245,14 +249,21 @@ def compact_index(
     quiet: QuietOpt = False,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    new_geometry: NewTieredGeometryOpt = False,
 ) -> None:
     """Compact a tiered index file into the layout the broker uploads (format §9.4), byte for byte. The input is
-    only read; the output is written to a temporary name and renamed."""
+    only read; the output is written to a temporary name and renamed.
+
+    The compacted form keeps the file's slot count, which the broker reads uploaded files with: it must be
+    broker.conf's tieredStoreIndexFileMaxHashSlotNum and the one of the tiered index files in the file's
+    directory, unless --new-geometry says the file is of a new geometry on purpose."""
     from engine.tiered.index import compact_file
     from rmqtool.render_tiered import render_compaction
 
     render.set_quiet(quiet)
-    summary = compact_file(file, out, force=force, mapped=mapped, hash_slot_num=hash_slots, index_num=max_index)
+    summary = compact_file(file, out, force=force, mapped=mapped, hash_slot_num=hash_slots, index_num=max_index,
+                           broker_conf=broker_conf, new_geometry=new_geometry)
     render_compaction(summary, file.name, json_out)
 
 
@@ -304,6 +315,8 @@ def reindex(
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
+    tiered_store_path: TieredPathOpt = None,
+    new_geometry: NewTieredGeometryOpt = False,
 ) -> None:
     """Build the compacted tiered index files a tiered store would have uploaded had every queue been copied from
     its first message, from the local commit log, byte-identical to IndexStoreFile's put loop then compaction.
@@ -312,7 +325,11 @@ def reindex(
     filter: no system, rmq_sys_*, %LMQ% or cluster/broker-named topic; the broker name comes from --broker-name,
     broker.conf or the tiered metadata, and is required); topic ids from the tiered metadata (new topics after
     its largest id); item offsets in each queue's tiered commit log from 0. Takes the store lock; the store's
-    index, checkpoint and tiered_index_file/ are left alone."""
+    index, checkpoint and tiered_index_file/ are left alone.
+
+    The geometry is the store's: broker.conf, then --hash-slots/--max-index, then its tiered index files (the
+    local ones and the INDEX segments of the tier, -T or tieredStoreFilePath). A configured geometry those files do
+    not have is refused unless --new-geometry asks for it."""
     # (a typer command: one parameter per option)
     from engine.jobs.framework import camel_keys
     from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
@@ -323,7 +340,8 @@ def reindex(
     req = TieredReindexRequest(store=store, broker_conf=broker_conf, out=out, master=master,
                                spark_conf=spark_conf_pairs(spark_conf), dry_run=dry_run, replace=replace,
                                metadata=metadata, cluster_name=cluster_name, broker_name=broker_name,
-                               hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size)
+                               hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size,
+                               tiered_store_path=tiered_store_path, new_geometry=new_geometry)
     run_job(lambda progress: tiered_reindex_request(req, progress),
             {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
             "tiered reindex", lambda r: camel_keys(r.as_dict()))

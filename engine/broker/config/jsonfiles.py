@@ -267,3 +267,22 @@ def topic_configs(layout: StoreLayout, required: bool = False) -> ConfigFile:
 
 def subscription_groups(layout: StoreLayout, required: bool = False) -> ConfigFile:
     return load_config_file(layout, SUBSCRIPTION_GROUP, decode_subscription_groups, required, empty={})
+
+
+#: Files the broker loads at start-up through ConfigManager: (name, decoder, what it holds, loss is an error,
+#: the loader in RocketMQ's sources). The timer store's timermetrics is checked with the timer store.
+CONFIG_FILES = [
+    (TOPICS, decode_topics, "topic configs (queue counts, permissions, order flags)", True,
+     "TopicConfigManager.load"),
+    ("topicQueueMapping.json", None, "static topic queue mappings", False, "TopicQueueMappingManager.load"),
+    (CONSUMER_OFFSET, decode_consumer_offsets, "consumer offsets (every group's progress)", True,
+     "ConsumerOffsetManager.load"),
+    (SUBSCRIPTION_GROUP, decode_subscription_groups, "subscription groups (retry, broadcast, consume settings)",
+     True, "SubscriptionGroupManager.load"),
+    ("consumerFilter.json", None, "consumer SQL/tag filters (clients register them again)", False,
+     "ConsumerFilterManager.load"),
+    ("consumerOrderInfo.json", None, "orderly-consumption locks of pop consumers", False,
+     "ConsumerOrderInfoManager.load"),
+    (DELAY_OFFSET, decode_delay_offsets, "delay-level delivery progress (SCHEDULE_TOPIC_XXXX)", True,
+     "ScheduleMessageService.load"),
+]

@@ -313,6 +313,7 @@ class LoadedMetadata:
     main_ok: bool = False
     exists: bool = False
     warnings: list[str] = field(default_factory=list)
+    main_problem: str | None = None     # why the main file was not read ("is empty", "does not parse (...)")
 
 
 def bak_path(path: Path) -> Path:
@@ -359,6 +360,7 @@ def load_metadata(path: Path | None) -> LoadedMetadata:
             why = f"does not parse ({e})"
     elif why is None:
         why = "is empty" if data is not None else "does not exist"
+    out.main_problem = why
     bak = bak_path(path)
     try:
         bdata = _read(bak)

@@ -13,7 +13,8 @@ from engine.broker.layout import StoreLayout
 from engine.errors import InvalidArgumentError
 from engine.broker.topics import TopicNotFoundError, topics_text
 from engine.tiered.flat.config import TieredConfig, load_tiered_config
-from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, INDEX_TOPIC, TieredLayout, require_tiered_root,
+from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, DEFAULT_CLUSTER, INDEX_TOPIC, TieredLayout,
+                                       brokers_of, cluster_dir_name, list_clusters, require_tiered_root,
                                        resolve_names, validate_tiered_topic)
 from engine.tiered.flat.metadata import LoadedMetadata, TieredMetadata, load_metadata
 from engine.tiered.flat.reader import FlatQueue
@@ -258,6 +259,23 @@ class TierSource:
             return Path(os.path.expanduser(os.fspath(self.store)))
         cfg = cfg or self.config()
         return Path(cfg.storePathRootDir) if cfg.storePathRootDir else None
+
+    def broker_names(self, cfg: TieredConfig, metadata: TieredMetadata | None = None) -> tuple[str, str | None]:
+        """(cluster, broker) whose flat files a broker with this configuration reads, without refusing: the
+        options, else broker.conf's, else the only ones the tier (and the metadata's queues) name; the cluster
+        defaults to DefaultCluster, the broker is None when it cannot be told."""
+        root = self.tier_root(cfg)
+        clusters = [c for c, _ in list_clusters(root)] if root is not None else []
+        cluster = self.cluster_name or cfg.brokerClusterName or (clusters[0] if len(clusters) == 1
+                                                                 else DEFAULT_CLUSTER)
+        broker = self.broker_name or cfg.brokerName or None
+        if broker is None:
+            names = set(brokers_of(root, cluster_dir_name(cluster))) if root is not None else set()
+            if metadata is not None:
+                names |= {q.broker_name for t in metadata.topics.keys() for q in (metadata.queues.get(t) or {}).values()
+                          if q.broker_name}
+            broker = names.pop() if len(names) == 1 else None
+        return cluster, broker
 
     def local_index_dir(self) -> Path | None:
         """<storePathRootDir>/tiered_index_file, where the broker keeps its tiered index files until uploaded."""

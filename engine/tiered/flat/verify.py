@@ -22,19 +22,42 @@ from engine.tiered.flat.scan import StreamIndex, read_units, scan_commitlog_file
 from engine.tiered.flat.segments import LONG_MAX
 from engine.tiered.flat.store import TieredStore
 
+# What kind of problem or note each finding is (a stable name: `rmqtool doctor` says per kind what the broker does).
+CLUSTER_DIR = "tiered-cluster-dir"                  # a cluster directory without the MD5 prefix of its name
+METADATA = "tiered-metadata"                        # the metadata file read from its .bak, or not at all
+QUEUE_UNLOADED = "tiered-queue-unloaded"            # files or entries of a queue without topic/queue metadata
+SEGMENT_NAME = "tiered-segment-name"                # a file in a queue directory that is no segment name
+SEGMENT_UNLISTED = "tiered-segment-unlisted"        # a segment file the metadata does not list
+SEGMENT_MISSING = "tiered-segment-missing"          # a listed segment without its file
+SEGMENT_SIZE = "tiered-segment-size"                # a file whose length is not the listed size
+SEGMENT_SIZE_LAST = "tiered-segment-size-last"      # the same of a last segment (the broker takes the length)
+SEGMENT_GAP = "tiered-segment-gap"                  # segments that do not follow each other
+CQ_TORN = "tiered-cq-torn-unit"                     # a CONSUME_QUEUE segment that is no whole number of units
+RECORD_DAMAGED = "tiered-record-damaged"            # COMMIT_LOG bytes that are no whole record
+RECORD_OFFSET = "tiered-record-offset"              # PHYSICALOFFSET other than the record's stream offset
+RECORD_QUEUE = "tiered-record-queue"                # a record of another queue
+QUEUE_OFFSET = "tiered-queue-offset"                # QUEUEOFFSETs out of sequence
+SEGMENT_TIMES = "tiered-segment-times"              # metadata times other than the records'
+CQ_UNIT = "tiered-cq-unit"                          # a unit that points at no record of its size and offset
+COMMITLOG_PAST_CQ = "tiered-commitlog-past-cq"      # COMMIT_LOG records no unit points at (after the last)
+QUEUE_STALLED = "tiered-queue-stalled"              # note: an empty last COMMIT_LOG segment
+IPV6_STORE_TIME = "tiered-ipv6-store-time"          # note: byte 56 is no store time (an IPv6 born host)
+UNITS_PAST_RETENTION = "tiered-units-past-retention"  # note: units whose records retention deleted
+
 
 @dataclass
 class Finding:
     file: str
     offset: int | None
     message: str
+    kind: str = ""
 
     def line(self) -> str:
         return f"{self.file}: offset {self.offset}: {self.message}" if self.offset is not None \
             else f"{self.file}: {self.message}"
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "offset": self.offset, "message": self.message}
+        return {"kind": self.kind or None, "file": self.file, "offset": self.offset, "message": self.message}
 
 
 @dataclass
@@ -62,14 +85,14 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
     for cluster, dirname in list_clusters(lay.root):
         if dirname != cluster_dir_name(cluster):
             rep.problems.append(Finding(dirname, None, f"cluster directory prefix should be {md5_prefix(cluster)} "
-                                        f"(MD5 of {cluster!r}); the broker never reads this directory"))
+                                        f"(MD5 of {cluster!r}); the broker never reads this directory", CLUSTER_DIR))
     if store.metadata is None or store.loaded.source != store.loaded.path:
         for w in store.loaded.warnings:
-            rep.problems.append(Finding(str(store.loaded.path or "metadata"), None, w))
+            rep.problems.append(Finding(str(store.loaded.path or "metadata"), None, w, METADATA))
     for path in store.unloaded_paths():
         if topic is None or path.split("/")[1] == topic:
             rep.problems.append(Finding(path, None, "flat files or metadata entries of a queue the broker does not "
-                                        "load (no topic or queue metadata)"))
+                                        "load (no topic or queue metadata)", QUEUE_UNLOADED))
     for t, q in store.queue_ids(topic):
         fq = store.queue(t, q)
         rep.queues += 1
@@ -89,14 +112,14 @@ def _rel(store: TieredStore, p) -> str:
 def _names(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
     for line in store.name_problems(t, q):
         f, _, why = line.partition(": ")
-        rep.problems.append(Finding(f, None, why))
+        rep.problems.append(Finding(f, None, why, SEGMENT_NAME))
 
 
 def _orphans(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
     for ft, p, base, length in store.orphan_files(t, q):
         rep.problems.append(Finding(_rel(store, p), None, f"{length}-byte {FILE_TYPE_NAMES[ft]} segment file that "
                                     "the metadata does not list: the broker ignores it (an interrupted dispatch or "
-                                    "clean; rerun it)"))
+                                    "clean; rerun it)", SEGMENT_UNLISTED))
 
 
 def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
@@ -108,18 +131,18 @@ def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
         last = i == len(segs) - 1
         if s.file_len is None:
             rep.problems.append(Finding(rel, None, "listed in the metadata but missing (the broker would create it "
-                                        "empty)" if s.meta_size is not None else "missing"))
+                                        "empty)" if s.meta_size is not None else "missing", SEGMENT_MISSING))
         elif s.meta_size is not None and s.file_len != s.meta_size:
             what = "the broker takes the file length for the last segment" if last else "reads use the metadata size"
             rep.problems.append(Finding(rel, s.meta_size, f"file is {s.file_len} bytes but the metadata says "
-                                        f"{s.meta_size} ({what})"))
+                                        f"{s.meta_size} ({what})", SEGMENT_SIZE_LAST if last else SEGMENT_SIZE))
         if i and segs[i - 1].end != s.base:
             prev = segs[i - 1]
             kind = "gap" if prev.end < s.base else "overlap"
-            rep.problems.append(Finding(rel, s.base, f"{kind}: the previous segment ends at {prev.end}"))
+            rep.problems.append(Finding(rel, s.base, f"{kind}: the previous segment ends at {prev.end}", SEGMENT_GAP))
         if f.file_type == CONSUME_QUEUE and (s.base % CQ_UNIT_SIZE or (s.file_len or 0) % CQ_UNIT_SIZE):
             rep.problems.append(Finding(rel, (s.file_len or 0) // CQ_UNIT_SIZE * CQ_UNIT_SIZE,
-                                        "not a whole number of 20-byte units (a torn unit)"))
+                                        "not a whole number of 20-byte units (a torn unit)", CQ_TORN))
 
 
 def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
@@ -131,7 +154,7 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
             if s.size == 0 and i == len(segs) - 1 and i > 0:
                 rep.notes.append(Finding(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
                                          "a time roll left it, or a record larger than tieredStoreCommitLogMaxSize "
-                                         "stalls the queue here (flat-store §5)"))
+                                         "stalls the queue here (flat-store §5)", QUEUE_STALLED))
             _times(store, s, np.empty(0, np.int64), rep)
             continue
         rel = _rel(store, s.path)
@@ -139,16 +162,18 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
         rep.records += len(recs)
         if recs.data_end != min(s.size, s.file_len):
             rep.problems.append(Finding(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
-                                        f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)"))
+                                        f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)",
+                                        RECORD_DAMAGED))
         bad = np.flatnonzero(recs.phy != s.base + recs.pos)
         if len(bad):
             k = int(bad[0])
             rep.problems.append(Finding(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
-                                        f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)"))
+                                        f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)",
+                                        RECORD_OFFSET))
         bad = np.flatnonzero(recs.queue_id != fq.queue_id)
         if len(bad):
             rep.problems.append(Finding(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
-                                        f"in queue {fq.queue_id} ({len(bad)} record(s) like this)"))
+                                        f"in queue {fq.queue_id} ({len(bad)} record(s) like this)", RECORD_QUEUE))
         if len(recs):
             seq = recs.queue_offset
             expect = np.concatenate(([seq[0] if prev_qo is None else prev_qo + 1], seq[:-1] + 1))
@@ -156,12 +181,13 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
             if len(bad):
                 k = int(bad[0])
                 rep.problems.append(Finding(rel, int(recs.pos[k]), f"QUEUEOFFSET {int(seq[k])} breaks the sequence "
-                                            f"(expected {int(expect[k])})"))
+                                            f"(expected {int(expect[k])})", QUEUE_OFFSET))
             prev_qo = int(seq[-1])
             v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
             if v6:
                 rep.notes.append(Finding(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
-                                         "store time at byte 56, which holds address bytes (flat-store pitfall 14)"))
+                                         "store time at byte 56, which holds address bytes (flat-store pitfall 14)",
+                                         IPV6_STORE_TIME))
         _times(store, s, recs.ts56, rep)
 
 
@@ -171,7 +197,7 @@ def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
     lo, hi = segment_times(ts)
     if (s.min_ts, s.max_ts) != (lo, hi):
         rep.problems.append(Finding(_rel(store, s.path), None, f"metadata times {s.min_ts}..{s.max_ts} differ from "
-                                    f"the records' {lo}..{hi}"))
+                                    f"the records' {lo}..{hi}", SEGMENT_TIMES))
 
 
 def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
@@ -199,23 +225,25 @@ def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None
             what = (f"points at COMMIT_LOG {int(offs[k])} (size {int(sizes[k])}) where no such record starts"
                     if not found[k] else f"points at a record whose QUEUEOFFSET is {int(qo[k])}, not {int(qs[k])}")
             rep.problems.append(Finding(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
-                                        f"({len(bad)} unit(s) like this)"))
+                                        f"({len(bad)} unit(s) like this)", CQ_UNIT))
         if found.any() and s.meta_size is not None:
             lo, hi = segment_times(ts[found])
             if not deleted.any() and (s.min_ts, s.max_ts) != (lo, hi):
                 rep.problems.append(Finding(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
-                                            f"records' {lo}..{hi}"))
+                                            f"records' {lo}..{hi}", SEGMENT_TIMES))
         elif not len(units) and s.meta_size is not None and (s.min_ts, s.max_ts) != (LONG_MAX, LONG_MAX):
-            rep.problems.append(Finding(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE"))
+            rep.problems.append(Finding(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE",
+                                        SEGMENT_TIMES))
         if len(units):
             last_end = int(offs[-1] + sizes[-1])
     if gone:
         rep.notes.append(Finding(f"{store.layout.file_path(fq.topic, fq.queue_id)}/CONSUME_QUEUE", None,
                                  f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
-                                 f"{fq.min_offset}; readers never reach them)"))
+                                 f"{fq.min_offset}; readers never reach them)", UNITS_PAST_RETENTION))
     cl_end = fq.commit_log.commit_offset
     if last_end is not None and last_end < cl_end and fq.commit_log.segments:
         seg = fq.commit_log.segments[-1]
         rep.problems.append(Finding(_rel(store, seg.path), last_end - seg.base if last_end >= seg.base else None,
                                     f"{cl_end - last_end} COMMIT_LOG bytes past the record of the last consume-queue "
-                                    "unit (an interrupted dispatch; the broker would append after them)"))
+                                    "unit (an interrupted dispatch; the broker would append after them)",
+                                    COMMITLOG_PAST_CQ))

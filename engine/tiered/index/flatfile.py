@@ -27,6 +27,9 @@ from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE,
                                         HEADER_SIZE, hex32, pread_exact)
 
 INDEX_QUEUE_ID = 0
+# The kinds of index_segment_findings' problems (stable names: `rmqtool doctor` says per kind what the broker does).
+INDEX_SEGMENT = "tiered-index-segment"          # a segment against its metadata entry (file, size, header, base)
+INDEX_GEOMETRY = "tiered-index-geometry"        # compacted with another slot count than the broker reads with
 
 
 def index_file_path(broker: str) -> str:
@@ -109,11 +112,12 @@ def slot_count_of(seg: IndexSegment) -> Optional[int]:
 
 
 def index_segment_findings(layout: TieredLayout, segments: list[IndexSegment], hash_slot_num: int
-                           ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(problems, notes) of the INDEX flat file, each (file, text): missing or short files, base offsets that do
-    not follow each other, headers and slot tables that disagree with the metadata or the configured slot count.
-    The items themselves are checked by the compacted-file check (engine.tiered.index.checks)."""
-    problems: list[tuple[str, str]] = []
+                           ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """(problems as (kind, file, text), notes as (file, text)) of the INDEX flat file: missing or short files, base
+    offsets that do not follow each other, headers and slot tables that disagree with the metadata or the
+    configured slot count. The items themselves are checked by the compacted-file check
+    (engine.tiered.index.checks)."""
+    problems: list[tuple[str, str, str]] = []
     notes: list[tuple[str, str]] = []
     expect_base = segments[0].segment.base if segments else 0
     for s in segments:
@@ -122,29 +126,31 @@ def index_segment_findings(layout: TieredLayout, segments: list[IndexSegment], h
         if s.entry.path != index_file_path(layout.broker):
             notes.append((rel, f"metadata path {s.entry.path!r} is not {index_file_path(layout.broker)!r}"))
         if seg.base != expect_base:
-            problems.append((rel, f"base offset {seg.base} does not follow the previous segment (expected "
-                                  f"{expect_base}: each uploaded file starts where the previous one ended)"))
+            problems.append((INDEX_SEGMENT, rel, f"base offset {seg.base} does not follow the previous segment "
+                             f"(expected {expect_base}: each uploaded file starts where the previous one ended)"))
         expect_base = seg.base + seg.size
         if seg.file_len is None:
-            problems.append((rel, f"file missing (metadata lists {seg.size} bytes; the broker reads zeros)"))
+            problems.append((INDEX_SEGMENT, rel, f"file missing (metadata lists {seg.size} bytes; the broker reads "
+                             "zeros)"))
             continue
         if seg.file_len < seg.size:
-            problems.append((rel, f"file is {seg.file_len} bytes, the metadata lists {seg.size} (the broker reads "
-                                  "zeros past the end)"))
+            problems.append((INDEX_SEGMENT, rel, f"file is {seg.file_len} bytes, the metadata lists {seg.size} (the "
+                             "broker reads zeros past the end)"))
         elif seg.file_len > seg.size:
             notes.append((rel, f"file is {seg.file_len} bytes, the metadata lists {seg.size}: the broker reads only "
                                f"the first {seg.size}"))
         if seg.size == 0:
             notes.append((rel, "empty upload (an index file without items): answers nothing"))
             continue
-        problems += [(rel, p) for p in _header_problems(s, hash_slot_num)]
+        problems += [(kind, rel, p) for kind, p in _header_problems(s, hash_slot_num)]
     return problems, notes
 
 
-def _header_problems(s: IndexSegment, hash_slot_num: int) -> list[str]:
+def _header_problems(s: IndexSegment, hash_slot_num: int) -> list[tuple[str, str]]:
     seg = s.segment
     if seg.size < HEADER_SIZE or (seg.file_len or 0) < HEADER_SIZE:
-        return [f"{min(seg.size, seg.file_len or 0)} bytes: shorter than the {HEADER_SIZE}-byte header"]
+        return [(INDEX_SEGMENT, f"{min(seg.size, seg.file_len or 0)} bytes: shorter than the {HEADER_SIZE}-byte "
+                 "header")]
     fd = os.open(seg.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         raw = pread_exact(fd, HEADER_SIZE + 4, 0)
@@ -153,23 +159,23 @@ def _header_problems(s: IndexSegment, hash_slot_num: int) -> list[str]:
     magic, begin, end, _slots_used, items = HEADER.unpack_from(raw, 0)
     out = []
     if magic != END_MAGIC_CODE:
-        out.append(f"magic {hex32(magic)} is not the compacted END magic {hex32(END_MAGIC_CODE)}")
+        out.append((INDEX_SEGMENT, f"magic {hex32(magic)} is not the compacted END magic {hex32(END_MAGIC_CODE)}"))
     if begin != seg.min_ts:
-        out.append(f"header beginTimestamp {begin} differs from the metadata's beginTimestamp {seg.min_ts} (the "
-                   "broker times the items from the metadata's)")
+        out.append((INDEX_SEGMENT, f"header beginTimestamp {begin} differs from the metadata's beginTimestamp "
+                    f"{seg.min_ts} (the broker times the items from the metadata's)"))
     if end != seg.max_ts:
-        out.append(f"header endTimestamp {end} differs from the metadata's endTimestamp {seg.max_ts}")
+        out.append((INDEX_SEGMENT, f"header endTimestamp {end} differs from the metadata's endTimestamp {seg.max_ts}"))
     slots = slot_count_of(s)
     if slots is None:
-        out.append("slot 0 does not start right after a slot table: not a compacted index file")
+        out.append((INDEX_SEGMENT, "slot 0 does not start right after a slot table: not a compacted index file"))
     elif slots != hash_slot_num:
-        out.append(f"compacted with {slots} hash slots, read with {hash_slot_num} (tieredStoreIndexFileMaxHashSlotNum"
-                   "): the broker looks in the wrong slots")
+        out.append((INDEX_GEOMETRY, f"compacted with {slots} hash slots, read with {hash_slot_num} "
+                    "(tieredStoreIndexFileMaxHashSlotNum): the broker looks in the wrong slots"))
     elif seg.size != HEADER_SIZE + HASH_SLOT_SIZE * slots + COMPACT_INDEX_ITEM_SIZE * items and items >= 0:
         written = (seg.size - HEADER_SIZE - HASH_SLOT_SIZE * slots) / COMPACT_INDEX_ITEM_SIZE
         if written != int(written) or written > items:
-            out.append(f"{seg.size} bytes do not hold whole 28-byte items after {slots} slots "
-                       f"(indexItemCount {items})")
+            out.append((INDEX_SEGMENT, f"{seg.size} bytes do not hold whole 28-byte items after {slots} slots "
+                        f"(indexItemCount {items})"))
     return out
 
 

@@ -11,7 +11,8 @@ from typing import Iterable, Iterator, Optional
 from engine.errors import InvalidArgumentError
 from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
-from engine.tiered.index.flatfile import index_segment_findings, orphan_index_files
+from engine.tiered.index.flatfile import (INDEX_GEOMETRY, INDEX_SEGMENT, index_segment_findings,
+                                          orphan_index_files)
 from engine.tiered.index.format import COMPACT_INDEX_ITEM_SIZE, HEADER_SIZE, MAX_QUERY_COUNT, TieredIndexError
 from engine.tiered.index.inspection import SlotWalk, walk
 from engine.tiered.index.table import TableFile
@@ -51,10 +52,14 @@ def inspect_files(paths: Iterable[Path], *, hash_slot_num: Optional[int] = None,
 
 
 def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = False,
-                 hash_slot_num: Optional[int] = None, index_num: Optional[int] = None) -> dict:
+                 hash_slot_num: Optional[int] = None, index_num: Optional[int] = None,
+                 broker_conf: Optional[Path] = None, new_geometry: bool = False) -> dict:
     """compact-index: the compacted form of unsealed file ``src`` (format §9.4) written to a temporary name next
     to ``out`` and renamed onto it; ``src`` is only read. ``mapped`` writes the whole local compacting/ file
-    instead of the uploaded bytes. Returns the summary the command shows (its --json shape)."""
+    instead of the uploaded bytes. The file is read with the given geometry (else its own); the compacted form
+    keeps the file's slot count, which must be the one broker.conf configures and the tiered index files beside it
+    (its directory's) have, unless ``new_geometry`` (engine.tiered.index.table.writer_tiered_geometry). Returns
+    the summary the command shows (its --json shape)."""
     src, out = Path(src), Path(out)
     if out.exists() and not force:
         raise InvalidArgumentError(f"{out} exists; pass --force to replace it")
@@ -66,6 +71,7 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
         if f.layout != "unsealed":
             raise TieredIndexError(f"{src} is already compacted (END magic, {f.hash_slot_num} slot ranges); "
                                    "only an unsealed or sealed file can be compacted")
+        _check_compact_geometry(src, broker_conf, hash_slot_num, index_num, new_geometry)
         before = f.file_size
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         try:
@@ -90,6 +96,19 @@ def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = Fa
     return summary
 
 
+def _check_compact_geometry(src: Path, broker_conf: Optional[Path], hash_slot_num: Optional[int],
+                            index_num: Optional[int], new_geometry: bool) -> None:
+    """The writers' geometry rule over the file and the tiered index files of its directory (GeometryError when
+    the compacted form would have another geometry than theirs or broker.conf's)."""
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.index.table import local_index_files, writer_tiered_geometry
+
+    config = load_tiered_config(broker_conf, tieredStoreIndexFileMaxHashSlotNum=hash_slot_num,
+                                tieredStoreIndexFileMaxIndexNum=index_num)
+    files = [(ts, p) for ts, p in local_index_files(src.parent) if not os.path.samefile(p, src)] + [(-1, src)]
+    writer_tiered_geometry(config, [], files, new_geometry, "tiered compact-index")
+
+
 # ------------------------------------------------------------------ the tier's index: local files and INDEX segments
 
 
@@ -103,7 +122,7 @@ def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Op
     seg_findings: dict[str, list[str]] = {}
     if verify:
         problems, _notes = index_segment_findings(ti.store.layout, ti.index_segments, g.hash_slot_num)
-        for rel, text in problems:
+        for _kind, rel, text in problems:
             seg_findings.setdefault(rel, []).append(text)
     for f in ti.service.files:
         yield _inspect_entry(ti, f, seg_findings, walk_slot, walk_key, limit, stats, verify)
@@ -142,27 +161,39 @@ def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_ke
     return rep
 
 
-def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(problems, notes), each (file, text), of the tier's index: the INDEX flat file against its metadata and the
-    configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
-    directory the metadata does not list, local files the broker could not load."""
+# What kind of problem or note each of verify_index's findings is (stable names, as engine.tiered.flat.verify's;
+# INDEX_SEGMENT and INDEX_GEOMETRY come from engine.tiered.index.flatfile).
+INDEX_FILE = "tiered-index-file"                # a tiered index file's structure (the inspect-index --verify check)
+INDEX_LOCAL_UNLOADABLE = "tiered-index-local-unloadable"  # a local file that is no index file of the geometry
+INDEX_ITEM = "tiered-index-item"                # items against the records they point at
+INDEX_ORPHAN = "tiered-index-orphan"            # note: a file in the INDEX directory the metadata does not list
+
+
+def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """(problems, notes), each (kind, file, text), of the tier's index: the INDEX flat file against its metadata and
+    the configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
+    directory the metadata does not list, local files that are no index file of the configured geometry."""
     layout = ti.store.layout
-    problems: list[tuple[str, str]] = []
-    shown = set()
-    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):
+    seg_problems, seg_notes = index_segment_findings(layout, ti.index_segments, ti.service.geometry.hash_slot_num)
+    problems = list(seg_problems)
+    notes = [(INDEX_SEGMENT, rel, text) for rel, text in seg_notes]
+    said = {(rel, text) for _k, rel, text in seg_problems}
+    misread = {rel for k, rel, _t in seg_problems if k == INDEX_GEOMETRY}   # its structure is read wrongly too
+    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):   # a segment's repeats seg_problems
         rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
-        shown.add(rel)
-        problems += [(rel, text) for text in rep.problems or []]
-    seg_problems, notes = index_segment_findings(layout, ti.index_segments, ti.service.geometry.hash_slot_num)
-    problems += [(rel, text) for rel, text in seg_problems if rel not in shown]   # segments not in the table
-    problems += [(str(path), text) for path, text in ti.service.problems]
+        if rel not in misread:
+            problems += [(INDEX_FILE, rel, text) for text in rep.problems or [] if (rel, text) not in said]
+    problems += [(INDEX_LOCAL_UNLOADABLE, str(path), text) for path, text in ti.service.problems]
     item_problems, item_notes = item_findings(ti)
-    return problems + item_problems, notes + item_notes + orphan_index_files(layout, ti.index_segments)
+    problems += [(INDEX_ITEM, rel, text) for rel, text in item_problems]
+    notes += [(INDEX_ITEM, rel, text) for rel, text in item_notes]
+    notes += [(INDEX_ORPHAN, rel, text) for rel, text in orphan_index_files(layout, ti.index_segments)]
+    return problems, notes
 
 
 def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
     """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
-    tiered index's (verify_index) in the same report."""
+    tiered index's (verify_index) in the same report; every finding carries its kind."""
     from engine.tiered.flat.verify import Finding, verify
 
     rep = verify(store, topic)
@@ -172,8 +203,8 @@ def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = 
             problems, notes = verify_index(ti)
         finally:
             ti.service.close()
-        rep.problems += [Finding(f, None, t) for f, t in problems]
-        rep.notes += [Finding(f, None, t) for f, t in notes]
+        rep.problems += [Finding(f, None, t, k) for k, f, t in problems]
+        rep.notes += [Finding(f, None, t, k) for k, f, t in notes]
         rep.segments += len(ti.index_segments)
     return rep
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from engine.errors import InvalidArgumentError
+from engine.errors import GeometryError, InvalidArgumentError
 from engine.java.lang import INT_MAX, LONG_MAX, java_string_hash, tiered_hash
 from engine.tiered.flat.segments import FlatAppendFile, TieredReadError
 from engine.tiered.index.file import IndexStoreFile
@@ -116,6 +116,84 @@ def resolve_geometry(config, segments: list[IndexSegment], local: list[tuple[int
     return Geometry(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, "default")
 
 
+def writer_tiered_geometry(config, segments: list[IndexSegment], local: list[tuple[int, Path]],
+                           new_geometry: bool = False, what: str = "rmqtool") -> Geometry:
+    """THE geometry rule of the writers of tiered index files (tiered reindex, tiered compact-index), the twin of
+    engine.broker.index.geometry.writer_index_geometry: they take it as the readers do (resolve_geometry: broker.conf,
+    then --hash-slots/--max-index, then the files: the INDEX segments' slot counts, the local files' slot counts
+    and capacities), refuse in one line when the files cannot tell it (several slot counts or capacities, a local
+    file whose geometry cannot be inferred, or INDEX segments alone, which do not state the item capacity), and
+    never write a geometry the existing files do not have (GeometryError naming both) unless the user asked for a
+    new one explicitly (new_geometry, with both numbers configured)."""
+    if new_geometry:
+        if not (config.is_given(SLOTS_KEY) and config.is_given(ITEMS_KEY)):
+            raise InvalidArgumentError("--new-geometry needs the new geometry: give --hash-slots and --max-index (or "
+                                       f"{SLOTS_KEY} and {ITEMS_KEY} in --broker-conf)")
+        return Geometry(config.tieredStoreIndexFileMaxHashSlotNum, config.tieredStoreIndexFileMaxIndexNum,
+                        "configured")
+    conf = config.broker_conf is not None     # a broker.conf without the keys: RocketMQ's defaults are in force
+    slots_given, items_given = conf or config.is_given(SLOTS_KEY), conf or config.is_given(ITEMS_KEY)
+    want_slots = config.tieredStoreIndexFileMaxHashSlotNum if slots_given else None
+    want_items = config.tieredStoreIndexFileMaxIndexNum if items_given else None
+    slots, items, undecided = _files_geometry(segments, local, want_slots, want_items)
+    again = (f"; drop --hash-slots/--max-index (the files tell their geometry), or write a new geometry with "
+             f"`--new-geometry --hash-slots N --max-index M`")
+    if slots_given and slots and want_slots not in slots:
+        raise GeometryError(f"the tiered index files have {_listed(slots)} hash slots, but the configured "
+                            f"{SLOTS_KEY} is {want_slots}: {what} never writes tiered index files of another "
+                            f"geometry than the store's" + again)
+    if items_given and items and want_items not in items:
+        raise GeometryError(f"the local tiered index files hold {_listed(items)} items, but the configured "
+                            f"{ITEMS_KEY} is {want_items}: {what} never writes tiered index files of another "
+                            f"geometry than the store's" + again)
+    if undecided and not (slots_given and items_given):
+        raise GeometryError(f"cannot tell the tiered index geometry: {undecided[0]}; give --hash-slots and "
+                            "--max-index (or --broker-conf)")
+    for name, seen in (("hash slot counts", slots), ("item capacities", items)):
+        if len(seen) > 1:
+            raise GeometryError(f"the tiered index files were written with different {name}: {_listed(seen)}; "
+                                f"give --hash-slots and --max-index as the broker has them")
+    s = want_slots if slots_given else (next(iter(slots)) if slots else None)
+    m = want_items if items_given else (next(iter(items)) if items else None)
+    if s is not None and m is None and slots:
+        raise GeometryError(f"the INDEX segments tell the slot count ({s}) but not the item capacity of the tiered "
+                            f"index files; give --max-index ({ITEMS_KEY}) as the broker has it")
+    source = "configured" if slots_given or items_given else ("inferred" if slots else "default")
+    return Geometry(DEFAULT_HASH_SLOT_NUM if s is None else s, DEFAULT_INDEX_NUM if m is None else m, source)
+
+
+def _files_geometry(segments: list[IndexSegment], local: list[tuple[int, Path]], want_slots: Optional[int],
+                    want_items: Optional[int]) -> tuple[dict[int, str], dict[int, str], list[str]]:
+    """({slot count: a file with it}, {item capacity: a local file with it}, [files whose geometry cannot be
+    told]); a local file that cannot tell its own geometry is read with the wanted one (when both are given)."""
+    slots: dict[int, str] = {}
+    items: dict[int, str] = {}
+    undecided: list[str] = []
+    for seg in segments:
+        n = slot_count_of(seg) if seg.segment.size > HEADER_SIZE else None
+        if n is not None:
+            slots.setdefault(n, seg.segment.path.name)
+    for _ts, p in local:
+        try:
+            with IndexStoreFile.open(p, None, None) as f:
+                slots.setdefault(f.hash_slot_num, p.name)
+                items.setdefault(f.index_num, p.name)
+        except TieredIndexError as e:
+            if want_slots is None or want_items is None:
+                undecided.append(str(e))   # it names the file
+                continue
+            try:   # its size may still fit the configured geometry (a file whose items cannot decide)
+                with IndexStoreFile.open(p, want_slots, want_items):
+                    pass
+            except TieredIndexError:
+                slots.setdefault(-1, p.name)   # fits neither: another geometry than the configured one
+    return slots, items, undecided
+
+
+def _listed(seen: dict[int, str]) -> str:
+    return ", ".join(f"{n} ({name})" if n >= 0 else f"another count ({name})" for n, name in sorted(seen.items()))
+
+
 # ------------------------------------------------------------------ the table
 
 
@@ -203,7 +281,10 @@ class TieredIndexService:
         self.geometry = geometry
         self._flat = flat
         self._open: dict[Path, IndexStoreFile] = {}
-        self.problems = [(f.local, f"{f.problem} (the broker skips it)") for f in files if f.problem]
+        # IndexStoreFile(config, timestamp) maps such a file at the configured size (a short file grows): it is
+        # not skipped, its bytes are read as they are; rmqtool leaves it out of its answers and says so.
+        self.problems = [(f.local, f"{f.problem} (the broker maps it at the configured size and reads its bytes "
+                          "as an index file)") for f in files if f.problem]
         self.shadowed: set[int] = set()   # timestamps of local files an uploaded file replaces
         self.files = [f for f in files if not f.problem]
 
@@ -309,4 +390,5 @@ def check_query(max_count: int, begin: int, end: int) -> None:
 
 
 __all__ = ["Geometry", "TableFile", "FileAnswer", "ServiceAnswer", "TieredIndexService", "local_index_files",
-           "resolve_geometry", "build_table", "open_service", "item_row", "check_query", "merge_items"]
+           "resolve_geometry", "writer_tiered_geometry", "build_table", "open_service", "item_row", "check_query",
+           "merge_items"]

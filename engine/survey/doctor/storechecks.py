@@ -11,7 +11,7 @@ from engine.broker.config.lock import lock_held_elsewhere
 from engine.broker.commitlog.segments import GAP, MISNAMED, WRONG_SIZE
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import StoreLayout, is_regular_file
-from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.ops.recovery import RecoveryPlan, plan_recovery
 from engine.progress import Progress
 

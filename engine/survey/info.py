@@ -9,7 +9,9 @@ for writing and nothing is scanned whole.
 
 The answer is one document (as_dict, camelCase): commitLog, consumeQueues, index, checkpoint, abort, locked,
 configFiles, placeholders (engine.ops.recovery.placeholder), quarantine, backups, interruptedReindex, tiered and
-timer (null when the store has none).
+timer (null when the store has none). `tiered.flatStore` is the external tiered store (tieredStoreFilePath, from
+broker.conf or -T) when one is configured: its broker's queues and segment files from directory listings, and
+what the metadata lists (the metadata file is parsed; no segment is read).
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ from engine.errors import StoreError
 from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
 from engine.ops.quarantine import QUARANTINE_DIR
 from engine.ops.recovery.placeholder import list_placeholders
+from engine.tiered.flat.layout import FILE_TYPE_NAMES, INDEX_TOPIC, TieredLayout, cluster_dir_name, is_dir_no_follow
+from engine.tiered.flat.metadata import bak_path, load_metadata
+from engine.tiered.flat.store import TierSource
 from engine.timer.layout import TimerLayout
 
 #: What an interrupted spark-reindex leaves beside index/ (engine.jobs.publish; the next run repairs it).
@@ -55,8 +60,9 @@ class StoreInfo:
         return d
 
 
-def store_info(cfg: BrokerConfig, now_ms: int | None = None) -> StoreInfo:
-    """Everything `rmqtool info` shows, read-only. A directory that is not a store is a NotAStoreError."""
+def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | None = None) -> StoreInfo:
+    """Everything `rmqtool info` shows, read-only. A directory that is not a store is a NotAStoreError. `tier`:
+    where the tiered store is (-T, or broker.conf's tieredStoreFilePath); shown when it gives one."""
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
     info = StoreInfo(layout.root, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
@@ -75,7 +81,7 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None) -> StoreInfo:
     info.backups = index_backups(layout.root)
     info.sections["interruptedReindex"] = sorted(e.name for e in os.scandir(layout.root)
                                                  if e.name.startswith(INTERRUPTED_PREFIXES))
-    info.sections["tiered"] = _tiered(layout)
+    info.sections["tiered"] = _tiered(layout, tier, info)
     info.sections["timer"] = _timer(layout)
     return info
 
@@ -228,16 +234,58 @@ def _config_files(layout: StoreLayout) -> list[dict]:
     return out
 
 
-def _tiered(layout: StoreLayout) -> dict | None:
+def _tiered(layout: StoreLayout, tier: TierSource | None, info: StoreInfo) -> dict | None:
     d, meta = layout.root / TIERED_INDEX_DIR, layout.tiered_metadata
-    bak = meta.with_name(meta.name + ".bak")
-    if not (d.is_dir() or meta.exists() or bak.exists()):
+    bak = bak_path(meta)
+    flat = _flat_store(layout, tier, info) if tier is not None and tier.tier_root() is not None else None
+    if not (d.is_dir() or meta.exists() or bak.exists() or flat is not None):
         return None
     names = [e for e in os.scandir(d) if e.is_file(follow_symlinks=False)] if d.is_dir() else []
     u = _usage_of(e.path for e in names)
     return {"indexDir": TIERED_INDEX_DIR if d.is_dir() else None, "indexFiles": len(names), "indexBytes": u.as_dict(),
             "metadata": meta.stat().st_size if meta.exists() else None,
-            "metadataBak": bak.stat().st_size if bak.exists() else None}
+            "metadataBak": bak.stat().st_size if bak.exists() else None, "flatStore": flat}
+
+
+def _flat_store(layout: StoreLayout, tier: TierSource, info: StoreInfo) -> dict:
+    """The external tiered store at a glance: listings and stat of the broker's directory, and the metadata's
+    counts (flat-store §2, §6). Segments are counted, never read."""
+    cfg = tier.config()
+    root = tier.tier_root(cfg)
+    loaded = load_metadata(layout.tiered_metadata) if layout.tiered_metadata.exists() or \
+        bak_path(layout.tiered_metadata).exists() else None
+    md = loaded.metadata if loaded is not None else None
+    cluster, broker = tier.broker_names(cfg, md)
+    out = {"path": str(root), "exists": is_dir_no_follow(root), "cluster": cluster, "broker": broker,
+           "brokerDir": None, "topics": 0, "queues": 0, "segments": {n: 0 for n in FILE_TYPE_NAMES.values()},
+           "bytes": Usage().as_dict(), "metadataSource": None, "metadataTopics": None, "metadataQueues": None}
+    if loaded is not None:
+        out["metadataSource"] = loaded.source.name if loaded.source is not None else None
+        info.problems += [f"tiered metadata: {w}" for w in loaded.warnings]
+    if md is not None:
+        out["metadataTopics"] = len(md.topics.keys())
+        out["metadataQueues"] = len(md.loaded_queues())
+    if not out["exists"]:
+        if md is not None and md.paths():   # else nothing is tiered yet: the broker makes the directories lazily
+            info.problems.append(f"tiered store: tieredStoreFilePath {root} is no directory, but the tiered "
+                                 "metadata lists segments")
+        return out
+    if broker is None:
+        info.problems.append(f"tiered store: cannot tell which broker's files under {root} to show (give brokerName "
+                             "in broker.conf)")
+        return out
+    tl = TieredLayout(root, cluster, broker)
+    if not is_dir_no_follow(tl.broker_dir):
+        return out   # nothing of this broker tiered yet
+    out["brokerDir"] = str(Path(cluster_dir_name(cluster)) / broker)
+    queues, problems = tl.list_queues()
+    info.problems += [f"tiered store: {p.path}: {p.reason}" for p in problems]
+    out["topics"], out["queues"] = len({t for t, _q in queues}), len(queues)
+    for t, q in queues + [(INDEX_TOPIC, 0)]:
+        for ft, name in FILE_TYPE_NAMES.items():
+            out["segments"][name] += len(tl.list_segments(t, q, ft).files)
+    out["bytes"] = tree_usage(tl.broker_dir).as_dict()
+    return out
 
 
 def _timer(layout: StoreLayout) -> dict | None:

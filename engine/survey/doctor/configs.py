@@ -4,31 +4,10 @@ their own). Established with a real 5.3.x broker (docs/doctor.md): a torn file w
 the broker starts with an empty table without a word; a torn file whose .bak is torn too stops the start."""
 from __future__ import annotations
 
-from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONSUMER_OFFSET, DELAY_OFFSET, SUBSCRIPTION_GROUP, TOPICS,
-                                            config_file_state, decode_consumer_offsets, decode_delay_offsets,
-                                            decode_subscription_groups, decode_topics)
+from engine.broker.config.jsonfiles import BAK_SUFFIX, CONFIG_FILES, TOPICS, config_file_state
 from engine.broker.layout import StoreLayout
-from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
-
-#: Files the broker loads at start-up through ConfigManager: (name, decoder, what it holds, loss is an error,
-#: the loader in RocketMQ's sources). The timer store's timermetrics is checked with the timer store.
-CONFIG_FILES = [
-    (TOPICS, decode_topics, "topic configs (queue counts, permissions, order flags)", True,
-     "TopicConfigManager.load"),
-    ("topicQueueMapping.json", None, "static topic queue mappings", False, "TopicQueueMappingManager.load"),
-    (CONSUMER_OFFSET, decode_consumer_offsets, "consumer offsets (every group's progress)", True,
-     "ConsumerOffsetManager.load"),
-    (SUBSCRIPTION_GROUP, decode_subscription_groups, "subscription groups (retry, broadcast, consume settings)",
-     True, "SubscriptionGroupManager.load"),
-    ("consumerFilter.json", None, "consumer SQL/tag filters (clients register them again)", False,
-     "ConsumerFilterManager.load"),
-    ("consumerOrderInfo.json", None, "orderly-consumption locks of pop consumers", False,
-     "ConsumerOrderInfoManager.load"),
-    (DELAY_OFFSET, decode_delay_offsets, "delay-level delivery progress (SCHEDULE_TOPIC_XXXX)", True,
-     "ScheduleMessageService.load"),
-]
-#: Files that can be rebuilt from what the store holds (`rmqtool repair config NAME --from-store`).
-FROM_STORE = {TOPICS}
+from engine.ops.repair import FROM_STORE
+from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 
 
 def _generic(v):

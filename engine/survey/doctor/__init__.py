@@ -6,10 +6,12 @@ located, with what the broker does at its next start and the rmqtool command tha
                     read-only)
     configs.py      config/*.json and their .bak as ConfigManager.load reads them
     timerchecks.py  the timer store (engine.timer.verify_timer)
+    tieredchecks.py the tiered store broker.conf configures (engine.tiered: the metadata, `tiered verify`)
 
 Reads only: every file is opened read-only, nothing is written, a broker holding the store lock is reported and
 left alone. Work is bounded as the broker's own start-up is: recovery's plan reads from the checkpoint's window
-(`deep`: the whole commit log), one unit per consume queue, the config files, the timer store's live chains.
+(`deep`: the whole commit log), one unit per consume queue, the config files, the timer store's live chains; the
+tiered store, when configured, is verified whole (`tiered verify`: every segment file of the broker is read once).
 
 Public surface: doctor, DoctorReport, Finding.
 """
@@ -17,21 +19,24 @@ from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
-from engine.ops.doctor.configs import check_configs
-from engine.ops.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
-from engine.ops.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
+from engine.survey.doctor.configs import check_configs
+from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
+from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
-from engine.ops.doctor.timerchecks import check_timer
+from engine.survey.doctor.tieredchecks import check_tiered
+from engine.survey.doctor.timerchecks import check_timer
 from engine.progress import Progress
+from engine.tiered.flat.store import TierSource
 
 __all__ = ["ERROR", "INFO", "WARNING", "DoctorReport", "Finding", "doctor"]
 
 
 def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, deep: bool = False,
-           progress: Progress | None = None) -> DoctorReport:
+           progress: Progress | None = None, tier: TierSource | None = None) -> DoctorReport:
     """Check the store; `store_args` are the arguments that name it on a command line (`-s DIR` or `-c FILE`,
     with any geometry option), repeated in every fix. `now` (epoch ms): when the broker would start (the timer
-    store's 7-day rule). NotAStoreError when the directory is no store."""
+    store's 7-day rule). `tier`: where the tiered store is (its tieredStoreFilePath from -T or broker.conf); it is
+    checked when one is given. NotAStoreError when the directory is no store."""
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
     fix = Fixes(store_args)
@@ -46,5 +51,7 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     rep.checked.append("config files")
     if check_timer(cfg, fix, rep, now, deep):
         rep.checked.append("timer store")
+    if check_tiered(layout, tier, fix, rep):
+        rep.checked.append("tiered store")
     rep.sort()
     return rep

@@ -4,7 +4,7 @@ chains, the checkpoint and the metrics from the timer log (engine.timer.rebuild)
 from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.ops.doctor.report import DoctorReport, Finding, Fixes
+from engine.survey.doctor.report import DoctorReport, Finding, Fixes
 from engine.timer import verify_timer
 from engine.timer.layout import TimerLayout
 
