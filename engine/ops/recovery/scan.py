@@ -190,11 +190,14 @@ def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int) -> QueueStat
 
 def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
     """One file's share of read_queue (its views of the mapping end with this call)."""
-    fu = cq.units_view(seg)
-    nz = np.flatnonzero((fu["offset"] != 0) | (fu["size"] != 0) | (fu["tags_code"] != 0))
-    qs.files.append((seg.path.name, seg.start, (int(nz[-1]) + 1) * CQ_STORE_UNIT_SIZE if len(nz) else 0))
-    n_valid = max(0, min(len(fu), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))
-    qs.stale += int(np.count_nonzero(nz >= n_valid))
+    # Only the written units are looked at: every unit after them is zeros (ConsumeQueue.written_units).
+    written = cq.written_units(seg)
+    fu = cq.units_view(seg)[:written]
+    qs.files.append((seg.path.name, seg.start, written * CQ_STORE_UNIT_SIZE))
+    n_valid = max(0, min(written, (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))
+    if n_valid < written:
+        tail = fu[n_valid:]
+        qs.stale += int(np.count_nonzero((tail["offset"] != 0) | (tail["size"] != 0) | (tail["tags_code"] != 0)))
     if n_valid:
         offs = fu["offset"][:n_valid].astype(np.int64)
         sizes = fu["size"][:n_valid].astype(np.int64)
