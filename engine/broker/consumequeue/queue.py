@@ -27,6 +27,8 @@ MAX_EXT_ADDR = -2147483649
 BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 #: A writer allocates a consume-queue file this many bytes ahead of its units at once (3,200 units).
 UNITS_AHEAD = 3200 * CQ_STORE_UNIT_SIZE
+#: ConsumeQueue.recover reads a queue's last this many files; the ones before are taken as valid (format §4.4).
+RECOVER_FILES = 3
 #: last_nonzero_end looks at a file's allocated bytes this many at a time, from the end (the memory it uses).
 ZERO_SCAN_BYTES = 1 << 20
 
@@ -127,7 +129,7 @@ class ConsumeQueue:
         if not segs:
             return
         self.min_logic_offset = segs[0].start
-        for i in range(max(0, len(segs) - 3), len(segs)):
+        for i in range(max(0, len(segs) - RECOVER_FILES), len(segs)):
             seg = segs[i]
             n_units, n_valid, end = self._valid_prefix(seg)
             if n_valid:
