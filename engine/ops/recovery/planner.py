@@ -119,6 +119,8 @@ def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
     qmax = next((q.max_offset_after for q in plan.queues if (q.topic, q.queue_id) == (TIMER_TOPIC, TIMER_QUEUE_ID)),
                 None)
     plan.timer = plan_timer_repair(cfg, plan.end_offset, removed, qmax)
+    if plan.timer is not None and not plan.broker_window:
+        plan.timer.pending = None  # only doctor reuses the scan: recover keeps no row per pending message
     if plan.timer is not None:
         plan.notes += plan.timer.notes
         if plan.timer.skipped:
