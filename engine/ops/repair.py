@@ -248,6 +248,7 @@ def _execute(cfg: BrokerConfig, plan: RepairPlan) -> None:
     for rel in plan.files_out:
         q.keep_file(root / rel, f"rmqtool repair {plan.what}", "the repaired file" if rel in plan.write else "nothing")
     for rel, data in plan.write.items():
+        (root / rel).parent.mkdir(exist_ok=True)  # a store rmqtool put wrote may have no config/ yet
         atomic_write(root / rel, data)
         fsync_dir((root / rel).parent)
     if plan.timer is not None:
