@@ -35,7 +35,8 @@ from engine.errors import InvalidArgumentError
 from engine.java import fastjson
 from engine.ops.queues import QueueView, commitlog_min_offset
 
-#: Units of SCHEDULE_TOPIC_XXXX whose keys are held at once, over all delay levels (about 200 bytes each).
+#: Units of SCHEDULE_TOPIC_XXXX whose keys are held at once, over all delay levels (about 1.4 KB each with the
+#: dicts and tuples that hold them: docs/performance.md).
 DELAY_KEYS_MAX = 100_000
 PROP_REAL_TOPIC, PROP_REAL_QID = "REAL_TOPIC", "REAL_QID"
 #: TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC: a delayed message with this real topic is discarded, never put.
