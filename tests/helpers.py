@@ -221,6 +221,35 @@ def sample_workspace(root: Path) -> dict[str, Path]:
             "f3key": f3_first["uniqKey"]}
 
 
+#: The tiered store's metadata file in the local store's config/ (as the broker keeps it).
+TIERED_META = "tieredStoreMetadata.json"
+
+
+def tiered_store(tmp: Path, name: str, geometry: bool = True) -> tuple[Path, Path, Path]:
+    """(local store, tier, broker.conf): a store written by put beside a copy of golden set `name`'s tier, its
+    metadata in the store's config/ as the broker keeps it, and a broker.conf that configures the tier."""
+    import shutil
+
+    store, tier = tmp / "store", tmp / "tiered"
+    r = run(["put", "-s", store, *SMALL, "-t", "LocalTopic", "--body", "local"])   # small files: cheap to hash
+    assert r.exit_code == 0, r.output
+    shutil.copytree(GOLDEN / "tiered-flat" / name / "store" / "tiered", tier)
+    (store / "config").mkdir(exist_ok=True)
+    for f in (TIERED_META, TIERED_META + ".bak"):
+        shutil.copy(GOLDEN / "tiered-flat" / name / "store" / "broker-a" / "config" / f, store / "config" / f)
+    params = json.loads((GOLDEN / "tiered-flat" / name / "params.json").read_text())["brokers"][0]
+    lines = [f"storePathRootDir={store}", "mappedFileSizeCommitLog=4096", "mappedFileSizeConsumeQueue=200",
+             "maxHashSlotNum=16", "maxIndexNum=64", f"tieredStoreFilePath={tier}", "brokerName=broker-a",
+             "brokerClusterName=DefaultCluster",
+             "messageStorePlugIn=org.apache.rocketmq.tieredstore.TieredMessageStore"]
+    if geometry and "tieredStoreIndexFileMaxHashSlotNum" in params:
+        lines += [f"tieredStoreIndexFileMaxHashSlotNum={params['tieredStoreIndexFileMaxHashSlotNum']}",
+                  f"tieredStoreIndexFileMaxIndexNum={params['tieredStoreIndexFileMaxIndexNum']}"]
+    conf = tmp / "broker.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    return store, tier, conf
+
+
 # ---------------------------------------------------------------- small stores put through the CLI
 
 SEG = 4096

@@ -38,20 +38,49 @@ def _wrap(text: str, first: str, rest: str) -> list[str]:
 
 
 def command_lines(cmd: str, indent: str, more: str) -> list[str]:
-    """A command line cut to WIDTH columns with shell continuations (` \\`), so that it still runs when pasted."""
+    """A command line cut to WIDTH columns with shell continuations (` \\`), so that it still runs when pasted; a
+    word too long for a line of its own (a deep path) is cut too (word_lines)."""
     import shlex
 
-    words = shlex.split(cmd)
-    quoted = [shlex.quote(w) for w in words]
     lines, cur = [], indent
-    for q in quoted:
+    words = shlex.split(cmd)
+    for i, w in enumerate(words):
+        q = shlex.quote(w)
         sep = "" if cur in (indent, more) else " "
         if len(cur) + len(sep) + len(q) + 2 > WIDTH and cur not in (indent, more):
             lines.append(cur + " \\")
             cur, sep = more, ""
+        tail = 2 if i + 1 < len(words) else 0   # room for the ` \\` a later word may need
+        if len(cur) + len(sep) + len(q) + tail > WIDTH:
+            *full, last = word_lines(w, WIDTH - len(cur) - len(sep), tail)
+            lines += [cur + sep + full[0], *full[1:]]
+            cur = last
+            continue
         cur += sep + q
     lines.append(cur)
     return lines
+
+
+def word_lines(word: str, room: int, tail: int = 0) -> list[str]:
+    """A word cut into shell-quoted pieces, each but the last ending in a backslash: the shell removes a
+    backslash-newline before it splits words, so the pieces are the one word again. The first piece fits `room`
+    columns, the others start at column 0 (an indent there would end the word) and fit WIDTH, the last with `tail`
+    columns to spare; a cut falls after a `/` where one is near the end of the piece."""
+    import shlex
+
+    out = []
+    while True:
+        if len(shlex.quote(word)) + tail <= room:
+            out.append(shlex.quote(word))
+            return out
+        n = max(1, room - 1)                     # the backslash takes a column
+        while n > 1 and len(shlex.quote(word[:n])) > room - 1:
+            n -= 1
+        slash = word.rfind("/", 0, n)
+        if slash >= n // 2:
+            n = slash + 1
+        out.append(shlex.quote(word[:n]) + "\\")
+        word, room = word[n:], WIDTH
 
 
 def render_text(rep) -> None:

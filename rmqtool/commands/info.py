@@ -54,44 +54,71 @@ def _leftover_what(x: dict) -> str:
 
 
 def _pairs(d: dict) -> list[tuple[str, str]]:
+    """The field/value lines of the text form, in the order of the JSON document."""
+    return [("store", d["store"]), *_commit_log_pairs(d["commitLog"]), _consume_queues_pair(d["consumeQueues"]),
+            *_index_pairs(d["index"]), *_checkpoint_pairs(d["checkpoint"]), _abort_pair(d["abort"]),
+            _lock_pair(d), _config_files_pair(d["configFiles"]), *_leftover_pairs(d), *_tiered_pairs(d["tiered"]),
+            *_timer_pairs(d["timer"])]
+
+
+def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
     from engine.fsutil import format_bytes
 
-    cl, cq, ix, cp = d["commitLog"], d["consumeQueues"], d["index"], d["checkpoint"]
-    pairs = [("store", d["store"])]
-    if cl["segments"]:
-        pairs += [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
-                                 f"{cl['firstSegment']} .. {cl['lastSegment']}"),
-                  ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
-    else:
-        pairs.append(("commit log", "no segment files"))
-    pairs.append(("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
-                                    f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
-                                                                if cq["skipped"] else "")))
-    if ix["files"]:
-        geom = (f"{ix['hashSlotNum']} slots x {ix['indexNum']} items (from the {ix['geometryFrom']})"
-                if ix["hashSlotNum"] is not None else "geometry unknown (see the problems)")
-        pairs += [("index", f"{ix['files']} file(s), {geom}, "
-                            f"{ix['items'] if ix['items'] is not None else '?'} item(s); {_size(ix['bytes'])}"),
-                  ("", f"store times {_t(ix['firstStoreTimestamp'])} .. {_t(ix['lastStoreTimestamp'])}")]
-    else:
-        pairs.append(("index", "no index files" if ix["present"] else "no index/ directory"))
+    if not cl["segments"]:
+        return [("commit log", "no segment files")]
+    return [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
+                           f"{cl['firstSegment']} .. {cl['lastSegment']}"),
+            ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+
+
+def _consume_queues_pair(cq: dict) -> tuple[str, str]:
+    return ("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
+                              f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
+                                                          if cq["skipped"] else ""))
+
+
+def _index_pairs(ix: dict) -> list[tuple[str, str]]:
+    if not ix["files"]:
+        return [("index", "no index files" if ix["present"] else "no index/ directory")]
+    geom = (f"{ix['hashSlotNum']} slots x {ix['indexNum']} items (from the {ix['geometryFrom']})"
+            if ix["hashSlotNum"] is not None else "geometry unknown (see the problems)")
+    return [("index", f"{ix['files']} file(s), {geom}, "
+                      f"{ix['items'] if ix['items'] is not None else '?'} item(s); {_size(ix['bytes'])}"),
+            ("", f"store times {_t(ix['firstStoreTimestamp'])} .. {_t(ix['lastStoreTimestamp'])}")]
+
+
+def _checkpoint_pairs(cp: dict) -> list[tuple[str, str]]:
     if not cp["present"]:
-        pairs.append(("checkpoint", "none"))
-    elif not cp["readable"]:
-        pairs.append(("checkpoint", f"unreadable: {cp.get('problem', '')}"))
-    else:
-        pairs += [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
-                  ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
-                  ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]
-    ab = d["abort"]
-    pairs.append(("abort", "present: the last writer did not shut down cleanly (rmqtool recover)"
-                  + (f", PID {ab['pid']}" if ab["pid"] else "") if ab["present"] else "none"))
+        return [("checkpoint", "none")]
+    if not cp["readable"]:
+        return [("checkpoint", f"unreadable: {cp.get('problem', '')}")]
+    return [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
+            ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
+            ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]
+
+
+def _abort_pair(ab: dict) -> tuple[str, str]:
+    return ("abort", "present: the last writer did not shut down cleanly (rmqtool recover)"
+            + (f", PID {ab['pid']}" if ab["pid"] else "") if ab["present"] else "none")
+
+
+def _lock_pair(d: dict) -> tuple[str, str]:
     pid = d["lockHolderPid"]
-    pairs.append(("lock", ("held by a live broker or rmqtool" + (f" (PID {pid})" if pid else "")) if d["locked"]
-                  else "free"))
-    cf = d["configFiles"]
-    pairs.append(("config files", ", ".join(c["name"] + (" (+.bak)" if c["bak"] is not None else "")
-                                           for c in cf) if cf else "none"))
+    return ("lock", ("held by a live broker or rmqtool" + (f" (PID {pid})" if pid else "")) if d["locked"]
+            else "free")
+
+
+def _config_files_pair(cf: list[dict]) -> tuple[str, str]:
+    return ("config files", ", ".join(c["name"] + (" (+.bak)" if c["bak"] is not None else "")
+                                      for c in cf) if cf else "none")
+
+
+def _leftover_pairs(d: dict) -> list[tuple[str, str]]:
+    """What rmqtool left in the store: quarantine runs, index backups, recovery placeholders, an unfinished
+    reindex."""
+    from engine.fsutil import format_bytes
+
+    pairs = []
     for key, label in (("quarantine", "quarantine"), ("backups", "index backups")):
         xs = d[key]
         total = sum(x["bytes"]["allocated"] for x in xs)
@@ -103,19 +130,26 @@ def _pairs(d: dict) -> list[tuple[str, str]]:
     if d["interruptedReindex"]:
         pairs.append(("interrupted reindex", ", ".join(d["interruptedReindex"])
                       + " (the next spark-reindex finishes or removes them)"))
-    t = d["tiered"]
-    if t is not None:
-        pairs.append(("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
-                                f"metadata {'present' if t['metadata'] is not None else 'missing'}"
-                                + (" (+.bak)" if t["metadataBak"] is not None else "")))
-        if t["flatStore"] is not None:
-            pairs += _flat_pairs(t["flatStore"])
-    tm = d["timer"]
-    if tm is not None:
-        pairs.append(("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
-                               f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
-                               f"{'present' if tm['checkpoint'] is not None else 'missing'}"))
     return pairs
+
+
+def _tiered_pairs(t: dict | None) -> list[tuple[str, str]]:
+    if t is None:
+        return []
+    pairs = [("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
+                        f"metadata {'present' if t['metadata'] is not None else 'missing'}"
+                        + (" (+.bak)" if t["metadataBak"] is not None else ""))]
+    if t["flatStore"] is not None:
+        pairs += _flat_pairs(t["flatStore"])
+    return pairs
+
+
+def _timer_pairs(tm: dict | None) -> list[tuple[str, str]]:
+    if tm is None:
+        return []
+    return [("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
+                      f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
+                      f"{'present' if tm['checkpoint'] is not None else 'missing'}")]
 
 
 def _flat_pairs(f: dict) -> list[tuple[str, str]]:

@@ -53,6 +53,12 @@ FILE_COLUMNS = [
     tables.Column("dataEnd", "dataEnd", drop=4),
 ]
 
+METRICS_COLUMNS = [
+    tables.Column("topic", "topic", tables.TEXT, min_width=12),
+    tables.Column("count", "count"),
+    tables.Column("timeStamp", "timeStamp", tables.FIXED),
+]
+
 
 @app.command("inspect")
 @handles_errors
@@ -71,13 +77,20 @@ def inspect_cmd(
     """
     from engine.timer import inspect_timer
 
-    cfg = build_config(store, broker_conf)
-    ins = inspect_timer(cfg)
+    ins = inspect_timer(build_config(store, broker_conf))
     if json_out:
         render.emit_json(ins.as_dict())
         return
     d = ins.as_dict()
-    w = d["wheel"]
+    _render_wheel(d["wheel"])
+    _render_live_slots(ins.live_slots)
+    _render_timer_log(d["timerLog"])
+    _render_checkpoint(d["checkpoint"])
+    _render_metrics(d["metrics"])
+    _render_enqueue(d["enqueue"])
+
+
+def _render_wheel(w: dict) -> None:
     render.kv_table("timer wheel", [
         ("file", f"{w['file']}" + ("" if w["exists"] else " (missing)")),
         ("length", f"{w['length']} (expected {w['expectedLength']}: {w['slots']} slots x {w['slotSize']} B)"
@@ -87,11 +100,17 @@ def inspect_cmd(
         ("units counted by live slots (num)", w["liveNum"]),
         ("read time (lastReadTimeMs)", f"{w['readTimeMs']} ({local_time(w['readTimeMs'])})"),
     ])
-    rows = [dict(s, time=local_time(s["timeMs"])) for s in ins.live_slots[:SHOWN_SLOTS]]
+
+
+def _render_live_slots(live_slots: list[dict]) -> None:
+    """The first SHOWN_SLOTS live slots, with a note when there are more."""
+    rows = [dict(s, time=local_time(s["timeMs"])) for s in live_slots[:SHOWN_SLOTS]]
     tables.table(rows, SLOT_COLUMNS, title="live slots", empty="(no live slot)")
-    if len(ins.live_slots) > SHOWN_SLOTS:
-        tables.note(f"showing {SHOWN_SLOTS} of {len(ins.live_slots)} live slots (--json lists every one)")
-    log = d["timerLog"]
+    if len(live_slots) > SHOWN_SLOTS:
+        tables.note(f"showing {SHOWN_SLOTS} of {len(live_slots)} live slots (--json lists every one)")
+
+
+def _render_timer_log(log: dict) -> None:
     tables.table(log["files"], FILE_COLUMNS, title="timer log files", empty="(no timer-log file)")
     render.kv_table("timer log", [
         ("directory", log["dir"]),
@@ -105,7 +124,10 @@ def inspect_cmd(
     ])
     for p in log["fileProblems"]:
         tables.note(p)
-    cp = d["checkpoint"]
+
+
+def _render_checkpoint(cp: dict) -> None:
+    dv = cp["dataVersion"]
     render.kv_table("timer checkpoint (" + cp["file"] + ")", [
         ("length", f"{cp['length']}" + (f" ({cp['problem']})" if cp["problem"] else "")),
         ("lastReadTimeMs", f"{cp['lastReadTimeMs']} ({local_time(cp['lastReadTimeMs'])})"),
@@ -113,17 +135,20 @@ def inspect_cmd(
         ("lastTimerQueueOffset", cp["lastTimerQueueOffset"]),
         ("masterTimerQueueOffset", cp["masterTimerQueueOffset"]),
         ("dataVersion (stateVersion, timestamp, counter)",
-         f"{cp['dataVersion']['stateVersion']}, {cp['dataVersion']['timestamp']}, {cp['dataVersion']['counter']}"),
+         f"{dv['stateVersion']}, {dv['timestamp']}, {dv['counter']}"),
     ])
-    m = d["metrics"]
-    mrows = [{"topic": t, "count": v["count"], "timeStamp": local_time(v["timeStamp"])}
-             for t, v in m["timingCount"].items()]
-    tables.table(mrows, [tables.Column("topic", "topic", tables.TEXT, min_width=12), tables.Column("count", "count"),
-                         tables.Column("timeStamp", "timeStamp", tables.FIXED)],
-                 title=f"timer metrics ({m['source'] or 'not loaded'})", empty="(no topic counted)")
+
+
+def _render_metrics(m: dict) -> None:
+    rows = [{"topic": t, "count": v["count"], "timeStamp": local_time(v["timeStamp"])}
+            for t, v in m["timingCount"].items()]
+    tables.table(rows, METRICS_COLUMNS, title=f"timer metrics ({m['source'] or 'not loaded'})",
+                 empty="(no topic counted)")
     for n in m["notes"]:
         tables.note(n)
-    e = d["enqueue"]
+
+
+def _render_enqueue(e: dict) -> None:
     render.kv_table("enqueue (rmq_sys_wheel_timer/0)", [
         ("queue min / max offset", f"{e['queueMinOffset']} / {e['queueMaxOffset']}"),
         ("cursor at the next start", f"{e['cursor']} ({e['cursorFrom']})"),

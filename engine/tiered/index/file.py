@@ -38,13 +38,13 @@ from typing import Optional
 import numpy as np
 
 from engine.errors import InvalidArgumentError
-from engine.fsutil import allocate
+from engine.fsutil import allocate, pread_fully
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, java_div, java_is_blank, java_rem, to_i32, to_i64
 from engine.tiered.index import checks, compaction, inspection, queries
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, CLOSED, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER,
                                         HEADER_SIZE, INDEX_ITEM_SIZE, INT, ITEM, ITEM_DTYPE, MAX_QUERY_COUNT,
                                         SEALED, UNSEALED, UPLOAD, JavaRuntimeError, Reader, TieredIndexError,
-                                        check_int, hex32, magic_name, pread_exact, tiered_key_hash,
+                                        check_int, hex32, magic_name, tiered_key_hash,
                                         unsealed_file_size)
 from engine.tiered.index.geometry import (check_tiered_magic, compacted_geometry, detect_layout, read_head,
                                           unsealed_geometry)
@@ -329,7 +329,7 @@ class IndexStoreFile:
 
     def pread(self, pos: int, length: int) -> bytes:
         """Bytes read with pread (bulk reads that should not fault the mapping in page by page)."""
-        return pread_exact(self._fh.fileno(), length, pos)
+        return pread_fully(self._fh.fileno(), length, pos)
 
     def slot_position(self, slot: int) -> int:
         return to_i32(HEADER_SIZE + slot * HASH_SLOT_SIZE)

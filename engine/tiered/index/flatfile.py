@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Optional
 
 from engine.errors import InvalidArgumentError
+from engine.fsutil import pread_fully
 from engine.tiered.flat.layout import (INDEX, INDEX_TOPIC, TieredLayout, cluster_dir_name, file_path,
                                        offset_to_file_name, segment_name_problem)
 from engine.tiered.flat.metadata import FileSegmentMetadata, TieredMetadata
 from engine.tiered.flat.segments import FlatAppendFile, Segment
 from engine.tiered.index.format import (COMPACT_INDEX_ITEM_SIZE, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER,
-                                        HEADER_SIZE, hex32, pread_exact)
+                                        HEADER_SIZE, hex32)
 
 INDEX_QUEUE_ID = 0
 # The kinds of index_segment_findings' problems (stable names: `rmqtool doctor` says per kind what the broker does).
@@ -97,7 +98,7 @@ def first_slot_start(seg: IndexSegment) -> Optional[int]:
         return None
     fd = os.open(seg.segment.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        raw = pread_exact(fd, 4, HEADER_SIZE)
+        raw = pread_fully(fd, 4, HEADER_SIZE)
     finally:
         os.close(fd)
     return int.from_bytes(raw, "big", signed=True) if len(raw) == 4 else None
@@ -153,7 +154,7 @@ def _header_problems(s: IndexSegment, hash_slot_num: int) -> list[tuple[str, str
                  "header")]
     fd = os.open(seg.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
-        raw = pread_exact(fd, HEADER_SIZE + 4, 0)
+        raw = pread_fully(fd, HEADER_SIZE + 4, 0)
     finally:
         os.close(fd)
     magic, begin, end, _slots_used, items = HEADER.unpack_from(raw, 0)

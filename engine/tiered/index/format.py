@@ -13,7 +13,6 @@ Only stdlib + numpy + :mod:`engine.java.lang` are used.
 """
 from __future__ import annotations
 
-import os
 import struct
 from typing import Callable
 
@@ -132,15 +131,3 @@ def magic_name(magic: int) -> str:
 def hex32(v: int) -> str:
     return f"0x{v & 0xFFFFFFFF:08X}"
 
-
-def pread_exact(fd: int, length: int, offset: int) -> bytes:
-    """Up to ``length`` bytes at ``offset`` (fewer only at the end of the file): pread may return short."""
-    chunks = []
-    got = 0
-    while got < length:
-        b = os.pread(fd, min(length - got, 1 << 30), offset + got)
-        if not b:
-            break
-        chunks.append(b)
-        got += len(b)
-    return b"".join(chunks)

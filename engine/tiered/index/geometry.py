@@ -10,11 +10,12 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from engine.fsutil import pread_fully
 from engine.java.lang import INT_MIN, java_rem
 from engine.tiered.index.format import (BEGIN_MAGIC_CODE, COMPACT_INDEX_ITEM_SIZE, DEFAULT_HASH_SLOT_NUM,
                                         DEFAULT_INDEX_NUM, END_MAGIC_CODE, HASH_SLOT_SIZE, HEADER, HEADER_SIZE,
                                         INDEX_ITEM_SIZE, INT, ITEM_DTYPE, TieredIndexError, compacted_file_size,
-                                        hex32, pread_exact, unsealed_file_size)
+                                        hex32, unsealed_file_size)
 
 
 class Head(NamedTuple):
@@ -30,7 +31,7 @@ class Head(NamedTuple):
 
 def read_head(fd: int, path: str, size: int) -> Head:
     """The header of a file of ``size`` >= 28 bytes; a magic that is neither BEGIN nor END is returned as is."""
-    head = pread_exact(fd, min(size, HEADER_SIZE + 4), 0)
+    head = pread_fully(fd, min(size, HEADER_SIZE + 4), 0)
     if len(head) < HEADER_SIZE:  # the file shrank since it was measured
         raise TieredIndexError(f"{path}: file ends inside the {HEADER_SIZE}-byte header")
     first = INT.unpack_from(head, HEADER_SIZE)[0] if len(head) >= HEADER_SIZE + 4 else None
@@ -59,7 +60,7 @@ def compacted_candidate(size: int, first_start: Optional[int]) -> Optional[int]:
 def compacted_contiguous(fd: int, size: int, slots: int, limit: int = 1 << 20) -> bool:
     """Slot ranges of a compacted file start where the previous one ended (as the writer makes them)."""
     n = min(slots, limit)
-    raw = pread_exact(fd, 8 * n, HEADER_SIZE)
+    raw = pread_fully(fd, 8 * n, HEADER_SIZE)
     if len(raw) < 8 * n:
         return False
     tab = np.frombuffer(raw, dtype=">i4").astype(np.int64).reshape(n, 2)
@@ -276,7 +277,7 @@ def _first_upper_word(fd: int, scan_words: int) -> Optional[int]:
     step = 1 << 20
     for w in range(0, scan_words, step):
         n = min(step, scan_words - w)
-        raw = pread_exact(fd, 8 * n, HEADER_SIZE + 8 * w)
+        raw = pread_fully(fd, 8 * n, HEADER_SIZE + 8 * w)
         nz = np.flatnonzero(np.frombuffer(raw, dtype=">u4")[1::2])
         if nz.size:
             return w + int(nz[0])
@@ -287,20 +288,20 @@ def geometry_plausible(fd: int, size: int, s: int, count: int) -> bool:
     """Whether an unsealed file of ``size`` bytes holding ``count`` items reads sensibly with ``s`` slots."""
     base = HEADER_SIZE + HASH_SLOT_SIZE * s
     m = (size - base) // INDEX_ITEM_SIZE
-    tab = np.frombuffer(pread_exact(fd, 8 * s, HEADER_SIZE), dtype=">i4").astype(np.int64).reshape(-1, 2)
+    tab = np.frombuffer(pread_fully(fd, 8 * s, HEADER_SIZE), dtype=">i4").astype(np.int64).reshape(-1, 2)
     if (tab[:, 1] != 0).any() or (tab[:, 0] < 0).any() or (tab[:, 0] > count).any():
         return False
-    if pread_exact(fd, INDEX_ITEM_SIZE, base) != bytes(INDEX_ITEM_SIZE):
+    if pread_fully(fd, INDEX_ITEM_SIZE, base) != bytes(INDEX_ITEM_SIZE):
         return False
-    last = pread_exact(fd, INDEX_ITEM_SIZE, base + INDEX_ITEM_SIZE * count)
+    last = pread_fully(fd, INDEX_ITEM_SIZE, base + INDEX_ITEM_SIZE * count)
     if last == bytes(INDEX_ITEM_SIZE):
         return False
     if count + 1 < m:
-        nxt_item = pread_exact(fd, INDEX_ITEM_SIZE, base + INDEX_ITEM_SIZE * (count + 1))
+        nxt_item = pread_fully(fd, INDEX_ITEM_SIZE, base + INDEX_ITEM_SIZE * (count + 1))
         if nxt_item != bytes(INDEX_ITEM_SIZE):
             return False
     k = min(count, 256)
-    items = np.frombuffer(pread_exact(fd, INDEX_ITEM_SIZE * k, base + INDEX_ITEM_SIZE), dtype=ITEM_DTYPE)
+    items = np.frombuffer(pread_fully(fd, INDEX_ITEM_SIZE * k, base + INDEX_ITEM_SIZE), dtype=ITEM_DTYPE)
     return _items_plausible(items, s) and _heads_plausible(fd, base, tab[:, 0], s)
 
 
@@ -327,7 +328,7 @@ def _heads_plausible(fd: int, base: int, heads: np.ndarray, s: int) -> bool:
     """The newest item of (up to 256) used slots hashes to that slot."""
     for slot in np.flatnonzero(heads > 0)[:256]:
         n = int(heads[slot])
-        h = INT.unpack(pread_exact(fd, 4, base + INDEX_ITEM_SIZE * n))[0]
+        h = INT.unpack(pread_fully(fd, 4, base + INDEX_ITEM_SIZE * n))[0]
         if java_rem(h, s) != slot:
             return False
     return True

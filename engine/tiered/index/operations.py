@@ -247,7 +247,8 @@ def _item_chunks(ti: TierIndex, f: TableFile):
     local file's items 1..indexItemCount."""
     import numpy as np
 
-    from engine.tiered.index.format import COMPACT_ITEM_DTYPE, HASH_SLOT_SIZE, ITEM_DTYPE, pread_exact
+    from engine.fsutil import pread_fully
+    from engine.tiered.index.format import COMPACT_ITEM_DTYPE, HASH_SLOT_SIZE, ITEM_DTYPE
 
     g = ti.service.geometry
     if f.segment is not None:
@@ -264,7 +265,7 @@ def _item_chunks(ti: TierIndex, f: TableFile):
     try:
         for start in range(0, count, ITEM_CHUNK):
             n = min(ITEM_CHUNK, count - start)
-            raw = pread_exact(fd, n * dtype.itemsize, base + (first + start) * dtype.itemsize)
+            raw = pread_fully(fd, n * dtype.itemsize, base + (first + start) * dtype.itemsize)
             yield np.frombuffer(raw[:len(raw) // dtype.itemsize * dtype.itemsize], dtype=dtype)
     finally:
         os.close(fd)

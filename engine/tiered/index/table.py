@@ -95,11 +95,7 @@ def resolve_geometry(config, segments: list[IndexSegment], local: list[tuple[int
         return Geometry(config.tieredStoreIndexFileMaxHashSlotNum,
                         config.tieredStoreIndexFileMaxIndexNum if items_given or not slots_given else None,
                         "configured")
-    seen: dict[int, str] = {}
-    for s in segments:
-        n = slot_count_of(s) if s.segment.size > HEADER_SIZE else None
-        if n is not None:
-            seen.setdefault(n, s.segment.path.name)
+    seen = _segment_slot_counts(segments)
     for _ts, p in local:
         try:
             with IndexStoreFile.open(p, None, config.tieredStoreIndexFileMaxIndexNum if items_given else None) as f:
@@ -166,13 +162,9 @@ def _files_geometry(segments: list[IndexSegment], local: list[tuple[int, Path]],
                     want_items: Optional[int]) -> tuple[dict[int, str], dict[int, str], list[str]]:
     """({slot count: a file with it}, {item capacity: a local file with it}, [files whose geometry cannot be
     told]); a local file that cannot tell its own geometry is read with the wanted one (when both are given)."""
-    slots: dict[int, str] = {}
+    slots = _segment_slot_counts(segments)
     items: dict[int, str] = {}
     undecided: list[str] = []
-    for seg in segments:
-        n = slot_count_of(seg) if seg.segment.size > HEADER_SIZE else None
-        if n is not None:
-            slots.setdefault(n, seg.segment.path.name)
     for _ts, p in local:
         try:
             with IndexStoreFile.open(p, None, None) as f:
@@ -188,6 +180,16 @@ def _files_geometry(segments: list[IndexSegment], local: list[tuple[int, Path]],
             except TieredIndexError:
                 slots.setdefault(-1, p.name)   # fits neither: another geometry than the configured one
     return slots, items, undecided
+
+
+def _segment_slot_counts(segments: list[IndexSegment]) -> dict[int, str]:
+    """{slot count: the first INDEX segment written with it} (a segment of the header alone tells none)."""
+    seen: dict[int, str] = {}
+    for seg in segments:
+        n = slot_count_of(seg) if seg.segment.size > HEADER_SIZE else None
+        if n is not None:
+            seen.setdefault(n, seg.segment.path.name)
+    return seen
 
 
 def _listed(seen: dict[int, str]) -> str:
