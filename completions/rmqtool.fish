@@ -321,7 +321,7 @@ complete -c rmqtool -n '__rmqtool_at repair config' -s s -r -F -d 'Store root di
 complete -c rmqtool -n '__rmqtool_at repair config' -l broker-conf -r -F -d 'broker.conf to read store paths and geometry from.'
 complete -c rmqtool -n '__rmqtool_at repair config' -s c -r -F -d 'broker.conf to read store paths and geometry from.'
 complete -c rmqtool -n '__rmqtool_at repair config' -l from-bak -d 'Write the file as a copy of its readable .bak (what the broker would load).'
-complete -c rmqtool -n '__rmqtool_at repair config' -l from-store -d 'Rebuild it from the store (topics.json: the topics readable in it or its .bak, plus one per consume-queue directory).'
+complete -c rmqtool -n '__rmqtool_at repair config' -l from-store -d 'Rebuild it from the store: topics.json (the topics readable in it or its .bak, plus one per consume-queue directory), delayOffset.json (each delay level at its first message not yet delivered), subscriptionGroup.json (the groups the store names, with default settings).'
 complete -c rmqtool -n '__rmqtool_at repair config' -l empty -d 'Move the file and its .bak to the quarantine: the broker starts with an empty table (what it does silently with a torn file and an empty .bak).'
 complete -c rmqtool -n '__rmqtool_at repair config' -l dry-run -d 'Print the plan; change nothing.'
 complete -c rmqtool -n '__rmqtool_at repair config' -l json -d 'Machine-readable output: camelCase names, one JSON document per answer, NDJSON (one object per line) for streams of records.'

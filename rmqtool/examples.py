@@ -159,7 +159,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "repair config": [
         "rmqtool repair config -s ~/store consumerOffset.json --from-bak",
-        "rmqtool repair config -s ~/store topics.json --from-store --dry-run",
+        "rmqtool repair config -s ~/store delayOffset.json --from-store --dry-run",
         "rmqtool repair config -s ~/store consumerFilter.json --empty",
     ],
     "repair consume-queue": [

@@ -102,6 +102,18 @@ def _r1_cases():
         _torn(s / "config/topics.json", 300)
         _torn(s / "config/topics.json.bak", 200)
 
+    def delay_offsets_lost(s):
+        _torn(s / "config/delayOffset.json", 60)
+        (s / "config/delayOffset.json.bak").write_bytes(b"")
+
+    def groups_unloadable(s):
+        _torn(s / "config/subscriptionGroup.json", 300)
+        _torn(s / "config/subscriptionGroup.json.bak", 200)
+
+    def groups_lost(s):
+        _torn(s / "config/subscriptionGroup.json", 300)
+        (s / "config/subscriptionGroup.json.bak").write_bytes(b"")
+
     def segment_size(s):
         os.truncate(s / "commitlog/00000000000001048576", 524288)
 
@@ -113,11 +125,13 @@ def _r1_cases():
         patch_file(s / "index" / name, 0, bytes(40))
 
     return [("config-from-bak", "warning", cfg_from_bak), ("config-lost", "error", topics_lost),
-            ("config-unloadable", "error", topics_unloadable), ("commitlog-segment-size", "error", segment_size),
+            ("config-unloadable", "error", topics_unloadable), ("config-lost", "error", delay_offsets_lost),
+            ("config-unloadable", "error", groups_unloadable), ("config-lost", "error", groups_lost),
+            ("commitlog-segment-size", "error", segment_size),
             ("abort-marker", "info", abort_clean), ("index-untrusted", "warning", index_header)]
 
 
-@pytest.mark.parametrize("kind,severity,damage", _r1_cases(), ids=[c[0] for c in _r1_cases()])
+@pytest.mark.parametrize("kind,severity,damage", _r1_cases(), ids=[c[2].__name__ for c in _r1_cases()])
 def test_broker_store_damage_fixed(tmp_path, kind, severity, damage):
     store, conf = unpack_golden("broker/r1", tmp_path)
     damage(store)
@@ -125,6 +139,8 @@ def test_broker_store_damage_fixed(tmp_path, kind, severity, damage):
     found = [f for f in doc["findings"] if f["kind"] == kind]
     assert found and found[0]["severity"] == severity, doc["findings"]
     assert found[0]["fix"] and found[0]["fix"].startswith("rmqtool ")
+    if found[0]["file"] in ("config/delayOffset.json", "config/subscriptionGroup.json"):
+        assert found[0]["fix"].endswith(f"{found[0]['file'][7:]} --from-store")
     run_fixes(doc)
     doc = doctor_json(conf, code=0)
     assert kind not in kinds(doc)
@@ -140,6 +156,7 @@ def test_torn_config_with_empty_bak_needs_a_person(tmp_path):
     f = next(x for x in doc["findings"] if x["kind"] == "config-lost")
     assert f["severity"] == "error" and f["fix"] is None
     assert "restore config/consumerOffset.json from a backup" in f["problem"]
+    assert "mqadmin resetOffsetByTime" in f["problem"] and "consumeFromWhere" in f["problem"]
     assert "no consumer offsets" in f["brokerWill"]
     # the person decides: accept the empty table
     r = run(["repair", "config", "-c", conf, "consumerOffset.json", "--empty"])

@@ -368,3 +368,16 @@ def test_a_damaged_queue_does_not_hide_the_others(store):
     r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--json"])
     assert r.exit_code == 3 and len(jlines(r)) == 20 and "TopicA/1: cannot be read" in r.stderr
     assert_one_line_error(run(["dump-cq", "-s", root, "-t", "TopicA", "-q", "1"]), 2, "not a multiple of 20")
+
+
+def test_pop_retry_v2_topic_is_a_topic_the_store_may_hold(tmp_path):
+    """A broker with enableRetryTopicV2 writes %RETRY%<group>+<topic> (KeyBuilder.buildPopRetryTopicV2): its
+    consume-queue directory is listed and read like any other; '+' stays refused anywhere else."""
+    root = tmp_path / "store"
+    retry = "%RETRY%G_POP+TopicA"
+    put_jsonl(root, sample(4, queues=1, topic=retry))
+    doc = json.loads(run(["queues", "-s", root, "--json"]).stdout)
+    assert [(q["topic"], q["maxOffset"]) for q in doc["queues"]] == [(retry, 4)]
+    r = run(["dump-cq", "-s", root, "-t", retry, "-q", "0", "--json"])
+    assert r.exit_code == 0 and [u["message"]["keys"] for u in jlines(r)] == [[f"k{i}"] for i in range(4)]
+    assert topic_problem("TopicA+B") is not None and topic_problem("%RETRY%G+") is not None

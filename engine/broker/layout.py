@@ -46,6 +46,13 @@ RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+#: A pop consumer's retry topic in its v2 form, %RETRY%<group>+<topic> (KeyBuilder.buildPopRetryTopicV2, written by
+#: a broker with enableRetryTopicV2): the broker makes it itself, '+' and all, so a store may hold it.
+_POP_RETRY_V2 = re.compile(r"^%RETRY%[%|a-zA-Z0-9_-]+\+[%|a-zA-Z0-9_-]+$")
+
+
+def _topic_chars_ok(topic: str) -> bool:
+    return bool(_TOPIC_CHARS.match(topic) or _POP_RETRY_V2.match(topic))
 
 
 def topic_problem(topic) -> str | None:
@@ -55,7 +62,7 @@ def topic_problem(topic) -> str | None:
     """
     if not isinstance(topic, str) or not topic.strip():
         return "the topic is blank"
-    if not _TOPIC_CHARS.match(topic):
+    if not _topic_chars_ok(topic):
         bad = sorted({c for c in topic if not _TOPIC_CHARS.match(c)})
         shown = ", ".join(repr(c) for c in bad[:5])
         return f"topic {topic!r} contains {shown}; a topic may hold only letters, digits and %|_-"
@@ -75,7 +82,7 @@ STORED_TOPIC_MAX_LENGTH = 255
 def stored_topic_problem(topic) -> str | None:
     """Why a topic found in a store cannot name its consume-queue directory, or None (topic_problem's characters,
     the file system's length limit instead of the client's)."""
-    if isinstance(topic, str) and topic.strip() and _TOPIC_CHARS.match(topic):
+    if isinstance(topic, str) and topic.strip() and _topic_chars_ok(topic):
         if len(topic) > STORED_TOPIC_MAX_LENGTH:
             return (f"topic {topic[:40]!r}... is {len(topic)} characters; a directory name holds "
                     f"{STORED_TOPIC_MAX_LENGTH}")

@@ -1,7 +1,8 @@
 """`rmqtool repair <what>`: the repairs `rmqtool doctor` names that `recover` does not make (docs/doctor.md).
 
-    repair_config          a config/*.json file from its .bak, from what the store holds (topics.json), or
-                           removed with its .bak (the empty table the broker would start with anyway)
+    repair_config          a config/*.json file from its .bak, from what the store holds (topics.json,
+                           delayOffset.json, subscriptionGroup.json: engine.ops.configrebuild), or removed with
+                           its .bak (the empty table the broker would start with anyway)
     repair_consume_queue   the trailing consume-queue files that hold no unit, moved out
     repair_timer           the timer store rebuilt from its timer log (engine.timer.rebuild)
 
@@ -16,19 +17,22 @@ import time
 from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.jsonfiles import BAK_SUFFIX, CONFIG_FILES, TOPICS, config_file_state, decode_topics
+from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONFIG_FILES, DELAY_OFFSET, SUBSCRIPTION_GROUP, TOPICS,
+                                            config_file_state, decode_topics, encode_delay_offsets,
+                                            encode_subscription_groups)
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import TIERED_METADATA_FILE, StoreLayout, validate_queue_id
 from engine.errors import InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.ops import operation
+from engine.ops.configrebuild import rebuild_delay_offsets, rebuild_subscription_groups
 from engine.ops.quarantine import Quarantine
 from engine.timer.rebuild import TimerRebuild, apply_timer_rebuild, plan_timer_rebuild
 
 FROM_BAK, FROM_STORE_SOURCE, EMPTY = "bak", "store", "empty"
 #: Config files that can be rebuilt from what the store holds (`rmqtool repair config NAME --from-store`).
-FROM_STORE = {TOPICS}
+FROM_STORE = {TOPICS, DELAY_OFFSET, SUBSCRIPTION_GROUP}
 #: TopicConfig's defaults for a topic rebuilt from its queue directories (PermName.PERM_READ | PERM_WRITE).
 DEFAULT_PERM = 6
 
@@ -46,6 +50,7 @@ class RepairPlan:
     files_out: list[str] = field(default_factory=list)         # store-relative paths moved to the quarantine
     write: dict[str, bytes] = field(default_factory=dict)      # store-relative path -> new content
     timer: TimerRebuild | None = None
+    not_recovered: list[str] = field(default_factory=list)     # what the repair cannot give back (said in the plan)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -53,7 +58,8 @@ class RepairPlan:
 
     def as_dict(self) -> dict:
         return {"repair": self.what, "store": self.store, "nothingToDo": self.nothing_to_do,
-                "actions": self.actions, **self.detail, "quarantineDir": self.quarantine_dir}
+                "actions": self.actions, **self.detail, "notRecovered": self.not_recovered,
+                "quarantineDir": self.quarantine_dir}
 
 
 # ------------------------------------------------------------------------------------------- config
@@ -89,14 +95,10 @@ def plan_config(cfg: BrokerConfig, name: str, source: str) -> RepairPlan:
             plan.write[rel] = f.read()
         plan.actions.append(f"write {rel} as a copy of {bak_rel} (the save before the last)")
     elif source == FROM_STORE_SOURCE:
-        table = _topics_from_store(layout, st)
         if main_exists:
             plan.files_out.append(rel)
             plan.actions.append(f"move {rel} ({st.main_problem or 'readable'}) to the quarantine")
-        plan.write[rel] = _encode_topics(table).encode()
-        plan.detail["topics"] = len(table)
-        plan.actions.append(f"write {rel} with {len(table)} topic(s): those readable in {rel} or {bak_rel}, and "
-                            "one per consume-queue directory (queue counts from its highest queue id)")
+        _FROM_STORE_PLANS[name](cfg, layout, st, plan, rel, bak_rel)
     elif source == EMPTY:
         for r, problem in ((rel, st.main_problem), (bak_rel, st.bak_problem)):
             if os.path.lexists(layout.root / r):
@@ -106,6 +108,52 @@ def plan_config(cfg: BrokerConfig, name: str, source: str) -> RepairPlan:
     else:
         raise InvalidArgumentError(f"unknown source {source!r}")
     return plan
+
+
+def _plan_topics(cfg, layout: StoreLayout, st, plan: RepairPlan, rel: str, bak_rel: str) -> None:
+    table = _topics_from_store(layout, st)
+    plan.write[rel] = _encode_topics(table).encode()
+    plan.detail["topics"] = len(table)
+    plan.actions.append(f"write {rel} with {len(table)} topic(s): those readable in {rel} or {bak_rel}, and "
+                        "one per consume-queue directory (queue counts from its highest queue id)")
+
+
+def _plan_delay_offsets(cfg, layout: StoreLayout, st, plan: RepairPlan, rel: str, bak_rel: str) -> None:
+    """ScheduleMessageService's offsetTable from SCHEDULE_TOPIC_XXXX and the copies in the commit log
+    (engine.ops.configrebuild): the next unit of each level whose copy is not stored."""
+    rb = rebuild_delay_offsets(cfg)
+    plan.write[rel] = encode_delay_offsets(rb.table, _now_ms()).encode()
+    plan.detail["offsetTable"] = {str(k): v for k, v in rb.table.items()}
+    plan.detail["levels"] = [d.as_dict() for d in rb.levels]
+    levels = "; ".join(f"level {d.level}: {d.offset} ({d.offset - d.min_offset} delivered, "
+                       f"{d.max_offset - d.offset} pending)" for d in rb.levels)
+    plan.actions.append(f"write {rel} with {len(rb.levels)} delay level(s), each at the first unit of "
+                        f"SCHEDULE_TOPIC_XXXX whose message is not yet in its real topic"
+                        + (f": {levels}" if levels else " (no level's queue holds a unit)"))
+    if rb.ignored_queues:
+        plan.not_recovered.append("SCHEDULE_TOPIC_XXXX queue(s) " + ", ".join(map(str, rb.ignored_queues))
+                                  + " lie past the delay levels of messageDelayLevel: the broker never delivers "
+                                    "them, and no offset is written for them")
+
+
+def _plan_subscription_groups(cfg, layout: StoreLayout, st, plan: RepairPlan, rel: str, bak_rel: str) -> None:
+    rb = rebuild_subscription_groups(layout)
+    plan.write[rel] = encode_subscription_groups(rb.groups, rb.forbidden, _now_ms()).encode()
+    plan.detail["groups"] = list(rb.groups)
+    plan.detail["groupsFromStore"] = rb.from_store
+    plan.detail["groupsFromFile"] = rb.from_file
+    plan.actions.append(f"write {rel} with {len(rb.groups)} group(s): the broker's own, "
+                        f"{len(rb.from_file)} with their settings read from {rel} or {bak_rel}, and "
+                        f"{len(rb.from_store)} the store names (consumer offsets, %RETRY%/%DLQ% topics) with "
+                        "SubscriptionGroupConfig's defaults" + (": " + ", ".join(rb.from_store) if rb.from_store else ""))
+    plan.not_recovered.append(
+        "the settings an admin gave a group (consumeMessageOrderly, groupRetryPolicy, retryMaxTimes, "
+        "retryQueueNums, consumeEnable, consumeBroadcastEnable, brokerId, attributes, forbiddenTable) are not in "
+        "the store: groups rebuilt here get the defaults; set them again with mqadmin updateSubGroup")
+    plan.not_recovered.append(
+        "a group the store does not name (one that never committed an offset and has no retry or DLQ topic) is "
+        "not written: with autoCreateSubscriptionGroup=false the broker refuses its consumers until it is "
+        "created again (mqadmin updateSubGroup)")
 
 
 def _topics_from_store(layout: StoreLayout, st) -> dict[str, dict]:
@@ -131,9 +179,20 @@ def _topics_from_store(layout: StoreLayout, st) -> dict[str, dict]:
 
 
 def _encode_topics(table: dict) -> str:
-    now = int(time.time() * 1000)
+    now = _now_ms()
     return fastjson.dumps({"dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now},
                            "topicConfigTable": table})
+
+
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+#: How each config file the store can rebuild is planned (FROM_STORE's names).
+_FROM_STORE_PLANS = {TOPICS: _plan_topics, DELAY_OFFSET: _plan_delay_offsets,
+                     SUBSCRIPTION_GROUP: _plan_subscription_groups}
 
 
 # ------------------------------------------------------------------------------------------- consume queue
@@ -189,6 +248,7 @@ def _execute(cfg: BrokerConfig, plan: RepairPlan) -> None:
     for rel in plan.files_out:
         q.keep_file(root / rel, f"rmqtool repair {plan.what}", "the repaired file" if rel in plan.write else "nothing")
     for rel, data in plan.write.items():
+        (root / rel).parent.mkdir(exist_ok=True)  # a store rmqtool put wrote may have no config/ yet
         atomic_write(root / rel, data)
         fsync_dir((root / rel).parent)
     if plan.timer is not None:

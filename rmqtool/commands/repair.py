@@ -33,6 +33,11 @@ def _render(plan, dry_run: bool, json_out: bool) -> None:
     for a in plan.actions:
         for ln in textwrap.wrap(a, 80, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False):
             render.line(ln)
+    if plan.not_recovered:
+        render.line("not recovered:")
+        for a in plan.not_recovered:
+            for ln in textwrap.wrap(a, 80, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False):
+                render.line(ln)
     if plan.quarantine_dir:  # a long path goes on a line of its own (tables fit 80 columns; a path is not cut)
         kept = f"kept in {plan.quarantine_dir}"
         render.line(kept if len(kept) <= 80 else f"kept in\n  {plan.quarantine_dir}")
@@ -48,9 +53,11 @@ def config_cmd(
     broker_conf: BrokerConfOpt = None,
     from_bak: Annotated[bool, typer.Option("--from-bak", help="Write the file as a copy of its readable .bak "
                                            "(what the broker would load).")] = False,
-    from_store: Annotated[bool, typer.Option("--from-store", help="Rebuild it from the store (topics.json: the "
+    from_store: Annotated[bool, typer.Option("--from-store", help="Rebuild it from the store: topics.json (the "
                                              "topics readable in it or its .bak, plus one per consume-queue "
-                                             "directory).")] = False,
+                                             "directory), delayOffset.json (each delay level at its first "
+                                             "message not yet delivered), subscriptionGroup.json (the groups the "
+                                             "store names, with default settings).")] = False,
     empty: Annotated[bool, typer.Option("--empty", help="Move the file and its .bak to the quarantine: the broker "
                                         "starts with an empty table (what it does silently with a torn file and "
                                         "an empty .bak).")] = False,

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS
 from engine.broker.index.file import check_index_geometry
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX
@@ -46,6 +47,8 @@ class BrokerConfig:
     timerRollWindowSlot: int = TIMER_ROLL_WINDOW_SLOT
     timerMaxDelaySec: int = TIMER_MAX_DELAY_SEC
     timerSkipUnknownError: bool = False
+    # The delay levels of ScheduleMessageService (SCHEDULE_TOPIC_XXXX queue id = level - 1).
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
     # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
     commitLogSizeGiven: bool = False
     # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files

@@ -20,6 +20,7 @@ from typing import Callable
 from engine.broker.layout import StoreLayout, is_regular_file
 from engine.errors import StoreError
 from engine.java import fastjson
+from engine.java.concurrent import int_hash, iteration_order, string_hash
 
 CONSUMER_OFFSET = "consumerOffset.json"
 DELAY_OFFSET = "delayOffset.json"
@@ -30,6 +31,16 @@ BAK_SUFFIX = ".bak"
 TOPIC_GROUP_SEPARATOR = "@"
 #: TopicConfig.defaultReadQueueNums / defaultWriteQueueNums: what a topic entry without the field gets.
 DEFAULT_QUEUE_NUMS = 16
+#: The initial capacities of the broker's tables (`new ConcurrentHashMap<>(n)`): they decide the order in which
+#: the broker writes their entries (ScheduleMessageService.offsetTable, SubscriptionGroupManager's tables).
+DELAY_OFFSET_TABLE_CAPACITY = 32
+SUBSCRIPTION_GROUP_TABLE_CAPACITY = 1024
+#: The groups SubscriptionGroupManager.init puts in its table before it loads the file, in that order (MixAll's
+#: names); CID_ONSAPI_* and CID_ONS-HTTP-PROXY and CID_RMQ_SYS_TRANS set consumeBroadcastEnable, the default.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS")
+#: MixAll.RETRY_GROUP_TOPIC_PREFIX and DLQ_GROUP_TOPIC_PREFIX: topics named after a consumer group.
+RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 #: A config file larger than this is refused rather than parsed (memory bound: the whole text is held).
 MAX_CONFIG_BYTES = 256 * 1024 * 1024
 
@@ -286,3 +297,51 @@ CONFIG_FILES = [
     (DELAY_OFFSET, decode_delay_offsets, "delay-level delivery progress (SCHEDULE_TOPIC_XXXX)", True,
      "ScheduleMessageService.load"),
 ]
+
+
+# ------------------------------------------------------------------------------------------- encoders
+
+
+def data_version(timestamp_ms: int, counter: int = 0) -> dict:
+    """DataVersion as fastjson writes it (fields in name order)."""
+    return {"counter": counter, "stateVersion": 0, "timestamp": timestamp_ms}
+
+
+def encode_delay_offsets(table: dict[int, int], timestamp_ms: int) -> str:
+    """delayOffset.json as ScheduleMessageService.encode(true) writes it: DelayOffsetSerializeWrapper with its
+    offsetTable a ConcurrentHashMap<Integer, Long>(32) (format §1.2): integer keys unquoted, in its order."""
+    order = iteration_order(sorted(table), int_hash, DELAY_OFFSET_TABLE_CAPACITY)
+    return fastjson.dumps({"dataVersion": data_version(timestamp_ms),
+                           "offsetTable": {k: table[k] for k in order}})
+
+
+def default_subscription_group(name: str) -> dict:
+    """`new SubscriptionGroupConfig()` with its groupName, as fastjson writes the bean (fields in name order,
+    null fields left out: subscriptionDataSet, the retry policies' parameters)."""
+    return {"attributes": {}, "brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True,
+            "consumeFromMinEnable": True, "consumeMessageOrderly": False, "consumeTimeoutMinute": 15,
+            "groupName": name, "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0,
+            "notifyConsumerIdsChangedEnable": True, "retryMaxTimes": 16, "retryQueueNums": 1,
+            "whichBrokerWhenConsumeSlowly": 1}
+
+
+def encode_subscription_groups(groups: dict[str, dict], forbidden: dict, timestamp_ms: int) -> str:
+    """subscriptionGroup.json as SubscriptionGroupManager.encode(true) writes it: `groups` in the order they were
+    put into the ConcurrentHashMap<>(1024) (the broker's own groups first, as init puts them)."""
+    order = iteration_order(list(groups), string_hash, SUBSCRIPTION_GROUP_TABLE_CAPACITY)
+    return fastjson.dumps({"dataVersion": data_version(timestamp_ms), "forbiddenTable": forbidden,
+                           "subscriptionGroupTable": {g: groups[g] for g in order}})
+
+
+def consumer_offset_groups(root) -> set[str]:
+    """The groups consumerOffset.json names: the group of every `topic@group` key of its offsetTable (as the
+    broker splits them) and the keys of its groupTopicMap."""
+    out = set()
+    for key in decode_consumer_offsets(root):
+        tg = split_topic_group(key)
+        if tg is not None:
+            out.add(tg[1])
+    gtm = root.get("groupTopicMap") if isinstance(root, dict) else None
+    if isinstance(gtm, dict):
+        out.update(str(g) for g in gtm)
+    return out
