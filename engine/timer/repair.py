@@ -102,6 +102,7 @@ class TimerRepair:
     lost_total: int = 0
     resurrected: list[str] = field(default_factory=list)   # "<topic>+<uniqKey>" of recalls that are undone
     notes: list[str] = field(default_factory=list)
+    pending: PendingScan | None = field(default=None, repr=False)   # the plan's pending scan (no CRCs), for reuse
 
     @property
     def changed(self) -> bool:
@@ -188,7 +189,7 @@ def plan_timer_repair(cfg: BrokerConfig, commitlog_end: int, removed_ranges: lis
             return rep
         _plan_cut(ts, rep, removed)
         _plan_slots(ts, rep)
-        scan = scan_pending(ts, on_unit=lambda u, res: _tombstone(rep, removed, u, res))
+        scan = rep.pending = scan_pending(ts, on_unit=lambda u, res: _tombstone(rep, removed, u, res))
         rep.tombstones.sort()
         _plan_checkpoint(ts, rep, queue_max_after)
         _plan_lost(ts, rep, scan, removed)

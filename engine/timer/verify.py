@@ -97,12 +97,15 @@ class _Findings:
         return sorted(self.items, key=lambda f: (_RANK[f.severity], f.file, f.offset if f.offset is not None else -1))
 
 
-def verify_timer(cfg: BrokerConfig, now: int | None = None, check_crc: bool = True) -> TimerReport:
+def verify_timer(cfg: BrokerConfig, now: int | None = None, check_crc: bool = True,
+                 result: PendingScan | None = None) -> TimerReport:
     """Every problem of the store's timer store (see the module docstring). `now`: the time the broker would
-    start at (epoch ms; default: the current time), for the rules that depend on it."""
+    start at (epoch ms; default: the current time), for the rules that depend on it. `result`: the pending scan
+    of these files when the caller has one made with the same check_crc (a recovery plan's: doctor walks the
+    chains once)."""
     now = int(time.time() * 1000) if now is None else now
     with TimerStore(cfg) as ts:
-        return check_timer_store(ts, now, check_crc)
+        return check_timer_store(ts, now, check_crc, result)
 
 
 def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,

@@ -15,6 +15,7 @@ import numpy as np
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, is_regular_file, symlink_on_path
 from engine.errors import GeometryError, NotAStoreError
+from engine.fsutil import data_extents
 from engine.broker.commitlog.segments import SegmentQueue
 
 UNIT = struct.Struct(">qiq")
@@ -26,6 +27,28 @@ MAX_EXT_ADDR = -2147483649
 BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 #: A writer allocates a consume-queue file this many bytes ahead of its units at once (3,200 units).
 UNITS_AHEAD = 3200 * CQ_STORE_UNIT_SIZE
+#: ConsumeQueue.recover reads a queue's last this many files; the ones before are taken as valid (format §4.4).
+RECOVER_FILES = 3
+#: last_nonzero_end looks at a file's allocated bytes this many at a time, from the end (the memory it uses).
+ZERO_SCAN_BYTES = 1 << 20
+
+
+def last_nonzero_end(buf, fd: int) -> int:
+    """The end of the last non-zero byte of `buf` (a read-only mapping of the file open at `fd`), 0 when it is all
+    zeros. Holes read as zeros, so only the allocated extents are looked at, from the last one back."""
+    n = len(buf)
+    if n == 0:
+        return 0
+    extents = data_extents(fd, n)
+    for a, b in reversed(extents if extents is not None else [(0, n)]):
+        hi, step = b, 4096  # data usually ends just before the extent does: look at a page first, then more
+        while hi > a:
+            lo = max(a, hi - step)
+            chunk = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
+            if chunk.any():
+                return hi - int(np.argmax(chunk[::-1] != 0))
+            hi, step = lo, min(step * 4, ZERO_SCAN_BYTES)
+    return 0
 
 
 def list_queues(root: Path) -> list[tuple[str, int]]:
@@ -53,6 +76,7 @@ class ConsumeQueue:
         self.min_logic_offset = 0
         self._write_pos = 0  # write position in the file at _end_seg_index
         self._end_seg_index = 0
+        self._written: dict[int, int] = {}  # file start -> written_units
         self._recover()
 
     def close(self) -> None:
@@ -75,13 +99,27 @@ class ConsumeQueue:
         n = len(buf) // CQ_STORE_UNIT_SIZE
         return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n) if n else np.empty(0, dtype=UNIT_DTYPE)
 
+    def written_units(self, seg) -> int:
+        """How many units of the file lie before the end of its last non-zero byte: every unit after them is all
+        zeros. The file's holes (SEEK_DATA/SEEK_HOLE) are skipped unread and its allocated bytes are looked at
+        from the end, ZERO_SCAN_BYTES at a time, so a queue file costs about what it holds, not its length (a
+        broker's 6,000,000-byte files are sparse past their units)."""
+        n = self._written.get(seg.start)
+        if n is None:
+            n = -(-last_nonzero_end(self.queue.buffer(seg), self.queue.fd(seg)) // CQ_STORE_UNIT_SIZE)
+            if not self.writable:  # a writer's files change under the cache
+                self._written[seg.start] = n
+        return n
+
     def _valid_prefix(self, seg) -> tuple[int, int, int]:
-        """(units in the file, leading valid units, offset + size of the last of them or -1), read in place."""
-        units = self.units_view(seg)
+        """(units in the file, leading valid units, offset + size of the last of them or -1), read in place: only
+        the written units are looked at (a unit after them is zeros, so invalid)."""
+        n_units = len(self.queue.buffer(seg)) // CQ_STORE_UNIT_SIZE
+        units = self.units_view(seg)[:self.written_units(seg)]
         bad = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0))
         n_valid = int(bad[0]) if len(bad) else len(units)
         end = int(units["offset"][n_valid - 1]) + int(units["size"][n_valid - 1]) if n_valid else -1
-        return len(units), n_valid, end
+        return n_units, n_valid, end
 
     def _recover(self) -> None:
         """Find the end of data as the broker's recover does (format §4.4): the first invalid unit, looking from the third
@@ -91,7 +129,7 @@ class ConsumeQueue:
         if not segs:
             return
         self.min_logic_offset = segs[0].start
-        for i in range(max(0, len(segs) - 3), len(segs)):
+        for i in range(max(0, len(segs) - RECOVER_FILES), len(segs)):
             seg = segs[i]
             n_units, n_valid, end = self._valid_prefix(seg)
             if n_valid:

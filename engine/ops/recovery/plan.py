@@ -175,6 +175,7 @@ class RecoveryPlan:
     quarantine_bytes: int = 0                   # bytes recover copies to the quarantine before changing them
     quarantine_dir: str | None = None           # set by apply: where they went
     timer: TimerRepair | None = None            # the timer store's part (timer §10); None: no timer store
+    broker_window: bool = False                 # the walk reads no earlier than the broker's start-up does
 
     @property
     def commitlog_changed(self) -> bool:

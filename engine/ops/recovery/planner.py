@@ -51,12 +51,12 @@ _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
 
 
 def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = False, full_scan: bool = False,
-                  progress: Progress | None = None, force: bool = False) -> RecoveryPlan:
+                  progress: Progress | None = None, force: bool = False, broker_window: bool = False) -> RecoveryPlan:
     """Work out what recovery does. Reads only; every file is opened read-only.
 
     full_scan: validate the whole commit log from its first segment (and every index item against it), for
     damage the checkpoint says cannot be there; costs a read of the whole log.
-    """
+    broker_window: walk no earlier than the broker's start-up reads (doctor), index items before it on trust."""
     progress = progress or no_progress
     layout = StoreLayout.of(cfg)
     # An abort marker or a checkpoint alone is a store whose writer died before its first write.
@@ -70,7 +70,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     try:
         placement = place_segments(cl)
         listing = layout.list_queues()  # entries a broker would not load are reported, as the read commands do
-        queues = {(t, q): read_queue(cfg.root, cfg, t, q) for t, q in listing.queues}
+        queues = {(t, q): read_queue(cfg.root, cfg, t, q, broker_window) for t, q in listing.queues}
         max_phy_cq = max((q.max_phys for q in queues.values()), default=-1)
         bi, rule = broker_start(cl, mode, cpf.cp, max_phy_cq, index_safe, check_crc)
         segs = cl.segments
@@ -80,13 +80,15 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             broker_start_segment=segs[bi].path.name if segs else None,
             broker_start_offset=segs[bi].start if segs else 0, broker_start_rule=rule, scan_start_offset=0,
             scan_start_reasons=[], fingerprint=fp, force=force, segment_renames=placement.renames,
-            notes=list(placement.notes), segment_resizes=[(seg.path.name, n, seg.size) for seg, n in misfits])
+            notes=list(placement.notes), segment_resizes=[(seg.path.name, n, seg.size) for seg, n in misfits],
+            broker_window=broker_window and not full_scan)
         _note_misfits(plan, listing.problems, misfits)
         if cfg.messageIndexEnable:
             files = open_index_files(cfg, layout.index_dir)
             # The files' structure checks run while the log is walked, the walk assuming they pass; when one
             # does not, the walk is done again with the verdicts (a damaged index file costs a second walk).
-            checks = check_index_files(files, cl, cpf, cfg.maxIndexNum)
+            full_from = _scan_start(cl, plan, [], 0, queues) if plan.broker_window else None
+            checks = check_index_files(files, cl, cpf, cfg.maxIndexNum, full_from)
         else:
             plan.index = IndexPlan(enabled=False)
             plan.notes.append("messageIndexEnable=false: the index is left alone")
@@ -117,6 +119,8 @@ def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
     qmax = next((q.max_offset_after for q in plan.queues if (q.topic, q.queue_id) == (TIMER_TOPIC, TIMER_QUEUE_ID)),
                 None)
     plan.timer = plan_timer_repair(cfg, plan.end_offset, removed, qmax)
+    if plan.timer is not None and not plan.broker_window:
+        plan.timer.pending = None  # only doctor reuses the scan: recover keeps no row per pending message
     if plan.timer is not None:
         plan.notes += plan.timer.notes
         if plan.timer.skipped:
@@ -194,7 +198,7 @@ def _scan_start(cl: CommitLog, plan: RecoveryPlan, files, k, queues: dict[tuple,
         if length < size:  # the bytes past its length are gone: what pointed at them must be found and repaired
             wanted.append((int(name), f"commit-log segment {name} is short ({length} of {size} bytes)"))
     need, why = _index_need(cl, files, k, plan.index.enabled)
-    if need is not None:
+    if need is not None and not plan.broker_window:
         wanted.append((_segment_of(cl, need), why))
     cover = max((q.coverage for q in queues.values()), default=-1)
     wanted.append((_segment_of(cl, cover), f"consume queues are complete up to {cover}") if cover >= 0 else
@@ -235,7 +239,8 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         if failed:
             k = failed[0]
             reason = f"{files[k].name}: {joins[k].reason}"
-            if joins[k].good == 0 or _index_need(cl, files, k, plan.index.enabled)[0] < start:
+            if not plan.broker_window and (joins[k].good == 0
+                                           or _index_need(cl, files, k, plan.index.enabled)[0] < start):
                 continue  # walk again from where the newly untrusted file begins
         break
     plan.scan_start_offset = start

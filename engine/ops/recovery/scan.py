@@ -20,7 +20,7 @@ import numpy as np
 from engine.broker.commitlog.log import CommitLog, open_commitlog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.offsets import cut_point
-from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
+from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, RECOVER_FILES, UNIT_DTYPE, ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, segment_name
 from engine.broker.commitlog.message import VALID, check_message
 from engine.broker.commitlog.segments import WRONG_SIZE, Segment, SegmentQueue
@@ -176,12 +176,19 @@ class QueueState:
         return self.valid_end // CQ_STORE_UNIT_SIZE
 
 
-def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int) -> QueueState:
+def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int, recent_only: bool = False) -> QueueState:
+    """The queue as its recovery finds it. `recent_only` (doctor's bounded plan): files before the last
+    RECOVER_FILES, which the broker's ConsumeQueue.recover takes as valid without reading them (as
+    cq.max_offset_in_queue does), are listed as full, unread."""
     cq = ConsumeQueue(root, topic, qid, cfg.cq_file_size, writable=False)
     try:
         qs = QueueState(topic, qid, cq.file_size)
         qs.valid_end = cq.max_offset_in_queue * CQ_STORE_UNIT_SIZE
-        for seg in cq.queue.segments:
+        segs = cq.queue.segments
+        first_read = max(0, len(segs) - RECOVER_FILES) if recent_only else 0
+        for seg in segs[:first_read]:
+            qs.files.append((seg.path.name, seg.start, cq.file_size))
+        for seg in segs[first_read:]:
             _read_queue_file(cq, seg, qs)
         return qs
     finally:
@@ -190,11 +197,14 @@ def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int) -> QueueStat
 
 def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
     """One file's share of read_queue (its views of the mapping end with this call)."""
-    fu = cq.units_view(seg)
-    nz = np.flatnonzero((fu["offset"] != 0) | (fu["size"] != 0) | (fu["tags_code"] != 0))
-    qs.files.append((seg.path.name, seg.start, (int(nz[-1]) + 1) * CQ_STORE_UNIT_SIZE if len(nz) else 0))
-    n_valid = max(0, min(len(fu), (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))
-    qs.stale += int(np.count_nonzero(nz >= n_valid))
+    # Only the written units are looked at: every unit after them is zeros (ConsumeQueue.written_units).
+    written = cq.written_units(seg)
+    fu = cq.units_view(seg)[:written]
+    qs.files.append((seg.path.name, seg.start, written * CQ_STORE_UNIT_SIZE))
+    n_valid = max(0, min(written, (qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE))
+    if n_valid < written:
+        tail = fu[n_valid:]
+        qs.stale += int(np.count_nonzero((tail["offset"] != 0) | (tail["size"] != 0) | (tail["tags_code"] != 0)))
     if n_valid:
         offs = fu["offset"][:n_valid].astype(np.int64)
         sizes = fu["size"][:n_valid].astype(np.int64)

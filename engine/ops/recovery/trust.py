@@ -114,8 +114,8 @@ def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
     return out
 
 
-def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int
-                      ) -> "StructureChecks":
+def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFacts, index_num: int,
+                      full_from: int | None = None) -> "StructureChecks":
     """The checks that need no walk (see the module docstring); sets each file's problem.
 
     The files' structure checks (and whether every item lies in a segment) are the long part: they run on a
@@ -124,13 +124,16 @@ def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFact
     as if every check passes; the returned StructureChecks.settle() waits for the checks and says whether any
     found what was assumed away (then the problems are judged again with the verdicts, and the caller must redo
     what it did with them). A file quick_structure cannot read is checked before this returns.
+    `full_from` (a walk that reads no earlier than the broker's start-up, doctor's): a file whose items all lie
+    before it keeps the facts read from its items' ends, unchecked (the broker's start-up reads none of its items).
     Memory: one check's chunk columns (OVERLAP_CHUNK items) and slot heads (engine.ops.verify)."""
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [i for i, x in enumerate(files) if x.f is not None]
     pool = ThreadPoolExecutor(1)
-    futures = {i: pool.submit(_structure, files[i], cl, OVERLAP_CHUNK) for i in todo}
     guessed = {i: q for i in todo if (q := quick_structure(files[i].f)) is not None}
+    futures = {i: pool.submit(_structure, files[i], cl, OVERLAP_CHUNK) for i in todo
+               if full_from is None or i not in guessed or guessed[i].last_phy >= full_from}
     checks = StructureChecks(files, cl, cp, index_num, pool, futures, guessed)
     checks.judge({i: (None, q, "") for i, q in guessed.items()} | {i: futures[i].result() for i in todo
                                                                 if i not in guessed})
@@ -163,7 +166,9 @@ class StructureChecks:
             got = {i: f.result() for i, f in self.futures.items()}
         finally:
             self.close()
-        self.changed = any(not got[i][0].ok or got[i][1] != q or got[i][2] for i, q in self.guessed.items())
+        self.changed = any(not got[i][0].ok or got[i][1] != q or got[i][2] for i, q in self.guessed.items()
+                           if i in got)
+        got = {i: (None, q, "") for i, q in self.guessed.items() if i not in got} | got  # files left unchecked
         if self.changed:
             self.judge(got)
         else:

@@ -44,12 +44,12 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     check_lock(layout, rep)
     rep.checked.append("lock")
     check_commitlog_files(cfg, layout, rep)
-    check_recovery(cfg, layout, fix, rep, deep, progress)
+    plan = check_recovery(cfg, layout, fix, rep, deep, progress)
     rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
     check_consume_queue_tails(cfg, layout, fix, rep)
     check_configs(layout, fix, rep)
     rep.checked.append("config files")
-    if check_timer(cfg, fix, rep, now, deep):
+    if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan.timer is not None else None):
         rep.checked.append("timer store")
     if check_tiered(layout, tier, fix, rep):
         rep.checked.append("tiered store")

@@ -35,6 +35,7 @@ class DoctorReport:
     checked: list[str] = field(default_factory=list)        # the areas looked at, in order
     locked_by_broker: bool = False
     estimates: dict = field(default_factory=dict)           # e.g. the broker's recovery: bytes and seconds
+    read: dict = field(default_factory=dict)                # what doctor walked (the commit-log range, ...)
     notes: list[str] = field(default_factory=list)
 
     def sort(self) -> None:
@@ -67,7 +68,7 @@ class DoctorReport:
     def as_dict(self) -> dict:
         return {"store": self.store, "healthy": self.healthy, "lockedByBroker": self.locked_by_broker,
                 "summary": {**self.counts(), "findings": len(self.findings), "checked": self.checked,
-                            "estimates": self.estimates},
+                            "estimates": self.estimates, "read": self.read},
                 "findings": [f.as_dict() for f in self.findings], "commands": self.commands(), "notes": self.notes}
 
 

@@ -44,20 +44,35 @@ def check_lock(layout: StoreLayout, rep: DoctorReport) -> None:
 
 def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport, deep: bool,
                    progress: Progress | None) -> RecoveryPlan:
+    """Recovery's plan, worked out read-only, as findings. Without `deep` the walk reads what the broker's
+    start-up reads (plan_recovery's broker_window: the index items before it are taken on trust); `deep` walks
+    the whole commit log. Returns the plan (its timer part's pending scan serves the timer checks)."""
     plan = plan_recovery(cfg, check_crc=cfg.checkCRCOnRecover, index_safe=cfg.messageIndexSafe, full_scan=deep,
-                         progress=progress)
+                         progress=progress, broker_window=not deep)
     recover = fix("recover")
-    add = rep.findings.append
+    _abort_and_checkpoint(plan, rep, recover)
+    _commitlog_findings(cfg, layout, plan, rep, recover)
+    _queue_findings(plan, rep, recover)
+    _index_findings(plan, rep, recover)
+    rep.notes.extend(plan.notes)
+    rep.read.update(commitLogFrom=plan.scan_start_offset, commitLogTo=plan.end_offset,
+                    commitLogBytes=max(0, plan.end_offset - plan.scan_start_offset), records=plan.records_scanned,
+                    consumeQueues=len(plan.queues), brokerWindow=plan.broker_window)
+    return plan
+
+
+def _where(cfg: BrokerConfig, layout: StoreLayout, offset: int) -> tuple[str, int]:
+    """The segment file (relative to the store) holding a commit-log offset, and the offset in it."""
     seg_size = cfg.mappedFileSizeCommitLog
+    for d in cfg.commitlog_dirs:
+        name = f"{offset // seg_size * seg_size:020d}"
+        if (d / name).exists():
+            return layout_rel(layout, d / name), offset % seg_size
+    return "commitlog", offset
 
-    def where(offset: int) -> tuple[str, int]:
-        for d in cfg.commitlog_dirs:
-            name = f"{offset // seg_size * seg_size:020d}"
-            if (d / name).exists():
-                return layout_rel(layout, d / name), offset % seg_size
-        return "commitlog", offset
 
-    # the abort marker: abnormal recovery, and how long it takes
+def _abort_and_checkpoint(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
+    """The abort marker (abnormal recovery, and an estimate of how long it takes) and an unreadable checkpoint."""
     if plan.mode == "abnormal":
         scan = max(0, plan.max_offset_before - plan.broker_start_offset)
         secs = scan / BROKER_RECOVERY_BYTES_PER_SEC
@@ -66,19 +81,26 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
                                            "assumedBytesPerSecond": BROKER_RECOVERY_BYTES_PER_SEC}
         slow = secs > HEALTH_CHECK_SECONDS
         clean = " with a consistent store (nothing else to repair)" if plan.consistent else ""
-        add(Finding("abort-marker", WARNING if slow else INFO, "abort", None,
-                    f"the abort marker is present{clean}: the last run did not stop cleanly; the broker's recovery "
-                    f"will read {scan} bytes of commit log from segment {plan.broker_start_segment} (about "
-                    f"{secs:.0f} s at an assumed {BROKER_RECOVERY_BYTES_PER_SEC >> 20} MiB/s)"
-                    + ("; longer than a typical health check" if slow else ""),
-                    f"runs its abnormal recovery (recoverAbnormally): checks every record from segment "
-                    f"{plan.broker_start_segment} on and dispatches them again before it serves"
-                    + (" — a health check may kill it first, and the next start begins again" if slow else ""),
-                    recover))
+        rep.findings.append(Finding(
+            "abort-marker", WARNING if slow else INFO, "abort", None,
+            f"the abort marker is present{clean}: the last run did not stop cleanly; the broker's recovery "
+            f"will read {scan} bytes of commit log from segment {plan.broker_start_segment} (about "
+            f"{secs:.0f} s at an assumed {BROKER_RECOVERY_BYTES_PER_SEC >> 20} MiB/s)"
+            + ("; longer than a typical health check" if slow else ""),
+            f"runs its abnormal recovery (recoverAbnormally): checks every record from segment "
+            f"{plan.broker_start_segment} on and dispatches them again before it serves"
+            + (" — a health check may kill it first, and the next start begins again" if slow else ""),
+            recover))
     if not plan.checkpoint_readable:
-        add(Finding("checkpoint-unreadable", WARNING, "checkpoint", None, f"checkpoint {plan.checkpoint_problem}",
-                    "reads the missing bytes as zeros: recovery starts from the first commit-log segment", recover))
-    # the commit log
+        rep.findings.append(Finding(
+            "checkpoint-unreadable", WARNING, "checkpoint", None, f"checkpoint {plan.checkpoint_problem}",
+            "reads the missing bytes as zeros: recovery starts from the first commit-log segment", recover))
+
+
+def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, rep: DoctorReport,
+                        recover: str) -> None:
+    """Segments of the wrong size or name, damaged records, a torn tail, segments after the end."""
+    add = rep.findings.append
     for name, n, size in plan.segment_resizes:
         add(Finding("commitlog-segment-size", ERROR, f"commitlog/{name}", None,
                     f"commit-log segment {name} is {n} bytes, not mappedFileSizeCommitLog {size}",
@@ -89,8 +111,8 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
                     f"commit-log segment {old} holds the records of {new} (its first record says so)",
                     "reads it at the offset its name says: consume-queue units and index items point at the wrong "
                     "bytes", recover))
-    for i, r in enumerate(plan.repairs[:MAX_LISTED]):
-        seg, pos = where(r.offset)
+    for r in plan.repairs[:MAX_LISTED]:
+        seg, pos = _where(cfg, layout, r.offset)
         before = r.offset >= plan.broker_start_offset
         add(Finding("commitlog-damaged-record", ERROR, seg, pos,
                     f"{r.length} bytes at commit-log offset {r.offset} are not a valid record ({r.reason}); "
@@ -104,7 +126,7 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
                     f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
                     "as above", recover))
     if plan.truncated_bytes:
-        seg, pos = where(plan.end_offset)
+        seg, pos = _where(cfg, layout, plan.end_offset)
         add(Finding("commitlog-torn-tail", WARNING, seg, pos,
                     f"{plan.truncated_bytes} bytes after the commit log's last valid record (offset "
                     f"{plan.end_offset}) are not records ({plan.stop_reason})",
@@ -114,22 +136,30 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
         add(Finding("commitlog-file-after-end", WARNING if plan.mode == "normal" else INFO, f"commitlog/{s}", None,
                     f"commit-log segment {s} lies after the log's end {plan.end_offset}",
                     "deletes it at start-up (truncateDirtyFiles)", recover))
-    # consume queues
+
+
+def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
+    """Queues with units past the commit log's end, and queues that lack units of records it holds."""
     past = [q for q in plan.queues if q.units_removed or q.files_deleted]
     for q in past[:MAX_LISTED]:
-        add(Finding("cq-past-log", WARNING, f"consumequeue/{q.topic}/{q.queue_id}", q.truncate_to,
-                    f"{q.units_removed} unit(s) of {q.topic}/{q.queue_id} point past the commit log's end "
-                    f"{plan.end_offset} (max offset {q.max_offset_before} -> {q.max_offset_after})",
-                    "cuts the queue at its first unit past the commit log (truncateDirtyLogicFiles): consumers whose "
-                    "offsets lie past the cut are moved back", recover))
+        rep.findings.append(Finding(
+            "cq-past-log", WARNING, f"consumequeue/{q.topic}/{q.queue_id}", q.truncate_to,
+            f"{q.units_removed} unit(s) of {q.topic}/{q.queue_id} point past the commit log's end "
+            f"{plan.end_offset} (max offset {q.max_offset_before} -> {q.max_offset_after})",
+            "cuts the queue at its first unit past the commit log (truncateDirtyLogicFiles): consumers whose "
+            "offsets lie past the cut are moved back", recover))
     behind = [q for q in plan.queues if q.units_added and not (q.units_removed or q.files_deleted)]
     if behind:
-        add(Finding("cq-behind-log", INFO, "consumequeue", None,
-                    f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
-                    "the commit log holds",
-                    "dispatches them again from the commit log (ReputMessageService) before consumers see them",
-                    recover))
-    # the index
+        rep.findings.append(Finding(
+            "cq-behind-log", INFO, "consumequeue", None,
+            f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
+            "the commit log holds",
+            "dispatches them again from the commit log (ReputMessageService) before consumers see them", recover))
+
+
+def _index_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
+    """Index files that cannot be trusted, an index behind the log, temporary files an rmqtool run left."""
+    add = rep.findings.append
     for name, why in list(plan.index.problems.items())[:MAX_LISTED]:
         add(Finding("index-untrusted", WARNING, f"index/{name}", None, f"index file {name}: {why}",
                     "loads it as it is (IndexService.load) unless its header is newer than the checkpoint after "
@@ -141,8 +171,6 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     for t in plan.stale_temp_files:
         add(Finding("stale-temp-file", INFO, t, None, f"{t} is a temporary file an interrupted rmqtool run left",
                     "ignores it", recover))
-    rep.notes.extend(plan.notes)
-    return plan
 
 
 def layout_rel(layout: StoreLayout, path) -> str:

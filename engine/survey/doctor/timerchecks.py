@@ -7,6 +7,7 @@ from engine.broker.config.brokerconf import BrokerConfig
 from engine.survey.doctor.report import DoctorReport, Finding, Fixes
 from engine.timer import verify_timer
 from engine.timer.layout import TimerLayout
+from engine.timer.pending import PendingScan
 
 #: verify_timer kinds that `rmqtool recover` fixes (timer §10: the cut, slots, tombstones, timercheck).
 BY_RECOVER = {"slot-past-log-end", "timerlog-torn-tail", "timerlog-file-after-end", "timerlog-last-unit-unreadable",
@@ -28,15 +29,17 @@ def fix_for(kind: str, fix: Fixes) -> str | None:
     return None
 
 
-def check_timer(cfg: BrokerConfig, fix: Fixes, rep: DoctorReport, now: int | None, deep: bool) -> bool:
-    """False when the store has no timer store (or the broker does not load it)."""
+def check_timer(cfg: BrokerConfig, fix: Fixes, rep: DoctorReport, now: int | None, deep: bool,
+                pending: PendingScan | None = None) -> bool:
+    """False when the store has no timer store (or the broker does not load it). `pending`: the recovery plan's
+    pending scan (no CRCs), reused unless `deep` checks the bodies (the live chains are walked once)."""
     tl = TimerLayout.of(cfg)
     if not tl.exists():
         return False
     if not cfg.timerWheelEnable:
         rep.notes.append("timerWheelEnable=false: the broker does not load the timer store; it was not checked")
         return False
-    tr = verify_timer(cfg, now=now, check_crc=deep)
+    tr = verify_timer(cfg, now=now, check_crc=deep, result=None if deep else pending)
     for f in tr.findings:
         rep.findings.append(Finding(f.kind, f.severity, f.file, f.offset, f.problem, f.broker_will,
                                     fix_for(f.kind, fix)))
