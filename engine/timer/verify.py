@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.commitlog.segments import GAP, MISALIGNED, MISNAMED, NOT_A_FILE, SYMLINK, WRONG_SIZE
+from engine.findings import ERROR, INFO, RANK, WARNING, Finding as TimerFinding
 from engine.timer.chain import BROKEN, CYCLE, DELETED, NOT_A_UNIT, PAST_END
 from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
@@ -25,28 +26,11 @@ from engine.timer.pending import MAGIC_MISMATCH, PendingScan, SlotWalk, scan_pen
 from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
 from engine.timer.store import TimerStore
 
-ERROR, WARNING, INFO = "error", "warning", "info"
-_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 #: At most this many findings of one kind are listed one by one; the rest are counted in a summary finding.
 MAX_PER_KIND = 100
 
 _STALLS = ("the dequeue hands the record to its put service, whose conversion throws on it (no REAL_TOPIC/"
            "REAL_QID), and retries it forever: the timer stops firing")
-
-
-@dataclass
-class TimerFinding:
-    """One problem, located: `file` relative to the store root, `offset` a byte offset in that file."""
-    kind: str
-    severity: str
-    file: str
-    offset: int | None
-    problem: str
-    broker_will: str
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "severity": self.severity, "file": self.file, "offset": self.offset,
-                "problem": self.problem, "brokerWill": self.broker_will}
 
 
 @dataclass
@@ -94,7 +78,7 @@ class _Findings:
             self.items.append(TimerFinding(kind, f.severity, f.file, None,
                                            f"... and {n} more {kind} finding(s) like the ones above",
                                            f.broker_will))
-        return sorted(self.items, key=lambda f: (_RANK[f.severity], f.file, f.offset if f.offset is not None else -1))
+        return sorted(self.items, key=lambda f: (RANK[f.severity], f.file, f.offset if f.offset is not None else -1))
 
 
 def verify_timer(cfg: BrokerConfig, now: int | None = None, check_crc: bool = True,

@@ -6,26 +6,17 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
-ERROR, WARNING, INFO = "error", "warning", "info"
-RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+from engine.findings import ERROR, INFO, RANK, WARNING, Finding as LocatedFinding
 
 
 @dataclass
-class Finding:
-    """One problem: `file` relative to the store root, `offset` a byte offset in it (None: the whole file),
-    `fix` an rmqtool command line runnable as printed, or None when only a person can decide (then `problem`
-    says the manual step)."""
-    kind: str
-    severity: str
-    file: str
-    offset: int | None
-    problem: str
-    broker_will: str
+class Finding(LocatedFinding):
+    """A located problem (engine.findings) and `fix`: an rmqtool command line runnable as printed, or None when only
+    a person can decide (then `problem` says the manual step)."""
     fix: str | None = None
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "severity": self.severity, "file": self.file, "offset": self.offset,
-                "problem": self.problem, "brokerWill": self.broker_will, "fix": self.fix}
+        return {**super().as_dict(), "fix": self.fix}
 
 
 @dataclass
