@@ -7,7 +7,9 @@ import json
 import random
 import struct
 import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -502,3 +504,20 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
         w.enqueue(r.commitLogOffset, r.storeSize, fire_base + i * step_ms, write_ms, topic)
     w.write(TimerCheckpoint(read_ms, w.end, count, count))
     return conf, puts
+
+
+@contextmanager
+def lock_held(store):
+    """Another process holds the store's lock (fcntl, as a running broker does) while the block runs; yields its
+    pid. The lock is the store's `lock` file (created if missing)."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+                               str(Path(store) / "lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()

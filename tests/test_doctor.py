@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import patch_file, run, snapshot, unpack_golden
+from helpers import lock_held, patch_file, run, snapshot, unpack_golden
 
 
 def doctor_json(conf: Path, *extra, code: int) -> dict:
@@ -292,28 +292,8 @@ def test_bad_input_and_locked_store(tmp_path):
     assert r.exit_code == 2
     r = run(["repair", "config", "-c", conf, "consumerOffset.json", "--from-store"])
     assert r.exit_code == 2 and "cannot be rebuilt" in r.stderr
-    import fcntl
-
-    fd = os.open(store / "lock", os.O_RDWR)
-    pid = os.fork()
-    if pid == 0:  # another process holds the lock, as a running broker does
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        os.write(w := os.open(tmp_path / "ready", os.O_WRONLY | os.O_CREAT), b"1")
-        os.close(w)
-        import time
-        time.sleep(30)
-        os._exit(0)
-    try:
-        import time
-        for _ in range(100):
-            if (tmp_path / "ready").exists():
-                break
-            time.sleep(0.05)
+    with lock_held(store):
         doc = doctor_json(conf, code=0)
         assert doc["lockedByBroker"] and "store-locked" in kinds(doc, "info")
         r = run(["repair", "config", "-c", conf, "topics.json", "--empty"])
         assert r.exit_code == 4
-    finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)

@@ -16,7 +16,7 @@ from engine.broker.config.lock import StoreLock
 from engine.broker.index.file import IndexFile
 from engine.broker.layout import list_index_files
 from engine.errors import StoreLockedError
-from helpers import assert_one_line_error, run, sample_workspace, snapshot, spy
+from helpers import assert_one_line_error, lock_held, run, sample_workspace, snapshot, spy
 
 
 @pytest.fixture(scope="module")
@@ -88,22 +88,12 @@ def test_info_lists_quarantine_runs_with_their_placeholders_and_the_index_backup
 
 
 def test_info_tells_a_held_lock_without_taking_it(store):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time\n"
-        f"fd = os.open({str(store / 'lock')!r}, os.O_RDWR)\n"
-        "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(store) as pid:
         d = info(store)
-        assert d["locked"] is True and d["lockHolderPid"] == holder.pid
+        assert d["locked"] is True and d["lockHolderPid"] == pid
         assert "held by a live broker or rmqtool" in run(["info", "-s", store]).stdout
         with pytest.raises(StoreLockedError):  # still held by the other process: info took nothing
             StoreLock(store).acquire()
-    finally:
-        holder.kill()
-        holder.wait()
     assert info(store)["locked"] is False
 
 

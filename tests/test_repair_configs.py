@@ -3,14 +3,13 @@ r1, r2) rebuilt from what the store holds, the delivery rule on stores made to t
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from engine.broker.config.brokerconf import load_config
 from engine.java import fastjson
 from engine.ops.configrebuild import rebuild_delay_offsets
-from helpers import SMALL, assert_one_line_error, put_jsonl, run, snapshot, unpack_golden
+from helpers import SMALL, assert_one_line_error, lock_held, put_jsonl, run, snapshot, unpack_golden
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
@@ -164,30 +163,10 @@ def test_dry_run_and_locked_store(tmp_path, name):
     before = snapshot(store)
     r = _repair(conf, name, "--dry-run")
     assert "would" in r.stdout and snapshot(store) == before
-    import fcntl
-
-    fd = os.open(store / "lock", os.O_RDWR)
-    pid = os.fork()
-    if pid == 0:  # another process holds the lock, as a running broker does
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        os.write(w := os.open(tmp_path / "ready", os.O_WRONLY | os.O_CREAT), b"1")
-        os.close(w)
-        import time
-        time.sleep(30)
-        os._exit(0)
-    try:
-        import time
-        for _ in range(100):
-            if (tmp_path / "ready").exists():
-                break
-            time.sleep(0.05)
+    with lock_held(store):
         r = run(["repair", "config", "-c", conf, name, "--from-store"])
         assert_one_line_error(r, 4)
         assert snapshot(store) == before
-    finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)
 
 
 def test_bad_delay_levels_is_one_line(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from engine.broker.commitlog.message import MessageRecord, check_message
 from engine.tiered.flat.layout import md5_prefix, offset_to_file_name
 from engine.tiered.flat.metadata import TieredMetadata
-from helpers import assert_one_line_error, run, snapshot
+from helpers import assert_one_line_error, lock_held, run, snapshot
 from tiered_flat_helpers import (F1_META, F1_TIER, edit_metadata, f1_local_store, f1_messages, put_messages,
                                  run_dispatch, strip_wall_clock, tier_files)
 
@@ -239,15 +239,8 @@ def test_dispatch_refusals_and_dry_run(tmp_path):
     assert_one_line_error(run([*base, "--tiered-store-path", tmp_path / "t", "--consume-queue-max-size", "10"]), 2)
     (tmp_path / "t2" / "212d6b50_DefaultCluster" / "broker-a" / "X" / "0").mkdir(parents=True)
     assert_one_line_error(run([*base, "--tiered-store-path", tmp_path / "t2"]), 2, "rebuild-metadata")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time; fd=os.open(sys.argv[1], os.O_RDWR);"
-                               "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
-                               str(local / "lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(local):
         assert_one_line_error(run([*base, "--tiered-store-path", tmp_path / "t3"]), 4, "locked")
-    finally:
-        holder.kill()
-        holder.wait()
     assert not (tmp_path / "t3").exists()
 
 
