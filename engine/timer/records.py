@@ -159,7 +159,7 @@ def resolve(cl: CommitLog, log_end: int, offset: int, size: int, check_crc: bool
 
 #: Units whose records resolve_many reads at once (a few hundred bytes of Python objects each while they wait):
 #: the scans of the timer store hold at most this many resolved records.
-RESOLVE_CHUNK = 8192
+RESOLVE_CHUNK = 1024
 #: The smallest record check_message can accept: the header up to BODYLEN, a 1-byte topic length and the
 #: properties length (format §2.2); shorter candidates take the one-by-one path.
 _MIN_RECORD = 91
