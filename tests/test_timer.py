@@ -186,6 +186,24 @@ def test_commands_need_a_store(tmp_path):
     assert_one_line_error(run(["timer", "inspect"]), 2)
 
 
+def test_without_broker_conf_the_timer_log_files_give_their_size(t1):
+    """No mappedFileSizeTimerLog given: the files' one size is the store's (t1's 8,192, not the default 100 MiB), so a
+    healthy store reads healthy and no repair is offered; a file whose size differs from the others' is still
+    wrong, and broker.conf still decides when it says."""
+    store, conf = t1
+    assert json.loads(run(["timer", "inspect", "-s", store, "--json"]).stdout)["timerLog"]["fileSize"] == 8192
+    assert run(["timer", "verify", "-s", store]).exit_code == 0
+    doc = json.loads(run(["doctor", "-s", store, "--json"]).stdout)
+    assert doc["healthy"] and doc["summary"]["error"] == 0 and not any("timer" in c for c in doc["commands"]), doc["commands"]
+    os.truncate(store / "timerlog" / FILE2, 4096)
+    found = json.loads(run(["timer", "verify", "-s", store, "--json"]).stdout)["findings"]
+    assert [f["file"] for f in found if f["kind"] == "timerlog-file-size"] == [f"timerlog/{FILE2}"]
+    os.truncate(store / "timerlog" / FILE2, 8192)
+    (store / "b.conf").write_text(conf.read_text().replace("mappedFileSizeTimerLog=8192", "mappedFileSizeTimerLog=16384"))
+    r = run(["timer", "verify", "-c", store / "b.conf", "--json"])
+    assert r.exit_code == 3 and "timerlog-file-size" in {f["kind"] for f in json.loads(r.stdout)["findings"]}
+
+
 # ==================================================================== faults injected into copies
 
 

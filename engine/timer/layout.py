@@ -7,11 +7,13 @@ precision).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.broker.commitlog.segments import pick_segment_size
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.layout import TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout, relative_name
+from engine.broker.layout import SEGMENT_NAME, TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout, relative_name
 from engine.timer.codec import MIN_BLANK_LEN, UNIT_SIZE
 
 TIMER_CHECK_FILE = "timercheck"          # under config/
@@ -44,6 +46,7 @@ class TimerGeometry:
 
     @classmethod
     def of(cls, cfg: BrokerConfig) -> "TimerGeometry":
+        settle_timer_log_size(cfg)
         roll = cfg.timerRollWindowSlot
         if roll > SLOTS_TOTAL - TIMER_BLANK_SLOTS or roll < 2:  # the constructor's clamp
             roll = SLOTS_TOTAL - TIMER_BLANK_SLOTS
@@ -63,6 +66,27 @@ class TimerGeometry:
         """TimerLog.getOffsetForLastUnit: where a full file's last unit starts (timer §3, §8)."""
         f = self.log_file_size
         return f - (f - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
+
+
+def settle_timer_log_size(cfg: BrokerConfig) -> None:
+    """Without mappedFileSizeTimerLog in broker.conf or an option, the timer-log files say it, by the rule the commit
+    log's segments follow (the size they agree on; engine.broker.commitlog.segments.pick_segment_size): a store is
+    read with its own geometry, not the default, and a file whose size differs from the others' is still found
+    wrong. Sets cfg.mappedFileSizeTimerLog and timerLogSizeGiven once."""
+    if cfg.timerLogSizeGiven:
+        return
+    found = []
+    try:
+        with os.scandir(cfg.root / TIMER_LOG_DIR) as it:
+            for e in it:
+                if SEGMENT_NAME.match(e.name) and e.is_file(follow_symlinks=False):
+                    found.append((int(e.name), Path(e.path), e.stat(follow_symlinks=False).st_size))
+    except OSError:
+        return
+    size = pick_segment_size(sorted(found))
+    if size is not None and size > MIN_BLANK_LEN + UNIT_SIZE:
+        cfg.mappedFileSizeTimerLog = size
+        cfg.timerLogSizeGiven = True
 
 
 class TimerLayout:

@@ -72,8 +72,8 @@ def inspect_cmd(
     the timer log (files, units by magic, rolls, delete markers, blanks, where the broker's start-up would end
     it), the checkpoint's fields, the metrics, and where the enqueue resumes in rmq_sys_wheel_timer/0.
 
-    Geometry comes from broker.conf (mappedFileSizeTimerLog, timerPrecisionMs, timerRollWindowSlot) or
-    RocketMQ's defaults; the wheel's size is fixed (2 x 7 days of slots).
+    Geometry comes from broker.conf (mappedFileSizeTimerLog, timerPrecisionMs, timerRollWindowSlot), else the
+    timer-log files' size and RocketMQ's defaults; the wheel's size is fixed (2 x 7 days of slots).
     """
     from engine.timer import inspect_timer
 

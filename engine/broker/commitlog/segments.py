@@ -71,7 +71,7 @@ class Segment:
         return min(self.file_len, self.size)
 
 
-def _pick_size(found: list[tuple[int, Path, int]]) -> int | None:
+def pick_segment_size(found: list[tuple[int, Path, int]]) -> int | None:
     """The segment size the files agree on: the one size, else the size that fits every start offset, else
     the most common size (largest on a tie). An empty last file says nothing (allowed since 5.1.3)."""
     sizes = [f[2] for f in found if f[2]]
@@ -154,7 +154,7 @@ class SegmentQueue:
         found = self._scan()
         configured = self.file_size is not None
         if not configured:
-            self.file_size = _pick_size(found) or default_size
+            self.file_size = pick_segment_size(found) or default_size
         if not found:
             return
         if not self.file_size:

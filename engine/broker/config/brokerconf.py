@@ -55,6 +55,9 @@ class BrokerConfig:
     # (engine.broker.index.geometry.resolve_index_geometry) rather than defaulted.
     hashSlotNumGiven: bool = False
     indexNumGiven: bool = False
+    # True when mappedFileSizeTimerLog was given (conf or option) or settled from the timer-log files
+    # (engine.timer.layout.settle_timer_log_size) rather than defaulted.
+    timerLogSizeGiven: bool = False
 
     @property
     def root(self) -> Path:
@@ -161,6 +164,7 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
         given_size = "mappedFileSizeCommitLog" in props
         cfg.hashSlotNumGiven = "maxHashSlotNum" in props
         cfg.indexNumGiven = "maxIndexNum" in props
+        cfg.timerLogSizeGiven = "mappedFileSizeTimerLog" in props
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
@@ -169,5 +173,6 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
     cfg.commitLogSizeGiven = given_size
     cfg.hashSlotNumGiven |= overrides.get("maxHashSlotNum") is not None
     cfg.indexNumGiven |= overrides.get("maxIndexNum") is not None
+    cfg.timerLogSizeGiven |= overrides.get("mappedFileSizeTimerLog") is not None
     cfg.validate()
     return cfg
