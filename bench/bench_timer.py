@@ -13,15 +13,15 @@ Then, taking turns, --runs times, each command a fresh process (interpreter star
   (the records `timer list` and `verify` read; the list of them from `timer list --json`), after the timer log
   and the wheel read whole in 16 MiB blocks: what the work costs at best in Python, one record at a time;
 * `python -c "import numpy"`: the interpreter and numpy, below every rmqtool command;
-* rmqtool timer list --json and rmqtool timer verify --json --now <the store's time> (CRCs checked, the
-  default), with this checkout and with the other revision (`git archive --before` unpacked under --workdir).
-  Both must print the same bytes (the bench stops when they do not).
+* rmqtool timer list --json, rmqtool timer verify --json --now <the store's time> (CRCs checked, the
+  default) and rmqtool doctor --json --now <the same>, with this checkout and with the other revision
+  (`git archive` of --before, unpacked under --workdir). Both must print the same bytes (else the bench stops).
 
 Medians; the "per message" column is (median - import numpy) / pending messages. Memory: "anon", the anonymous
 memory of the process (Pss_Anon, every 100 ms), and VmHWM, its peak RSS (it counts the clean page-cache pages of
 the files it maps read-only). Before each timed command the store's allocated bytes are read once (a warm cache).
 
-    python3 bench/bench_timer.py                       # 100,000 and 1,000,000 pending, 3 runs (about 6 minutes)
+    python3 bench/bench_timer.py                       # 100,000 pending (3 runs) and 1,000,000 (1 run): 4 minutes
     python3 bench/bench_timer.py --timers 20000 --runs 1   # CI-sized
     python3 bench/bench_timer.py --write               # also replace the figures block in bench/RESULTS.md
 """
@@ -85,8 +85,9 @@ def record_list(root: Path, listing: str, path: Path) -> int:
 
 def run_store(root: Path, conf: Path, now: int, before: Path, runs: int, work: Path) -> dict:
     cmds = {"list": ["timer", "list", "--json", "-c", str(conf)],
-            "verify": ["timer", "verify", "--json", "-c", str(conf), "--now", str(now)]}
-    rows: dict[str, list] = {k: [] for k in ("preads", "numpy", "list", "list0", "verify", "verify0")}
+            "verify": ["timer", "verify", "--json", "-c", str(conf), "--now", str(now)],
+            "doctor": ["doctor", "--json", "-c", str(conf), "--now", str(now)]}
+    rows: dict[str, list] = {k: [] for k in ("preads", "numpy", *(c + s for c in cmds for s in ("", "0")))}
     plain = [str(p) for p in sorted((root / "timerlog").iterdir())] + [str(root / "timerwheel")]
     recs = work / f"{root.name}.records"
     pending = 0
@@ -108,7 +109,7 @@ def run_store(root: Path, conf: Path, now: int, before: Path, runs: int, work: P
     if json.loads(rows["verify"][-1]["out"])["counts"]["error"]:
         raise SystemExit("timer verify found errors in the generated store")
     out = {"store": str(root), "pending": pending, "preads": statistics.median(rows["preads"])}
-    for k in ("numpy", "list", "list0", "verify", "verify0"):
+    for k in ("numpy", *(c + s for c in cmds for s in ("", "0"))):
         out[k] = {m: statistics.median(r[m] for r in rows[k]) for m in ("s", "anon", "hwm")}
     return out
 
@@ -119,7 +120,7 @@ def table(results: list[dict], before: str) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         n, floor = r["pending"], r["numpy"]["s"]
-        for k, name in (("list", "timer list --json"), ("verify", "timer verify --json")):
+        for k, name in (("list", "timer list --json"), ("verify", "timer verify --json"), ("doctor", "doctor --json")):
             a, b = r[k + "0"], r[k]
             lines.append("| " + " | ".join([
                 f"{n:,}", name, f"{a['s']:.2f} s", f"{b['s']:.2f} s", f"**{a['s'] / b['s']:.2f}x**",
@@ -132,7 +133,8 @@ def table(results: list[dict], before: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--timers", default="100000,1000000", help="pending timer messages, comma-separated")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", default="3,1", help="runs per store, comma-separated as --timers (the last one "
+                    "for the rest)")
     ap.add_argument("--before", default="main", help="the revision to compare with (default main)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/rmqtool-bench"))
     ap.add_argument("--write", action="store_true", help="replace the figures block in bench/RESULTS.md")
@@ -143,17 +145,19 @@ def main() -> int:
     a.workdir.mkdir(parents=True, exist_ok=True)
     before = checkout(a.before, a.workdir)
     results = []
-    for n in (int(x) for x in a.timers.split(",")):
+    runs = [int(x) for x in a.runs.split(",")]
+    for i, n in enumerate(int(x) for x in a.timers.split(",")):
         root = store_for(a.workdir, 48, 16, n, (8, 8), (16384, 2_000_000))
         meta = json.loads((root / ".generated").read_text())
-        results.append(run_store(root, Path(meta["conf"]), meta["now"], before, a.runs, a.workdir))
+        results.append(run_store(root, Path(meta["conf"]), meta["now"], before, runs[min(i, len(runs) - 1)],
+                                 a.workdir))
     text = table(results, f"{a.before} ({before.name.split('-')[-1]})")
     print(text)
     if a.write:
         cmd = " ".join(["python3 bench/bench_timer.py"] + sys.argv[1:]).replace(" --write", "")
         block = (f"{BEGIN}\nProduced by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M')} ({time.monotonic() - t0:.0f} s; "
-                 f"load average at start {' '.join(load)}; nproc {os.cpu_count()}). Medians of {a.runs}; the same "
-                 f"answers byte for byte from both revisions.\n\n{text}\n{END}")
+                 f"load average at start {' '.join(load)}; nproc {os.cpu_count()}). Medians of {a.runs} run(s) per "
+                 f"store; the same answers byte for byte from both revisions.\n\n{text}\n{END}")
         path = REPO / "bench" / "RESULTS.md"
         doc = path.read_text()
         doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):] if BEGIN in doc else \
