@@ -34,6 +34,7 @@ from engine.timer.store import EnqueueCursor, TimerStore
 
 WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
 _STATES = (WHEEL, ROLLED, QUEUED)
+_WHEEL, _ROLLED, _QUEUED = range(3)
 #: A unit whose magic and record disagree on being a delete marker (never delivered).
 MAGIC_MISMATCH = "magic-mismatch"
 #: Problems of one kind a scan keeps in detail (the rest are counted).
@@ -242,8 +243,9 @@ class _PendingScanner:
         if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
             out.crc_damaged.append(u.offset_py)
         r = res.record
-        final_delete = is_delete(u.magic) and not is_roll(u.magic)
-        if r.is_delete and (final_delete or is_roll(u.magic)):
+        roll = is_roll(u.magic)
+        final_delete = is_delete(u.magic) and not roll
+        if r.is_delete and (final_delete or roll):
             out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
         elif r.is_delete or final_delete:
             # A marker record under a normal unit is refused when put; a message under a delete unit is
@@ -252,7 +254,7 @@ class _PendingScanner:
                                        u.magic))
         else:
             self.rows.add((r.timer_out_ms or 0, r.offset, r.size, u.pos, t_ms, r.queue_offset,
-                           _STATES.index(ROLLED if is_roll(u.magic) else WHEEL), self.topic_id(r.real_topic),
+                           _ROLLED if roll else _WHEEL, self.topic_id(r.real_topic),
                            _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
 
     def read_queued(self, cursor: int) -> None:
@@ -279,7 +281,7 @@ class _PendingScanner:
             if r.is_delete:
                 out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
             else:
-                self.rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _STATES.index(QUEUED),
+                self.rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _QUEUED,
                                self.topic_id(r.real_topic), _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
 
     def finish(self) -> PendingScan:
