@@ -29,7 +29,8 @@ from engine.broker.layout import StoreLayout
 from engine.broker.topics import require_topic
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
-from engine.timer.records import BAD_CRC, RESOLVE_CHUNK, Resolved, TimerRecord, build_delete_key
+from engine.timer.records import (BAD_CRC, RESOLVE_CHUNK, Resolved, TimerRecord, build_delete_key,
+                                  no_cycle_collection)
 from engine.timer.store import EnqueueCursor, TimerStore
 
 WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
@@ -172,12 +173,13 @@ def scan_pending(ts: TimerStore, check_crc: bool = False,
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
     of a live chain with its resolved record, newest first per slot."""
     scan = _PendingScanner(ts, check_crc, on_unit)
-    for s in ts.live_slots():
-        scan.out.slots.append(scan.walk_slot(s))
-    scan.flush()
-    scan.out.cursor = ts.enqueue_cursor()
-    scan.read_queued(scan.out.cursor.offset)
-    return scan.finish()
+    with no_cycle_collection():  # units, records and rows: many objects, no cycles
+        for s in ts.live_slots():
+            scan.out.slots.append(scan.walk_slot(s))
+        scan.flush()
+        scan.out.cursor = ts.enqueue_cursor()
+        scan.read_queued(scan.out.cursor.offset)
+        return scan.finish()
 
 
 class _PendingScanner:
