@@ -60,12 +60,13 @@ GEOM = ["--hash-slots", str(SLOTS), "--max-index", str(ITEMS)]
 BEGIN, END = "<!-- recover-figures:begin (written by bench/bench_recover.py --write) -->", "<!-- recover-figures:end -->"
 
 
-def measure(args: list[str]) -> dict:
-    """Run a command; wall time, exit code, peak anonymous memory (MiB: Pss_Anon summed over the command's
-    process and its helper processes at each sample), peak RssAnon and VmHWM of the command's process (MiB)."""
+def measure(args: list[str], code: Path = REPO, ok: tuple[int, ...] = (0,)) -> dict:
+    """Run a command (with `code` as the rmqtool checkout it imports); wall time, exit code, peak anonymous memory
+    (MiB: Pss_Anon summed over the command's process and its helper processes at each sample), peak RssAnon and
+    VmHWM of the command's process (MiB). An exit code outside `ok` stops the bench."""
     t0 = time.monotonic()
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=code,
+                         env={**os.environ, "PYTHONPATH": str(code)})
     peak = {"RssAnon": 0, "VmHWM": 0, "tree": 0}
     n = 0
 
@@ -86,7 +87,7 @@ def measure(args: list[str]) -> dict:
     out, err = p.communicate()
     wall = time.monotonic() - t0
     t.join()
-    if p.returncode not in (0,):
+    if p.returncode not in ok:
         raise SystemExit(f"{' '.join(args[2:6])} failed (exit {p.returncode}): {err.decode()[-500:]}")
     return {"s": wall, "anon": max(peak["tree"], peak["RssAnon"]) / 1024, "main_anon": peak["RssAnon"] / 1024,
             "hwm": peak["VmHWM"] / 1024, "out": out.decode()}

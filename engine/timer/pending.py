@@ -14,7 +14,9 @@ The rule, in the broker's terms:
    its fire time is TIMER_OUT_MS all the same.
 
 Memory: the scan keeps one numpy row per pending message (PENDING_ROW: its fire time, where its unit and record
-are) and a summary per live slot; a message's fields are read again from its record when it is listed.
+are) and a summary per live slot; a message's fields are read again from its record when it is listed. Units wait
+to be resolved RESOLVE_CHUNK at a time (records.resolve_many reads their records together), then are taken in the
+order they were walked.
 """
 from __future__ import annotations
 
@@ -27,15 +29,19 @@ from engine.broker.layout import StoreLayout
 from engine.broker.topics import require_topic
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
-from engine.timer.records import BAD_CRC, Resolved, TimerRecord, build_delete_key
+from engine.timer.records import (BAD_CRC, RESOLVE_CHUNK, Resolved, TimerRecord, build_delete_key,
+                                  no_cycle_collection)
 from engine.timer.store import EnqueueCursor, TimerStore
 
 WHEEL, ROLLED, QUEUED = "wheel", "rolled", "queued"
 _STATES = (WHEEL, ROLLED, QUEUED)
+_WHEEL, _ROLLED, _QUEUED = range(3)
 #: A unit whose magic and record disagree on being a delete marker (never delivered).
 MAGIC_MISMATCH = "magic-mismatch"
 #: Problems of one kind a scan keeps in detail (the rest are counted).
 MAX_DETAILS = 10000
+#: Pending rows a scan keeps as tuples before it turns them into PENDING_ROW (about 200 bytes each).
+ROWS_BLOCK = 4096
 #: Units of one slot put for another time that a scan names.
 MAX_WRONG_SLOT_NOTED = 10
 
@@ -128,23 +134,25 @@ class PendingScan:
 
 
 class _Rows:
-    """A growing PENDING_ROW array."""
+    """A growing PENDING_ROW array: rows wait as tuples and join it ROWS_BLOCK at a time (one conversion per block
+    instead of one numpy assignment per row)."""
 
     def __init__(self):
         self.parts: list[np.ndarray] = []
-        self.buf = np.empty(4096, PENDING_ROW)
-        self.n = 0
+        self.waiting: list[tuple] = []
 
     def add(self, row: tuple) -> None:
-        if self.n == len(self.buf):
-            self.parts.append(self.buf)
-            self.buf = np.empty(len(self.buf) * 2, PENDING_ROW)
-            self.n = 0
-        self.buf[self.n] = row
-        self.n += 1
+        self.waiting.append(row)
+        if len(self.waiting) >= ROWS_BLOCK:
+            self._block()
+
+    def _block(self) -> None:
+        self.parts.append(np.array(self.waiting, PENDING_ROW))
+        self.waiting = []
 
     def array(self) -> np.ndarray:
-        return np.concatenate(self.parts + [self.buf[:self.n]])
+        self._block()
+        return np.concatenate(self.parts)
 
 
 def _key_hash(topic: str | None, uniq: str | None, fire: int | None) -> int:
@@ -165,11 +173,13 @@ def scan_pending(ts: TimerStore, check_crc: bool = False,
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
     of a live chain with its resolved record, newest first per slot."""
     scan = _PendingScanner(ts, check_crc, on_unit)
-    for s in ts.live_slots():
-        scan.out.slots.append(scan.walk_slot(s))
-    scan.out.cursor = ts.enqueue_cursor()
-    scan.read_queued(scan.out.cursor.offset)
-    return scan.finish()
+    with no_cycle_collection():  # units, records and rows: many objects, no cycles
+        for s in ts.live_slots():
+            scan.out.slots.append(scan.walk_slot(s))
+        scan.flush()
+        scan.out.cursor = ts.enqueue_cursor()
+        scan.read_queued(scan.out.cursor.offset)
+        return scan.finish()
 
 
 class _PendingScanner:
@@ -180,6 +190,7 @@ class _PendingScanner:
         self.out = PendingScan()
         self.rows = _Rows()
         self.topic_ids: dict = {}
+        self.waiting: list[tuple[SlotWalk, TimerUnit]] = []   # walked units whose records are not resolved yet
 
     def topic_id(self, t: str | None) -> int:
         i = self.topic_ids.get(t)
@@ -206,12 +217,26 @@ class _PendingScanner:
         return sw
 
     def visit(self, sw: SlotWalk, u: TimerUnit) -> None:
-        """One unit of a live chain: a pending row, a delete marker or an unresolved unit (rules 3-5)."""
-        t_ms, out = sw.time_ms, self.out
+        """One unit of a live chain, counted in its slot; its record is resolved with the next chunk's."""
         sw.count += -1 if is_delete(u.magic) else 1
-        if u.delayed_ms != t_ms and len(sw.wrong_slot) < MAX_WRONG_SLOT_NOTED:
+        if u.delayed_ms != sw.time_ms and len(sw.wrong_slot) < MAX_WRONG_SLOT_NOTED:
             sw.wrong_slot.append((u.pos, u.delayed_ms))
-        res = self.ts.resolve(u.offset_py, u.size_py, self.check_crc)
+        self.waiting.append((sw, u))
+        if len(self.waiting) >= RESOLVE_CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """The waiting units' records read together, each unit then taken in walk order."""
+        waiting, self.waiting = self.waiting, []
+        found = self.ts.resolve_many([u.offset_py for _, u in waiting], [u.size_py for _, u in waiting],
+                                     self.check_crc)
+        for (sw, u), res in zip(waiting, found):
+            self.place(sw, u, res)
+
+    def place(self, sw: SlotWalk, u: TimerUnit, res: Resolved) -> None:
+        """One unit of a live chain with its record: a pending row, a delete marker or an unresolved unit (rules
+        3-5)."""
+        t_ms, out = sw.time_ms, self.out
         if self.on_unit is not None:
             self.on_unit(u, res)
         if not res.ok:
@@ -220,8 +245,9 @@ class _PendingScanner:
         if res.kind == BAD_CRC and len(out.crc_damaged) < MAX_DETAILS:
             out.crc_damaged.append(u.offset_py)
         r = res.record
-        final_delete = is_delete(u.magic) and not is_roll(u.magic)
-        if r.is_delete and (final_delete or is_roll(u.magic)):
+        roll = is_roll(u.magic)
+        final_delete = is_delete(u.magic) and not roll
+        if r.is_delete and (final_delete or roll):
             out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, u.pos, None, r.offset, r.size))
         elif r.is_delete or final_delete:
             # A marker record under a normal unit is refused when put; a message under a delete unit is
@@ -230,14 +256,24 @@ class _PendingScanner:
                                        u.magic))
         else:
             self.rows.add((r.timer_out_ms or 0, r.offset, r.size, u.pos, t_ms, r.queue_offset,
-                           _STATES.index(ROLLED if is_roll(u.magic) else WHEEL), self.topic_id(r.real_topic),
+                           _ROLLED if roll else _WHEEL, self.topic_id(r.real_topic),
                            _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
 
     def read_queued(self, cursor: int) -> None:
         """The units of rmq_sys_wheel_timer/0 from the enqueue cursor on (rule 2)."""
+        chunk: list[tuple[int, int, int]] = []
+        for unit in self.ts.queued_units(cursor):
+            chunk.append(unit)
+            if len(chunk) == RESOLVE_CHUNK:
+                self.place_queued(chunk)
+                chunk = []
+        self.place_queued(chunk)
+
+    def place_queued(self, chunk: list[tuple[int, int, int]]) -> None:
+        """(queue offset, commit-log offset, size) of queued units: their records read together, taken in order."""
         out = self.out
-        for q, off, size in self.ts.queued_units(cursor):
-            res = self.ts.resolve(off, size, self.check_crc)
+        found = self.ts.resolve_many([off for _, off, _ in chunk], [size for _, _, size in chunk], self.check_crc)
+        for (q, off, size), res in zip(chunk, found):
             if not res.ok:
                 self.unresolved(Unresolved(res.kind, res.why, None, None, q, off, size, None))
                 continue
@@ -247,7 +283,7 @@ class _PendingScanner:
             if r.is_delete:
                 out.markers.append(DeleteMarker(r.delete_key, r.timer_out_ms, None, q, r.offset, r.size))
             else:
-                self.rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _STATES.index(QUEUED),
+                self.rows.add((r.timer_out_ms or 0, r.offset, r.size, -1, -1, q, _QUEUED,
                                self.topic_id(r.real_topic), _key_hash(r.real_topic, r.uniq_key, r.timer_out_ms)))
 
     def finish(self) -> PendingScan:
@@ -273,21 +309,29 @@ class _PendingScanner:
 def message_at(ts: TimerStore, row) -> PendingMessage | None:
     """The pending message a scan row stands for, its fields read again from its record (None when the record
     cannot be read any more)."""
-    res = ts.resolve(int(row["offset"]), int(row["size"]))
+    return _message(ts.resolve(int(row["offset"]), int(row["size"])), int(row["pos"]), int(row["slot"]),
+                    int(row["qoff"]), int(row["state"]))
+
+
+def _message(res: Resolved, pos: int, slot: int, qoff: int, state: int) -> PendingMessage | None:
     r = res.record
     if r is None:
         return None
-    pos, slot, qoff = int(row["pos"]), int(row["slot"]), int(row["qoff"])
     return PendingMessage(r.uniq_key, r.real_topic, r.real_queue_id, r.keys, r.tags, r.timer_out_ms or 0,
-                          r.roll_times, _STATES[int(row["state"])], None if slot < 0 else slot, r.offset, r.size,
+                          r.roll_times, _STATES[state], None if slot < 0 else slot, r.offset, r.size,
                           r.store_timestamp, qoff if pos < 0 else r.queue_offset, None if pos < 0 else pos)
 
 
 def iter_messages(ts: TimerStore, rows: np.ndarray) -> Iterator[PendingMessage]:
-    for row in rows:
-        m = message_at(ts, row)
-        if m is not None:
-            yield m
+    """message_at for each row, in order; the records of RESOLVE_CHUNK rows are read together."""
+    for lo in range(0, len(rows), RESOLVE_CHUNK):
+        part = rows[lo:lo + RESOLVE_CHUNK]
+        found = ts.resolve_many(part["offset"], part["size"])
+        cols = (part[f].tolist() for f in ("pos", "slot", "qoff", "state"))
+        for res, pos, slot, qoff, state in zip(found, *cols):
+            m = _message(res, pos, slot, qoff, state)
+            if m is not None:
+                yield m
 
 
 class PendingList:

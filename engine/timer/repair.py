@@ -24,6 +24,7 @@ apply_timer_repair() carries it out, keeping every byte it changes in the quaran
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,6 +156,7 @@ class _Removed:
         r = sorted(ranges)
         self.starts = np.array([a for a, _ in r], dtype=np.int64)
         self.ends = np.array([b for _, b in r], dtype=np.int64)
+        self._starts, self._ends = self.starts.tolist(), self.ends.tolist()
 
     def mask(self, offsets: np.ndarray) -> np.ndarray:
         offs = offsets.astype(np.int64)
@@ -166,7 +168,11 @@ class _Removed:
         return out
 
     def __call__(self, offset: int) -> bool:
-        return bool(self.mask(np.array([offset]))[0])
+        """mask() for one offset (asked once per pending unit: no array for it)."""
+        if offset >= self.end:
+            return True
+        i = bisect_right(self._starts, offset) - 1
+        return i >= 0 and offset < self._ends[i]
 
 
 def plan_timer_repair(cfg: BrokerConfig, commitlog_end: int, removed_ranges: list[tuple[int, int]],

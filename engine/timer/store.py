@@ -22,7 +22,7 @@ from engine.timer.codec import UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE
 from engine.timer.files import (CheckpointFile, LogEnd, MetricsFile, TimerLogFiles, WheelFile, read_checkpoint,
                                 read_metrics, read_wheel)
 from engine.timer.layout import (TIMER_QUEUE_ID, TIMER_TOPIC, WHEEL_SLOTS, TimerGeometry, TimerLayout)
-from engine.timer.records import Resolved, resolve
+from engine.timer.records import Resolved, resolve, resolve_many
 
 #: reviseQueueOffset looks this many consume-queue units back for the one its last unit's record came from.
 REVISE_SEARCH_UNITS = 20000
@@ -98,6 +98,10 @@ class TimerStore:
 
     def resolve(self, offset: int, size: int, check_crc: bool = False) -> Resolved:
         return resolve(self.commitlog, self.commitlog_end, offset, size, check_crc)
+
+    def resolve_many(self, offsets, sizes, check_crc: bool = False) -> list[Resolved]:
+        """resolve() for each (offset, size), read together (records.resolve_many)."""
+        return resolve_many(self.commitlog, self.commitlog_end, offsets, sizes, check_crc)
 
     # ------------------------------------------------------------ the wheel
     @property

@@ -113,16 +113,12 @@ def parse_host(text: str) -> tuple[bytes, int]:
 def parse_properties(text: str) -> dict[str, str]:
     """Index-based parser of 4.9.1+/5.x (format §2.5): only the first 0x01 splits; empty names/values dropped."""
     out: dict[str, str] = {}
-    i, n = 0, len(text)
-    while i < n:
-        j = text.find(PROPERTY_SEPARATOR, i)
-        if j < 0:
-            j = n
-        if j - i >= 3:
-            k = text.find(NAME_VALUE_SEPARATOR, i)
-            if i < k < j - 1:
-                out[text[i:k]] = text[k + 1:j]
-        i = j + 1
+    for pair in text.split(PROPERTY_SEPARATOR):
+        # partition splits at the first 0x01 of the pair, as the broker's indexOf does; a pair without one has
+        # an empty value and is dropped with the empty ones
+        name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            out[name] = value
     return out
 
 

@@ -105,6 +105,17 @@ class BufferViews:
 def decode_positions(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | None]:
     """Phase B: every header field of the records starting at s; the position of the first record whose
     fields run past its TOTALSIZE (or whose topic length is negative), which ends the walk, or None."""
+    batch, ok = decode_at(v, s)
+    bad = np.flatnonzero(~ok)
+    if not len(bad):
+        return batch, None
+    return batch.select(slice(0, int(bad[0]))), int(s[bad[0]])
+
+
+def decode_at(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, np.ndarray]:
+    """Every header field of the records starting at s (each inside the buffer, its TOTALSIZE readable), and
+    which of them are whole: fields inside TOTALSIZE and a topic length >= 0, as check_message requires. The
+    columns of a record that is not whole are garbage. Records in any order (random lookups)."""
     n = v.n
     i8, i16, i32, i64 = v.i8, v.i16, v.i32, v.i64
     def at(rel, width):
@@ -131,16 +142,6 @@ def decode_positions(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | 
     props_len = i16[at(p_topic + topic_len, 2)].astype(np.int64)
     p_props = p_topic + topic_len + 2
     ok &= (props_len <= 0) | (p_props + props_len <= total)
-    cut = None
-    bad = np.flatnonzero(~ok)
-    if len(bad):
-        first_bad = int(bad[0])
-        cut = int(s[first_bad])
-        keep = slice(0, first_bad)
-        s, total, v2, sys_flag, bl, sl = s[keep], total[keep], v2[keep], sys_flag[keep], bl[keep], sl[keep]
-        body_len, topic_len, p_topic, props_len, p_props, tlw = (
-            body_len[keep], topic_len[keep], p_topic[keep], props_len[keep], p_props[keep], tlw[keep])
-        p_body = p_body[keep]
     expected = 72 + bl + 4 + sl + 4 + np.maximum(body_len, 0) + tlw + topic_len + 2 + np.maximum(props_len, 0)
     batch = RecordBatch(
         pos=s, total=total, v2=v2,
@@ -156,7 +157,7 @@ def decode_positions(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, int | 
         props_pos=s + p_props, props_len=props_len,
         length_ok=expected == total,
     )
-    return batch, cut
+    return batch, ok
 
 
 def _chain(buf, pos: int, n: int, limit: int) -> tuple[list[int], int, SegmentEnd | None]:
