@@ -43,12 +43,16 @@ QUEUE_DIR_NAME = re.compile(r"^\d+$")
 
 TOPIC_MAX_LENGTH = 127
 RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255
+#: MixAll.RETRY_GROUP_TOPIC_PREFIX and DLQ_GROUP_TOPIC_PREFIX: topics named after a consumer group.
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-#: A pop consumer's retry topic in its v2 form, %RETRY%<group>+<topic> (KeyBuilder.buildPopRetryTopicV2, written by
-#: a broker with enableRetryTopicV2): the broker makes it itself, '+' and all, so a store may hold it.
-_POP_RETRY_V2 = re.compile(r"^%RETRY%[%|a-zA-Z0-9_-]+\+[%|a-zA-Z0-9_-]+$")
+#: KeyBuilder's pop retry topics: v1 %RETRY%<group>_<topic>, v2 %RETRY%<group>+<topic> (enableRetryTopicV2).
+POP_RETRY_SEPARATOR_V1, POP_RETRY_SEPARATOR_V2 = "_", "+"
+_NAME_CHARS = r"[%|a-zA-Z0-9_-]+"
+_TOPIC_CHARS = re.compile(rf"^{_NAME_CHARS}$")
+#: A v2 pop retry topic: the broker makes it itself, '+' and all, so a store may hold it.
+_POP_RETRY_V2 = re.compile(rf"^{re.escape(RETRY_GROUP_TOPIC_PREFIX)}{_NAME_CHARS}"
+                           rf"{re.escape(POP_RETRY_SEPARATOR_V2)}{_NAME_CHARS}$")
 
 
 def _topic_chars_ok(topic: str) -> bool:

@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.broker.commitlog.logrun import RecordRun, lookup_runs, scan_runs
-from engine.broker.commitlog.message import PROP_UNIQ_KEY, SCHEDULE_TOPIC, parse_delay_levels, parse_properties
+from engine.broker.commitlog.message import (PROP_REAL_QID, PROP_REAL_TOPIC, PROP_UNIQ_KEY, SCHEDULE_TOPIC,
+                                            TRANS_HALF_TOPIC, parse_delay_levels, parse_properties)
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONSUMER_OFFSET, DLQ_PREFIX, RETRY_PREFIX, SUBSCRIPTION_GROUP,
-                                            SYSTEM_GROUPS, TOPICS, config_file_state, consumer_offset_groups,
-                                            decode_subscription_groups, default_subscription_group)
-from engine.broker.layout import StoreLayout
+from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONSUMER_OFFSET, SUBSCRIPTION_GROUP, SYSTEM_GROUPS, TOPICS,
+                                            config_file_state, consumer_offset_groups, decode_subscription_groups,
+                                            default_subscription_group)
+from engine.broker.layout import (DLQ_GROUP_TOPIC_PREFIX, POP_RETRY_SEPARATOR_V1, POP_RETRY_SEPARATOR_V2,
+                                  RETRY_GROUP_TOPIC_PREFIX, StoreLayout)
 from engine.broker.store import MessageStore
 from engine.errors import InvalidArgumentError
 from engine.java import fastjson
@@ -38,11 +40,6 @@ from engine.ops.queues import QueueView, commitlog_min_offset
 #: Units of SCHEDULE_TOPIC_XXXX whose keys are held at once, over all delay levels (about 1.4 KB each with the
 #: dicts and tuples that hold them: docs/performance.md).
 DELAY_KEYS_MAX = 100_000
-PROP_REAL_TOPIC, PROP_REAL_QID = "REAL_TOPIC", "REAL_QID"
-#: TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC: a delayed message with this real topic is discarded, never put.
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-#: KeyBuilder's pop retry topics: %RETRY%<group>+<topic> (v2), %RETRY%<group>_<topic> (v1).
-POP_RETRY_SEPARATOR_V2, POP_RETRY_SEPARATOR_V1 = "+", "_"
 
 
 @dataclass
@@ -225,7 +222,6 @@ def rebuild_subscription_groups(layout: StoreLayout) -> GroupRebuild:
     topics.json with its .bak), and the readable entries of subscriptionGroup.json or its .bak."""
     known: dict[str, dict] = {}
     forbidden: dict = {}
-    from_file: list[str] = []
     for which in (SUBSCRIPTION_GROUP + BAK_SUFFIX, SUBSCRIPTION_GROUP):  # the main file's entries win
         raw = _readable(layout, which, decode_subscription_groups)
         if raw is None:
@@ -272,15 +268,15 @@ def rebuild_subscription_groups(layout: StoreLayout) -> GroupRebuild:
 
 
 def _group_of_topic(topic: str, topics) -> str | None:
-    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
         if topic.startswith(prefix):
             rest = topic[len(prefix):]
-            if prefix == RETRY_PREFIX:
+            if prefix == RETRY_GROUP_TOPIC_PREFIX:
                 if POP_RETRY_SEPARATOR_V2 in rest:   # pop retry v2: %RETRY%<group>+<topic> ('+' is no name char)
                     return rest.split(POP_RETRY_SEPARATOR_V2, 1)[0] or None
                 for t in topics:                     # pop retry v1: %RETRY%<group>_<topic> of a topic the store has
-                    if not t.startswith((RETRY_PREFIX, DLQ_PREFIX)) and rest.endswith(POP_RETRY_SEPARATOR_V1 + t) \
-                            and len(rest) > len(t) + 1:
+                    group_topic = t.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+                    if not group_topic and rest.endswith(POP_RETRY_SEPARATOR_V1 + t) and len(rest) > len(t) + 1:
                         return rest[:-len(t) - 1]
             return rest or None
     return None

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from engine.broker.index import keyquery
-from engine.broker.commitlog.message import SCHEDULE_TOPIC, VALID, MessageRecord, decode_offset_msg_id
+from engine.broker.commitlog.message import (PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC,
+                                            TRANS_HALF_TOPIC, VALID, MessageRecord, decode_offset_msg_id)
 from engine.broker.layout import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from engine.broker.topics import require_topic
 from engine.errors import InvalidArgumentError, StoreError
 from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
+from engine.timer.layout import TIMER_TOPIC
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
 COUNT_LIMIT = 10_000_000
@@ -25,10 +27,8 @@ MAX_TOPICS_SEARCHED = 10_000
 MAX_COPIES_PER_TOPIC = 64
 
 # The topics the broker moves a message through before (or instead of) delivering it to its own topic.
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-REAL_TOPIC, REAL_QID, DELAY, RETRY_TOPIC = "REAL_TOPIC", "REAL_QID", "DELAY", "RETRY_TOPIC"
+RETRY_TOPIC = "RETRY_TOPIC"
 
 
 @dataclass
@@ -140,9 +140,9 @@ def copy_role(rec: MessageRecord) -> tuple[str, bool]:
     delivered there gets back; redeliveries to a consumer group (%RETRY%<group>) and dead letters (%DLQ%<group>);
     a recovery placeholder (rmq_sys_rmqtool_quarantine) carries none."""
     p, t = rec.properties, rec.topic
-    real = f"{p.get(REAL_TOPIC)}/{p.get(REAL_QID)}" if REAL_TOPIC in p else "its topic"
+    real = f"{p.get(PROP_REAL_TOPIC)}/{p.get(PROP_REAL_QID)}" if PROP_REAL_TOPIC in p else "its topic"
     if t == SCHEDULE_TOPIC:
-        return f"delayed: waits for delay level {p.get(DELAY, rec.queue_id + 1)}, then goes to {real}", False
+        return f"delayed: waits for delay level {p.get(PROP_DELAY, rec.queue_id + 1)}, then goes to {real}", False
     if t == TIMER_TOPIC:
         return f"timer message: waits in the timer wheel, then goes to {real}", False
     if t == TRANS_HALF_TOPIC:

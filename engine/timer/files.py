@@ -145,7 +145,7 @@ class TimerLogFiles:
 
     @property
     def min_pos(self) -> int:
-        return self.segments[0].start if self.segments else 0
+        return self.queue.min_offset
 
     @property
     def max_pos(self) -> int:

@@ -16,14 +16,13 @@ import numpy as np
 from engine.broker.commitlog.log import MISPLACED, CommitLog
 from engine.broker.index.keys import split_keys
 from engine.broker.commitlog.message import (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, PROP_CRC32, PROP_KEYS,
-                                             PROP_TAGS, PROP_UNIQ_KEY, VALID, MessageRecord, parse_properties)
+                                             PROP_REAL_QID, PROP_REAL_TOPIC, PROP_TAGS, PROP_UNIQ_KEY, VALID,
+                                             MessageRecord, parse_properties)
 from engine.broker.commitlog.records import BufferViews, decode_at
 from engine.java.lang import rmq_crc32
 from engine.timer.codec import TOMBSTONE_OFFSET
 from engine.timer.layout import TIMER_TOPIC
 
-PROP_REAL_TOPIC = "REAL_TOPIC"
-PROP_REAL_QID = "REAL_QID"
 PROP_TIMER_OUT_MS = "TIMER_OUT_MS"
 PROP_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 PROP_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"

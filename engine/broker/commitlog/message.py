@@ -43,9 +43,14 @@ PROP_KEYS = "KEYS"
 PROP_TAGS = "TAGS"
 PROP_UNIQ_KEY = "UNIQ_KEY"
 PROP_DELAY = "DELAY"
+#: The real topic and queue of a message parked in a system topic (delay level, timer, transaction half).
+PROP_REAL_TOPIC = "REAL_TOPIC"
+PROP_REAL_QID = "REAL_QID"
 PROP_CRC32 = "__CRC32#"
 CRC32_RESERVED_LEN = len(PROP_CRC32) + 1 + 10 + 1  # 20
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC: the half message of a transaction waits here until committed.
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 MAX_PROPERTIES_LEN = 32767

@@ -39,8 +39,6 @@ SUBSCRIPTION_GROUP_TABLE_CAPACITY = 1024
 #: names); CID_ONSAPI_* and CID_ONS-HTTP-PROXY and CID_RMQ_SYS_TRANS set consumeBroadcastEnable, the default.
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS")
-#: MixAll.RETRY_GROUP_TOPIC_PREFIX and DLQ_GROUP_TOPIC_PREFIX: topics named after a consumer group.
-RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 #: A config file larger than this is refused rather than parsed (memory bound: the whole text is held).
 MAX_CONFIG_BYTES = 256 * 1024 * 1024
 
