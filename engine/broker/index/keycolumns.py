@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.broker.commitlog.message import PROP_KEYS, PROP_UNIQ_KEY
 from engine.broker.index.keys import tiered_key_set
 from engine.java.lang import java_string_hash
 
@@ -432,7 +433,7 @@ def _tiered_slow(buf, records: np.ndarray, topic_pos, topic_len, props_pos, prop
     for r in records.tolist():
         props = parse_properties(_text(buf, int(props_pos[r]), int(props_len[r])))
         topic = _text(buf, int(topic_pos[r]), int(topic_len[r]))
-        for i, key in enumerate(tiered_key_set(props.get("UNIQ_KEY"), props.get("KEYS"))):
+        for i, key in enumerate(tiered_key_set(props.get(PROP_UNIQ_KEY), props.get(PROP_KEYS))):
             out_rec.append(r)
             out_rank.append(i)
             out_hash.append(java_string_hash(f"{topic}#{key}"))

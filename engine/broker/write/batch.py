@@ -11,9 +11,10 @@ import base64
 import operator
 import time
 
-from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP_KEYS, PROP_TAGS,
-                                             PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError, MessageRecord,
-                                             UniqKeyGenerator, parse_host, serialize_properties, tags_code)
+from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP_DELAY, PROP_KEYS,
+                                             PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError,
+                                             MessageRecord, UniqKeyGenerator, parse_host, serialize_properties,
+                                             tags_code)
 from engine.broker.layout import validate_queue_id
 from engine.broker.write.encoding import (CACHE_LIMIT, DEFAULT_STORE_PORT, HEAD44, HEADS, LOCALHOST, SHAPES, TAGS,
                                           TOPICS, shape_info, tags_hash, topic_info)
@@ -416,7 +417,7 @@ class MessageBatch:
             tc = TAGS.get(tags)
             if tc is None:
                 tc = tags_hash(tags)
-        if "DELAY" in props:
+        if PROP_DELAY in props:
             tc = tags_code(topic, tags, props, store_ts)
         tx = sys_flag & 0xC
         self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),

@@ -21,7 +21,7 @@ from engine.broker.commitlog.message import blank_record
 from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.progress import Progress, no_progress
-from engine.ops.quarantine import Quarantine, check_room
+from engine.ops.quarantine import MANIFEST, Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
 from engine.ops.recovery.placeholder import REPLACED_BY, manifest_path, placeholder_record
 from engine.ops.recovery.plan import BLANK_FILLER, PLACEHOLDER, RecoveryPlan
@@ -91,7 +91,7 @@ def execute(cfg: BrokerConfig, plan: RecoveryPlan, progress: Progress | None = N
 
 
 def _drop_empty(q: Quarantine) -> None:
-    (q.dir / "manifest.json").unlink(missing_ok=True)
+    (q.dir / MANIFEST).unlink(missing_ok=True)
     for d in (q.dir, q.dir.parent):
         try:
             d.rmdir()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record
 from engine.errors import CorruptFileError
+from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR
 
 QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
 QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
@@ -37,8 +38,6 @@ ORIGIN_TOPIC, ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET = ("RMQTOOL_ORIGIN_TOPIC", "R
                                                      "RMQTOOL_ORIGIN_QUEUE_OFFSET")
 #: How the quarantine manifest names what took the damaged bytes' place.
 REPLACED_BY = "a placeholder record"
-#: Quarantine folders and manifests (engine.ops.quarantine writes them; named here to read them without it).
-QUARANTINE_DIR, MANIFEST = "quarantine", "manifest.json"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Optional
 
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, java_div, to_i32
-from engine.broker.commitlog.message import VALID, check_message
+from engine.broker.commitlog.message import PROP_KEYS, VALID, check_message
 from engine.broker.index.keys import tiered_key_set
 from engine.tiered.flat.layout import COMMIT_LOG, TieredLayout, brokers_of, cluster_dir_name, list_clusters
 from engine.tiered.flat.segments import FlatAppendFile, Segment, TieredReadError
@@ -131,7 +131,7 @@ def check_record(rec, topic: str, key: str, unique: bool, begin: int, end: int) 
     if unique:
         if rec.uniq_key != key:
             return "hash collision: different UNIQ_KEY"
-    elif key not in tiered_key_set(rec.uniq_key, rec.properties.get("KEYS")):
+    elif key not in tiered_key_set(rec.uniq_key, rec.properties.get(PROP_KEYS)):
         return "hash collision: the key is neither the message's UNIQ_KEY nor one of its KEYS"
     if not begin <= rec.store_timestamp <= end:
         return f"store time {rec.store_timestamp} outside the window"
