@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from engine.broker.config.jsonfiles import BAK_SUFFIX  # ConfigManager's backup copy, as for config/*.json
 from engine.errors import CorruptFileError, InvalidArgumentError
 from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
@@ -31,7 +32,6 @@ from engine.tiered.flat.layout import COMMIT_LOG, CONSUME_QUEUE, INDEX
 DEFAULT_CAPACITY = 1024
 TABLE_NAMES = {COMMIT_LOG: "commitLogFileSegmentTable", CONSUME_QUEUE: "consumeQueueFileSegmentTable",
                INDEX: "indexFileSegmentTable"}
-BAK_SUFFIX = ".bak"
 
 
 class MetadataError(CorruptFileError):
