@@ -31,3 +31,8 @@ class UncleanStoreError(StoreError):
 
 class InvalidArgumentError(StoreError):
     """An argument is out of range (limits, time ranges, offsets)."""
+
+
+class ModeRefusedError(StoreError):
+    """A writer cannot write the store's mode (DLedger, RocksDB queues or configs, LMQ ...) exactly as the broker
+    does (engine.broker.mode): it refuses before anything is changed."""

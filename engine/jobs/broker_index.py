@@ -26,6 +26,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
+from engine.broker.write.guard import require_writable
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.file import check_index_geometry, index_file_size
@@ -197,6 +198,7 @@ def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str 
     store's (writer_index_geometry: broker.conf, the options, else its index files); new_geometry: the configured
     one even where the store's index files have another (the whole index is rebuilt in it)."""
     progress = progress or no_progress
+    require_writable(config, "spark-reindex --replace" if replace else "spark-reindex")
     layout = check_store(config)
     old_size = existing_index_size(layout.index_dir)
     writer_index_geometry(config, new_geometry, "spark-reindex")

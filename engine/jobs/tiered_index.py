@@ -47,6 +47,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from engine.broker.write.guard import require_writable
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.keycolumns import distinct_ranges, tiered_keys
 from engine.broker.commitlog.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
@@ -399,6 +400,7 @@ def tiered_reindex(config: BrokerConfig, out: Optional[Path], master: str = DEFA
     `keep_out` None: the broker's name is unknown, refused once the inputs are checked."""
     progress = progress or no_progress
     check_tiered_geometry(hash_slot_num, index_num)
+    require_writable(config, "tiered reindex")
     layout = check_store(config)
     check_master(master)
     target = resolve_output(layout, out, "tiered", replace, dry_run)

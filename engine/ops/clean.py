@@ -422,4 +422,4 @@ def clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now: boo
           now: int | None = None, progress: Progress | None = None, keep_timer: bool = False) -> CleanPlan:
     """The `rmqtool clean` entry point: lock (unless dry run), plan, apply."""
     return operation.run(cfg, lambda: plan_clean(cfg, reserved_hours, force_now, now, progress, keep_timer),
-                         lambda p: _execute(cfg, p), dry_run)
+                         lambda p: _execute(cfg, p), dry_run, writer="clean")

@@ -14,6 +14,7 @@ from typing import Callable, Protocol, TypeVar
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import LOCK_FILE
 from engine.broker.config.lock import StoreLock
+from engine.broker.write.guard import require_writable
 from engine.errors import NotAStoreError
 from engine.ops.quarantine import QUARANTINE_DIR
 
@@ -67,8 +68,13 @@ def apply_under_lock(cfg: BrokerConfig, plan: P, replan: Callable[[], P], execut
             lock.release()
 
 
-def run(cfg: BrokerConfig, make_plan: Callable[[], P], execute: Callable[[P], None], dry_run: bool) -> P:
-    """An operation's entry point: a dry run plans without the lock; otherwise lock, plan, apply."""
+def run(cfg: BrokerConfig, make_plan: Callable[[], P], execute: Callable[[P], None], dry_run: bool,
+        writer: str | None = None) -> P:
+    """An operation's entry point: a dry run plans without the lock; otherwise lock, plan, apply. `writer` names
+    the operation for the write guard (engine.broker.write.guard): a store whose mode it cannot write as the broker
+    does is refused before anything is planned, dry run included; None for rmqtool's own leftovers (prune)."""
+    if writer is not None and cfg.root.is_dir():
+        require_writable(cfg, writer)
     if dry_run:
         return make_plan()
     if not cfg.root.is_dir():

@@ -256,18 +256,18 @@ def _execute(cfg: BrokerConfig, plan: RepairPlan) -> None:
     q.write_manifest(True)
 
 
-def _run(cfg: BrokerConfig, make_plan, dry_run: bool) -> RepairPlan:
-    return operation.run(cfg, make_plan, lambda p: _execute(cfg, p), dry_run)
+def _run(cfg: BrokerConfig, make_plan, dry_run: bool, writer: str) -> RepairPlan:
+    return operation.run(cfg, make_plan, lambda p: _execute(cfg, p), dry_run, writer=writer)
 
 
 def repair_config(cfg: BrokerConfig, name: str, source: str, dry_run: bool = False) -> RepairPlan:
-    return _run(cfg, lambda: plan_config(cfg, name, source), dry_run)
+    return _run(cfg, lambda: plan_config(cfg, name, source), dry_run, f"repair config {name}")
 
 
 def repair_consume_queue(cfg: BrokerConfig, topic: str | None = None, queue_id: int | None = None,
                          dry_run: bool = False) -> RepairPlan:
-    return _run(cfg, lambda: plan_consume_queue(cfg, topic, queue_id), dry_run)
+    return _run(cfg, lambda: plan_consume_queue(cfg, topic, queue_id), dry_run, "repair consume-queue")
 
 
 def repair_timer(cfg: BrokerConfig, dry_run: bool = False) -> RepairPlan:
-    return _run(cfg, lambda: plan_timer(cfg), dry_run)
+    return _run(cfg, lambda: plan_timer(cfg), dry_run, "repair timer")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS
@@ -58,6 +58,9 @@ class BrokerConfig:
     # True when mappedFileSizeTimerLog was given (conf or option) or settled from the timer-log files
     # (engine.timer.layout.settle_timer_log_size) rather than defaulted.
     timerLogSizeGiven: bool = False
+    # Every key broker.conf sets, as written (None when no broker.conf was read): the store's mode is decided from
+    # keys rmqtool has no field for (engine.broker.mode.detect_mode).
+    properties: dict | None = field(default=None, compare=False)
 
     @property
     def root(self) -> Path:
@@ -160,7 +163,8 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
     given_size = False
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
-        set_from_properties(cfg, props, broker_conf, lambda name: name.endswith("Given"))
+        set_from_properties(cfg, props, broker_conf, lambda name: name.endswith("Given") or name == "properties")
+        cfg.properties = dict(props)
         given_size = "mappedFileSizeCommitLog" in props
         cfg.hashSlotNumGiven = "maxHashSlotNum" in props
         cfg.indexNumGiven = "maxIndexNum" in props

@@ -44,4 +44,4 @@ def recover(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = False,
     from engine.ops.recovery.apply import execute
 
     return operation.run(cfg, lambda: plan_recovery(cfg, check_crc, index_safe, full_scan, progress, force),
-                         lambda p: execute(cfg, p, progress), dry_run)
+                         lambda p: execute(cfg, p, progress), dry_run, writer="recover")

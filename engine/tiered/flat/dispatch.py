@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from engine.broker.write.guard import require_writable
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.broker.config.lock import StoreLock
@@ -111,6 +112,7 @@ def dispatch(req: DispatchRequest, progress: Progress | None = None,
     clock = clock or _now_ms
     local = StoreLayout.of(req.local)
     local.require_store()
+    require_writable(req.local, "tier-out")
     root = Path(os.path.expanduser(os.fspath(req.tier_root)))
     if root.exists() and not root.is_dir():
         raise NotAStoreError(f"tiered store path {root} is not a directory")
