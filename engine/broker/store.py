@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from engine.broker.config.checkpoint import Checkpoint
-from engine.broker.commitlog.log import MISPLACED, CommitLog, LogEntry, open_commitlog
+from engine.broker.commitlog.log import MISPLACED, CommitLog, LogEntry
+from engine.broker.dledger.log import open_log
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.errors import InvalidArgumentError, NotAStoreError, UncleanStoreError
 from engine.broker.index import keyquery
@@ -120,7 +121,7 @@ class MessageStore:
     @property
     def commitlog(self) -> CommitLog:
         if self._commitlog is None:
-            self._commitlog = open_commitlog(self.config, writable=self.writable)
+            self._commitlog = open_log(self.config, writable=self.writable)  # the mode's log (DLedger's or files)
         return self._commitlog
 
     @property

@@ -125,14 +125,14 @@ def _bound(pick, x: int | None, y: int | None) -> int | None:
 def _boundaries_near(cl, offset: int) -> str:
     """For the error of a --from-offset inside a record: the record starts on either side of it, found by
     decoding its segment from the start up to it (one segment at most, never the log before it)."""
-    from engine.broker.commitlog.records import SegmentEnd, decode_segment
+    from engine.broker.commitlog.records import SegmentEnd
 
     seg = cl.queue.find(offset)
     if seg is None:
         return ""
     buf = cl.queue.buffer(seg)
     target, before = offset - seg.start, None
-    for item in decode_segment(buf, 0):
+    for item in cl.decode_segment(seg, buf, 0):
         if isinstance(item, SegmentEnd):
             break
         pos = item.pos

@@ -289,6 +289,14 @@ class CommitLog:
             yield ScanEntry(CORRUPT, off, -1, buf, pos, reason, name)
             return last
 
+    def decode_segment(self, seg: Segment, buf, start: int = 0, window: int | None = None, **kw):
+        """The one bulk decoder (engine.broker.commitlog.records.decode_segment) over the buffer of one of this
+        log's segments: a log whose files hold something else around the records (engine.broker.dledger) decodes
+        them its own way, with the same answers."""
+        from engine.broker.commitlog.records import SCAN_WINDOW, decode_segment  # numpy: bulk readers only
+
+        return decode_segment(buf, start, window or SCAN_WINDOW, **kw)
+
     def walk(self, start: int | None = None, check_crc: bool = True, stop_at_corrupt_in_last: bool = True,
              read_body: bool = True, end: int | None = None, check_position: bool = True) -> Iterator[LogEntry]:
         """scan() with each record decoded into a MessageRecord (VALID, MISPLACED and LENGTH_MISMATCH)."""

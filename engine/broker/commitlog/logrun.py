@@ -21,7 +21,7 @@ import numpy as np
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
 from engine.broker.commitlog.log import MISPLACED, CommitLog, ScanEntry, misplaced_reason
 from engine.broker.commitlog.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
-from engine.broker.commitlog.records import SegmentEnd, body_crc_bad, decode_segment
+from engine.broker.commitlog.records import SegmentEnd, body_crc_bad
 from engine.broker.commitlog.records import BLANK as END_BLANK, ZERO as END_ZERO
 from engine.java.lang import rmq_crc32
 
@@ -71,7 +71,7 @@ def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_po
     """Entries of one segment from pos; returns True when the whole walk must stop."""
     buf = cl.queue.buffer(seg)
     name = seg.path.name
-    for item in decode_segment(buf, pos, RUN_WINDOW):
+    for item in cl.decode_segment(seg, buf, pos, RUN_WINDOW):
         if not isinstance(item, SegmentEnd):
             over = np.flatnonzero(item.total > max_size) if max_size is not None else ()
             if len(over):
@@ -86,7 +86,7 @@ def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_po
             continue
         off = seg.start + item.pos
         if item.kind == END_BLANK:
-            size = struct.unpack_from(">i", buf, item.pos)[0]
+            size = item.size if item.size is not None else struct.unpack_from(">i", buf, item.pos)[0]
             yield ScanEntry(BLANK, off, size, buf, item.pos, "end-of-segment blank", name)
             return False
         if item.kind == END_ZERO:
@@ -98,8 +98,9 @@ def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_po
                 reason = "no BLANK filler before the end of a non-last segment"
             yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
             return False
-        r = check_message(buf, item.pos, len(buf), check_crc=False, read_body=False)
-        yield ScanEntry(CORRUPT, off, -1, buf, item.pos, r.reason or item.reason, name)
+        reason = item.reason if item.exact else \
+            check_message(buf, item.pos, len(buf), check_crc=False, read_body=False).reason or item.reason
+        yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
         return last
     return last
 

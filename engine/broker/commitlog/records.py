@@ -72,6 +72,8 @@ class SegmentEnd:
     kind: str
     pos: int
     reason: str = ""
+    size: int | None = None   # the filler's size when the walk knows it (a DLedger padding entry)
+    exact: bool = False       # the reason is the whole story (a DLedger entry's), not check_message's to redo
 
 
 def body_crc_bad(bodies, body_len: np.ndarray, body_crc: np.ndarray) -> np.ndarray:

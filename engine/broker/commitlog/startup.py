@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.commitlog.message import VALID, check_message
-from engine.broker.commitlog.records import BLANK as END_BLANK, SegmentEnd, body_crc_bad, decode_segment
+from engine.broker.commitlog.records import BLANK as END_BLANK, SegmentEnd, body_crc_bad
 from engine.broker.config.checkpoint import Checkpoint
 
 #: Bytes of records validated per step of a RecoveryScan: the most it reads past what a caller asked for.
@@ -31,6 +31,9 @@ def broker_start(cl: CommitLog, mode: str, cp: Checkpoint, max_phy_cq: int, inde
     segs = cl.segments
     if not segs:
         return 0, "no commit-log segments"
+    start_index = getattr(cl, "recovery_start_index", None)
+    if start_index is not None:  # a log with its own start rule (engine.broker.dledger.log.DLedgerLog)
+        return start_index(), "DLedger: DLedgerMmapFileStore.recover's start file (the third from the end)"
     if covers is None:
         covers = max_phy_cq.__ge__
     if mode == "abnormal":
@@ -98,7 +101,7 @@ class RecoveryScan:
         segs = self.cl.segments
         seg = segs[self.index]
         buf = self.cl.queue.buffer(seg)
-        walk = decode_segment(buf, self.pos, SCAN_STEP)
+        walk = self.cl.decode_segment(seg, buf, self.pos, SCAN_STEP)
         try:
             item = next(walk)
             moved_on = self._take(seg, buf, item)
