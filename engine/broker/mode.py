@@ -211,7 +211,7 @@ class StoreMode:
         why = []
         if self.conflicts:
             why.append("its mode is contradictory (" + "; ".join(self.conflicts) + ")")
-        for feature, reason in self._feature_reasons():
+        for feature, reason in self._feature_reasons(kind):
             if kind not in WRITER_RULES.get(feature, ()):
                 why.append(reason)
         if not why:
@@ -219,11 +219,11 @@ class StoreMode:
         return (f"{writer} refuses this store ({self.name}): " + "; ".join(why)
                 + "; nothing was changed (`rmqtool info` says what rmqtool can do on it)")
 
-    def _feature_reasons(self) -> list[tuple[str, str]]:
+    def _feature_reasons(self, kind: str = "") -> list[tuple[str, str]]:
         out = []
         if self.commitlog == DLEDGER:
-            out.append(("dledger", "the commit log is DLedger's entry log (" + _rel(self.dledger_data_dir, self.root)
-                        + "), which rmqtool does not write"))
+            where = "the commit log is DLedger's entry log (" + _rel(self.dledger_data_dir, self.root) + ")"
+            out.append(("dledger", where + DLEDGER_WRITER_REASONS.get(kind, ", which rmqtool does not write")))
         if self.consume_queue == ROCKSDB_CQ:
             out.append(("rocksdb-cq", "its consume queues are in RocksDB (" + _rel(self.rocksdb_cq_dir, self.root)
                         + "), which rmqtool does not write"))
@@ -286,6 +286,20 @@ WRITER_RULES: dict[str, frozenset[str]] = {
     "lmq": frozenset({"clean", "spark-reindex", "repair config", "repair timer", "tier-out", "tiered", "timer"}),
     "controller": frozenset({"put", "spark-reindex", "repair config", "repair consume-queue", "repair timer",
                              "tier-out", "tiered", "timer"}),
+}
+
+
+#: Why each writer refuses a DLedger commit log (engine.broker.dledger reads it; nothing writes it).
+DLEDGER_WRITER_REASONS = {
+    "put": ": an append is a DLedger entry with its index unit, term and commit (DLedgerMmapFileStore."
+           "appendAsLeader), which rmqtool does not write",
+    "recover": ": its recovery is DLedgerMmapFileStore.recover's (entries and DLedger index truncated, "
+               "dividedCommitlogOffset), which rmqtool does not reproduce; `rmqtool doctor` says what the broker "
+               "will do",
+    "clean": ": DLedger deletes its own data files and revises its index (CleanSpaceService), which rmqtool does "
+             "not do",
+    "spark-reindex": ": the index jobs' bulk scanner reads segments as back-to-back records and does not skip "
+                     "DLedger's 48-byte entry headers",
 }
 
 

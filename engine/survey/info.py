@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.broker.commitlog.log import open_commitlog
+from engine.broker.dledger.log import open_log
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from engine.broker.config.lock import lock_holder
@@ -100,10 +100,13 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     out = {"dirs": [str(d) for d in cfg.commitlog_dirs], "minOffset": None, "maxOffset": None, "segments": 0,
            "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict()}
     try:
-        cl = open_commitlog(cfg)
+        cl = open_log(cfg)
     except StoreError as e:
         info.problems.append(f"commit log: {e}")
         return out
+    data_dir = getattr(cl, "data_dir", None)
+    if data_dir is not None:  # DLedger: the entry log in dledger-<id>/data (engine.broker.dledger)
+        out["dirs"] = [str(d) for d in cl.old_dirs] + [str(data_dir)]
     try:
         segs = cl.segments
         out["segments"] = len(segs)
@@ -114,6 +117,8 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
             out.update(firstSegment=segs[0].path.name, lastSegment=segs[-1].path.name, minOffset=cl.min_offset)
             hint = cp.get("confirmPhyOffset") or None
             out["maxOffset"] = cl.find_end(hint=hint)  # the last segment's record headers only (module doc)
+            if data_dir is not None:
+                out["dledger"] = _dledger(cl)
         else:
             out.update(minOffset=0, maxOffset=0)
     except StoreError as e:
@@ -121,6 +126,19 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     finally:
         cl.close()
     return out
+
+
+def _dledger(cl) -> dict:
+    """A DLedger log's own offsets: dividedCommitlogOffset (the first DLedger file: the old file commit log lies
+    below it) and the committed offset DLedger's checkpoint gives (DLedgerCommitLog.getMaxOffset once started)."""
+    from engine.broker.dledger.index import IndexFiles, committed_offset, read_checkpoint
+
+    d = cl.data_dir.parent
+    cp = read_checkpoint(d)
+    index = IndexFiles(d / "index")
+    return {"dataDir": str(cl.data_dir), "dividedCommitlogOffset": cl.divided,
+            "checkpointCommittedIndex": cp.get("committedIndex"),
+            "committedOffset": committed_offset(index, cp.get("committedIndex"), index.last_index())}
 
 
 @dataclass
@@ -136,7 +154,7 @@ def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> li
     if not (layout.root / QUARANTINE_DIR).is_dir():
         return []
     try:
-        cl = open_commitlog(cfg)
+        cl = open_log(cfg)
     except StoreError:
         return []  # said under commitLog
     try:

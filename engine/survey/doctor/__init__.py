@@ -2,6 +2,7 @@
 located, with what the broker does at its next start and the rmqtool command that fixes it (docs/doctor.md).
 
     report.py       Finding, DoctorReport, Fixes (the command lines)
+    dledgerchecks.py  a DLedger store's entry log, its index and the queues over it (instead of recovery's plan)
     storechecks.py  the lock, abort marker and checkpoint, commit log, consume queues, index (recovery's plan,
                     read-only)
     configs.py      config/*.json and their .bak as ConfigManager.load reads them
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
+from engine.broker.mode import DLEDGER, detect_mode
 from engine.survey.doctor.configs import check_configs
+from engine.survey.doctor.dledgerchecks import check_dledger
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
@@ -43,13 +46,20 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     rep = DoctorReport(str(cfg.root))
     check_lock(layout, rep)
     rep.checked.append("lock")
-    check_commitlog_files(cfg, layout, rep)
-    plan = check_recovery(cfg, layout, fix, rep, deep, progress)
-    rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
+    mode = detect_mode(cfg)
+    plan = None
+    if mode.commitlog == DLEDGER:  # DLedgerCommitLog recovers its own way: the entry log checked whole
+        check_dledger(cfg, mode, layout, rep)
+        rep.checked += ["DLedger commit log", "DLedger index", "consume queues"]
+    else:
+        check_commitlog_files(cfg, layout, rep)
+        plan = check_recovery(cfg, layout, fix, rep, deep, progress)
+        rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
     check_consume_queue_tails(cfg, layout, fix, rep)
     check_configs(layout, fix, rep)
     rep.checked.append("config files")
-    if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan.timer is not None else None):
+    if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan is not None and plan.timer is not None
+                   else None):
         rep.checked.append("timer store")
     if check_tiered(layout, tier, fix, rep):
         rep.checked.append("tiered store")
