@@ -225,13 +225,13 @@ class CrcHelper:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
+def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
     """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
     with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
     the SegmentEnd."""
     pending = None
-    for item in decode_segment(_cut(buf, limit), pos, prefetch=None if helper is None else helper.prefetch(seg),
-                               **kw):
+    for item in cl.decode_segment(seg, _cut(buf, limit), pos,
+                                  prefetch=None if helper is None else helper.prefetch(seg), **kw):
         if isinstance(item, SegmentEnd):
             if pending is not None:
                 yield _settle(buf, seg, pending, check_crc)
@@ -425,7 +425,7 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
             continue
         limit = n if gap is None else gap[0]
         stopped = None
-        for got in _decode_checked(buf, seg, pos, limit, check_crc, helper, kw):
+        for got in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw):
             if isinstance(got, SegmentEnd):
                 stopped = got
                 break
@@ -442,7 +442,7 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
                 break
         pos = stopped.pos
         if stopped.kind == END_BLANK:
-            total = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            total = stopped.size if stopped.size is not None else int.from_bytes(buf[pos:pos + 4], "big", signed=True)
             if total == n - pos:
                 yield Filler(seg, pos)
                 return False, last_ts

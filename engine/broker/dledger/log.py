@@ -214,13 +214,16 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
     window = window or SCAN_WINDOW
     n = len(buf)
     pos = start
+    if BODY_OFFSET <= pos < n and check_entry(buf, pos, n, base, False).kind == BAD \
+            and check_entry(buf, pos - BODY_OFFSET, n, base, False).kind == ENTRY:
+        pos -= BODY_OFFSET  # a message's offset (a record never starts like an entry): walk from its entry
     if n == 0 or pos >= n:
         yield SegmentEnd(END_ZERO, pos)
         return
     views = BufferViews(buf)
     madvise = getattr(buf, "madvise", None) if release else None
     page = mmap.PAGESIZE
-    released = (start // page) * page
+    released = (pos // page) * page
     i32 = views.i32
     try:
         while True:
