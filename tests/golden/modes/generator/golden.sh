@@ -64,6 +64,7 @@ case "${GOLDEN_MODE:-}" in   # the broker mode of a modes set (tests/golden/mode
   dledger) printf '%s\n' enableDLegerCommitLog=true dLegerGroup=broker-a "dLegerPeers=n0-127.0.0.1:40911" dLegerSelfId=n0 ;;
   rocksdb) printf '%s\n' storeType=defaultRocksDB ;;
   lmq) printf '%s\n' enableLmq=true enableMultiDispatch=true ;;
+  doublewrite) printf '%s\n' storeType=default rocksdbCQDoubleWriteEnable=true ;;
   *) echo "unknown GOLDEN_MODE=$GOLDEN_MODE" >&2; exit 2 ;;
 esac
 }
@@ -126,7 +127,7 @@ golden-r2)
   save "$R/D" "$OUT/recovered_by_broker/store"; cp -a "$R/ans_recovered" "$OUT/recovered_by_broker/answers"
   cp -a "$R/live" "$OUT/live"; rm -f "$OUT/live/consumed_G_ALL.jsonl"; cp "$R/sent.jsonl" "$OUT/sent.jsonl"; savedconf "$OUT/broker.conf"
   kill "$(cat "$X/namesrv.pid")" ;;
-golden-mode)   # GOLDEN_MODE=dledger|rocksdb|lmq: the smaller r1-style mix ("m"; "lmq" adds LMQ traffic), clean stop
+golden-mode)   # GOLDEN_MODE=dledger|rocksdb|lmq|doublewrite: the smaller r1-style mix ("m"; "lmq" adds LMQ traffic), clean stop
   M=${GOLDEN_MODE:?set GOLDEN_MODE}; R=$X/$M; rm -rf "$R"; mkdir -p "$R/answers"; nsstart
   V=m; MT=TopicFill:2; T=$TOPICS
   if [ "$M" = lmq ]; then V=lmq; MT=TopicFill:2,TopicLmq:4; T=$TOPICS,TopicLmq; fi
