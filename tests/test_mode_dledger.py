@@ -149,7 +149,8 @@ def test_queues_dump_cq_inspect_index_info_and_doctor(stores):
     assert r.exit_code == 0, r.stdout
     d = json.loads(r.stdout)
     assert d["healthy"] and d["summary"]["read"]["dledger"]["entries"] == N
-    assert d["summary"]["read"]["records"] == N and any("DLedger" in n for n in d["notes"])
+    assert d["summary"]["read"]["records"] == N and d["mode"]["commitLog"] == "dledger"
+    assert not [f for f in d["findings"] if f["kind"] == "mode-not-checked"]
 
 
 def test_a_store_switched_from_a_file_commit_log_is_read_on_both_sides(stores):

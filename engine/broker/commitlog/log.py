@@ -476,8 +476,22 @@ def misplaced_reason(offset: int, stored: int, seg: Segment) -> str:
 def open_commitlog(config, writable: bool = False) -> CommitLog:
     """The store's commit log. Its segment size comes from the files present unless it was configured
     (broker.conf or an option); a log without files takes the configured (or default) size."""
+    require_readable_commitlog(config)
     size = config.mappedFileSizeCommitLog if config.commitLogSizeGiven else None
     return CommitLog(config.commitlog_dirs, size, writable=writable, default_size=config.mappedFileSizeCommitLog)
+
+
+def require_readable_commitlog(config) -> None:
+    """A store whose commit log is not a file commit log (engine.broker.mode: DLedger's entry log) is refused in
+    one line naming the mode, never read as an empty file commit log: its readers open it with
+    engine.broker.dledger.log.open_log, the callers of this file-only opener do not read it."""
+    from engine.broker.mode import DLEDGER, detect_mode
+    from engine.errors import ModeRefusedError
+
+    mode = detect_mode(config)
+    if mode.commitlog == DLEDGER:
+        raise ModeRefusedError(f"{config.root} keeps its commit log in DLedger's entry log "
+                               f"({mode.as_dict()['dledgerDir']}data), which this command does not read")
 
 
 def _is_zero_area(buf, pos: int, n: int) -> bool:

@@ -10,12 +10,11 @@ from engine.broker.mode import StoreMode
 from engine.broker.store import MessageStore
 from engine.errors import StoreError
 from engine.survey.doctor.report import ERROR, WARNING, DoctorReport, Finding
+from engine.timer.layout import TimerLayout
 
 
 def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: DoctorReport) -> None:
     """Findings for the DLedger log and the queues over it; nothing is written."""
-    rep.notes.append(f"store mode: {mode.name}; read as the broker reads it (DLedgerCommitLog); writers refuse "
-                     "it (`rmqtool info` says why)")
 
     def rel(p) -> str:
         try:
@@ -58,3 +57,16 @@ def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: 
 def _as_path(p):
     from pathlib import Path
     return Path(p)
+
+
+def check_dledger_timer(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> None:
+    """The timer store's checks read the file commit log (engine.timer): on a DLedger store a timer store the broker
+    loads is not checked, and doctor says so rather than calling it healthy."""
+    if not TimerLayout.of(cfg).exists():
+        return
+    if not cfg.timerWheelEnable:
+        rep.notes.append("timerWheelEnable=false: the broker does not load the timer store; it was not checked")
+        return
+    rep.findings.append(Finding("mode-not-checked", ERROR, "timerwheel", None,
+                                "rmqtool does not check a timer store over a DLedger commit log, so doctor did not "
+                                "check it", "read it as usual (doctor cannot tell whether that will succeed)", None))
