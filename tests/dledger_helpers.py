@@ -140,3 +140,14 @@ def dledger_copy(file_store: Path, dest: Path, file_size: int = 4096, old_count:
                     f"mappedFileSizeConsumeQueue={src.mappedFileSizeConsumeQueue}\nmaxHashSlotNum={hash_slots}\n"
                     f"maxIndexNum={max_index}\n")
     return mapping
+
+
+def make_dledger_in_place(store: Path, tmp: Path, file_size: int = 4096, old_count: int = 0) -> dict[int, int]:
+    """Turn a file store (put through the CLI) into the DLedger store holding the same messages (dledger_copy),
+    at the same path; returns the offset mapping."""
+    work = tmp / f"to-dledger-{old_count}"
+    mapping = dledger_copy(store, work, file_size, old_count=old_count)
+    shutil.rmtree(store)
+    shutil.move(str(work / "store"), str(store))
+    shutil.rmtree(work)
+    return mapping

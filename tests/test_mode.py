@@ -11,6 +11,7 @@ import pytest
 
 from engine.broker.config.brokerconf import load_config
 from engine.broker.mode import WRITER_RULES, WRITERS, detect_mode, writer_kind
+from dledger_helpers import make_dledger_in_place
 from helpers import SEG_GEOM, put, run, sample_messages, snapshot
 
 
@@ -44,20 +45,15 @@ def _copy(base: Path, tmp: Path) -> Path:
 
 
 def _dledger(store: Path, tmp: Path) -> tuple[Path, dict]:
-    """A store a DLedger broker wrote: its entries in dledger-n0/data, no commitlog/."""
-    data = store / "dledger-n0" / "data"
-    data.mkdir(parents=True)
-    for seg in sorted((store / "commitlog").iterdir()):
-        shutil.copy(seg, data / seg.name)
-    shutil.rmtree(store / "commitlog")
+    """A store a DLedger broker wrote: its entries in dledger-n0/data (tests/dledger_helpers.py), no commitlog/."""
+    make_dledger_in_place(store, tmp)
     return _conf(tmp, store, enableDLegerCommitLog="true", dLegerSelfId="n0", dLegerGroup="broker-a"), {
         "commitLog": "dledger", "dledgerDir": "dledger-n0/", "features": ["dledger-commitlog"]}
 
 
 def _dledger_switched(store: Path, tmp: Path):
-    data = store / "dledger-n0" / "data"
-    data.mkdir(parents=True)
-    (data / "00000000000000000000").write_bytes(b"\0" * 64)
+    """A file store taken over by a DLedger broker: commitlog/ below dividedCommitlogOffset, entries after it."""
+    make_dledger_in_place(store, tmp, old_count=10)
     return _conf(tmp, store, enableDLegerCommitLog="true", dLegerSelfId="n0"), {
         "commitLog": "dledger", "oldFileCommitLog": True, "features": ["dledger-commitlog+old-file-commitlog"]}
 
