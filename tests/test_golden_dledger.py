@@ -156,3 +156,59 @@ def test_print_msg_dump_cq_and_inspect_index_verify(gold):
     assert r.exit_code == 0, r.stderr
     assert sorted(m["commitLogOffset"] for m in _lines(r.stdout)) == sorted(
         int(s["offsetMsgId"][16:], 16) for s in sent)
+
+
+# ------------------------------------------------------------------------------------------- the switched store
+
+SWITCH = GOLDEN / "modes" / "dledger-switch"
+
+
+@pytest.fixture(scope="module")
+def switched(tmp_path_factory):
+    """modes/dledger-switch: a file-commit-log store a DLedger broker took over (dividedCommitlogOffset 2,097,152)."""
+    import tarfile
+
+    dest = tmp_path_factory.mktemp("switch")
+    with tarfile.open(SWITCH / "store.tar.gz") as tf:  # holes of the --sparse archive stay holes
+        tf.extractall(dest, filter="data")
+    conf = dest / "broker.conf"
+    conf.write_text((SWITCH / "broker_dledger.conf").read_text().replace("<store>", str(dest / "store")))
+    return conf
+
+
+def test_a_switched_store_is_read_across_the_divide_as_the_broker_served_it(switched, tmp_path):
+    r = run(["dump-commitlog", "-c", switched, "--json"])
+    assert r.exit_code == 0, r.stderr
+    rows = _lines(r.stdout)
+    assert [(x["type"], x["commitLogOffset"]) for x in rows if x["type"] != "MESSAGE"][-1] == ("BLANK", 1_227_328)
+    msgs = {x["commitLogOffset"]: x for x in rows if x["type"] == "MESSAGE"}
+    sent = jsonl(SWITCH / "sent.jsonl")
+    assert len(msgs) == len(sent) == 1100
+    for s in sent:
+        m = msgs[int(s["offsetMsgId"][16:], 16)]
+        assert (m["topic"], m["queueId"], m["queueOffset"], m["uniqKey"]) == (
+            s["topic"], s["queueId"], s["queueOffset"], s["msgId"])
+    assert min(o for o in msgs if o >= 2_097_152) == 2_097_200  # the first entry's message: pos + 48
+    info = json.loads(run(["info", "-c", switched, "--json"]).stdout)["commitLog"]
+    assert (info["minOffset"], info["maxOffset"], info["dledger"]["dividedCommitlogOffset"]) == (0, 2_817_342,
+                                                                                                   2_097_152)
+    admin = json.loads((SWITCH / "answers" / "admin.json").read_text())
+    q = json.loads(run(["queues", "-c", switched, "--json"]).stdout)["queues"]
+    mine = {(x["topic"], x["queueId"]): (x["minOffset"], x["maxOffset"]) for x in q}
+    theirs = {(t, int(k)): (v["min"], v["max"]) for t, qs in admin["topicStats"].items() for k, v in qs.items()}
+    assert {k: mine.get(k, (0, 0)) for k in theirs} == theirs
+    qs = jsonl(SWITCH / "answers" / "queries.jsonl")
+    by_id = [x for x in qs if x["q"] == "viewMessage(offsetMsgId)" and "hit" in x]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(x["id"] + "\n" for x in by_id))
+    r = run(["get", "-c", switched, "--from-file", ids, "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert [g["commitLogOffset"] for g in _lines(r.stdout)] == [x["hit"]["commitLogOffset"] for x in by_id]
+    assert any(x["hit"]["commitLogOffset"] < 2_097_152 for x in by_id) and any(
+        x["hit"]["commitLogOffset"] > 2_097_152 for x in by_id)
+    with MessageStore(load_config(switched)) as st:
+        for x in (x for x in qs if x["q"] == "queryMessage"):
+            raw = keyquery.query_raw(st, x["topic"], x["key"], x["maxNum"], x["begin"], min(x["end"], LONG_MAX))
+            assert sorted(raw.phy_offsets) == sorted(h["commitLogOffset"] for h in x["broker"].get("hits", [])), x
+    r = run(["doctor", "-c", switched, "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["read"]["dledger"]["entries"] == 400
