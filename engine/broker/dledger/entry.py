@@ -1,4 +1,4 @@
-"""The DLedger entry (DLedger 0.3.1.2: DLedgerEntry, DLedgerEntryCoder, DLedgerMmapFileStore, MmapFileList).
+"""The DLedger entry (format §11.3; DLedger 0.3.1.2: DLedgerEntry, DLedgerEntryCoder, DLedgerMmapFileStore, MmapFileList).
 
 A data file of DLedger's entry log holds entries back to back from position 0:
 

@@ -1,4 +1,4 @@
-"""DLedger's index files and checkpoint, and the whole DLedger log checked entry by entry (doctor).
+"""DLedger's index files and checkpoint, and the whole DLedger log checked entry by entry (doctor; format §11.3).
 
 The index (dledger-<id>/index, MmapFileList of DLedgerConfig.mappedFileSizeForEntryIndex = 5 Mi units of 32 bytes)
 holds the unit of entry i at offset i * 32: magic, pos, size, index, term (DLedgerEntryCoder.encodeIndex).

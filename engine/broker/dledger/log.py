@@ -1,5 +1,6 @@
 """The DLedger commit log read as a commit log: DLedgerLog answers every question CommitLog answers (check_at,
-valid_at, scan, walk, walk_segments, find_end, decode_segment), so every reader works on a DLedger store unchanged.
+valid_at, scan, walk, walk_segments, find_end, decode_segment), so every reader works on a DLedger store unchanged
+(format §11.3).
 
 DLedger's data files are fixed-size files named by their 20-digit start offset, like commit-log segments
 (MmapFileList; DLedgerCommitLog sets mappedFileSizeForEntryData = mappedFileSizeCommitLog), and a message's
