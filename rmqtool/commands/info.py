@@ -81,9 +81,14 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
 
     if not cl["segments"]:
         return [("commit log", "no segment files")]
-    return [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
-                           f"{cl['firstSegment']} .. {cl['lastSegment']}"),
-            ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+    pairs = [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
+                            f"{cl['firstSegment']} .. {cl['lastSegment']}"),
+             ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+    dl = cl.get("dledger")
+    if dl:  # DLedger: where its entries start (below: the old file commit log) and what its checkpoint commits
+        pairs.append(("", f"DLedger entries from {dl['dividedCommitlogOffset']}; committed up to "
+                          f"{dl['committedOffset'] if dl['committedOffset'] is not None else '?'} (its checkpoint)"))
+    return pairs
 
 
 def _consume_queues_pair(cq: dict) -> tuple[str, str]:
