@@ -233,3 +233,25 @@ def test_writers_refuse_a_dledger_store_and_change_nothing(stores, tmp_path, arg
     r = run([args[0], "-c", stores["conf"], *args[1:], *extra])
     assert_one_line_error(r, 2, contains="DLedger")
     assert snapshot(stores["store"]) == before
+
+
+def test_doctor_reports_an_index_unit_that_disagrees_with_its_entry_as_a_rebuild(stores, tmp_path):
+    """DLedger rebuilds its index from the first unit that disagrees with the data (the data wins): a warning
+    naming the entry, not damage; units past the data are what recover truncates (info)."""
+    import shutil
+
+    dest = tmp_path / "x"
+    shutil.copytree(stores["store"].parent, dest)
+    conf = dest / "broker.conf"
+    conf.write_text(conf.read_text().replace(str(stores["store"]), str(dest / "store")))
+    idx = dest / "store" / f"dledger-{SELF_ID}" / "index" / f"{0:020d}"
+    data = bytearray(idx.read_bytes())
+    data[7 * 32 + 24:7 * 32 + 32] = struct.pack(">q", 5)          # unit 7: term 5, the entry says 1
+    data[N * 32:N * 32 + 32] = encode_index_unit(999_999, 100, N, 1)  # a unit after the last entry
+    idx.write_bytes(bytes(data))
+    r = run(["doctor", "-c", conf, "--json"])
+    assert r.exit_code == 0, r.stdout
+    found = {f["kind"]: f for f in json.loads(r.stdout)["findings"]}
+    assert found["dledger-index-unit"]["severity"] == "warning" and found["dledger-index-unit"]["offset"] == 7 * 32
+    assert "term 5" in found["dledger-index-unit"]["problem"]
+    assert found["dledger-index-after-end"]["severity"] == "info"

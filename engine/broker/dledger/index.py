@@ -19,12 +19,17 @@ from engine.broker.dledger.entry import (BAD, BODY_OFFSET, END, ENTRY, INDEX_UNI
 from engine.broker.dledger.log import DLedgerLog, entry_reason
 from engine.broker.layout import SEGMENT_NAME
 from engine.findings import Finding
+from engine.fsutil import data_ranges, pread_fully
 
 CHECKPOINT_FILE = "checkpoint"
 
 
+#: Bytes of an index file read at a time: a 160 MiB index file is never read whole.
+INDEX_BLOCK = 1 << 20
+
+
 class IndexFiles:
-    """The index files of one DLedger member, read-only: units by entry index."""
+    """The index files of one DLedger member, read-only: units by entry index, a block at a time."""
 
     def __init__(self, index_dir: Path | None):
         self.dir = index_dir
@@ -33,28 +38,49 @@ class IndexFiles:
             for e in sorted(os.scandir(index_dir), key=lambda e: e.name):
                 if SEGMENT_NAME.match(e.name) and e.is_file(follow_symlinks=False):
                     self.files.append((int(e.name), Path(e.path), e.stat().st_size))
-        self.file_size = max((f[2] for f in self.files), default=0)
-        self._cache: dict[int, bytes] = {}
+        self._block: tuple[int, int, bytes] | None = None   # (file start, block start, bytes)
+
+    def _read(self, start: int, path: Path, at: int, n: int) -> bytes:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            return pread_fully(fd, n, at)
+        finally:
+            os.close(fd)
 
     def unit(self, index: int) -> tuple[int, int, int, int, int] | None:
         """(magic, pos, size, index, term) of entry `index`'s unit, or None where no file holds it."""
         off = index * INDEX_UNIT_SIZE
         for start, path, size in self.files:
             if start <= off and off + INDEX_UNIT_SIZE <= start + size:
-                data = self._cache.get(start)
-                if data is None:
-                    self._cache.clear()  # one file in memory at a time
-                    data = self._cache[start] = path.read_bytes()
-                return INDEX_UNIT.unpack_from(data, off - start)
+                rel = off - start
+                b = self._block
+                if b is None or b[0] != start or not b[1] <= rel < b[1] + len(b[2]) - INDEX_UNIT_SIZE + 1:
+                    at = rel - rel % INDEX_BLOCK
+                    b = self._block = (start, at, self._read(start, path, at, min(INDEX_BLOCK + INDEX_UNIT_SIZE,
+                                                                                   size - at)))
+                if rel - b[1] + INDEX_UNIT_SIZE > len(b[2]):
+                    return None
+                return INDEX_UNIT.unpack_from(b[2], rel - b[1])
         return None
 
     def last_index(self) -> int:
-        """The highest entry index with a non-zero unit (-1: none): where the index files end."""
+        """The highest entry index with a non-zero unit (-1: none): where the index files end. Holes are not
+        read; the data ranges are read a block at a time from the end."""
         for start, path, size in reversed(self.files):
-            data = path.read_bytes()
-            for k in range(len(data) // INDEX_UNIT_SIZE - 1, -1, -1):
-                if any(data[k * INDEX_UNIT_SIZE:(k + 1) * INDEX_UNIT_SIZE]):
-                    return (start + k * INDEX_UNIT_SIZE) // INDEX_UNIT_SIZE
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                for a, b in reversed(data_ranges(fd, 0, size)):
+                    hi = b
+                    while hi > a:
+                        lo = max(a, hi - INDEX_BLOCK)
+                        lo -= lo % INDEX_UNIT_SIZE
+                        data = pread_fully(fd, hi - lo, lo)
+                        k = len(data.rstrip(b"\0"))
+                        if k:
+                            return (start + lo + (k - 1) // INDEX_UNIT_SIZE * INDEX_UNIT_SIZE) // INDEX_UNIT_SIZE
+                        hi = lo
+            finally:
+                os.close(fd)
         return -1
 
 
