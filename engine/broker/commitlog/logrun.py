@@ -71,38 +71,48 @@ def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_po
     """Entries of one segment from pos; returns True when the whole walk must stop."""
     buf = cl.queue.buffer(seg)
     name = seg.path.name
-    for item in cl.decode_segment(seg, buf, pos, RUN_WINDOW):
-        if not isinstance(item, SegmentEnd):
-            over = np.flatnonzero(item.total > max_size) if max_size is not None else ()
-            if len(over):
-                j = int(over[0])
-                if j:
-                    yield from _runs(seg, buf, item.select(slice(0, j)), check_crc, check_position)
-                p, total = int(item.pos[j]), int(item.total[j])
-                yield ScanEntry(CORRUPT, seg.start + p, total, buf, p, f"TOTALSIZE {total} is above the maximum "
-                                f"message size {max_size}: not trusted, the rest of segment {name} is not read", name)
-                return last
-            yield from _runs(seg, buf, item, check_crc, check_position)
-            continue
-        off = seg.start + item.pos
-        if item.kind == END_BLANK:
-            size = item.size if item.size is not None else struct.unpack_from(">i", buf, item.pos)[0]
-            yield ScanEntry(BLANK, off, size, buf, item.pos, "end-of-segment blank", name)
-            return False
-        if item.kind == END_ZERO:
-            if last:
-                return True  # the normal end of data
-            if item.pos >= len(buf) and seg.file_len < seg.size:
-                reason = f"segment file is {seg.file_len} bytes, not {seg.size}: it ends without a BLANK filler"
-            else:
-                reason = "no BLANK filler before the end of a non-last segment"
+    while True:
+        resume = None
+        for item in cl.decode_segment(seg, buf, pos, RUN_WINDOW):
+            if not isinstance(item, SegmentEnd):
+                over = np.flatnonzero(item.total > max_size) if max_size is not None else ()
+                if len(over):
+                    j = int(over[0])
+                    if j:
+                        yield from _runs(seg, buf, item.select(slice(0, j)), check_crc, check_position)
+                    p, total = int(item.pos[j]), int(item.total[j])
+                    yield ScanEntry(CORRUPT, seg.start + p, total, buf, p, f"TOTALSIZE {total} is above the maximum "
+                                    f"message size {max_size}: not trusted, the rest of segment {name} is not read",
+                                    name)
+                    return last
+                yield from _runs(seg, buf, item, check_crc, check_position)
+                continue
+            off = seg.start + item.pos
+            if item.kind == END_BLANK:
+                size = item.size if item.size is not None else struct.unpack_from(">i", buf, item.pos)[0]
+                yield ScanEntry(BLANK, off, size, buf, item.pos, "end-of-segment blank", name)
+                return False
+            if item.kind == END_ZERO:
+                if last:
+                    return True  # the normal end of data
+                if item.pos >= len(buf) and seg.file_len < seg.size:
+                    reason = f"segment file is {seg.file_len} bytes, not {seg.size}: it ends without a BLANK filler"
+                else:
+                    reason = "no BLANK filler before the end of a non-last segment"
+                yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
+                return False
+            if item.exact and item.size:
+                # damage inside a unit whose size is sound (a DLedger entry): reported, and the walk goes on after it
+                yield ScanEntry(CORRUPT, off, item.size, buf, item.pos, item.reason, name)
+                resume = item.pos + item.size
+                break
+            reason = item.reason if item.exact else \
+                check_message(buf, item.pos, len(buf), check_crc=False, read_body=False).reason or item.reason
             yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
-            return False
-        reason = item.reason if item.exact else \
-            check_message(buf, item.pos, len(buf), check_crc=False, read_body=False).reason or item.reason
-        yield ScanEntry(CORRUPT, off, -1, buf, item.pos, reason, name)
-        return last
-    return last
+            return last
+        if resume is None:
+            return last
+        pos = resume
 
 
 def _runs(seg, buf, batch, check_crc: bool, check_position: bool):

@@ -76,6 +76,10 @@ class RecoveryScan:
         self.start = cl.segments[start_index].start if cl.segments else 0
         if not cl.segments:
             self.end, self.reason = 0, "no commit-log segments"
+        own = getattr(cl, "recovery_end", None)  # a log whose recovery reads no record (DLedger's entries)
+        ended = own() if own is not None and self.end is None else None
+        if ended is not None:
+            self.end, self.reason = ended
 
     @property
     def offset(self) -> int:

@@ -72,9 +72,10 @@ class EntryHeader:
 
 @dataclass
 class EntryCheck:
-    """What is at one position of a data file: ENTRY (header checked), PADDING, END, or BAD with a reason."""
+    """What is at one position of a data file: ENTRY (header checked), PADDING, END, or BAD with a reason. A BAD
+    entry with a size is sound but for its chainCrc/bodyCrc: a walk may go on after it."""
     kind: str
-    size: int = 0                    # the entry's or the padding's size
+    size: int = 0                    # the entry's or the padding's size (BAD: the size when it can be trusted)
     header: EntryHeader | None = None
     reason: str = ""
 
@@ -116,12 +117,12 @@ def check_entry(buf, pos: int, n: int, base: int, check_crc: bool = True) -> Ent
     if size > n - pos:
         return EntryCheck(BAD, reason=f"entry of {size} bytes runs past the end of the file ({n - pos} bytes left): "
                                       "torn", header=h)
-    if check_crc:
+    if check_crc:  # DLedger reads neither field: a bad one is damage its recovery walks past (size is kept)
         if h.chain_crc != 0:
-            return EntryCheck(BAD, reason=f"chainCrc {h.chain_crc}: DLedger writes 0", header=h)
+            return EntryCheck(BAD, size, reason=f"chainCrc {h.chain_crc}: DLedger writes 0", header=h)
         if not body_crc_ok(h.body_crc, buf, pos + BODY_OFFSET, h.body_size):
-            return EntryCheck(BAD, reason=f"bodyCrc {h.body_crc} is neither 0 (what DLedger writes) nor the body's "
-                                          "CRC-32", header=h)
+            return EntryCheck(BAD, size, reason=f"bodyCrc {h.body_crc} is neither 0 (what DLedger writes) nor the "
+                                                "body's CRC-32", header=h)
     return EntryCheck(ENTRY, size, h)
 
 

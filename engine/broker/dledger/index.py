@@ -170,6 +170,11 @@ def check_log(cl: DLedgerLog, dledger_dir: Path | None, rel, check_crc: bool = T
                 rep.end_offset = off
                 ended = True
                 break
+            if ec.kind == BAD and ec.size:  # chainCrc/bodyCrc not as DLedger writes them: DLedger never reads them
+                add(Finding("dledger-entry-crc", "error", rel(seg.path), pos, entry_reason(off, ec.reason),
+                            "reads the entry as usual (DLedger checks neither field); the header holds bytes DLedger "
+                            "did not write there, so the entry itself may be damaged"))
+                ec = check_entry(buf, pos, n, seg.start, False)
             if ec.kind == BAD:
                 add(Finding("dledger-damaged-entry", "error", rel(seg.path), pos, entry_reason(off, ec.reason),
                                    "ends its log at this entry at recovery: every message from offset "

@@ -125,8 +125,11 @@ class DLedgerLog(CommitLog):
                     eoff, "no padding entry before the end of a DLedger data file that is not the last"), name)
                 return False
             if ec.kind == BAD:
-                yield ScanEntry(CORRUPT, eoff, -1, buf, pos, entry_reason(eoff, ec.reason), name)
-                return last
+                yield ScanEntry(CORRUPT, eoff, ec.size or -1, buf, pos, entry_reason(eoff, ec.reason), name)
+                if not ec.size:
+                    return last
+                pos += ec.size  # sound but for its CRC fields: the next entry is where its size says
+                continue
             rpos, roff, rend = pos + BODY_OFFSET, eoff + BODY_OFFSET, pos + ec.size
             if end is not None and roff >= end:
                 return True
@@ -153,7 +156,7 @@ class DLedgerLog(CommitLog):
                 continue
             why = r.reason if r.status != VALID else f"its record is {r.size} bytes, its body {body}"
             yield ScanEntry(CORRUPT, roff, -1, buf, rpos, entry_reason(eoff, why), name)
-            return last
+            pos = rend  # the entry is sound: the next one is where its size says
 
     def decode_segment(self, seg: Segment, buf, start: int = 0, window: int | None = None, **kw):
         """The bulk decoder over one file: entries' records for a DLedger data file (decode_entries), the records
@@ -197,6 +200,37 @@ class DLedgerLog(CommitLog):
             i -= 1
         return i
 
+    def recovery_end(self) -> tuple[int, str] | None:
+        """Where DLedgerMmapFileStore.recover ends the log (its processOffset), and why: the entry walk from
+        recovery_start_index with DLedger's checks (header, consecutive index, non-decreasing term; it reads no
+        record and no CRC). None when there is no DLedger data file (the old file commit log is the log)."""
+        segs = self.segments
+        i = self.recovery_start_index()
+        if not segs or not self.is_entry_segment(segs[i]):
+            return None
+        prev_index = prev_term = None
+        for seg in segs[i:]:
+            buf = self.queue.buffer(seg)
+            n, pos = len(buf), 0
+            while True:
+                ec = check_entry(buf, pos, n, seg.start, False)
+                off = seg.start + pos
+                if ec.kind == PADDING:
+                    break
+                if ec.kind == END:
+                    return off, "end of data"
+                if ec.kind == BAD:
+                    return off, entry_reason(off, ec.reason)
+                h = ec.header
+                if prev_index is not None and h.index != prev_index + 1:
+                    return off, entry_reason(off, f"entry index {h.index} does not follow {prev_index}")
+                if prev_term is not None and h.term < prev_term:
+                    return off, entry_reason(off, f"term {h.term} is below the term {prev_term} before it")
+                prev_index, prev_term = h.index, h.term
+                pos += ec.size
+            self.queue.release(seg)
+        return segs[-1].end, "the padding entry of the last data file"
+
     def open_for_append(self, end: int) -> None:
         raise InvalidArgumentError("the DLedger commit log is read-only in rmqtool")
 
@@ -205,7 +239,8 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
     """engine.broker.commitlog.records.decode_segment for a DLedger data file starting at log offset `base`:
     RecordBatches of the entries' records (positions are the records', entry + 48), then one SegmentEnd whose
     position is an entry's: BLANK at the padding entry (its size given), ZERO at the end of data, CORRUPT at a
-    damaged entry or at an entry whose body is not one whole record (the reason given as is, `exact`)."""
+    damaged entry or at an entry whose body is not one whole record (the reason given as is, `exact`; its size
+    given when the entry's size is sound, so that a reader may go on after it: engine.broker.commitlog.logrun)."""
     import numpy as np
 
     from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -243,8 +278,9 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
                 elif ec.kind == END:
                     end = SegmentEnd(END_ZERO, pos)
                     break
-                else:
-                    end = SegmentEnd(END_CORRUPT, pos, entry_reason(base + pos, ec.reason), exact=True)
+                else:  # size: a sound entry but for its CRC fields, which a reader may step over
+                    end = SegmentEnd(END_CORRUPT, pos, entry_reason(base + pos, ec.reason), size=ec.size or None,
+                                     exact=True)
                     break
             if starts:
                 s = np.array(starts, dtype=np.int64)
@@ -261,7 +297,8 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
                     why = r.reason if r.status not in (VALID, BLANK) else (
                         "its body is a BLANK filler" if r.status == BLANK else
                         f"its record is {r.size} bytes, its body {int(body[j])}")
-                    end = SegmentEnd(END_CORRUPT, at, entry_reason(base + at, why), exact=True)
+                    end = SegmentEnd(END_CORRUPT, at, entry_reason(base + at, why), size=int(body[j]) + BODY_OFFSET,
+                                     exact=True)
                     s = s[:j]
                 if len(s):
                     batch, cut = decode_positions(views, s)
@@ -269,9 +306,10 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
                         yield batch
                     if cut is not None:
                         at = cut - BODY_OFFSET
+                        k = int(np.flatnonzero(s == cut)[0])
                         yield SegmentEnd(END_CORRUPT, at, entry_reason(
                             base + at, "its record's fields run past its TOTALSIZE (or a negative topic length)"),
-                            exact=True)
+                            size=int(body[k]) + BODY_OFFSET, exact=True)
                         return
             if end is not None:
                 yield end
