@@ -136,14 +136,19 @@ def committed_offset(index: IndexFiles, committed: int | None, last_index: int |
 MAX_FINDINGS = 50
 
 
-def check_log(cl: DLedgerLog, dledger_dir: Path | None, rel, check_crc: bool = True) -> DLedgerReport:
-    """Every entry of every DLedger data file checked as DLedger's recover checks it (header, consecutive
+def check_log(cl: DLedgerLog, dledger_dir: Path | None, rel, check_crc: bool = True,
+              whole: bool = True) -> DLedgerReport:
+    """Every entry of the DLedger data files checked as DLedger's recover checks it (header, consecutive
     index, non-decreasing term, its index unit) and its record as the broker's dispatch checks it (CRC when
-    check_crc). `rel(path)` names a file as findings name it."""
+    check_crc). Not `whole`: from the file DLedger's recover starts at (the third from the end), as the broker's
+    start-up reads it. `rel(path)` names a file as findings name it."""
     rep = DLedgerReport(divided_offset=cl.divided, min_offset=cl.min_offset)
     index = IndexFiles(dledger_dir / "index" if dledger_dir is not None else None)
     add = rep.findings.append
-    segs = [s for s in cl.segments if cl.is_entry_segment(s)]
+    first = 0 if whole else cl.recovery_start_index()
+    segs = [s for s in cl.segments[first:] if cl.is_entry_segment(s)]
+    if segs:
+        rep.min_offset = min(rep.min_offset, segs[0].start) if whole else segs[0].start
     last_data = cl.data_end_index()
     prev_index = prev_term = None
     unit_mismatch = False
@@ -224,6 +229,7 @@ def check_log(cl: DLedgerLog, dledger_dir: Path | None, rel, check_crc: bool = T
                 rep.records += 1
             pos += ec.size
             rep.end_offset = seg.start + pos
+        cl.queue.release(seg)  # one data file mapped at a time
     rep.last_index = prev_index
     if not rep.entries and segs:
         rep.end_offset = segs[0].start

@@ -52,7 +52,7 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     plan = None
     if mode.commitlog == DLEDGER and mode.reads_commitlog and mode.reads_consume_queues:
         # DLedgerCommitLog recovers its own way (DLedgerMmapFileStore.recover): the entry log is checked whole
-        check_dledger(cfg, mode, layout, rep)
+        check_dledger(cfg, mode, layout, rep, deep)
         rep.checked += ["DLedger commit log", "DLedger index", "consume queues"]
         check_consume_queue_tails(cfg, layout, fix, rep)
     elif mode.reads_commitlog and mode.reads_consume_queues:

@@ -13,8 +13,10 @@ from engine.survey.doctor.report import ERROR, WARNING, DoctorReport, Finding
 from engine.timer.layout import TimerLayout
 
 
-def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: DoctorReport) -> None:
-    """Findings for the DLedger log and the queues over it; nothing is written."""
+def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: DoctorReport,
+                  deep: bool = False) -> None:
+    """Findings for the DLedger log and the queues over it; nothing is written. Without `deep` the entries are
+    checked from the file DLedger's recovery starts at (what the broker reads at start-up); `deep`: all of them."""
 
     def rel(p) -> str:
         try:
@@ -29,11 +31,11 @@ def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: 
                 rep.findings.append(Finding("dledger-file", ERROR, rel(_as_path(p.path)), None, p.detail,
                                             "refuses to load its data files (MmapFileList.load/checkSelf) and "
                                             "does not start", None))
-            dl = check_log(cl, mode.dledger_dir, rel, check_crc=cfg.checkCRCOnRecover)
+            dl = check_log(cl, mode.dledger_dir, rel, check_crc=cfg.checkCRCOnRecover, whole=deep)
             rep.findings += [Finding(**vars(f), fix=None) for f in dl.findings]
             rep.read.update(commitLogFrom=dl.min_offset, commitLogTo=dl.end_offset,
                             commitLogBytes=max(0, dl.end_offset - dl.min_offset), records=dl.records,
-                            dledger=dl.as_dict())
+                            brokerWindow=not deep, dledger=dl.as_dict())
             queues = layout.list_queues().queues
             for topic, qid in queues:
                 try:
