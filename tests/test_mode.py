@@ -265,4 +265,4 @@ def test_writer_rules_cover_every_writer():
                      "spark-reindex", "tiered"}
     for feature, allowed in WRITER_RULES.items():
         assert allowed <= kinds, feature
-    assert WRITER_RULES["dledger"] == frozenset()
+    assert WRITER_RULES["dledger"] == frozenset({"spark-reindex"})  # the index is IndexService's in every mode

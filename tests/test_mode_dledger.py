@@ -233,13 +233,26 @@ def test_a_damaged_entry_is_exit_3_with_its_offset_and_no_traceback(stores, tmp_
 
 # ------------------------------------------------------------------------------------------- writers refused
 
-@pytest.mark.parametrize("args", [["recover"], ["clean", "--force-now"], ["spark-reindex", "--master", "inline"]])
+@pytest.mark.parametrize("args", [["recover"], ["clean", "--force-now"], ["put", "-t", "TopicA", "--body", "x"]])
 def test_writers_refuse_a_dledger_store_and_change_nothing(stores, tmp_path, args):
     before = snapshot(stores["store"])
-    extra = ["--out", str(tmp_path / "out")] if args[0] == "spark-reindex" else []
-    r = run([args[0], "-c", stores["conf"], *args[1:], *extra])
+    r = run([args[0], "-c", stores["conf"], *args[1:]])
     assert_one_line_error(r, 2, contains="DLedger")
     assert snapshot(stores["store"]) == before
+
+
+def test_spark_reindex_rebuilds_the_index_from_the_entries(stores, tmp_path):
+    """The index is the broker's IndexService in every mode: rebuilt from the DLedger entries (and the old file
+    commit log of a switched store) it holds what the store's index holds."""
+    for conf, store in (("conf", "store"), ("mconf", "mstore")):
+        before = snapshot(stores[store])
+        r = _dl(stores, "spark-reindex", "--out", str(tmp_path / conf), "--master", "inline", "--json", conf=conf)
+        assert r.exit_code == 0, r.output
+        d = json.loads(r.stdout)
+        assert (d["messages"], d["sameAsBefore"], d["anomalies"]) == (N, True, []), d
+        after = snapshot(stores[store])
+        after.pop("lock", None)  # the job takes the store lock (an empty lock file, as the broker's)
+        assert after == before
 
 
 def test_doctor_reports_an_index_unit_that_disagrees_with_its_entry_as_a_rebuild(stores, tmp_path):

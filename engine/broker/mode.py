@@ -287,10 +287,11 @@ class StoreMode:
 
 #: The writers (by writer_kind) that write a store with each mode feature exactly as the broker does; a feature
 #: missing here refuses every writer. The index is the same IndexService in every mode, so an index rebuild from a
-#: readable file commit log is exact whatever holds the queues and configs; configs are only written by repair
-#: config; clean deletes %LMQ% queue files as the broker's ConsumeQueue expiry does.
+#: readable commit log (a file one, or the records inside DLedger's entries) is exact whatever holds the queues and
+#: configs; configs are only written by repair config; clean deletes %LMQ% queue files as the broker's ConsumeQueue
+#: expiry does.
 WRITER_RULES: dict[str, frozenset[str]] = {
-    "dledger": frozenset(),
+    "dledger": frozenset({"spark-reindex"}),
     "rocksdb-cq": frozenset({"spark-reindex"}),
     "combined-cq": frozenset({"spark-reindex", "repair config"}),
     "rocksdb-configs": frozenset({"put", "recover", "clean", "repair consume-queue", "repair timer",
@@ -312,8 +313,6 @@ DLEDGER_WRITER_REASONS = {
                "will do",
     "clean": ": DLedger deletes its own data files and revises its index (CleanSpaceService), which rmqtool does "
              "not do",
-    "spark-reindex": ": the index jobs' bulk scanner reads segments as back-to-back records and does not skip "
-                     "DLedger's 48-byte entry headers",
 }
 
 

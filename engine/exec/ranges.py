@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from engine.broker.commitlog.log import open_commitlog
+from engine.broker.dledger.log import decode_entries, open_log
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from engine.broker.commitlog.records import SCAN_WINDOW, RecordBatch, SegmentEnd, decode_segment, is_zero_area
 
@@ -45,6 +45,7 @@ class SegmentRange:
     end: Optional[int] = None   # None: up to wherever the data of the segment ends
     start: Optional[int] = 0    # where its first record starts, when known; None: find it
     void: bool = False          # holds no record of the walk: nothing to scan
+    entries: bool = False       # a DLedger data file: records inside entries (engine.broker.dledger), one range
 
     def exact(self, start: int) -> "SegmentRange":
         return replace(self, start=start, void=False)
@@ -57,8 +58,14 @@ def segment_ranges(config, range_bytes: int = RANGE_BYTES) -> list[SegmentRange]
     """The store's commit log as ranges of at most range_bytes, segment by segment."""
     out: list[SegmentRange] = []
     step = max(1, int(range_bytes))
-    for i, seg in enumerate(open_commitlog(config).segments):
+    cl = open_log(config)  # the mode's log: a DLedger data file is walked entry by entry, as one range
+    segs = list(cl.segments)
+    cl.close()
+    for i, seg in enumerate(segs):
         path, n = str(seg.path.resolve()), seg.file_len
+        if getattr(cl, "is_entry_segment", None) is not None and cl.is_entry_segment(seg):  # DLedgerLog
+            out.append(SegmentRange(len(out), i, path, seg.start, n, 0, None, 0, entries=True))
+            continue
         cuts = list(range(0, max(n, 1), step))
         for j, begin in enumerate(cuts):
             end = cuts[j + 1] if j + 1 < len(cuts) else None
@@ -149,7 +156,8 @@ def walk_buffer(buf, unit: SegmentRange, on_batch: OnBatch, window: int = SCAN_W
             if unit.end is not None and pos >= unit.end:
                 return RangeWalk(start, pos, PASSED)
             step = window if unit.end is None else max(1, min(window, unit.end - pos))
-            gen = decode_segment(buf, pos, step)  # one window per call: it ends at the first record >= pos + step
+            # one window per call: it ends at the first record >= pos + step
+            gen = decode_entries(buf, unit.seg_start, pos, step) if unit.entries else decode_segment(buf, pos, step)
             try:
                 item = next(gen)
             finally:

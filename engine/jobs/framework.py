@@ -125,6 +125,14 @@ def camel_keys(obj):
 
 # ============================================================================ inputs
 
+def _dledger_store(config: BrokerConfig) -> bool:
+    """A DLedger store keeps its commit log in dledger-<id>/data (engine.broker.mode), not in commitlog/."""
+    from engine.broker.mode import DLEDGER, detect_mode
+
+    m = detect_mode(config)
+    return m.commitlog == DLEDGER and m.dledger_data_dir is not None and m.dledger_data_dir.is_dir()
+
+
 def check_store(config: BrokerConfig) -> StoreLayout:
     """The store must exist and have a commit log (the jobs' only input)."""
     root = config.root
@@ -132,7 +140,7 @@ def check_store(config: BrokerConfig) -> StoreLayout:
         raise NotAStoreError(f"store directory {root} does not exist")
     if not root.is_dir():
         raise NotAStoreError(f"{root} is not a directory")
-    if not any(d.is_dir() for d in config.commitlog_dirs):
+    if not any(d.is_dir() for d in config.commitlog_dirs) and not _dledger_store(config):
         raise NotAStoreError(f"{root} is not a RocketMQ store: it has no commitlog/ directory "
                              f"({', '.join(map(str, config.commitlog_dirs))})")
     return StoreLayout.of(config)
