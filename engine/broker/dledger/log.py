@@ -235,12 +235,14 @@ class DLedgerLog(CommitLog):
         raise InvalidArgumentError("the DLedger commit log is read-only in rmqtool")
 
 
-def decode_entries(buf, base: int, start: int = 0, window: int | None = None, release: bool = True):
+def decode_entries(buf, base: int, start: int = 0, window: int | None = None, release: bool = True,
+                   check_crc: bool = True):
     """engine.broker.commitlog.records.decode_segment for a DLedger data file starting at log offset `base`:
     RecordBatches of the entries' records (positions are the records', entry + 48), then one SegmentEnd whose
     position is an entry's: BLANK at the padding entry (its size given), ZERO at the end of data, CORRUPT at a
     damaged entry or at an entry whose body is not one whole record (the reason given as is, `exact`; its size
-    given when the entry's size is sound, so that a reader may go on after it: engine.broker.commitlog.logrun)."""
+    given when the entry's size is sound, so that a reader may go on after it: engine.broker.commitlog.logrun).
+    check_crc=False: chainCrc and bodyCrc are not looked at (neither DLedger nor the broker reads them)."""
     import numpy as np
 
     from engine.broker.commitlog.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -267,7 +269,7 @@ def decode_entries(buf, base: int, start: int = 0, window: int | None = None, re
             limit = pos + window
             end = None
             while pos < limit:
-                ec = check_entry(buf, pos, n, base)
+                ec = check_entry(buf, pos, n, base, check_crc)
                 if ec.kind == ENTRY:
                     starts.append(pos + BODY_OFFSET)
                     bodies.append(ec.header.body_size)
