@@ -266,3 +266,52 @@ def test_writer_rules_cover_every_writer():
     for feature, allowed in WRITER_RULES.items():
         assert allowed <= kinds, feature
     assert WRITER_RULES["dledger"] == frozenset({"spark-reindex"})  # the index is IndexService's in every mode
+
+
+# ------------------------------------------------------------------------------ real brokers' stores of each mode
+
+GOLDEN_MODES = {
+    # set: (features, unsupported parts before their readers, conf file)
+    "modes/dledger": (["dledger-commitlog"], "broker.conf"),
+    "modes/rocksdb": (["rocksdb-consume-queue", "rocksdb-v1-configs"], "broker.conf"),
+    "modes/lmq": (["lmq", "multi-dispatch"], "broker.conf"),
+    "modes/doublewrite": (["file+rocksdb-consume-queue"], "broker.conf"),
+    "modes/dledger-switch": (["dledger-commitlog+old-file-commitlog"], "broker_dledger.conf"),
+    "broker/r1": ([], "broker.conf"),
+}
+
+
+def _unpack_set(name: str, dest: Path, conf_name: str) -> tuple[Path, Path]:
+    """A copy of a golden set's store and its broker.conf pointing at the copy (sets with several confs too)."""
+    import tarfile
+
+    from helpers import GOLDEN
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(GOLDEN / name / "store.tar.gz") as tf:
+        tf.extractall(dest, filter="data")
+    conf = dest / "broker.conf"
+    src = GOLDEN / name / conf_name
+    if not src.exists():
+        src = GOLDEN / name / ".." / conf_name
+    conf.write_text(src.read_text().replace("<store>", str(dest / "store")).replace("<SET>", str(dest)))
+    return dest / "store", conf
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_MODES))
+def test_real_broker_stores_are_told_apart(name, tmp_path):
+    """Each mode a real 5.3.x broker wrote (tests/golden/modes) is decided the same from its broker.conf and from
+    its files alone, with no conflict; the classic r1 store is the file store."""
+    features, conf_name = GOLDEN_MODES[name]
+    store, conf = _unpack_set(name, tmp_path, conf_name)
+    by_conf = detect_mode(load_config(conf))
+    by_files = detect_mode(load_config(None, storePathRootDir=str(store)))
+    assert by_conf.features() == features and not by_conf.conflicts
+    # LMQ is a broker.conf switch: the files show the %LMQ% queues, not multi-dispatch itself
+    assert by_files.features() == [f for f in features if f != "multi-dispatch"] and not by_files.conflicts
+    assert by_conf.is_file_store == (features == [])
+    before = snapshot(store)
+    r = run(["put", "-c", str(conf), "-t", "TopicA", "--body", "x"])
+    assert (r.exit_code == 2) == (by_conf.write_refusal("put") is not None), r.output
+    if r.exit_code == 2:
+        assert snapshot(store) == before
