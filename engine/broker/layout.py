@@ -35,6 +35,10 @@ TIERED_METADATA_FILE = "tieredStoreMetadata.json"
 SEGMENT_NAME = re.compile(r"^\d{20}$")
 #: Index files: a yyyyMMddHHmmssSSS creation time in local time (format §1, pitfall 27); any digits are read.
 INDEX_NAME = re.compile(r"^\d+$")
+#: The files RocksDB leaves in a database directory: a RocksDB consume-queue database in consumequeue/ itself
+#: (storeType=defaultRocksDB or double write at the golden commit, format §13) is no queue and no damage.
+ROCKSDB_FILE_NAME = re.compile(r"^(CURRENT|IDENTITY|LOCK|LOG(\.old\.\d+)?|MANIFEST-\d+|OPTIONS-\d+"
+                               r"|\d+\.(sst|log|blob)|archive)$")
 #: The queue directories the broker loads are decimal integers (format §1 notes).
 QUEUE_DIR_NAME = re.compile(r"^\d+$")
 
@@ -156,6 +160,9 @@ class StoreLayout:
         self.root = Path(os.path.expanduser(os.fspath(root)))
         dirs = commitlog_dirs or [self.root / COMMITLOG_DIR]
         self.commitlog_dirs = [Path(os.path.expanduser(os.fspath(d))) for d in dirs]
+        #: Set by an open MessageStore whose broker serves its queues from RocksDB: returns their listing (or
+        #: None: the files), so every reader of list_queues() sees the queues the broker serves.
+        self.queue_lister: Callable[[], QueueListing | None] | None = None
 
     @classmethod
     def of(cls, config) -> "StoreLayout":
@@ -234,10 +241,17 @@ class StoreLayout:
 
         Symlinks are reported and never followed, so a listing cannot leave the store.
         """
+        if self.queue_lister is not None:
+            got = self.queue_lister()
+            if got is not None:
+                return got
         out = QueueListing()
         if self.consumequeue_dir.is_dir():
             out.queues, out.problems = list_queue_dirs(self.consumequeue_dir, lambda p: f"{CONSUMEQUEUE_DIR}/"
                                                        + p.relative_to(self.consumequeue_dir).as_posix())
+            if os.path.isfile(self.consumequeue_dir / "CURRENT"):  # a RocksDB database shares the directory
+                out.problems = [p for p in out.problems if "/" in p.path[len(CONSUMEQUEUE_DIR) + 1:]
+                                or not ROCKSDB_FILE_NAME.match(p.path[len(CONSUMEQUEUE_DIR) + 1:])]
         return out
 
     def protected_paths(self) -> list[Path]:

@@ -126,6 +126,9 @@ class StoreMode:
     dledger_self_id: str | None = None
     old_file_commitlog: bool = False
     rocksdb_cq_dir: Path | None = None
+    #: Which consume queues the broker serves reads from: "file" or "rocksdb" (a double-writing broker reads
+    #: what combineCQPreferCQType names, the file queues by default: CombineConsumeQueueStore.currentReadStore).
+    cq_reads: str = FILE_CQ
     rocksdb_config_dirs: tuple[Path, ...] = ()
     epoch_file: Path | None = None
     evidence: list[Evidence] = field(default_factory=list)
@@ -192,9 +195,9 @@ class StoreMode:
         out = []
         if self.commitlog == DLEDGER:
             out.append("the DLedger commit log (entries in " + _rel(self.dledger_data_dir, self.root) + ")")
-        if self.consume_queue in (ROCKSDB_CQ, COMBINED_CQ):
-            out.append("RocksDB consume queues (" + _rel(self.rocksdb_cq_dir, self.root) + ")")
-        if self.configs != JSON_CONFIGS:
+        # RocksDB consume queues and v1/v2 configs are read (engine.broker.consumequeue.rocksdb,
+        # engine.broker.config.rocksdb); a newer release's config/metadata/ is not.
+        if self.configs == ROCKSDB_CONFIGS_METADATA:
             out.append("RocksDB configs (" + ", ".join(_rel(p, self.root) for p in self.rocksdb_config_dirs) + ")")
         if self.batch_consume_queue:
             out.append(f"batch consume queues ({BATCH_CQ_DIR}/)")
@@ -261,6 +264,7 @@ class StoreMode:
             "dledgerDir": _rel(self.dledger_dir, self.root) if self.dledger_dir else None,
             "dledgerSelfId": self.dledger_self_id,
             "oldFileCommitLog": self.old_file_commitlog,
+            "consumeQueueReads": self.cq_reads,
             "rocksdbConsumeQueueDir": _rel(self.rocksdb_cq_dir, self.root) if self.rocksdb_cq_dir else None,
             "rocksdbConfigDirs": [_rel(p, self.root) for p in self.rocksdb_config_dirs],
             "epochFile": _rel(self.epoch_file, self.root) if self.epoch_file else None,
@@ -402,8 +406,11 @@ def _detect_rocksdb_cq(cfg: BrokerConfig, m: StoreMode) -> None:
         m.evidence.append(Evidence("rocksdb-consume-queue", "broker.conf", "rocksdbCQDoubleWriteEnable=true"))
     if double or (db is not None and file_queues):
         m.consume_queue = COMBINED_CQ
+        prefer = (_conf(cfg, "combineCQPreferCQType") or "").strip().lower()
+        m.cq_reads = ROCKSDB_CQ if prefer == STORE_TYPE_ROCKSDB.lower() else FILE_CQ
     else:
         m.consume_queue = ROCKSDB_CQ
+        m.cq_reads = ROCKSDB_CQ
     if db is not None and store_type is not None and not conf_rocks and not double:
         m.conflicts.append(f"broker.conf sets storeType={store_type} but {_rel(db, root)} holds a RocksDB "
                            "consume-queue database")
