@@ -189,3 +189,68 @@ def test_double_write_store_reads_files_by_default(pair, tmp_path):
     got = _json("queues", "-s", s)
     assert "skipped" in got.stdout and json.loads(got.stdout)["skipped"] == []  # RocksDB's files are no damage
     assert got.stdout == _json("queues", "-s", f).stdout
+
+
+# ------------------------------------------------------------------------------------------- verify-cq
+
+
+def _damaged(pair, tmp_path, change):
+    f, _, _, _ = pair
+    units = store_units(f)
+    units = change(units)
+    s = tmp_path / "bad"
+    rocksdb_twin(f, s, units=units)
+    return s
+
+
+def test_verify_cq_clean_on_both_sources(pair):
+    f, r, _, _ = pair
+    a = json.loads(_json("verify-cq", "-s", f).stdout)
+    b = json.loads(_json("verify-cq", "-s", r).stdout)
+    assert (a["source"], b["source"]) == ("file", "rocksdb")
+    assert a["units"] == b["units"] == len(store_units(f)) and a["problemCount"] == b["problemCount"] == 0
+
+
+def test_verify_cq_names_a_wrong_store_time_and_tags_code(pair, tmp_path):
+    def change(units):
+        out = list(units)
+        i = next(k for k, u in enumerate(out) if u[:3] == ("TopicA", 1, 2))
+        t, q, c, phy, size, tags, ts = out[i]
+        out[i] = (t, q, c, phy, size, tags + 1, ts + 5)
+        return out
+    s = _damaged(pair, tmp_path, change)
+    got = _json("verify-cq", "-s", s, code=3)
+    rep = json.loads(got.stdout)
+    assert rep["problemCount"] == 1
+    p = rep["firstProblems"][0]
+    assert (p["topic"], p["queueId"], p["queueOffset"]) == ("TopicA", 1, 2)
+    assert "store time" in p["reason"] and "tagsCode" in p["reason"]
+
+
+def test_verify_cq_names_a_missing_unit(pair, tmp_path):
+    s = _damaged(pair, tmp_path, lambda units: [u for u in units if u[:3] != ("TopicB", 0, 1)])
+    rep = json.loads(_json("verify-cq", "-s", s, "-t", "TopicB", code=3).stdout)
+    assert [(p["topic"], p["queueId"], p["queueOffset"]) for p in rep["firstProblems"]] == [("TopicB", 0, 1)]
+
+
+def test_compare_cq_double_write(pair, tmp_path):
+    f, _, _, _ = pair
+    same = tmp_path / "same"
+    rocksdb_twin(f, same, keep_files=True)
+    rep = json.loads(_json("verify-cq", "-s", same, "--compare").stdout)
+    assert rep["same"] and rep["unitsCompared"] == len(store_units(f)) and rep["unitsDiffer"] == 0
+
+    def change(units):
+        out = [u for u in units if u[:2] != ("TopicB", 2)]
+        i = next(k for k, u in enumerate(out) if u[:3] == ("TopicA", 0, 3))
+        t, q, c, phy, size, tags, ts = out[i]
+        out[i] = (t, q, c, phy, size + 1, tags, ts)
+        return out
+    other = tmp_path / "other"
+    rocksdb_twin(f, other, keep_files=True, units=change(store_units(f)))
+    rep = json.loads(_json("verify-cq", "-s", other, "--compare", code=3).stdout)
+    assert (rep["onlyInFiles"], rep["unitsDiffer"]) == (1, 1)
+    firsts = {(d["topic"], d["queueId"], d["queueOffset"], d["field"]) for d in rep["firstDifferences"]}
+    assert ("TopicA", 0, 3, "size") in firsts and ("TopicB", 2, None, "queue") in firsts
+    assert run(["verify-cq", "-s", f, "--compare"]).exit_code == 2  # a file store has nothing to compare with
+    assert run(["verify-cq", "-s", f, "--source", "bogus"]).exit_code == 2
