@@ -73,9 +73,9 @@ def verify_cq(
         else:
             rows = [dict(d.as_dict(), file=str(d.file), rocksdb=str(d.rocksdb)) for d in rep.firstDifferences]
             tables.table(rows, DIFF_COLUMNS, empty="(no difference)")
-            print(f"{rep.queues} queue(s), {rep.unitsCompared} unit(s) compared: {rep.onlyInFiles} only in files, "
-                  f"{rep.onlyInRocksdb} only in RocksDB, {rep.boundsDiffer} with other bounds, "
-                  f"{rep.unitsDiffer} unit(s) differ")
+            print(f"{rep.queues} queue(s), {rep.unitsCompared} unit(s) compared")
+            print(f"{rep.onlyInFiles} only in files, {rep.onlyInRocksdb} only in RocksDB, {rep.boundsDiffer} with "
+                  f"other bounds, {rep.unitsDiffer} unit(s) differ")
         if rep.differ:
             raise typer.Exit(3)
         return
@@ -85,7 +85,7 @@ def verify_cq(
         render.emit_json(rep.as_dict())
     else:
         tables.table([p.as_dict() for p in rep.firstProblems], PROBLEM_COLUMNS, empty="(no problem)")
-        print(f"{rep.source} consume queues: {rep.queues} queue(s), {rep.units} unit(s) checked, "
-              f"{rep.problemCount} problem(s)")
+        print(f"{rep.source} consume queues: {rep.queues} queue(s), {rep.units} unit(s) checked")
+        print(f"{rep.problemCount} problem(s)")
     if rep.problemCount:
         raise typer.Exit(3)
