@@ -76,7 +76,7 @@ def verify_queues(store, topic: str | None = None, source: str | None = None, ch
     rep = CqVerifyReport(src)
     if src == "rocksdb":
         rdb = store.rocksdb_queues
-        names = sorted(rdb.offset_table) if topic is None else sorted(k for k in rdb.offset_table if k[0] == topic)
+        names = sorted(k for k, e in rdb.offset_table.items() if e.max is not None and (topic is None or k[0] == topic))
         if topic is not None and not names:
             require_topic(store.layout, topic)
         for p in rdb.listing().problems:
@@ -238,7 +238,7 @@ def compare_queues(store, topic: str | None = None,
     rdb = store.rocksdb_queues
     files_dir = store.root / CONSUMEQUEUE_DIR
     files = set(list_queue_dirs(files_dir, lambda p: str(p))[0]) if files_dir.is_dir() else set()
-    rocks = set(rdb.offset_table)
+    rocks = {k for k, e in rdb.offset_table.items() if e.max is not None}
     if topic is not None:
         require_topic(store.layout, topic)
         files, rocks = {k for k in files if k[0] == topic}, {k for k in rocks if k[0] == topic}

@@ -180,7 +180,9 @@ class RocksDBConsumeQueueStore:
         """The queues the offset table names (as the broker's scanAllQueueIdInTopic finds them), and the entries
         that are not queues a broker would serve."""
         out = RocksDBListing()
-        for (topic, qid) in sorted(self.offset_table):
+        # A broker writes a "min" entry for every queue of every topic at start-up, (0, 0) for a queue that never
+        # held a unit; the queues with units have a "max" entry (what scanAllQueueIdInTopic lists).
+        for (topic, qid) in sorted(k for k, e in self.offset_table.items() if e.max is not None):
             why = stored_topic_problem(topic)
             if why:
                 out.problems.append(NameProblem(f"{self.rel}[offset] {topic}/{qid}", f"not a valid topic name: {why}"))
