@@ -110,3 +110,13 @@ def test_delays_read_the_schedule_queues_from_rocksdb(golden_rocks):
     theirs = {int(q) + 1: v["max"] for q, v in ADMIN["topicStats"].get("SCHEDULE_TOPIC_XXXX", {}).items()}
     mine = {lv["delayLevel"]: lv["maxOffset"] for lv in got["levels"]}
     assert theirs and {k: mine.get(k, 0) for k in theirs} == theirs
+
+
+def test_info_and_doctor_read_the_rocksdb_store(golden_rocks):
+    info = json.loads(run(["info", "-c", golden_rocks.conf, "--json"]).stdout)
+    cq = info["consumeQueues"]
+    assert (cq["source"], cq["topics"]) == ("rocksdb", 14)   # the README's 14 topics with units
+    assert cq["queues"] == sum(1 for v in ADMIN["topicStats"].values() for q in v.values() if q["max"])
+    r = run(["doctor", "-c", golden_rocks.conf, "--json"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["findings"] == []   # no JSON config missing, no file queue behind the log

@@ -254,3 +254,27 @@ def test_compare_cq_double_write(pair, tmp_path):
     assert ("TopicA", 0, 3, "size") in firsts and ("TopicB", 2, None, "queue") in firsts
     assert run(["verify-cq", "-s", f, "--compare"]).exit_code == 2  # a file store has nothing to compare with
     assert run(["verify-cq", "-s", f, "--source", "bogus"]).exit_code == 2
+
+
+def test_doctor_on_rocksdb_queues(pair, tmp_path):
+    f, r, _, _ = pair
+    got = json.loads(run(["doctor", "-s", r, "--json"]).stdout)
+    assert not [x for x in got["findings"] if x["kind"].startswith(("cq-", "rocksdb-"))]
+    units = store_units(f)
+    end = max(u[3] + u[4] for u in units)
+    s = tmp_path / "behind"
+    shutil.copytree(f, s)
+    shutil.rmtree(s / "consumequeue")
+    last = max(units, key=lambda u: u[3])
+    write_cq_db(s / "consumequeue", [u for u in units if u is not last], checkpoint=last[3])
+    got = json.loads(run(["doctor", "-s", s, "--json"]).stdout)
+    kinds = {x["kind"]: x for x in got["findings"]}
+    assert kinds["cq-behind-log"]["offset"] == last[3] and "rocksdb-cq-past-log" not in kinds
+    s2 = tmp_path / "past"
+    shutil.copytree(f, s2)
+    shutil.rmtree(s2 / "consumequeue")
+    write_cq_db(s2 / "consumequeue", units + [(last[0], last[1], last[2] + 1, end + 100, 50, 0, 1)])
+    got = json.loads(run(["doctor", "-s", s2, "--json"]).stdout)
+    assert {x["kind"] for x in got["findings"]} >= {"rocksdb-cq-past-log"}
+    v = run(["verify-cq", "-s", s2, "--json"])
+    assert v.exit_code == 3 and json.loads(v.stdout)["firstProblems"][0]["queueOffset"] == last[2] + 1

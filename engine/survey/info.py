@@ -68,7 +68,7 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | 
     info = StoreInfo(layout.root, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
     cp = _checkpoint(layout, info)
     info.sections["commitLog"] = _commitlog(cfg, cp, info)
-    info.sections["consumeQueues"] = _consume_queues(layout, info)
+    info.sections["consumeQueues"] = _consume_queues(layout, info, cfg)
     info.sections["index"] = _index(cfg, layout, info)
     info.sections["checkpoint"] = cp
     info.sections["abort"] = _abort(layout)
@@ -148,13 +148,25 @@ def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> li
         cl.close()
 
 
-def _consume_queues(layout: StoreLayout, info: StoreInfo) -> dict:
-    listing = layout.list_queues()
+def _consume_queues(layout: StoreLayout, info: StoreInfo, cfg: BrokerConfig | None = None) -> dict:
+    listing, source = layout.list_queues(), "file"
+    if cfg is not None:
+        from engine.broker.mode import detect_mode
+        mode = detect_mode(cfg)
+        if mode.cq_reads == "rocksdb":  # the broker serves the RocksDB queues (format §13)
+            source = "rocksdb"
+            try:
+                from engine.broker.consumequeue.rocksdb import RocksDBConsumeQueueStore
+                with RocksDBConsumeQueueStore(mode.rocksdb_cq_dir) as db:
+                    got = db.listing()
+                listing = type(listing)(got.queues, got.problems)
+            except (StoreError, OSError) as e:
+                info.problems.append(f"consume queues: the RocksDB database cannot be read: {e}")
     info.problems += [f"consume queues: {p.path}: {p.reason}" for p in listing.problems]
     topics = {t for t, _q in listing.queues}
     u = tree_usage(layout.consumequeue_dir) if layout.consumequeue_dir.is_dir() else Usage()
     return {"topics": len(topics), "queues": len(listing.queues), "files": u.files, "bytes": u.as_dict(),
-            "skipped": len(listing.problems)}
+            "skipped": len(listing.problems), "source": source}
 
 
 def _header(path: Path) -> tuple[int, int, int] | None:

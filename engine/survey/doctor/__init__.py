@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
+from engine.broker.mode import detect_mode
 from engine.survey.doctor.configs import check_configs
+from engine.survey.doctor.rocksdbchecks import check_rocksdb_queues
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
@@ -44,10 +46,15 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     check_lock(layout, rep)
     rep.checked.append("lock")
     check_commitlog_files(cfg, layout, rep)
-    plan = check_recovery(cfg, layout, fix, rep, deep, progress)
+    mode = detect_mode(cfg)
+    rocks_cq = mode.cq_reads == "rocksdb"  # the file queues' checks do not apply (format §13)
+    plan = check_recovery(cfg, layout, fix, rep, deep, progress, file_queues=not rocks_cq)
     rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
-    check_consume_queue_tails(cfg, layout, fix, rep)
-    check_configs(layout, fix, rep)
+    if rocks_cq:
+        check_rocksdb_queues(mode, plan.end_offset, rep)
+    else:
+        check_consume_queue_tails(cfg, layout, fix, rep)
+    check_configs(layout, fix, rep, json_tables=mode.configs == "json")
     rep.checked.append("config files")
     if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan.timer is not None else None):
         rep.checked.append("timer store")
