@@ -64,6 +64,7 @@ case "${GOLDEN_MODE:-}" in   # the broker mode of a modes set (tests/golden/mode
   dledger) printf '%s\n' enableDLegerCommitLog=true dLegerGroup=broker-a "dLegerPeers=n0-127.0.0.1:40911" dLegerSelfId=n0 ;;
   rocksdb) printf '%s\n' storeType=defaultRocksDB ;;
   lmq) printf '%s\n' enableLmq=true enableMultiDispatch=true ;;
+  doublewrite) printf '%s\n' storeType=default rocksdbCQDoubleWriteEnable=true ;;
   *) echo "unknown GOLDEN_MODE=$GOLDEN_MODE" >&2; exit 2 ;;
 esac
 }
@@ -126,7 +127,7 @@ golden-r2)
   save "$R/D" "$OUT/recovered_by_broker/store"; cp -a "$R/ans_recovered" "$OUT/recovered_by_broker/answers"
   cp -a "$R/live" "$OUT/live"; rm -f "$OUT/live/consumed_G_ALL.jsonl"; cp "$R/sent.jsonl" "$OUT/sent.jsonl"; savedconf "$OUT/broker.conf"
   kill "$(cat "$X/namesrv.pid")" ;;
-golden-mode)   # GOLDEN_MODE=dledger|rocksdb|lmq: the smaller r1-style mix ("m"; "lmq" adds LMQ traffic), clean stop
+golden-mode)   # GOLDEN_MODE=dledger|rocksdb|lmq|doublewrite: the smaller r1-style mix ("m"; "lmq" adds LMQ traffic), clean stop
   M=${GOLDEN_MODE:?set GOLDEN_MODE}; R=$X/$M; rm -rf "$R"; mkdir -p "$R/answers"; nsstart
   V=m; MT=TopicFill:2; T=$TOPICS
   if [ "$M" = lmq ]; then V=lmq; MT=TopicFill:2,TopicLmq:4; T=$TOPICS,TopicLmq; fi
@@ -140,6 +141,23 @@ golden-mode)   # GOLDEN_MODE=dledger|rocksdb|lmq: the smaller r1-style mix ("m";
   bstop "$R/broker.pid"
   rm -rf "$OUT/store" "$OUT/answers"; save "$R/store" "$OUT/store"; cp -a "$R/answers" "$OUT/answers"
   cp "$R/sent.jsonl" "$OUT/sent.jsonl"; savedconf "$OUT/broker.conf"; kill "$(cat "$X/namesrv.pid")" ;;
+golden-switch)  # a file-commit-log store taken over by a DLedger broker: phase 1 file mode, phase 2 DLedger, same store
+  R=$X/switch; rm -rf "$R"; mkdir -p "$R/answers"; nsstart
+  GOLDEN_MODE= mkconf "$R/store" "$R/file.conf"; bstart "$R/file.conf" "$R/broker_file.log" "$R/file.pid"
+  gd mktopic "$NS" "$BK" TopicSwitch:2 > "$R/mktopic.log" 2>&1
+  gd flood "$NS" "$R/sent_file.jsonl" TopicSwitch 700 4004 0 sw-file > "$R/flood_file.log" 2>&1; wc -l < "$R/sent_file.jsonl"
+  bstop "$R/file.pid"; save "$R/store" "$R/before_switch"
+  GOLDEN_MODE=dledger mkconf "$R/store" "$R/dledger.conf"; bstart "$R/dledger.conf" "$R/broker_dledger.log" "$R/dledger.pid"
+  gd waitmaster "$NS" broker-a 120 > "$R/waitmaster.log" 2>&1; tail -1 "$R/waitmaster.log"
+  gd flood "$NS" "$R/sent_dledger.jsonl" TopicSwitch 400 4005 0 sw-dledger > "$R/flood_dledger.log" 2>&1; wc -l < "$R/sent_dledger.jsonl"
+  cat "$R/sent_file.jsonl" "$R/sent_dledger.jsonl" > "$R/sent.jsonl"
+  gd consume "$NS" G_SW TopicSwitch 90 "$R/answers/consumed_G_SW.jsonl" > "$R/consume.log" 2>&1; tail -1 "$R/consume.log"
+  gd answers "$NS" "$BK" "$R/sent.jsonl" "$R/answers" G_SW 10 > "$R/answers.log" 2>&1; tail -2 "$R/answers.log"
+  bstop "$R/dledger.pid"
+  rm -rf "$OUT/store" "$OUT/answers" "$OUT/before_switch"; save "$R/store" "$OUT/store"; save "$R/before_switch" "$OUT/before_switch"
+  cp -a "$R/answers" "$OUT/answers"; cp "$R/sent.jsonl" "$OUT/sent.jsonl"
+  GOLDEN_MODE= savedconf "$OUT/broker_file.conf"; GOLDEN_MODE=dledger savedconf "$OUT/broker_dledger.conf"
+  kill "$(cat "$X/namesrv.pid")" ;;
 *) echo "unknown scenario $SC"; exit 2 ;;
 esac
 echo "=== done $SC ($(date +%T))"

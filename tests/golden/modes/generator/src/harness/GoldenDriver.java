@@ -5,7 +5,7 @@
  * Not RocketMQ code.
  *
  *   produce  <ns> <brokerAddr> <out sent.jsonl> <seed> <r1|r2>      the traffic mix (see produce())
- *   flood    <ns> <out.jsonl> <topic> <count> <seed> <sleepMs>      keep sending; every ack is flushed (kill -9 run)
+ *   flood    <ns> <out.jsonl> <topic> <count> <seed> <sleepMs> [keyPrefix]   keep sending; every ack is flushed (kill -9 run)
  *   groups   <ns> <outDir> <failGroup> <partMax> <allSeconds> <topics,...>
  *            G_FAIL-style group (fails some, maxReconsumeTimes=1), partial lite-pull group G_PART on TopicA,
  *            then a group G_ALL that consumes everything (user topics + retry + DLQ of failGroup)
@@ -75,7 +75,8 @@ public class GoldenDriver {
         try {
             switch (a[0]) {
                 case "produce": produce(a[1], a[2], a[3], Long.parseLong(a[4]), a[5]); break;
-                case "flood": flood(a[1], a[2], a[3], Integer.parseInt(a[4]), Long.parseLong(a[5]), Integer.parseInt(a[6])); break;
+                case "flood": flood(a[1], a[2], a[3], Integer.parseInt(a[4]), Long.parseLong(a[5]), Integer.parseInt(a[6]),
+                    a.length > 7 ? a[7] : "r2-flood"); break;
                 case "groups": groups(a[1], a[2], a[3], Integer.parseInt(a[4]), Integer.parseInt(a[5]), a[6].split(",")); break;
                 case "consume": consume(a[1], a[2], a[3].split(","), Integer.parseInt(a[4]), a[5]); break;
                 case "answers": answers(a[1], a[2], a[3], a[4], a[5].split(","), Integer.parseInt(a[6])); break;
@@ -380,13 +381,13 @@ public class GoldenDriver {
         p.shutdown();
     }
 
-    static void flood(String ns, String out, String topic, int count, long seed, int sleepMs) throws Exception {
+    static void flood(String ns, String out, String topic, int count, long seed, int sleepMs, String pfx) throws Exception {
         rnd = new Random(seed);
         DefaultMQProducer p = producer(ns, "PG_FLOOD", null);
         try (PrintWriter w = new PrintWriter(new FileWriter(out, StandardCharsets.UTF_8))) {
             for (int i = 0; i < count; i++) {
                 byte[] body = random(600 + (i % 7) * 300);
-                Message m = new Message(topic, "flood", "r2-flood-" + i + " flood-" + (i % 10), body);
+                Message m = new Message(topic, "flood", pfx + "-" + i + " flood-" + (i % 10), body);
                 SendResult r = p.send(m);
                 Map<String, Object> o = sentRec("flood", m, body);
                 putResult(o, r);
