@@ -1,5 +1,5 @@
 """A RocksDB database of a broker store, opened read-only without writing a byte into the store or taking its
-lock (format §13.1): the consume-queue database (engine.broker.consumequeue.rocksdb) and the config databases
+lock (format §11.5): the consume-queue database (engine.broker.consumequeue.rocksdb) and the config databases
 (engine.broker.config.rocksdb) are read through it.
 
 The binding is rocksdict, imported here only (a command that reads no RocksDB store never loads it). Its

@@ -1,5 +1,5 @@
 """Consume queues checked against the commit log, and the file queues compared with the RocksDB queues of the same
-store (format §13.2): `rmqtool verify-cq`.
+store (format §11.3): `rmqtool verify-cq`.
 
 verify_queues: every unit between a queue's min and max offsets (the broker's, from the files or the RocksDB
 offset table) must point at a valid record of its topic and queue whose QUEUEOFFSET is the unit's queue offset,

@@ -1,4 +1,4 @@
-"""Topics, subscription groups and consumer offsets kept in RocksDB (format §13.3), read as the broker loads them,
+"""Topics, subscription groups and consumer offsets kept in RocksDB (format §11.4), read as the broker loads them,
 and the one choice between them and config/*.json (load_topics, load_subscription_groups, load_consumer_offsets:
 the readers call these, never jsonfiles directly, so the mode decides).
 

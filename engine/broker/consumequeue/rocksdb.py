@@ -1,4 +1,4 @@
-"""RocksDB consume queues (format §13): a storeType=defaultRocksDB broker keeps its consume queues in one RocksDB
+"""RocksDB consume queues (format §11.3): a storeType=defaultRocksDB broker keeps its consume queues in one RocksDB
 database (RocksDBConsumeQueueStore; <root>/consumequeue/ at the golden commit, consumequeue_r/ in newer releases)
 with two column families (ConsumeQueueRocksDBStorage):
 

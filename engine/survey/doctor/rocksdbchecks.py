@@ -1,4 +1,4 @@
-"""The doctor's checks of a store whose broker serves its consume queues from RocksDB (format §13): the database
+"""The doctor's checks of a store whose broker serves its consume queues from RocksDB (format §11.3): the database
 opens read-only, its offset table's entries are in the broker's layout, and the commit-log offset it says it has
 dispatched (CHECKPOINT_TOPIC) and the queues' last units against the commit log's end (RocksDBConsumeQueueStore:
 the broker dispatches what is missing at start, and truncateDirty cuts the max entries past the end)."""
