@@ -235,12 +235,14 @@ class StoreLayout:
         raise NotAStoreError(
             f"{self.root} is not a RocketMQ store: it has no {COMMITLOG_DIR}/, {CONSUMEQUEUE_DIR}/ or {INDEX_DIR}/ directory")
 
-    def list_queues(self) -> QueueListing:
-        """Every (topic, queueId) directory under consumequeue/, and the entries a broker would not load.
+    def list_queues(self, files_only: bool = False) -> QueueListing:
+        """Every (topic, queueId) directory under consumequeue/, and the entries a broker would not load; on an
+        open store whose broker serves RocksDB queues, those (queue_lister). files_only: the queue files alone,
+        possibly none, even where the queues are in RocksDB (recovery's plan, verify-cq --source file).
 
         Symlinks are reported and never followed, so a listing cannot leave the store.
         """
-        if self.queue_lister is not None:
+        if self.queue_lister is not None and not files_only:
             got = self.queue_lister()
             if got is not None:
                 return got
@@ -253,11 +255,12 @@ class StoreLayout:
             # are the database's, not misplaced queue entries
             out.problems = [p for p in out.problems if "/" in p.path[len(CONSUMEQUEUE_DIR) + 1:]
                             or (self.root / p.path).is_dir()]
-        if not out.queues:
+        if not out.queues and not files_only:
             for d in (self.consumequeue_dir, self.root / ROCKSDB_CQ_DIR_NEW):
                 if is_rocksdb_dir(d):  # never "no queues" for a store whose queues are in RocksDB
                     raise ModeRefusedError(f"{self.root} keeps its consume queues in a RocksDB database "
-                                           f"({relative_name(d, self.root)}/), which this reader does not read: the read commands read it through an open store")
+                                           f"({relative_name(d, self.root)}/), which this reader does not read "
+                                           "(the read commands read it through an open store)")
         return out
 
     def protected_paths(self) -> list[Path]:

@@ -103,8 +103,7 @@ def verify_queues(store, topic: str | None = None, source: str | None = None, ch
 
 
 def _file_queues(store, topic: str | None) -> list[tuple[str, int]]:
-    layout = StoreLayout(store.root)  # the files whatever the broker reads
-    queues = layout.list_queues().queues
+    queues = StoreLayout(store.root).list_queues(files_only=True).queues  # the files whatever the broker reads
     if topic is not None:
         require_topic(store.layout, topic)
         queues = [k for k in queues if k[0] == topic]
