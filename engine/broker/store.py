@@ -80,9 +80,10 @@ class MessageStore:
         self._last_store_ts = 0
         self._last_record_start: int | None = None
         self._uniq: UniqKeyGenerator | None = None
+        self.mode = None   # the StoreMode a writable store was allowed in (engine.broker.write.guard)
         if writable:  # before a directory is made: a DLedger or RocksDB store must not get a file commit log
             from engine.broker.write.guard import require_writable
-            require_writable(config, "put")
+            self.mode = require_writable(config, "put")
         if create:
             if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
                     and any(os.scandir(self.root)):

@@ -29,6 +29,7 @@ from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
+from engine.broker.mode import detect_mode
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
 from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
@@ -223,6 +224,12 @@ def _keys_from(plan: RecoveryPlan) -> int:
     return 2**62
 
 
+def _multi(cfg: BrokerConfig) -> tuple[bool, bool] | None:
+    """(enableLmq, enableMultiDispatch) of a multi-dispatching store (its %LMQ% units are re-dispatched), else None."""
+    mode = detect_mode(cfg)
+    return (mode.lmq, True) if mode.multi_dispatch else None
+
+
 def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[int, ItemJoin]]:
     """Pass 1: the recovery walk, repeated from earlier when a trusted index file fails its items' checks."""
     k, reason = trusted_prefix(files)
@@ -232,7 +239,7 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         joins = {i: ItemJoin(files[i], start, keys_from) for i in range(min(k + 1, len(files)))
                  if files[i].prefix_ok and files[i].structure.last_phy >= start}
         scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE,
-                        all_keys=keys_from == 0 and bool(joins), root=cfg.root)
+                        all_keys=keys_from == 0 and bool(joins), root=cfg.root, multi=_multi(cfg))
         for j in joins.values():
             j.finish(scan.end)
         failed = [i for i in sorted(joins) if i < k and not joins[i].complete]
@@ -438,6 +445,7 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
         begin.append(cl.segments[0].start if cl.segments else 0)
     plan.walk_from = min(begin) if begin else None
     redispatch(cl, plan, hooks, progress, replay)
+    plan.notes += [f"multi-dispatch: {p}" for p in dispatch.multi_problems]
     if replay is not None:
         _index_outcome(plan, files, k, replay.finish())
     for qp in plan.queues:
