@@ -285,8 +285,8 @@ WRITER_RULES: dict[str, frozenset[str]] = {
     "compaction": frozenset({"spark-reindex", "repair config"}),
     "lmq": frozenset({"put", "recover", "clean", "spark-reindex", "repair config", "repair timer", "tier-out", "tiered",
                       "timer"}),
-    "controller": frozenset({"put", "spark-reindex", "repair config", "repair consume-queue", "repair timer",
-                             "tier-out", "tiered", "timer"}),
+    "controller": frozenset({"put", "recover", "clean", "spark-reindex", "repair config", "repair consume-queue",
+                             "repair timer", "tier-out", "tiered", "timer"}),
 }
 
 

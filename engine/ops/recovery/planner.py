@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.broker.config import epochfile
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
@@ -38,7 +39,7 @@ from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.placeholder import find_origins
-from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
+from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, EpochPlan, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
                                       scan_log)
@@ -102,6 +103,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
         _plan_timer(cfg, plan)
+        _plan_epoch(cfg, plan)
         _finish(plan, cpf.cp, cfg.root, layout.index_dir)
         return plan
     finally:
@@ -126,6 +128,28 @@ def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
         plan.notes += plan.timer.notes
         if plan.timer.skipped:
             plan.notes.append(plan.timer.skipped)
+
+
+def _plan_epoch(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
+    """Controller mode: when the commit log is cut, the epochs starting at or after its new end go, as
+    EpochFileCache.truncateSuffixByOffset drops them (the broker does so when it changes role); epochs starting past
+    the end that an earlier cut left go too, at end + 1 (those starting exactly at the end are a new master's)."""
+    mode = detect_mode(cfg)
+    if not mode.controller or mode.epoch_file is None:
+        return
+    r = epochfile.read(mode.epoch_file)
+    if r.fatal:
+        plan.notes.append(f"epoch file: {r.fatal}; left as it is (the broker cannot load it)")
+        return
+    end = plan.end_offset
+    cut = plan.truncated_bytes > 0 or plan.max_offset_before > end
+    offset = end if cut else end + 1
+    after = epochfile.truncate_suffix_by_offset(r.entries, offset)
+    if len(after) == len(r.entries):
+        return
+    why = (f"the commit log is cut at {end}" if cut else
+           f"epoch(s) start past the commit log's end {end} (left by an earlier cut)")
+    plan.epoch = EpochPlan(str(mode.epoch_file), offset, r.entries, after, "write" if after else "remove", why)
 
 
 def _note_misfits(plan: RecoveryPlan, skipped: list, misfits: list) -> None:
