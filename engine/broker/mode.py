@@ -90,6 +90,19 @@ def _lmq_queue_dirs(cq_dir: Path) -> int:
         return 0
 
 
+#: What every 5.x broker writes in compaction/ whether or not a topic is compacted (CompactionStore's offset
+#: checkpoint, {"empty":true,"queueOffsetMap":{}} on a store without compacted topics).
+COMPACTION_CHECKPOINT = "position-checkpoint"
+
+
+def _compacted_topics(comp: Path) -> bool:
+    """compaction/ holds something besides CompactionStore's position checkpoint (which every broker writes)."""
+    try:
+        return any(e.name not in (COMPACTION_CHECKPOINT, COMPACTION_CHECKPOINT + ".bak") for e in os.scandir(comp))
+    except OSError:
+        return False
+
+
 def _nonempty_dir(path: Path) -> bool:
     try:
         return path.is_dir() and any(os.scandir(path))
@@ -474,6 +487,6 @@ def _detect_flags(cfg: BrokerConfig, m: StoreMode) -> None:
         m.batch_consume_queue = True
         m.evidence.append(Evidence("batch-consume-queue", "files", f"{BATCH_CQ_DIR}/ holds queues"))
     comp = root / COMPACTION_DIR
-    if _nonempty_dir(comp):
+    if _compacted_topics(comp):
         m.compaction = True
         m.evidence.append(Evidence("compaction", "files", f"{COMPACTION_DIR}/ holds compacted topics"))
