@@ -1,5 +1,4 @@
-"""The epoch file of a controller-mode broker: <root>/epochFileCheckpoint and its .bak (docs/broker-store-format.md,
-"Controller mode: the epoch file").
+"""The epoch file of a controller-mode broker: <root>/epochFileCheckpoint and its .bak (format §12.2).
 
 EpochFileCache keeps, per epoch (a term of one master), the commit-log offset it started at; an epoch ends where the
 next one starts, the last one at Long.MAX_VALUE. It is stored by CheckpointFile as text: the number of entries, the

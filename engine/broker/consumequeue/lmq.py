@@ -1,5 +1,5 @@
 """Light message queues (LMQ) and multi-dispatch: which extra consume queues a record goes to, and at which queue
-offsets (docs/broker-store-format.md, "LMQ and multi-dispatch").
+offsets (format §12.1).
 
 A producer names the queues in the INNER_MULTI_DISPATCH property, comma separated. A broker with enableLmq
 (CommitLog.DefaultAppendMessageCallback.doAppend, LmqDispatch.wrapLmqDispatch) gives every %LMQ% name the next

@@ -1,6 +1,5 @@
 """The put's LMQ step: INNER_MULTI_QUEUE_OFFSET written into the record and a unit in every %LMQ% queue, as a broker
-with enableLmq and enableMultiDispatch does (engine.broker.consumequeue.lmq; docs/broker-store-format.md, "LMQ and
-multi-dispatch").
+with enableLmq and enableMultiDispatch does (engine.broker.consumequeue.lmq; format §12.1).
 
 The offsets depend on the queues' ends, which only the put knows, and they change the record's length: the
 messages that carry INNER_MULTI_DISPATCH are re-encoded here, before the batch's room is measured. The broker
