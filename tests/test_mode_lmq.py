@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.broker.commitlog.message import VALID, check_message, parse_properties, serialize_properties
+from engine.broker.commitlog.message import VALID, check_message, serialize_properties
 from engine.broker.consumequeue.lmq import (dispatch_targets, java_split, lmq_offsets_value, topic_allows_lmq,
                                             unit_named_by)
 from engine.broker.consumequeue.queue import UNIT_DTYPE

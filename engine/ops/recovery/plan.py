@@ -146,7 +146,8 @@ class EpochPlan:
     def describe(self) -> str:
         gone = ", ".join(str(e.epoch) for e in self.before if e.epoch not in {a.epoch for a in self.after})
         if self.action == "remove":
-            return f"remove the epoch file (every epoch starts at or after {self.offset}: {gone}), kept in the quarantine"
+            return (f"remove the epoch file (every epoch starts at or after {self.offset}: {gone}), kept in the "
+                    "quarantine")
         return f"truncate the epoch file at {self.offset} (drop epoch(s) {gone}; truncateSuffixByOffset)"
 
 
