@@ -112,7 +112,9 @@ def test_info_doctor_recover(tmp_path):
     kept = list((store / plan["quarantineDir"]).glob("epochFileCheckpoint*"))
     assert kept and kept[0].read_bytes() == before
     r = run(["doctor", "-c", conf, "--json"])
-    assert not [f for f in json.loads(r.stdout)["findings"] if f["kind"].startswith("epoch")]
+    d = json.loads(r.stdout)
+    assert not [f for f in d["findings"] if f["kind"].startswith("epoch")]
+    assert [(e["epoch"], e["startOffset"]) for e in d["summary"]["read"]["epochs"]] == [(1, 0), (2, 1000)]
 
 
 def test_recover_removes_an_epoch_file_left_with_none(tmp_path):

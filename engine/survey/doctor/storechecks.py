@@ -169,6 +169,10 @@ def _epoch_findings(cfg: BrokerConfig, plan: RecoveryPlan, rep: DoctorReport, re
         return
     r = epochfile.read(mode.epoch_file)
     where = layout_rel(StoreLayout.of(cfg), mode.epoch_file)
+    rep.read["epochs"] = [e.as_dict() for e in r.entries]
+    shown = ", ".join(f"{e.epoch}@{e.start_offset}" for e in r.entries[-8:]) or "none"
+    rep.notes.append(f"epoch file ({where}{', from its .bak' if r.source == 'bak' else ''}): {len(r.entries)} "
+                     f"epoch(s) (epoch@startOffset): {shown}")
     for p in epochfile.check_against_log(r, 0, plan.end_offset):
         if p.kind == "past-end":
             rep.findings.append(Finding(
