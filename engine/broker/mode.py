@@ -302,9 +302,9 @@ WRITER_RULES: dict[str, frozenset[str]] = {
                                   "spark-reindex", "tiered"}),
     "batch-cq": frozenset({"spark-reindex", "repair config"}),
     "compaction": frozenset({"spark-reindex", "repair config"}),
-    "lmq": frozenset({"clean", "spark-reindex", "repair config", "repair timer", "tiered"}),
-    "controller": frozenset({"put", "spark-reindex", "repair config", "repair consume-queue", "repair timer",
-                             "tiered"}),
+    "lmq": frozenset({"put", "recover", "clean", "spark-reindex", "repair config", "repair timer", "tiered"}),
+    "controller": frozenset({"put", "recover", "clean", "spark-reindex", "repair config", "repair consume-queue",
+                             "repair timer", "tiered"}),
 }
 
 
@@ -494,11 +494,14 @@ def _detect_flags(cfg: BrokerConfig, m: StoreMode) -> None:
         if _conf_true(cfg, key):
             setattr(m, attr, True)
             m.evidence.append(Evidence(attr.replace("_", "-"), "broker.conf", f"{key}=true"))
-    if not m.lmq:
-        lmq_dirs = _lmq_queue_dirs(root / "consumequeue")
-        if lmq_dirs:
-            m.lmq = True
-            m.evidence.append(Evidence("lmq", "files", f"consumequeue/ holds {lmq_dirs} {LMQ_PREFIX} queue(s)"))
+    lmq_dirs = _lmq_queue_dirs(root / "consumequeue")
+    if not m.lmq and lmq_dirs:
+        m.lmq = True
+        m.evidence.append(Evidence("lmq", "files", f"consumequeue/ holds {lmq_dirs} {LMQ_PREFIX} queue(s)"))
+    if lmq_dirs and not m.multi_dispatch and _conf(cfg, "enableMultiDispatch") is None:
+        # only a multi-dispatching broker writes %LMQ% queue units (ConsumeQueue.multiDispatchLmqQueue)
+        m.multi_dispatch = True
+        m.evidence.append(Evidence("multi-dispatch", "files", f"consumequeue/ holds {LMQ_PREFIX} queue(s)"))
     bcq = root / BATCH_CQ_DIR
     if _nonempty_dir(bcq):
         m.batch_consume_queue = True

@@ -87,7 +87,7 @@ class MessageStore:
         self._uniq: UniqKeyGenerator | None = None
         if writable:  # before a directory is made: a DLedger or RocksDB store must not get a file commit log
             from engine.broker.write.guard import require_writable
-            require_writable(config, "put")
+            self._mode = require_writable(config, "put")  # the mode a writable store was allowed in
         if create:
             if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
                     and any(os.scandir(self.root)):

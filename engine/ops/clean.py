@@ -19,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.broker.config import epochfile
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.queue import UNIT, UNIT_DTYPE
 from engine.broker.index.file import HEADER
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, list_index_files
+from engine.broker.mode import detect_mode
 from engine.broker.config.lock import StoreLock
 from engine.errors import InvalidArgumentError, UncleanStoreError
 from engine.fsutil import fsync_dir
@@ -80,6 +82,9 @@ class CleanPlan:
     keep_timer: bool = False                            # --keep-timer-messages
     timer: dict | None = None                           # what the deletions cost pending timer messages (timer §8)
     timer_log: list[CleanItem] = field(default_factory=list)
+    #: controller mode: the epoch file after the deletions (EpochFileCache.truncatePrefixByOffset at the new min
+    #: offset - 1, as the broker's CleanCommitLogService does): {"path", "truncateOffset", "before", "after"}
+    epoch: dict | None = None
 
     @property
     def nothing_to_do(self) -> bool:
@@ -111,6 +116,8 @@ class CleanPlan:
             "skipped": self.skipped,
             "filesDeleted": len(self.items), "bytesFreed": self.bytes_freed, "fileBytes": self.file_bytes,
             "uncleanStore": self.unclean,
+            "epochFile": ({k: ([e.as_dict() for e in v] if k in ("before", "after") else v)
+                           for k, v in self.epoch.items()} if self.epoch else None),
         }
 
 
@@ -238,7 +245,25 @@ def plan_clean(cfg: BrokerConfig, reserved_hours: float | None = None, force_now
     _plan_index(layout, fence, plan)
     if cfg.timerWheelEnable:
         _plan_timer(cfg, fence, plan)
+    _plan_epoch(cfg, plan)
     return plan
+
+
+def _plan_epoch(cfg: BrokerConfig, plan: CleanPlan) -> None:
+    """Controller mode: once commit-log segments are deleted the broker drops the epochs that ended before the new
+    min offset (DefaultMessageStore.CleanCommitLogService -> AutoSwitchHAService.truncateEpochFilePrefix(min - 1))."""
+    if not plan.commitlog:
+        return
+    mode = detect_mode(cfg)
+    if not mode.controller or mode.epoch_file is None:
+        return
+    r = epochfile.read(mode.epoch_file)
+    if r.fatal or not r.entries:
+        return  # the broker loads no epochs from it: it has none to drop
+    offset = plan.min_offset_after - 1
+    after = epochfile.truncate_prefix_by_offset(r.entries, offset)
+    # truncatePrefixByOffset flushes whether or not it dropped an epoch: the file is written again either way
+    plan.epoch = {"path": str(mode.epoch_file), "truncateOffset": offset, "before": r.entries, "after": after}
 
 
 def _plan_timer(cfg: BrokerConfig, fence: _Fence, plan: CleanPlan) -> None:
@@ -409,6 +434,8 @@ def _execute(cfg: BrokerConfig, plan: CleanPlan) -> None:
         dirs.add(p.parent)
     for d in dirs:
         fsync_dir(d)
+    if plan.epoch is not None and plan.epoch["after"]:
+        epochfile.write(Path(plan.epoch["path"]), plan.epoch["after"])  # as CheckpointFile.write: old text to .bak
 
 
 def apply_clean(cfg: BrokerConfig, plan: CleanPlan, lock: StoreLock | None = None) -> CleanPlan:

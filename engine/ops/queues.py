@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
+from engine.broker.consumequeue.lmq import unit_named_by
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE
 from engine.broker.layout import NameProblem
 from engine.broker.topics import require_topic
@@ -53,6 +54,8 @@ class UnitCheck:
     status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT
     record: MessageRecord | None = None
     reason: str = ""
+    #: the record is another queue's, multi-dispatched to this one (an %LMQ% unit): its QUEUEOFFSET is its own queue's
+    multi_dispatch: bool = False
 
     def as_dict(self) -> dict:
         d = {"queueOffset": self.queue_offset, "commitLogOffset": self.commit_log_offset, "size": self.size,
@@ -139,12 +142,18 @@ class QueueView:
             return c
         rec = c.record = r.record
         why = []
+        multi = False
         if rec.topic != self.topic or rec.queue_id != self.queue_id:
-            why.append(f"the record belongs to {rec.topic}/{rec.queue_id}")
+            # an %LMQ% (multi-dispatch) unit points at a record of another queue that names this one
+            multi = unit_named_by(rec.topic, rec.queue_id, rec.properties, self.topic, self.queue_id, q)
+            if not multi:
+                why.append(f"the record belongs to {rec.topic}/{rec.queue_id}")
         if rec.total_size != size:
             why.append(f"the record is {rec.total_size} bytes, the unit says {size}")
         if why:
             c.status, c.reason = MISMATCH, "; ".join(why)
+        elif multi:
+            c.multi_dispatch, c.reason = True, f"multi-dispatched from {rec.topic}/{rec.queue_id}"
         elif rec.queue_offset != q:
             c.reason = f"the record's QUEUEOFFSET is {rec.queue_offset} (pitfall 17)"
         return c

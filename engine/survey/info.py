@@ -28,6 +28,7 @@ from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from engine.broker.config.lock import lock_holder
 from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
+from engine.broker.config import epochfile
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
 from engine.broker.mode import detect_mode
 from engine.errors import StoreError
@@ -89,7 +90,24 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | 
                                                  if e.name.startswith(INTERRUPTED_PREFIXES))
     info.sections["tiered"] = _tiered(layout, tier, info)
     info.sections["timer"] = _timer(layout)
+    info.sections["epochFile"] = _epoch_file(cfg, info.sections["commitLog"], info)
     return info
+
+
+def _epoch_file(cfg: BrokerConfig, cl: dict, info: StoreInfo) -> dict | None:
+    """A controller-mode store's epoch file (engine.broker.config.epochfile): its entries as the broker loads them,
+    checked against the commit log's offsets; None when the store is not in controller mode."""
+    mode = detect_mode(cfg)
+    if not mode.controller or mode.epoch_file is None:
+        return None
+    r = epochfile.read(mode.epoch_file)
+    out = r.as_dict()
+    out["path"] = str(mode.epoch_file)
+    probs = epochfile.check_against_log(r, cl.get("minOffset") or 0, cl.get("maxOffset") or 0) \
+        if cl.get("maxOffset") is not None else []
+    out["problems"] = [{"kind": p.kind, "epoch": p.epoch, "detail": p.detail} for p in probs]
+    info.problems += [f"epoch file: {p.detail}" for p in probs]
+    return out
 
 
 def _usage_of(paths) -> Usage:

@@ -58,7 +58,19 @@ def _pairs(d: dict) -> list[tuple[str, str]]:
     return [("store", d["store"]), *_mode_pairs(d["mode"]), *_commit_log_pairs(d["commitLog"]), _consume_queues_pair(d["consumeQueues"]),
             *_index_pairs(d["index"]), *_checkpoint_pairs(d["checkpoint"]), _abort_pair(d["abort"]),
             _lock_pair(d), _config_files_pair(d["configFiles"]), *_leftover_pairs(d), *_tiered_pairs(d["tiered"]),
-            *_timer_pairs(d["timer"])]
+            *_timer_pairs(d["timer"]), *_epoch_pairs(d.get("epochFile"))]
+
+
+def _epoch_pairs(ep: dict | None) -> list[tuple[str, str]]:
+    """The controller-mode epoch file: its entries (epoch@startOffset), from which file, and its problems."""
+    if ep is None:
+        return []
+    shown = ", ".join(f"{e['epoch']}@{e['startOffset']}" for e in ep["entries"][-8:]) or "none"
+    more = f" (last 8 of {len(ep['entries'])})" if len(ep["entries"]) > 8 else ""
+    src = {"file": "", "bak": " (from the .bak)"}.get(ep["source"] or "", "")
+    out = [("epoch file", f"{len(ep['entries'])} epoch(s){src}: {shown}{more}")]
+    out += [("epoch problem", p["detail"]) for p in ep["problems"]]
+    return out
 
 
 def _mode_pairs(m: dict) -> list[tuple[str, str]]:

@@ -76,6 +76,7 @@ class Acks:
 
 def _note_time_back(results: list) -> None:
     """One note when store times went back (a clock that stepped back, or storeTimestamp values out of order)."""
+    results = [r for r in results if r.went_back]
     if not results:
         return
     phy, ts, before = results[0].went_back_first
@@ -84,6 +85,16 @@ def _note_time_back(results: list) -> None:
                 f"{local_time(ts)}, after a message stored at {local_time(before)}); index file headers "
                 "then do not bound their messages' times and the broker's query by key may miss them in a time "
                 "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
+
+
+def _note_lmq_ignored(results: list) -> None:
+    """One note when messages carried INNER_MULTI_DISPATCH and the store does not enable LMQ (the broker ignores it
+    then: the message is stored as it came, in no %LMQ% queue)."""
+    n = sum(r.lmq_ignored for r in results)
+    if n:
+        render.note(f"note: {n} message(s) carry INNER_MULTI_DISPATCH but the store does not enable LMQ "
+                    "(enableLmq=true in broker.conf): stored as they came, with no INNER_MULTI_QUEUE_OFFSET and no "
+                    "%LMQ% queue units, as the broker would")
 
 
 def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
@@ -118,7 +129,7 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
 
 def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, back: list, create: bool):
     """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr;
-    the batches in which a store time went back are added to `back`."""
+    the batches in which a store time went back or LMQ dispatch was ignored are added to `back`."""
     from engine.broker.write.jsonl import put_prepared
 
     with render.gc_paused(), render.progress(None, "put") as bar:
@@ -127,7 +138,7 @@ def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, bac
         def stored_now(res) -> None:
             acks.emit(res)
             bar.advance(task, len(res))
-            if res.went_back:
+            if res.went_back or res.lmq_ignored:
                 back.append(res)
         return put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
 
@@ -187,6 +198,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     finally:
         batches.close()  # a ParseHelper's process ends with the run, however it ends
         _note_time_back(back)
+        _note_lmq_ignored(back)
     if no_acks or (not single and not json_out):
         render.note(f"stored {stored} message(s)")
     elif single and not json_out and last is not None:

@@ -15,6 +15,7 @@ from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPA
                                              PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError,
                                              MessageRecord, UniqKeyGenerator, parse_host, serialize_properties,
                                              tags_code)
+from engine.broker.consumequeue.lmq import PROP_INNER_MULTI_DISPATCH
 from engine.broker.layout import validate_queue_id
 from engine.broker.write.encoding import (CACHE_LIMIT, DEFAULT_STORE_PORT, HEAD44, HEADS, LOCALHOST, SHAPES, TAGS,
                                           TOPICS, shape_info, tags_hash, topic_info)
@@ -166,6 +167,9 @@ class MessageBatch:
         self._uniq_base = ""
         self._uniq_next = 0
         self._uniq_left = 0
+        #: batch position -> properties of the messages that carry INNER_MULTI_DISPATCH: the put re-encodes their
+        #: properties once it knows their LMQ queue offsets (engine.broker.write.lmq)
+        self.multi: dict[int, dict] = {}
 
     def __len__(self) -> int:
         return len(self.size)
@@ -180,6 +184,8 @@ class MessageBatch:
         del self.parts[n * PARTS:]
         for c in COLUMNS:
             del getattr(self, c)[n:]
+        for i in [i for i in self.multi if i >= n]:
+            del self.multi[i]
 
     def _append(self, parts: tuple, row: tuple) -> None:
         """One encoded message: its PARTS byte strings, and its value in each column (the order of COLUMNS)."""
@@ -420,6 +426,8 @@ class MessageBatch:
         if PROP_DELAY in props:
             tc = tags_code(topic, tags, props, store_ts)
         tx = sys_flag & 0xC
+        if PROP_INNER_MULTI_DISPATCH in props:
+            self.multi[len(self.size)] = props
         self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen,
                       size))

@@ -77,6 +77,10 @@ class BatchResult:
     #: the latest store time before it)
     went_back: int = 0
     went_back_first: tuple[int, int, int] | None = None
+    #: messages carrying INNER_MULTI_DISPATCH that were stored as they came, the store not enabling LMQ (as the
+    #: broker ignores it then), and the %LMQ% consume-queue units written
+    lmq_ignored: int = 0
+    lmq_units: int = 0
 
     def __len__(self) -> int:
         return len(self.phy)
@@ -114,9 +118,12 @@ def store_full(store, e: WriteFailedError) -> WriteFailedError:
 
 
 def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
+    lmq = _lmq_step(store, batch) if batch.multi else None
     n, error, sizes = _fits(store, batch)
+    if lmq is not None and lmq.cut < n:
+        n, error = lmq.cut, lmq.error
     if n == 0:
-        return _result(batch, None, None, 0, error)
+        return _lmq_noted(_result(batch, None, None, 0, error), lmq, 0)
     store.begin_put()
     cl = store.commitlog
     b = batch
@@ -127,6 +134,10 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     for (topic, qid), idx in groups.items():
         base = store.consume_queue(topic, qid).max_offset_in_queue
         qoffs[idx] = np.arange(base, base + len(idx), dtype=np.int64)
+    if lmq is not None:  # the %LMQ% units go with the others (their queue offsets are in the records already)
+        for key, idx in lmq.groups.items():
+            if len(idx) and idx[0] < n:
+                groups[key] = idx
     sizes = sizes[:n]
     phys, pieces = cl.layout(sizes)
     hashes = counts = None
@@ -134,7 +145,7 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
         counts, hashes = index_hashes(topics, uniqs, keys, rollback)
     n, error = make_room(store, Room(store, phys, sizes, pieces, groups, counts), n, error)
     if n == 0:
-        return _result(batch, None, None, 0, error)
+        return _lmq_noted(_result(batch, None, None, 0, error), lmq, 0)
     try:
         n, error = _write_commitlog(store, batch.parts, phys, qoffs, pieces, n, error)
         _write_queues(store, groups, phys, sizes, tags, tss, n)
@@ -149,10 +160,27 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
     except BaseException:
         store.mark_dirty()
         raise
-    res = _result(batch, phys, qoffs, n, error)
+    res = _lmq_noted(_result(batch, phys, qoffs, n, error), lmq, n)
     if n:
         _time_went_back(store, res, tss[:n], phys)
         store.note_written(int(phys[n - 1]), max(tss[:n]))
+    return res
+
+
+def _lmq_step(store, batch: MessageBatch):
+    """The LMQ step (engine.broker.write.lmq) with the store's enableLmq / enableMultiDispatch."""
+    from engine.broker.mode import detect_mode
+    from engine.broker.write.lmq import assign_lmq
+
+    mode = getattr(store, "mode", None) or detect_mode(store.config)
+    main = {(t, q) for t, q, c in zip(batch.topic, batch.queue_id, batch.in_cq) if c}
+    return assign_lmq(store, batch, mode.lmq, mode.multi_dispatch, main)
+
+
+def _lmq_noted(res: BatchResult, lmq, n: int) -> BatchResult:
+    if lmq is not None:
+        res.lmq_ignored = sum(1 for i in lmq.ignored if i < n)
+        res.lmq_units = sum(int(np.count_nonzero(idx < n)) for idx in lmq.groups.values())
     return res
 
 

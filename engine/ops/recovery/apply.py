@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from engine.broker.commitlog.log import open_commitlog
+from engine.broker.config import epochfile
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.broker.config.lock import mark_clean, mark_in_use
@@ -79,6 +80,8 @@ def execute(cfg: BrokerConfig, plan: RecoveryPlan, progress: Progress | None = N
         p = cfg.root / t
         if p.exists():
             q.keep_file(p, "a temporary file left by an interrupted write")
+    if plan.epoch is not None:
+        _epoch(plan, q)
     if plan.write_checkpoint:
         if layout.checkpoint.exists():
             q.keep_file(layout.checkpoint, "the checkpoint before recovery", "the recovered checkpoint", link=True)
@@ -88,6 +91,17 @@ def execute(cfg: BrokerConfig, plan: RecoveryPlan, progress: Progress | None = N
         _drop_empty(q)
         plan.quarantine_dir = None
     mark_clean(layout)
+
+
+def _epoch(plan: RecoveryPlan, q: Quarantine) -> None:
+    """The epoch file truncated with the commit log (RecoveryPlan.epoch): the old files kept in the quarantine,
+    then written as CheckpointFile.write does (or, with no epoch left, removed)."""
+    ep = plan.epoch
+    path = Path(ep.path)
+    for p in epochfile.remove_files(path):
+        q.keep_file(p, "the epoch file before recovery", "the truncated epoch file", link=ep.action == "write")
+    if ep.action == "write":
+        epochfile.write(path, ep.after)
 
 
 def _drop_empty(q: Quarantine) -> None:

@@ -15,10 +15,11 @@ import numpy as np
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.commitlog.message import VALID, check_message
+from engine.broker.mode import detect_mode
 from engine.errors import InvalidArgumentError
 from engine.ops.indexwrite import IndexFileBuilder
 from engine.ops.logread import TopicGroups, Window, key_columns
-from engine.ops.recovery.scan import ScanHooks
+from engine.ops.recovery.scan import ScanHooks, multi_dispatch_units
 
 KEEP, REBUILD, CREATE = "keep", "rebuild", "create"
 
@@ -45,16 +46,30 @@ class QueueDispatch(ScanHooks):
                  write: bool = False):
         self.cfg, self.states, self.start, self.write = cfg, states, start, write
         self.groups = TopicGroups()
+        mode = detect_mode(cfg)
+        #: (enableLmq, enableMultiDispatch) when the broker multi-dispatches (ConsumeQueue.multiDispatchLmqQueue)
+        self.multi = (mode.lmq, True) if mode.multi_dispatch else None
+        self.multi_problems: list[str] = []
 
     def window(self, w: Window) -> None:
         b = w.batch
         offs = w.offsets
         inv, keys = self.groups(w)
         tx = b.sys_flag & 0xC
+        in_cq = (tx == 0x0) | (tx == 0x8)
         limit = np.array([self._state(k).max_phys for k in keys], dtype=np.int64)
-        need = np.flatnonzero(((tx == 0x0) | (tx == 0x8)) & (offs >= self.start) & (offs + b.total > limit[inv]))
-        for i in need.tolist():
-            self._put(w, i, keys[inv[i]])
+        need = np.flatnonzero(in_cq & (offs >= self.start) & (offs + b.total > limit[inv]))
+        if self.multi is None:
+            for i in need.tolist():
+                self._put(w, i, keys[inv[i]], int(b.queue_offset[i]))
+            return
+        # record by record, its own queue's unit then its multi-dispatch units (putMessagePositionInfoWrapper)
+        extra = multi_dispatch_units(w, np.flatnonzero(in_cq & (offs >= self.start)), inv, keys, self.multi,
+                                     self.multi_problems)
+        todo = sorted([(i, 0, keys[inv[i]], int(b.queue_offset[i])) for i in need.tolist()]
+                      + [(i, 1 + j, key, q) for j, (i, key, q) in enumerate(extra)], key=lambda t: (t[0], t[1]))
+        for i, _, key, q in todo:
+            self._put(w, i, key, q)
 
     def _state(self, key) -> QueueFeed:
         st = self.states.get(key)
@@ -62,10 +77,10 @@ class QueueDispatch(ScanHooks):
             st = self.states[key] = QueueFeed(-1, None)
         return st
 
-    def _put(self, w: Window, i: int, key) -> None:
+    def _put(self, w: Window, i: int, key, qoff: int) -> None:
         b = w.batch
-        st = self.states[key]
-        phy, size, qoff = int(w.seg.start + b.pos[i]), int(b.total[i]), int(b.queue_offset[i])
+        st = self._state(key)
+        phy, size = int(w.seg.start + b.pos[i]), int(b.total[i])
         if phy + size <= st.max_phys:
             return
         expected = qoff * CQ_STORE_UNIT_SIZE

@@ -127,6 +127,31 @@ class IndexPlan:
 
 
 @dataclass
+class EpochPlan:
+    """A controller-mode store's epoch file after the cut (engine.broker.config.epochfile): the epochs the broker
+    loads now, those it is left with (EpochFileCache.truncateSuffixByOffset at `offset`), and how the files change:
+    "write" (the file's old text to .bak, the new text to the file, as CheckpointFile.write does) or "remove" (no
+    epoch is left, which CheckpointFile cannot write: both files go to the quarantine)."""
+    path: str
+    offset: int
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    action: str = "write"
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "truncateOffset": self.offset, "action": self.action, "reason": self.reason,
+                "before": [e.as_dict() for e in self.before], "after": [e.as_dict() for e in self.after]}
+
+    def describe(self) -> str:
+        gone = ", ".join(str(e.epoch) for e in self.before if e.epoch not in {a.epoch for a in self.after})
+        if self.action == "remove":
+            return (f"remove the epoch file (every epoch starts at or after {self.offset}: {gone}), kept in the "
+                    "quarantine")
+        return f"truncate the epoch file at {self.offset} (drop epoch(s) {gone}; truncateSuffixByOffset)"
+
+
+@dataclass
 class RecoveryPlan:
     """Everything recovery does (see the module docstring); built by planner.plan_recovery."""
     store: str
@@ -176,6 +201,7 @@ class RecoveryPlan:
     quarantine_dir: str | None = None           # set by apply: where they went
     timer: TimerRepair | None = None            # the timer store's part (timer §10); None: no timer store
     broker_window: bool = False                 # the walk reads no earlier than the broker's start-up does
+    epoch: EpochPlan | None = None              # controller mode: the epoch file truncated with the commit log
 
     @property
     def commitlog_changed(self) -> bool:
@@ -185,7 +211,7 @@ class RecoveryPlan:
     def data_unchanged(self) -> bool:
         return not (self.commitlog_changed or any(q.changed for q in self.queues) or self.index.changed
                     or self.write_checkpoint or self.stale_temp_files
-                    or (self.timer is not None and self.timer.changed))
+                    or (self.timer is not None and self.timer.changed) or self.epoch is not None)
 
     @property
     def consistent(self) -> bool:
@@ -258,6 +284,8 @@ class RecoveryPlan:
         out.extend(f"delete stale temporary file {t}" for t in self.stale_temp_files)
         if self.timer is not None and self.timer.changed:
             out.extend(self.timer.actions())
+        if self.epoch is not None:
+            out.append(self.epoch.describe())
         if self.write_checkpoint:
             out.append("write the checkpoint")
         if self.mode == "abnormal" or not self.consistent:
@@ -302,6 +330,7 @@ class RecoveryPlan:
             "writeCheckpoint": self.write_checkpoint, "staleTempFiles": self.stale_temp_files,
             "quarantineBytes": self.quarantine_bytes, "quarantineDir": self.quarantine_dir,
             "timer": self.timer.as_dict() if self.timer is not None else None,
+            "epochFile": self.epoch.as_dict() if self.epoch is not None else None,
             "actions": self.actions(), "notes": self.notes, "skippedEntries": self.skipped_entries,
             "placeholders": [{"commitLogOffset": r.offset, "size": r.length,
                               "origin": r.origin.as_dict() if r.origin else None}

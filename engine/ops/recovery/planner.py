@@ -24,11 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.broker.config import epochfile
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
+from engine.broker.mode import detect_mode
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
 from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
@@ -37,7 +39,7 @@ from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.placeholder import find_origins
-from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
+from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, EpochPlan, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
                                       scan_log)
@@ -102,6 +104,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
         _plan_timer(cfg, plan)
+        _plan_epoch(cfg, plan)
         _finish(plan, cpf.cp, cfg.root, layout.index_dir)
         return plan
     finally:
@@ -126,6 +129,28 @@ def _plan_timer(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
         plan.notes += plan.timer.notes
         if plan.timer.skipped:
             plan.notes.append(plan.timer.skipped)
+
+
+def _plan_epoch(cfg: BrokerConfig, plan: RecoveryPlan) -> None:
+    """Controller mode: when the commit log is cut, the epochs starting at or after its new end go, as
+    EpochFileCache.truncateSuffixByOffset drops them (the broker does so when it changes role); epochs starting past
+    the end that an earlier cut left go too, at end + 1 (those starting exactly at the end are a new master's)."""
+    mode = detect_mode(cfg)
+    if not mode.controller or mode.epoch_file is None:
+        return
+    r = epochfile.read(mode.epoch_file)
+    if r.fatal:
+        plan.notes.append(f"epoch file: {r.fatal}; left as it is (the broker cannot load it)")
+        return
+    end = plan.end_offset
+    cut = plan.truncated_bytes > 0 or plan.max_offset_before > end
+    offset = end if cut else end + 1
+    after = epochfile.truncate_suffix_by_offset(r.entries, offset)
+    if len(after) == len(r.entries):
+        return
+    why = (f"the commit log is cut at {end}" if cut else
+           f"epoch(s) start past the commit log's end {end} (left by an earlier cut)")
+    plan.epoch = EpochPlan(str(mode.epoch_file), offset, r.entries, after, "write" if after else "remove", why)
 
 
 def _note_misfits(plan: RecoveryPlan, skipped: list, misfits: list) -> None:
@@ -224,6 +249,12 @@ def _keys_from(plan: RecoveryPlan) -> int:
     return 2**62
 
 
+def _multi(cfg: BrokerConfig) -> tuple[bool, bool] | None:
+    """(enableLmq, enableMultiDispatch) of a multi-dispatching store (its %LMQ% units are re-dispatched), else None."""
+    mode = detect_mode(cfg)
+    return (mode.lmq, True) if mode.multi_dispatch else None
+
+
 def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[int, ItemJoin]]:
     """Pass 1: the recovery walk, repeated from earlier when a trusted index file fails its items' checks."""
     k, reason = trusted_prefix(files)
@@ -233,7 +264,7 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         joins = {i: ItemJoin(files[i], start, keys_from) for i in range(min(k + 1, len(files)))
                  if files[i].prefix_ok and files[i].structure.last_phy >= start}
         scan = scan_log(cl, start, plan.check_crc, queues, list(joins.values()), progress, MIN_HOLE,
-                        all_keys=keys_from == 0 and bool(joins), root=cfg.root)
+                        all_keys=keys_from == 0 and bool(joins), root=cfg.root, multi=_multi(cfg))
         for j in joins.values():
             j.finish(scan.end)
         failed = [i for i in sorted(joins) if i < k and not joins[i].complete]
@@ -439,6 +470,7 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
         begin.append(cl.segments[0].start if cl.segments else 0)
     plan.walk_from = min(begin) if begin else None
     redispatch(cl, plan, hooks, progress, replay)
+    plan.notes += [f"multi-dispatch: {p}" for p in dispatch.multi_problems]
     if replay is not None:
         _index_outcome(plan, files, k, replay.finish())
     for qp in plan.queues:

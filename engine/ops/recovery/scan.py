@@ -22,7 +22,8 @@ from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.offsets import cut_point
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, RECOVER_FILES, UNIT_DTYPE, ConsumeQueue
 from engine.broker.layout import SEGMENT_NAME, StoreLayout, segment_name
-from engine.broker.commitlog.message import VALID, check_message
+from engine.broker.commitlog.message import NAME_VALUE_SEPARATOR, VALID, check_message, parse_properties
+from engine.broker.consumequeue.lmq import PROP_INNER_MULTI_DISPATCH, dispatch_targets
 from engine.broker.commitlog.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
 from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
@@ -416,12 +417,13 @@ class ScanHooks:
 
 def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str, int], QueueState],
              hooks: list[ScanHooks], progress: Progress, min_hole: int, all_keys: bool = False,
-             root: Path | None = None) -> LogScan:
+             root: Path | None = None, multi: tuple[bool, bool] | None = None) -> LogScan:
     """The recovery walk (format §7.2, resynchronising past damage) from `start` to the end of the log.
 
     all_keys: the hooks check every record's index keys (--full-scan), so a long walk has its helper process
     extract them in parallel. root: the store, whose consume queues then tell the walk where records start
-    (QueueHints), for stores of up to HINT_MAX_QUEUES queues."""
+    (QueueHints), for stores of up to HINT_MAX_QUEUES queues. multi: (enableLmq, enableMultiDispatch) of a
+    multi-dispatching store, whose %LMQ% units count as units a record needs."""
     s = LogScan(start=start, end=start)
     if not cl.segments:
         return s
@@ -431,14 +433,14 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
     try:
         return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,
-                     parallel and all_keys, hints)
+                     parallel and all_keys, hints, multi)
     finally:
         if hints is not None:
             hints.close()
 
 
 def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks, progress, min_hole: int,
-          parallel: bool, parallel_keys: bool, hints) -> LogScan:
+          parallel: bool, parallel_keys: bool, hints, multi=None) -> LogScan:
     groups = TopicGroups()
     for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
                    parallel_keys=parallel_keys, hints=hints):
@@ -458,7 +460,7 @@ def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks
         s.max_ts = max(s.max_ts, int(b.store_ts.max()))
         s.end = s.last_valid + int(b.total[-1])
         if s.first_dispatch is None:
-            s.first_dispatch = _first_missing_unit(ev, groups, queues)
+            s.first_dispatch = _first_missing_unit(ev, groups, queues, multi)
         for h in hooks:
             h.window(ev)
         s.bytes_walked = s.end - start
@@ -480,8 +482,35 @@ def _scan_gap(s: LogScan, g: Gap, hooks: list[ScanHooks]) -> None:
         h.gap(g)
 
 
-def _first_missing_unit(w: Window, groups: TopicGroups, queues: dict) -> int | None:
-    """Offset of the first record in the window that its consume queue (as read) does not cover."""
+_MULTI_NAME = PROP_INNER_MULTI_DISPATCH.encode() + NAME_VALUE_SEPARATOR.encode()
+
+
+def multi_dispatch_units(w: Window, rows: np.ndarray, inv, keys, flags: tuple[bool, bool],
+                         problems: list[str] | None = None) -> list[tuple[int, tuple[str, int], int]]:
+    """(row, (queue topic, queue id), queue offset) of every multi-dispatch unit the records at `rows` of the window
+    get (engine.broker.consumequeue.lmq.dispatch_targets with `flags` = (enableLmq, enableMultiDispatch)), in
+    order. Only records whose properties hold INNER_MULTI_DISPATCH are decoded; what the broker would fail on is
+    added to `problems`."""
+    b, buf = w.batch, w.buf
+    out = []
+    for i in rows.tolist():
+        p, n = int(b.props_pos[i]), int(b.props_len[i])
+        if n <= 0:
+            continue
+        raw = bytes(buf[p:p + n])
+        if _MULTI_NAME not in raw:
+            continue
+        topic, qid = keys[inv[i]]
+        targets, why = dispatch_targets(topic, qid, parse_properties(raw.decode("utf-8", "replace")), *flags)
+        if why and problems is not None and len(problems) < 20:
+            problems.append(f"the record at {int(w.seg.start + b.pos[i])}: {why}")
+        out += [(i, (t.topic, t.queue_id), t.queue_offset) for t in targets]
+    return out
+
+
+def _first_missing_unit(w: Window, groups: TopicGroups, queues: dict, multi=None) -> int | None:
+    """Offset of the first record in the window that its consume queue (as read) does not cover, or (multi given)
+    one of the queues it is multi-dispatched to."""
     b = w.batch
     inv, keys = groups(w)
     tx = b.sys_flag & 0xC
@@ -489,4 +518,12 @@ def _first_missing_unit(w: Window, groups: TopicGroups, queues: dict) -> int | N
     limit = np.array([queues[k].max_phys if k in queues else -1 for k in keys], dtype=np.int64)
     need = in_cq & (w.offsets + b.total > limit[inv])
     hit = np.flatnonzero(need)
-    return int(w.offsets[hit[0]]) if len(hit) else None
+    first = int(w.offsets[hit[0]]) if len(hit) else None
+    if multi is not None:
+        for i, key, _ in multi_dispatch_units(w, np.flatnonzero(in_cq), inv, keys, multi):
+            end = int(w.offsets[i] + b.total[i])
+            if end > (queues[key].max_phys if key in queues else -1):
+                off = int(w.offsets[i])
+                first = off if first is None else min(first, off)
+                break
+    return first

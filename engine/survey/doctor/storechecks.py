@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 
+from engine.broker.config import epochfile
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.config.lock import lock_held_elsewhere
 from engine.broker.commitlog.segments import GAP, MISNAMED, WRONG_SIZE
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import StoreLayout, is_regular_file
+from engine.broker.mode import detect_mode
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.ops.recovery import RecoveryPlan, plan_recovery
 from engine.progress import Progress
@@ -55,6 +57,7 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     if file_queues:  # a broker serving RocksDB queues does not read the files (doctor.rocksdbchecks)
         _queue_findings(plan, rep, recover)
     _index_findings(plan, rep, recover)
+    _epoch_findings(cfg, plan, rep, recover)
     rep.notes.extend(plan.notes)
     rep.read.update(commitLogFrom=plan.scan_start_offset, commitLogTo=plan.end_offset,
                     commitLogBytes=max(0, plan.end_offset - plan.scan_start_offset), records=plan.records_scanned,
@@ -156,6 +159,37 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
             f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
             "the commit log holds",
             "dispatches them again from the commit log (ReputMessageService) before consumers see them", recover))
+
+
+def _epoch_findings(cfg: BrokerConfig, plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
+    """Controller mode: the epoch file (engine.broker.config.epochfile) as the broker loads it, against the commit
+    log recovery leaves: an epoch starting past its end is what a truncating recover left before rmqtool cut the
+    epoch file with it."""
+    mode = detect_mode(cfg)
+    if not mode.controller or mode.epoch_file is None:
+        return
+    r = epochfile.read(mode.epoch_file)
+    where = layout_rel(StoreLayout.of(cfg), mode.epoch_file)
+    rep.read["epochs"] = [e.as_dict() for e in r.entries]
+    shown = ", ".join(f"{e.epoch}@{e.start_offset}" for e in r.entries[-8:]) or "none"
+    rep.notes.append(f"epoch file ({where}{', from its .bak' if r.source == 'bak' else ''}): {len(r.entries)} "
+                     f"epoch(s) (epoch@startOffset): {shown}")
+    for p in epochfile.check_against_log(r, 0, plan.end_offset):
+        if p.kind == "past-end":
+            rep.findings.append(Finding(
+                "epoch-past-log", ERROR, where, None, p.detail,
+                "as master it cannot record its next epoch (EpochFileCache.appendEntry refuses one that does not "
+                "start after the last) and slaves truncate against an epoch history the log does not hold; "
+                "recover drops it as truncateSuffixByOffset does", recover))
+        elif p.kind == "fatal":
+            rep.findings.append(Finding(
+                "epoch-file-unreadable", ERROR, where, None, p.detail + "; restore it (or its .bak) by hand",
+                "fails to load the epoch file (a NumberFormatException in CheckpointFile.read) and does not start",
+                None))
+        else:
+            rep.findings.append(Finding(
+                f"epoch-file-{p.kind}", WARNING, where, None, p.detail,
+                "loads the epochs CheckpointFile.read gives (the .bak when the file fails its count or CRC)", None))
 
 
 def _index_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
