@@ -16,7 +16,7 @@ _rmqtool() {
     _rmqtool_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur"); }
     case "$cmd" in
         "")
-            _rmqtool_words "clean compact-index consumers delays demo doctor dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover repair spark-reindex tiered timer --version -V --debug --install-completion --show-completion --help" ;;
+            _rmqtool_words "clean compact-index consumers delays demo doctor dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover repair spark-reindex tiered timer verify-cq --version -V --debug --install-completion --show-completion --help" ;;
         "clean")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -281,6 +281,13 @@ _rmqtool() {
                 --now) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
             _rmqtool_words "--store -s --broker-conf -c --now --no-check-crc --json --quiet -Q --help" ;;
+        "verify-cq")
+            case "$prev" in
+                --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --topic|-t|--source) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+            esac
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --source --compare --no-check-crc --json --quiet -Q --help" ;;
     esac
 }
 complete -o default -F _rmqtool rmqtool

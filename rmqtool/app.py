@@ -37,6 +37,7 @@ COMMAND_TABLE = {
     "print-msg": ("print_msg", "print_msg"),
     "queues": ("queues", "queues"),
     "dump-cq": ("queues", "dump_cq"),
+    "verify-cq": ("verify_cq", "verify_cq"),
     "consumers": ("consumers", "consumers"),
     "delays": ("consumers", "delays"),
     "info": ("info", "info"),

@@ -66,6 +66,11 @@ EXAMPLES: dict[str, list[str]] = {
         "rmqtool dump-cq -s ~/store -t TopicTest -q 3 --queue-offset 1200 --count 50",
         "rmqtool dump-cq -s ~/store -t TopicTest -q 0 --count 1000 --json | jq 'select(.status != \"OK\")'",
     ],
+    "verify-cq": [
+        "rmqtool verify-cq -s ~/store",
+        "rmqtool verify-cq -s ~/store --source rocksdb --topic TopicTest",
+        "rmqtool verify-cq -s ~/store --compare --json | jq '.firstDifferences'",
+    ],
     "consumers": [
         "rmqtool consumers -s ~/store",
         "rmqtool consumers -s ~/store --group please_rename_unique_group_name",

@@ -217,7 +217,9 @@ def sample_workspace(root: Path) -> dict[str, Path]:
     tidx.mkdir()
     begin = json.loads((t2 / "params.json").read_text())["beginTimestamp"]
     shutil.copy(t2 / "unsealed.bin", tidx / str(begin))
-    return {"store": store, "tiered": tiered, "meta": meta, "tidx": tidx, "tfile": tidx / str(begin),
+    from rocksdb_helpers import rocksdb_twin
+    rstore = rocksdb_twin(store, root / "rstore", keep_files=True)  # a double-writing broker's store
+    return {"store": store, "rstore": rstore, "tiered": tiered, "meta": meta, "tidx": tidx, "tfile": tidx / str(begin),
             "out": root / "out", "segment": store / "commitlog" / "00000000000000000000", "timerconf": timer_conf,
             "f3tier": f3 / "store" / "tiered", "f3store": f3 / "store" / "broker-a", "f3topic": f3_first["topic"],
             "f3key": f3_first["uniqKey"]}

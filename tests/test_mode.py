@@ -16,11 +16,10 @@ from helpers import SEG_GEOM, put, run, sample_messages, snapshot
 
 
 def _fake_rocksdb(d: Path) -> None:
-    """What makes a directory a RocksDB database for detection: CURRENT and a MANIFEST."""
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "CURRENT").write_text("MANIFEST-000005\n")
-    (d / "MANIFEST-000005").write_bytes(b"\0" * 64)
-    (d / "000004.sst").write_bytes(b"\1" * 64)
+    """A RocksDB database (CURRENT and a MANIFEST make it one for detection): an empty consume-queue database as
+    RocksDBConsumeQueueStore leaves it (rmqtool reads RocksDB now, so the database must open)."""
+    from rocksdb_helpers import write_cq_db
+    write_cq_db(d, [])
 
 
 def _conf(tmp: Path, store: Path, **keys) -> Path:

@@ -42,6 +42,8 @@ SAMPLES: dict[str, list[tuple[list[str], str]]] = {
     "print-msg": [(["-s", "{store}", "-t", "TopicB", "-b", "0", "-e", "now"], STREAM)],
     "queues": [(["-s", "{store}"], DOC)],
     "dump-cq": [(["-s", "{store}", "-t", "TopicA", "-q", "0"], STREAM)],
+    "verify-cq": [(["-s", "{store}", "-t", "TopicB"], DOC), (["-s", "{rstore}", "--compare"], DOC),
+                  (["-s", "{rstore}", "--source", "rocksdb", "-t", "TopicB"], DOC)],
     "consumers": [(["-s", "{store}"], DOC)],
     "delays": [(["-s", "{store}"], DOC)],
     "info": [(["-s", "{store}"], DOC)],

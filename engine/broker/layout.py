@@ -159,6 +159,9 @@ class StoreLayout:
         self.root = Path(os.path.expanduser(os.fspath(root)))
         dirs = commitlog_dirs or [self.root / COMMITLOG_DIR]
         self.commitlog_dirs = [Path(os.path.expanduser(os.fspath(d))) for d in dirs]
+        #: Set by an open MessageStore whose broker serves its queues from RocksDB: returns their listing (or
+        #: None: the files), so every reader of list_queues() sees the queues the broker serves.
+        self.queue_lister: Callable[[], QueueListing | None] | None = None
 
     @classmethod
     def of(cls, config) -> "StoreLayout":
@@ -232,11 +235,17 @@ class StoreLayout:
         raise NotAStoreError(
             f"{self.root} is not a RocketMQ store: it has no {COMMITLOG_DIR}/, {CONSUMEQUEUE_DIR}/ or {INDEX_DIR}/ directory")
 
-    def list_queues(self) -> QueueListing:
-        """Every (topic, queueId) directory under consumequeue/, and the entries a broker would not load.
+    def list_queues(self, files_only: bool = False) -> QueueListing:
+        """Every (topic, queueId) directory under consumequeue/, and the entries a broker would not load; on an
+        open store whose broker serves RocksDB queues, those (queue_lister). files_only: the queue files alone,
+        possibly none, even where the queues are in RocksDB (recovery's plan, verify-cq --source file).
 
         Symlinks are reported and never followed, so a listing cannot leave the store.
         """
+        if self.queue_lister is not None and not files_only:
+            got = self.queue_lister()
+            if got is not None:
+                return got
         out = QueueListing()
         if self.consumequeue_dir.is_dir():
             out.queues, out.problems = list_queue_dirs(self.consumequeue_dir, lambda p: f"{CONSUMEQUEUE_DIR}/"
@@ -246,11 +255,12 @@ class StoreLayout:
             # are the database's, not misplaced queue entries
             out.problems = [p for p in out.problems if "/" in p.path[len(CONSUMEQUEUE_DIR) + 1:]
                             or (self.root / p.path).is_dir()]
-        if not out.queues:
+        if not out.queues and not files_only:
             for d in (self.consumequeue_dir, self.root / ROCKSDB_CQ_DIR_NEW):
                 if is_rocksdb_dir(d):  # never "no queues" for a store whose queues are in RocksDB
                     raise ModeRefusedError(f"{self.root} keeps its consume queues in a RocksDB database "
-                                           f"({relative_name(d, self.root)}/), which rmqtool cannot read yet")
+                                           f"({relative_name(d, self.root)}/), which this reader does not read "
+                                           "(the read commands read it through an open store)")
         return out
 
     def protected_paths(self) -> list[Path]:

@@ -52,9 +52,9 @@ STORE_TYPE_ROCKSDB = "defaultRocksDB"
 
 # --- what rmqtool's readers can read (flipped by the package that reads it: engine/broker/dledger,
 # engine/broker/consumequeue's RocksDB reader, engine/broker/config's RocksDB reader) --------------------------
-DLEDGER_READABLE = True   # engine/broker/dledger (DLedgerLog)
-ROCKSDB_CQ_READABLE = False
-ROCKSDB_CONFIGS_READABLE = False
+DLEDGER_READABLE = True             # engine/broker/dledger (DLedgerLog)
+ROCKSDB_CQ_READABLE = True          # engine/broker/consumequeue/rocksdb.py
+ROCKSDB_CONFIGS_READABLE = True     # engine/broker/config/rocksdb.py: v1 and v2, not config/metadata/
 
 # --- mode names as info/doctor print them and the guard names them ---------------------------------------------
 FILE_COMMITLOG = "file"
@@ -126,6 +126,9 @@ class StoreMode:
     dledger_self_id: str | None = None
     old_file_commitlog: bool = False
     rocksdb_cq_dir: Path | None = None
+    #: Which consume queues the broker serves reads from: "file" or "rocksdb" (a double-writing broker reads
+    #: what combineCQPreferCQType names, the file queues by default: CombineConsumeQueueStore.currentReadStore).
+    cq_reads: str = FILE_CQ
     rocksdb_config_dirs: tuple[Path, ...] = ()
     epoch_file: Path | None = None
     evidence: list[Evidence] = field(default_factory=list)
@@ -199,7 +202,7 @@ class StoreMode:
 
     @property
     def reads_configs(self) -> bool:
-        return self.configs == JSON_CONFIGS or ROCKSDB_CONFIGS_READABLE
+        return self.configs == JSON_CONFIGS or (ROCKSDB_CONFIGS_READABLE and self.configs != ROCKSDB_CONFIGS_METADATA)
 
     def unsupported_reads(self) -> list[str]:
         """What rmqtool's readers cannot read in this mode (they say so and answer from what they can)."""
@@ -275,6 +278,7 @@ class StoreMode:
             "dledgerDir": _rel(self.dledger_dir, self.root) if self.dledger_dir else None,
             "dledgerSelfId": self.dledger_self_id,
             "oldFileCommitLog": self.old_file_commitlog,
+            "consumeQueueReads": self.cq_reads,
             "rocksdbConsumeQueueDir": _rel(self.rocksdb_cq_dir, self.root) if self.rocksdb_cq_dir else None,
             "rocksdbConfigDirs": [_rel(p, self.root) for p in self.rocksdb_config_dirs],
             "epochFile": _rel(self.epoch_file, self.root) if self.epoch_file else None,
@@ -429,8 +433,11 @@ def _detect_rocksdb_cq(cfg: BrokerConfig, m: StoreMode) -> None:
         m.evidence.append(Evidence("rocksdb-consume-queue", "broker.conf", "rocksdbCQDoubleWriteEnable=true"))
     if double or (db is not None and file_queues):
         m.consume_queue = COMBINED_CQ
+        prefer = (_conf(cfg, "combineCQPreferCQType") or "").strip().lower()
+        m.cq_reads = ROCKSDB_CQ if prefer == STORE_TYPE_ROCKSDB.lower() else FILE_CQ
     else:
         m.consume_queue = ROCKSDB_CQ
+        m.cq_reads = ROCKSDB_CQ
     if db is not None and store_type is not None and not conf_rocks and not double:
         m.conflicts.append(f"broker.conf sets storeType={store_type} but {_rel(db, root)} holds a RocksDB "
                            "consume-queue database")

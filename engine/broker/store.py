@@ -24,6 +24,8 @@ from engine.errors import CorruptFileError
 if TYPE_CHECKING:  # the write path and the consume queues need numpy: commands that only read start without it
     from engine.broker.consumequeue.offsets import BrokerView
     from engine.broker.consumequeue.queue import ConsumeQueue
+    from engine.broker.consumequeue.rocksdb import RocksDBConsumeQueueStore, RocksDBQueue
+    from engine.broker.mode import StoreMode
     from engine.broker.write.batch import MessageBatch
     from engine.broker.write.writer import BatchResult, PutResult
 
@@ -75,6 +77,8 @@ class MessageStore:
         self._index: IndexService | None = None
         self._cqs: dict[tuple[str, int], ConsumeQueue] = {}
         self._broker_view: BrokerView | None = None
+        self._mode: StoreMode | None = None
+        self._rocksdb_cq: RocksDBConsumeQueueStore | None = None
         self._closed = False
         self._put_started = False
         self._dirty = False            # a write was interrupted half-way: leave the abort marker
@@ -108,6 +112,7 @@ class MessageStore:
                 raise
         else:
             self.checkpoint = Checkpoint.load(self.layout.checkpoint)
+            self.layout.queue_lister = self._rocksdb_listing
 
     @property
     def abort_path(self) -> Path:
@@ -154,6 +159,50 @@ class MessageStore:
             self._cqs[key] = cq
         return cq
 
+    # ------------------------------------------------------------ the queues the broker serves
+    @property
+    def mode(self) -> StoreMode:
+        """The store's mode (engine.broker.mode.detect_mode), decided once per open store."""
+        if self._mode is None:
+            from engine.broker.mode import detect_mode
+            self._mode = detect_mode(self.config)
+        return self._mode
+
+    @property
+    def queue_source(self) -> str:
+        """Where the broker serves its consume queues from: "file" or "rocksdb" (StoreMode.cq_reads)."""
+        return self.mode.cq_reads
+
+    @property
+    def rocksdb_queues(self) -> RocksDBConsumeQueueStore:
+        """The RocksDB consume-queue database, opened read-only once (engine.broker.consumequeue.rocksdb)."""
+        if self._rocksdb_cq is None:
+            from engine.broker.consumequeue.rocksdb import RocksDBConsumeQueueStore
+            from engine.broker.mode import is_rocksdb_dir
+            path = self.mode.rocksdb_cq_dir
+            if path is None or not is_rocksdb_dir(path):
+                raise NotAStoreError(f"this store's consume queues are in RocksDB ({self.mode.name}) but "
+                                     f"{path or self.layout.consumequeue_dir} holds no RocksDB database")
+            rel = Path(path).relative_to(self.root).as_posix() + "/" if Path(path).is_relative_to(self.root) \
+                else str(path)
+            self._rocksdb_cq = RocksDBConsumeQueueStore(path, rel)
+        return self._rocksdb_cq
+
+    def _rocksdb_listing(self):
+        """StoreLayout.list_queues() on a store served from RocksDB: the database's queues; None for files."""
+        if self.writable or self.queue_source != "rocksdb":
+            return None
+        from engine.broker.layout import QueueListing
+        got = self.rocksdb_queues.listing()
+        return QueueListing(got.queues, got.problems)
+
+    def read_queue(self, topic: str, queue_id: int) -> ConsumeQueue | RocksDBQueue:
+        """A consume queue to read, from where the broker serves it (files or RocksDB); the caller closes it."""
+        if not self.writable and self.queue_source == "rocksdb":
+            return self.rocksdb_queues.queue(topic, queue_id)
+        from engine.broker.consumequeue.queue import ConsumeQueue
+        return ConsumeQueue(self.root, topic, queue_id, self.config.cq_file_size)
+
     def _on_index_full_flush(self, ts: int) -> None:
         self.checkpoint.indexMsgTimestamp = ts
         self.checkpoint.save(self.layout.checkpoint)
@@ -175,6 +224,8 @@ class MessageStore:
                 cq.close()
             if self._index:
                 self._index.close()
+            if self._rocksdb_cq is not None:
+                self._rocksdb_cq.close()
             if self._commitlog:
                 self._commitlog.close()
             if self._lock:

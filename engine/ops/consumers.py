@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from engine.broker.config import jsonfiles
+from engine.broker.config.rocksdb import load_consumer_offsets, load_subscription_groups, load_topics
 from engine.broker.config.brokerconf import read_properties_file
 from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from engine.broker.layout import stored_topic_problem
@@ -73,15 +74,19 @@ class ConsumersReport:
 def consumer_progress(store, group: str | None = None) -> ConsumersReport:
     """consumerProgress for every group with committed offsets (or for one group)."""
     layout = store.layout
-    offsets = jsonfiles.consumer_offsets(layout)
+    mode = store.mode  # config/*.json or the RocksDB tables, as the broker loads them
+    offsets = load_consumer_offsets(layout, mode)
     if not offsets.found:
+        where = (f"config/{jsonfiles.CONSUMER_OFFSET} (and its .bak)" if mode.configs == "json"
+                 else "the RocksDB consumer-offset table")
         raise jsonfiles.ConfigFileError(
-            f"config/{jsonfiles.CONSUMER_OFFSET} (and its .bak) is missing in {store.root}: there are no committed "
+            f"{where} is missing in {store.root}: there are no committed "
             "offsets to show (copy the broker's config/ directory along with the store)")
-    topics = jsonfiles.topic_configs(layout)
-    subs = jsonfiles.subscription_groups(layout)
+    topics = load_topics(layout, mode)
+    subs = load_subscription_groups(layout, mode)
     rep = ConsumersReport(notes=offsets.notes + topics.notes + subs.notes,
                           sources={f.name: f.source for f in (offsets, topics, subs)})
+    rep.sources["consumeQueues"] = store.queue_source
     by_group: dict[str, dict[str, dict[int, int]]] = {}
     for key, queues in offsets.value.items():
         tg = jsonfiles.split_topic_group(key)
@@ -189,9 +194,11 @@ class DelaysReport:
     levels: list[DelayLevel] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str | None = None
+    consume_queue_source: str = "file"   # where the schedule queues were read: "file" or "rocksdb"
 
     def as_dict(self) -> dict:
         return {"messageDelayLevel": self.messageDelayLevel, "source": self.source,
+                "consumeQueueSource": self.consume_queue_source,
                 "levels": [lv.as_dict() for lv in self.levels], "notes": self.notes}
 
 
@@ -202,7 +209,8 @@ def delay_status(store, broker_conf: str | os.PathLike | None = None) -> DelaysR
         spec = read_properties_file(broker_conf).get("messageDelayLevel", DEFAULT_DELAY_LEVELS)
     delays = parse_delay_levels(spec)
     offsets = jsonfiles.delay_offsets(store.layout)
-    rep = DelaysReport(spec, notes=list(offsets.notes), source=offsets.source)
+    rep = DelaysReport(spec, notes=list(offsets.notes), source=offsets.source,
+                       consume_queue_source=store.queue_source)
     table = offsets.value or {}
     queue_ids = {q for t, q in store.layout.list_queues().queues if t == SCHEDULE_TOPIC}
     cl_min = commitlog_min_offset(store)

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
-from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, ConsumeQueue
+from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE
 from engine.broker.layout import NameProblem
 from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
@@ -73,10 +73,12 @@ class QueueView:
 
     def __init__(self, store, topic: str, queue_id: int, cl_min: int | None = None):
         self.store, self.topic, self.queue_id = store, topic, queue_id
-        self.cq = ConsumeQueue(store.root, topic, queue_id, store.config.cq_file_size)
+        self.cq = store.read_queue(topic, queue_id)
         self.cl_min = commitlog_min_offset(store) if cl_min is None else cl_min
         try:
-            b = store.broker_view.bounds(self.cq, self.cl_min)
+            # RocksDB queues carry their min and max in the database (RocksDBConsumeQueueOffsetTable).
+            b = self.cq.bounds(self.cl_min) if getattr(self.cq, "kind", "file") == "rocksdb" \
+                else store.broker_view.bounds(self.cq, self.cl_min)
         except BaseException:
             self.cq.close()
             raise

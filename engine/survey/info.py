@@ -74,7 +74,7 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | 
     info.problems += [f"mode: rmqtool cannot read {what}" for what in mode.unsupported_reads()]
     cp = _checkpoint(layout, info)
     info.sections["commitLog"] = _commitlog(cfg, cp, info)
-    info.sections["consumeQueues"] = _consume_queues(layout, info)
+    info.sections["consumeQueues"] = _consume_queues(layout, info, mode)
     info.sections["index"] = _index(cfg, layout, info)
     info.sections["checkpoint"] = cp
     info.sections["abort"] = _abort(layout)
@@ -172,17 +172,27 @@ def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> li
         cl.close()
 
 
-def _consume_queues(layout: StoreLayout, info: StoreInfo) -> dict:
+def _consume_queues(layout: StoreLayout, info: StoreInfo, mode=None) -> dict:
+    source = "file"
     try:
-        listing = layout.list_queues()
+        if mode is not None and mode.cq_reads == "rocksdb":  # the broker serves the RocksDB queues (format §11.4)
+            from engine.broker.consumequeue.rocksdb import RocksDBConsumeQueueStore
+            from engine.broker.layout import QueueListing
+            source = "rocksdb"
+            with RocksDBConsumeQueueStore(mode.rocksdb_cq_dir) as db:
+                got = db.listing()
+            listing = QueueListing(got.queues, got.problems)
+        else:
+            listing = layout.list_queues()
     except StoreError as e:  # queues rmqtool cannot read in this mode: named under mode
         info.problems.append(f"consume queues: {e}")
-        return {"topics": None, "queues": None, "files": None, "bytes": Usage().as_dict(), "skipped": 0}
+        return {"topics": None, "queues": None, "files": None, "bytes": Usage().as_dict(), "skipped": 0,
+                "source": source}
     info.problems += [f"consume queues: {p.path}: {p.reason}" for p in listing.problems]
     topics = {t for t, _q in listing.queues}
     u = tree_usage(layout.consumequeue_dir) if layout.consumequeue_dir.is_dir() else Usage()
     return {"topics": len(topics), "queues": len(listing.queues), "files": u.files, "bytes": u.as_dict(),
-            "skipped": len(listing.problems)}
+            "skipped": len(listing.problems), "source": source}
 
 
 def _header(path: Path) -> tuple[int, int, int] | None:

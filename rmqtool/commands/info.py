@@ -94,7 +94,8 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
 def _consume_queues_pair(cq: dict) -> tuple[str, str]:
     if cq["queues"] is None:
         return ("consume queues", "not read (see mode)")
-    return ("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
+    return ("consume queues", ("in RocksDB: " if cq.get("source") == "rocksdb" else "")
+            + f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
                               f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
                                                           if cq["skipped"] else ""))
 

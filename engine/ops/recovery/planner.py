@@ -69,7 +69,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     checks = None
     try:
         placement = place_segments(cl)
-        listing = layout.list_queues()  # entries a broker would not load are reported, as the read commands do
+        # the queue files (none where a broker keeps them in RocksDB); entries a broker would not load are reported
+        listing = layout.list_queues(files_only=True)
         queues = {(t, q): read_queue(cfg.root, cfg, t, q, broker_window) for t, q in listing.queues}
         max_phy_cq = max((q.max_phys for q in queues.values()), default=-1)
         bi, rule = broker_start(cl, mode, cpf.cp, max_phy_cq, index_safe, check_crc)

@@ -25,6 +25,7 @@ from engine.broker.mode import DLEDGER
 from engine.survey.doctor.configs import check_configs
 from engine.survey.doctor.dledgerchecks import check_dledger, check_dledger_timer
 from engine.survey.doctor.modechecks import check_mode, withdraw_refused_fixes
+from engine.survey.doctor.rocksdbchecks import check_rocksdb_queues
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
@@ -50,18 +51,25 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     rep.checked.append("lock")
     mode = check_mode(cfg, rep)
     plan = None
+    rocks_cq = mode.cq_reads == "rocksdb"  # the file queues' checks do not apply (format §11.4)
     if mode.commitlog == DLEDGER and mode.reads_commitlog and mode.reads_consume_queues:
         # DLedgerCommitLog recovers its own way (DLedgerMmapFileStore.recover): the entry log is checked whole
         check_dledger(cfg, mode, layout, rep, deep)
         rep.checked += ["DLedger commit log", "DLedger index", "consume queues"]
-        check_consume_queue_tails(cfg, layout, fix, rep)
+        if rocks_cq:
+            rep.notes.append("the RocksDB consume queues of a DLedger store are not checked against its log")
+        else:
+            check_consume_queue_tails(cfg, layout, fix, rep)
     elif mode.reads_commitlog and mode.reads_consume_queues:
         check_commitlog_files(cfg, layout, rep)
-        plan = check_recovery(cfg, layout, fix, rep, deep, progress)
+        plan = check_recovery(cfg, layout, fix, rep, deep, progress, file_queues=not rocks_cq)
         rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
-        check_consume_queue_tails(cfg, layout, fix, rep)
+        if rocks_cq:
+            check_rocksdb_queues(mode, plan.end_offset, rep)
+        else:
+            check_consume_queue_tails(cfg, layout, fix, rep)
     if mode.reads_configs:
-        check_configs(layout, fix, rep)
+        check_configs(layout, fix, rep, json_tables=mode.configs == "json")
         rep.checked.append("config files")
     pending = plan.timer.pending if plan is not None and plan.timer is not None else None
     if mode.commitlog == DLEDGER and mode.reads_commitlog:

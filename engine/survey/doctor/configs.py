@@ -38,9 +38,17 @@ def _generic(v):
     return v
 
 
-def check_configs(layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> None:
+#: The tables a broker keeps in RocksDB instead of config/*.json (storeType=defaultRocksDB or
+#: configManagerVersion=v2: engine.broker.config.rocksdb).
+ROCKSDB_TABLES = (TOPICS, SUBSCRIPTION_GROUP, CONSUMER_OFFSET)
+
+
+def check_configs(layout: StoreLayout, fix: Fixes, rep: DoctorReport, json_tables: bool = True) -> None:
+    """json_tables=False: the topics, groups and offsets are in RocksDB, so their JSON files are not the broker's."""
     has_queues = layout.consumequeue_dir.is_dir() and any(layout.consumequeue_dir.iterdir())
     for name, decode, holds, vital, loader in CONFIG_FILES:
+        if not json_tables and name in ROCKSDB_TABLES:
+            continue
         st = config_file_state(layout, name, decode or _generic)
         rel = f"config/{name}"
         main, bak = st.main_problem, st.bak_problem

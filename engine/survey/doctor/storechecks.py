@@ -43,7 +43,7 @@ def check_lock(layout: StoreLayout, rep: DoctorReport) -> None:
 
 
 def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport, deep: bool,
-                   progress: Progress | None) -> RecoveryPlan:
+                   progress: Progress | None, file_queues: bool = True) -> RecoveryPlan:
     """Recovery's plan, worked out read-only, as findings. Without `deep` the walk reads what the broker's
     start-up reads (plan_recovery's broker_window: the index items before it are taken on trust); `deep` walks
     the whole commit log. Returns the plan (its timer part's pending scan serves the timer checks)."""
@@ -52,7 +52,8 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     recover = fix("recover")
     _abort_and_checkpoint(plan, rep, recover)
     _commitlog_findings(cfg, layout, plan, rep, recover)
-    _queue_findings(plan, rep, recover)
+    if file_queues:  # a broker serving RocksDB queues does not read the files (doctor.rocksdbchecks)
+        _queue_findings(plan, rep, recover)
     _index_findings(plan, rep, recover)
     rep.notes.extend(plan.notes)
     rep.read.update(commitLogFrom=plan.scan_start_offset, commitLogTo=plan.end_offset,
