@@ -98,8 +98,8 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
              ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
     dl = cl.get("dledger")
     if dl:  # DLedger: where its entries start (below: the old file commit log) and what its checkpoint commits
-        pairs.append(("", f"DLedger entries from {dl['dividedCommitlogOffset']}; committed up to "
-                          f"{dl['committedOffset'] if dl['committedOffset'] is not None else '?'} (its checkpoint)"))
+        committed = dl["committedOffset"] if dl["committedOffset"] is not None else "?"
+        pairs.append(("", f"DLedger entries from {dl['dividedCommitlogOffset']}, committed to {committed}"))
     return pairs
 
 
