@@ -3,9 +3,11 @@
 What it reads: directory listings, stat, the 40-byte header of each index file, the checkpoint, the small
 manifests and markers rmqtool leaves (engine.ops.leftovers), /proc/locks (the lock is tested without being
 taken: this process never opens the lock file). The one read that grows with the store is the commit log's max
-offset: the record headers of the last segment from the checkpoint's confirm offset (format §6) when a record
-starts there, else from the segment's start (at most one segment, headers only; no CRC). No file is opened
-for writing and nothing is scanned whole.
+offset, where the broker's recovery would end it: after an unclean stop (abort marker) the records from the
+segment the checkpoint names, as the broker walks them (format §7.4; CRCs checked when checkCRCOnRecover is on:
+a damaged record ends the log there, as it does for the broker); else the records of the last segment that holds
+any (a pre-allocated all-zero segment after it stepped over) from the checkpoint's confirm offset (format §6).
+No file is opened for writing and nothing else is scanned whole.
 
 The answer is one document (as_dict, camelCase): commitLog, consumeQueues, index, checkpoint, abort, locked,
 configFiles, placeholders (engine.ops.recovery.placeholder), quarantine, backups, interruptedReindex, tiered and
@@ -98,7 +100,8 @@ def _usage_of(paths) -> Usage:
 
 def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     out = {"dirs": [str(d) for d in cfg.commitlog_dirs], "minOffset": None, "maxOffset": None, "segments": 0,
-           "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict()}
+           "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict(),
+           "endReason": None}
     try:
         cl = open_commitlog(cfg)
     except StoreError as e:
@@ -112,8 +115,7 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
         info.problems += [f"commit log: {p}" for p in cl.problems]
         if segs:
             out.update(firstSegment=segs[0].path.name, lastSegment=segs[-1].path.name, minOffset=cl.min_offset)
-            hint = cp.get("confirmPhyOffset") or None
-            out["maxOffset"] = cl.find_end(hint=hint)  # the last segment's record headers only (module doc)
+            out["maxOffset"], out["endReason"] = _log_end(cfg, cl, cp)
         else:
             out.update(minOffset=0, maxOffset=0)
     except StoreError as e:
@@ -121,6 +123,23 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     finally:
         cl.close()
     return out
+
+
+def _log_end(cfg: BrokerConfig, cl, cp: dict) -> tuple[int, str]:
+    """The commit log's end as the broker's recovery finds it (module doc), and why it ends there. After an
+    unclean stop (abort marker) the broker walks from the segment its checkpoint names (format §7.4), so a
+    damaged record there ends its log: info walks the same records. Otherwise the last segment that holds
+    records is read from the checkpoint's confirm offset."""
+    from engine.broker.commitlog.startup import RecoveryScan, broker_start
+
+    hint = cp.get("confirmPhyOffset") or None
+    if not StoreLayout.of(cfg).abort.exists():
+        return cl.data_end(hint=hint, check_crc=cfg.checkCRCOnRecover)
+    fields = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+    ck = Checkpoint(**{k: cp[k] for k in fields}) if cp.get("readable") else Checkpoint()
+    start, _rule = broker_start(cl, "abnormal", ck, -1, cfg.messageIndexSafe, cfg.checkCRCOnRecover)
+    scan = RecoveryScan(cl, start, check_crc=cfg.checkCRCOnRecover)
+    return scan.run(), scan.reason
 
 
 @dataclass

@@ -68,7 +68,9 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
         return [("commit log", "no segment files")]
     return [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
                            f"{cl['firstSegment']} .. {cl['lastSegment']}"),
-            ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+            ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")] + (
+        [("", f"the log ends there: {cl['endReason']}")] if cl.get("endReason")
+        and not cl["endReason"].startswith("end of data") else [])
 
 
 def _consume_queues_pair(cq: dict) -> tuple[str, str]:

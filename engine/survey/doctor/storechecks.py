@@ -11,6 +11,7 @@ from engine.broker.config.lock import lock_held_elsewhere
 from engine.broker.commitlog.segments import GAP, MISNAMED, WRONG_SIZE
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import StoreLayout, is_regular_file
+from engine.errors import StoreError
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.ops.recovery import RecoveryPlan, plan_recovery
 from engine.progress import Progress
@@ -61,19 +62,41 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     return plan
 
 
-def _where(cfg: BrokerConfig, layout: StoreLayout, offset: int) -> tuple[str, int]:
-    """The segment file (relative to the store) holding a commit-log offset, and the offset in it."""
-    seg_size = cfg.mappedFileSizeCommitLog
-    for d in cfg.commitlog_dirs:
-        name = f"{offset // seg_size * seg_size:020d}"
-        if (d / name).exists():
-            return layout_rel(layout, d / name), offset % seg_size
-    return "commitlog", offset
+def _locator(cfg: BrokerConfig, layout: StoreLayout):
+    """where(offset) -> (the segment file, relative to the store, that holds a commit-log offset; the offset in it).
+    The segments are the log's own list, their size taken from the files when broker.conf does not give it (as
+    every reader opens the log), so a finding names the file that holds the bytes. An offset no segment holds
+    is filed under "commitlog" with the log offset."""
+    from engine.ops.recovery.scan import open_log
+
+    try:
+        cl, _ = open_log(cfg)
+    except StoreError:
+        segs = []
+    else:
+        segs = [(seg.start, seg.size, layout_rel(layout, seg.path)) for seg in cl.segments]
+        cl.close()
+
+    def where(offset: int) -> tuple[str, int]:
+        for i, (start, size, rel) in enumerate(segs):
+            if start <= offset < start + size or (offset == start + size and i == len(segs) - 1):
+                return rel, offset - start
+        return "commitlog", offset
+    return where
 
 
 def _abort_and_checkpoint(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
     """The abort marker (abnormal recovery, and an estimate of how long it takes) and an unreadable checkpoint."""
-    if plan.mode == "abnormal":
+    if plan.mode == "abnormal" and rep.locked_by_broker:
+        # A running broker keeps its abort file for as long as it runs (it deletes it at a clean stop): it is
+        # the broker's normal state, not the trace of an unclean stop.
+        rep.findings.append(Finding(
+            "abort-marker-running", INFO, "abort", None,
+            "the abort marker belongs to the broker that holds the store lock: a running broker keeps it until "
+            "it stops cleanly; it says nothing about the last stop",
+            "deletes it at its clean stop; after a kill it stays, and the next start runs its abnormal recovery",
+            None))
+    elif plan.mode == "abnormal":
         scan = max(0, plan.max_offset_before - plan.broker_start_offset)
         secs = scan / BROKER_RECOVERY_BYTES_PER_SEC
         rep.estimates["brokerRecovery"] = {"mode": "abnormal", "startSegment": plan.broker_start_segment,
@@ -101,6 +124,7 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                         recover: str) -> None:
     """Segments of the wrong size or name, damaged records, a torn tail, segments after the end."""
     add = rep.findings.append
+    where = _locator(cfg, layout)
     for name, n, size in plan.segment_resizes:
         add(Finding("commitlog-segment-size", ERROR, f"commitlog/{name}", None,
                     f"commit-log segment {name} is {n} bytes, not mappedFileSizeCommitLog {size}",
@@ -112,7 +136,7 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     "reads it at the offset its name says: consume-queue units and index items point at the wrong "
                     "bytes", recover))
     for r in plan.repairs[:MAX_LISTED]:
-        seg, pos = _where(cfg, layout, r.offset)
+        seg, pos = where(r.offset)
         before = r.offset >= plan.broker_start_offset
         add(Finding("commitlog-damaged-record", ERROR, seg, pos,
                     f"{r.length} bytes at commit-log offset {r.offset} are not a valid record ({r.reason}); "
@@ -126,7 +150,7 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
                     "as above", recover))
     if plan.truncated_bytes:
-        seg, pos = _where(cfg, layout, plan.end_offset)
+        seg, pos = where(plan.end_offset)
         add(Finding("commitlog-torn-tail", WARNING, seg, pos,
                     f"{plan.truncated_bytes} bytes after the commit log's last valid record (offset "
                     f"{plan.end_offset}) are not records ({plan.stop_reason})",
