@@ -106,7 +106,8 @@ class MessageStore:
                 self._lock.release()
                 raise
         else:
-            self.checkpoint = Checkpoint.load(self.layout.checkpoint)
+            # Reads do not need the checkpoint: a damaged one reads as zeros (doctor reports it), never a failure.
+            self.checkpoint = Checkpoint.load(self.layout.checkpoint, strict=False)
 
     @property
     def abort_path(self) -> Path:

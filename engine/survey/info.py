@@ -25,7 +25,7 @@ from pathlib import Path
 
 from engine.broker.commitlog.log import open_commitlog
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
+from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.config.lock import lock_holder
 from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
@@ -214,19 +214,17 @@ def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
 
 
 def _checkpoint(layout: StoreLayout, info: StoreInfo) -> dict:
+    """The checkpoint's fields; a missing, short or garbage one (Checkpoint.read_checked) is shown with its
+    `problem` and `readable` false. It is no failure of info: reads do not need the checkpoint (the broker and
+    recover read a bad one as zeros; doctor reports it)."""
     path = layout.checkpoint
     out = {"present": path.exists(), "readable": False, "physicMsgTimestamp": None, "logicsMsgTimestamp": None,
            "indexMsgTimestamp": None, "confirmPhyOffset": None}
     if not out["present"]:
         return out
-    try:
-        size = os.path.getsize(path)
-        if size != CHECKPOINT_SIZE:
-            raise StoreError(f"{size} bytes; a broker checkpoint is {CHECKPOINT_SIZE}")
-        cp = Checkpoint.load(path)
-    except (OSError, StoreError) as e:
-        info.problems.append(f"checkpoint: {e}")
-        out["problem"] = str(e)
+    cp, why = Checkpoint.read_checked(path)
+    if why is not None:
+        out["problem"] = why
         return out
     out.update(readable=True, physicMsgTimestamp=cp.physicMsgTimestamp, logicsMsgTimestamp=cp.logicsMsgTimestamp,
                indexMsgTimestamp=cp.indexMsgTimestamp, confirmPhyOffset=cp.confirmPhyOffset)

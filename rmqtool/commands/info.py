@@ -93,7 +93,8 @@ def _checkpoint_pairs(cp: dict) -> list[tuple[str, str]]:
     if not cp["present"]:
         return [("checkpoint", "none")]
     if not cp["readable"]:
-        return [("checkpoint", f"unreadable: {cp.get('problem', '')}")]
+        return [("checkpoint", f"not usable: {cp.get('problem', '')} (reads do not need it; see "
+                               "`rmqtool doctor`)")]
     return [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
             ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
             ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]

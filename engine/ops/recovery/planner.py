@@ -530,7 +530,7 @@ def _plan_checkpoint(plan: RecoveryPlan, cpf, files: list[IndexFacts], scan: Log
     plan.checkpoint_after = new
     if not cp_ok:
         plan.write_checkpoint = True
-        plan.notes.append(f"checkpoint unreadable or implausible ({cpf.problem}); it is rewritten")
+        plan.notes.append(f"checkpoint unreadable or implausible ({cpf.problem}); `rmqtool recover` rewrites it")
         return
     bad = []
     if max(cp.physicMsgTimestamp, cp.logicsMsgTimestamp) > max(scan.max_ts, scan.last_ts) and scan.records:
@@ -541,4 +541,5 @@ def _plan_checkpoint(plan: RecoveryPlan, cpf, files: list[IndexFacts], scan: Log
         bad.append("confirmPhyOffset is past the last valid record")
     if bad:
         plan.write_checkpoint = True
-        plan.notes.append("checkpoint claims more than the store holds (" + "; ".join(bad) + "); it is rewritten")
+        plan.notes.append("checkpoint claims more than the store holds (" + "; ".join(bad) + "); `rmqtool recover` "
+                          "rewrites it")

@@ -117,7 +117,9 @@ def _abort_and_checkpoint(plan: RecoveryPlan, rep: DoctorReport, recover: str) -
     if not plan.checkpoint_readable:
         rep.findings.append(Finding(
             "checkpoint-unreadable", WARNING, "checkpoint", None, f"checkpoint {plan.checkpoint_problem}",
-            "reads the missing bytes as zeros: recovery starts from the first commit-log segment", recover))
+            ("reads it as zeros" if "zeros" in plan.checkpoint_problem else
+             "reads its values as they are (after a crash its recovery starts from the segment they name)")
+            + ": reads of the store do not need it; rmqtool recover rewrites it from the store", recover))
 
 
 def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, rep: DoctorReport,
@@ -253,3 +255,40 @@ def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes
         rep.findings.append(Finding("cq-odd-entry", INFO, p.path, None, f"{p.path}: {p.reason}",
                                     "ignores it", None))
     return len(listing.queues)
+
+
+#: Long.parseLong's range: IndexService.load parses every name of index/ as a long.
+_JAVA_LONG_MAX = (1 << 63) - 1
+
+
+def _parses_as_long(name: str) -> bool:
+    body = name[1:] if name[:1] in "+-" else name
+    return body.isascii() and body.isdigit() and -_JAVA_LONG_MAX - 1 <= int(name) <= _JAVA_LONG_MAX
+
+
+def check_index_dir(layout: StoreLayout, rep: DoctorReport, temp_files: list[str]) -> None:
+    """Entries of index/ the broker cannot load as index files (IndexService.load opens every entry, parsing its
+    name with Long.parseLong first): a name that is no number is logged with a stack trace at every start and
+    skipped; a numbered entry that is no regular file (a directory) fails the load and the broker does not
+    start. Temporary files an rmqtool run left are reported as such (stale-temp-file)."""
+    d = layout.index_dir
+    if not d.is_dir() or d.is_symlink():
+        return
+    left = {os.path.basename(t) for t in temp_files if os.path.dirname(t) == layout_rel(layout, d)}
+    for e in sorted(os.scandir(d), key=lambda e: e.name):
+        rel = layout_rel(layout, d / e.name)
+        if not _parses_as_long(e.name):
+            if e.name in left:
+                continue
+            rep.findings.append(Finding(
+                "index-odd-file", WARNING, rel, None,
+                f"{rel} is no index file: its name is not a number; move it out of index/",
+                "parses every name in index/ as a number (IndexService.load): logs an ERROR with a stack trace "
+                "(NumberFormatException) at every start and skips it", None))
+        elif not e.is_file(follow_symlinks=True):
+            rep.findings.append(Finding(
+                "index-odd-file", ERROR, rel, None,
+                f"{rel} is named like an index file but is not a regular file; move it out of index/",
+                "opens it as an index file (IndexService.load): the open fails, the load returns false and the "
+                "broker does not start", None))
+
