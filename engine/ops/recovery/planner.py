@@ -36,6 +36,7 @@ from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
+from engine.ops.recovery.guard import refuse_missing_commitlog
 from engine.ops.recovery.placeholder import find_origins
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
@@ -72,6 +73,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         listing = layout.list_queues()  # entries a broker would not load are reported, as the read commands do
         queues = {(t, q): read_queue(cfg.root, cfg, t, q, broker_window) for t, q in listing.queues}
         max_phy_cq = max((q.max_phys for q in queues.values()), default=-1)
+        if not broker_window:  # doctor reports it (engine.survey.doctor); recover refuses
+            refuse_missing_commitlog(cfg, len(cl.segments), max_phy_cq)
         bi, rule = broker_start(cl, mode, cpf.cp, max_phy_cq, index_safe, check_crc)
         segs = cl.segments
         plan = RecoveryPlan(

@@ -21,8 +21,8 @@ from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.survey.doctor.configs import check_configs
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
-from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_index_dir,
-                                           check_lock, check_recovery)
+from engine.survey.doctor.storechecks import (check_commitlog_files, check_commitlog_present,
+                                           check_consume_queue_tails, check_index_dir, check_lock, check_recovery)
 from engine.survey.doctor.tieredchecks import check_tiered
 from engine.survey.doctor.timerchecks import check_timer
 from engine.progress import Progress
@@ -44,13 +44,16 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     check_lock(layout, rep)
     rep.checked.append("lock")
     check_commitlog_files(cfg, layout, rep)
-    plan = check_recovery(cfg, layout, fix, rep, deep, progress)
-    rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
-    check_index_dir(layout, rep, plan.stale_temp_files)
+    plan = None
+    if check_commitlog_present(cfg, layout, rep):
+        plan = check_recovery(cfg, layout, fix, rep, deep, progress)
+        rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
+    check_index_dir(layout, rep, plan.stale_temp_files if plan is not None else [])
     check_consume_queue_tails(cfg, layout, fix, rep)
     check_configs(layout, fix, rep)
     rep.checked.append("config files")
-    if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan.timer is not None else None):
+    pending = plan.timer.pending if plan is not None and plan.timer is not None else None
+    if check_timer(cfg, fix, rep, now, deep, pending):
         rep.checked.append("timer store")
     if check_tiered(layout, tier, fix, rep):
         rep.checked.append("tiered store")

@@ -292,3 +292,39 @@ def check_index_dir(layout: StoreLayout, rep: DoctorReport, temp_files: list[str
                 "opens it as an index file (IndexService.load): the open fails, the load returns false and the "
                 "broker does not start", None))
 
+
+
+def check_commitlog_present(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> bool:
+    """False (with an error finding) when the commit log is absent while consume queues point into it
+    (engine.ops.recovery.guard): recovery's plan is not worked out then, since recover refuses the store."""
+    from engine.broker.consumequeue.queue import ConsumeQueue
+    from engine.ops.recovery.guard import missing_commitlog
+    from engine.ops.recovery.scan import open_log
+
+    try:
+        cl, _ = open_log(cfg)
+    except StoreError:
+        return True  # other findings say what is wrong with its files
+    try:
+        if cl.segments:
+            return True
+    finally:
+        cl.close()
+    top = -1
+    for topic, qid in layout.list_queues().queues:
+        try:
+            cq = ConsumeQueue(cfg.root, topic, qid, cfg.cq_file_size)
+        except StoreError:
+            continue
+        try:
+            top = max(top, cq.max_physic_offset)
+        finally:
+            cq.close()
+    why = missing_commitlog(cfg, 0, top)
+    if why is None:
+        return True
+    rep.findings.append(Finding(
+        "commitlog-missing", ERROR, "commitlog", None, why + "; do not run recover on it (it refuses)",
+        "starts with an empty commit log and cuts every consume queue to nothing (truncateDirtyLogicFiles): "
+        "every message is hidden, and consumer offsets are moved back to 0", None))
+    return False
