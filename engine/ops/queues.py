@@ -81,7 +81,7 @@ class QueueView:
             self.cq.close()
             raise
         self.min_offset, self.max_offset, self.units_end = b.min_offset, b.max_offset, b.units_end
-        self.problems: list[str] = []
+        self.problems: list[str] = [self.cq.damage] if self.cq.damage else []
 
     @property
     def cut(self) -> int:
@@ -340,6 +340,7 @@ def _status(store, topic: str, queue_id: int, cl_min: int) -> QueueStatus:
     with QueueView(store, topic, queue_id, cl_min) as v:
         st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0,
                          truncatedUnits=v.cut)
+        st.problems += v.problems  # a damaged file that ends the queue early
         if v.max_offset > v.min_offset:
             for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
                 c = v.check(at)
@@ -367,6 +368,7 @@ class CqDump:
     units: Iterator[UnitCheck]
     unitsEnd: int = 0                # where the units in the files end (above maxOffset: the broker cuts them)
     note: str | None = None          # the logical truncation, when the broker's start-up cuts units
+    damage: list[str] = field(default_factory=list)  # a damaged file that ends the queue early (exit 3)
 
     def header(self) -> dict:
         return {"topic": self.topic, "queueId": self.queueId, "minOffset": self.minOffset,
@@ -402,4 +404,4 @@ def dump_cq(store, topic: str, queue_id: int, queue_offset: int | None = None, c
             view.close()
 
     return CqDump(topic, queue_id, view.min_offset, view.max_offset, first_unit, start, n, units(), view.units_end,
-                  cut["note"] if cut else None)
+                  cut["note"] if cut else None, list(view.problems))
