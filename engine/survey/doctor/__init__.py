@@ -22,7 +22,8 @@ from engine.broker.layout import StoreLayout
 from engine.survey.doctor.configs import check_configs
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_commitlog_present,
-                                           check_consume_queue_tails, check_index_dir, check_lock, check_recovery)
+                                           check_consume_queue_files, check_consume_queue_tails, check_index_dir,
+                                           check_lock, check_recovery)
 from engine.survey.doctor.tieredchecks import check_tiered
 from engine.survey.doctor.timerchecks import check_timer
 from engine.progress import Progress
@@ -49,6 +50,7 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
         plan = check_recovery(cfg, layout, fix, rep, deep, progress)
         rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
     check_index_dir(layout, rep, plan.stale_temp_files if plan is not None else [])
+    check_consume_queue_files(cfg, layout, rep)
     check_consume_queue_tails(cfg, layout, fix, rep)
     check_configs(layout, fix, rep)
     rep.checked.append("config files")

@@ -180,7 +180,8 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
             "cq-behind-log", INFO, "consumequeue", None,
             f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
             "the commit log holds",
-            "dispatches them again from the commit log (ReputMessageService) before consumers see them", recover))
+            "dispatches again only the records after the furthest unit of all consume queues (ReputMessageService "
+            "resumes there): units of records before it stay missing and their messages hidden", recover))
 
 
 def _index_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
@@ -236,6 +237,71 @@ def _path(p):
     from pathlib import Path
 
     return Path(p)
+
+
+def _queue_files(d) -> list[tuple[str, int]]:
+    """(name, length) of the consume-queue files of one queue directory, by name (what MappedFileQueue loads)."""
+    from engine.broker.layout import SEGMENT_NAME
+
+    out = []
+    for e in sorted(os.scandir(d), key=lambda e: e.name):
+        if SEGMENT_NAME.match(e.name) and e.is_file(follow_symlinks=False):
+            out.append((e.name, e.stat(follow_symlinks=False).st_size))
+    return out
+
+
+def _queue_file_size(cfg: BrokerConfig, files: dict) -> tuple[int, str]:
+    """The consume-queue file size the broker loads with, and where it comes from: broker.conf (or
+    --cq-file-size), else the size most of the store's files have (a store made with another
+    mappedFileSizeConsumeQueue), else the default."""
+    from collections import Counter
+
+    from engine.broker.config.brokerconf import CONSUME_QUEUE_FILE_SIZE
+
+    given = (cfg.properties is not None and "mappedFileSizeConsumeQueue" in cfg.properties) \
+        or cfg.mappedFileSizeConsumeQueue != CONSUME_QUEUE_FILE_SIZE
+    if given:
+        return cfg.cq_file_size, "mappedFileSizeConsumeQueue"
+    sizes = Counter(n for fs in files.values() for _name, n in fs if n)
+    if not sizes:
+        return cfg.cq_file_size, "the default mappedFileSizeConsumeQueue"
+    size, _ = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))
+    return size, "the size most of the store's consume-queue files have"
+
+
+def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> None:
+    """Consume-queue files of the wrong length (MappedFileQueue.doLoad refuses them: the broker does not start)
+    and queue directories that hold no file (the broker serves them empty: their messages are hidden). One
+    directory listing per queue; no file is read."""
+    listing = layout.list_queues()
+    files = {(t, q): _queue_files(layout.consumequeue_dir / t / str(q)) for t, q in listing.queues}
+    size, source = _queue_file_size(cfg, files)
+    for (topic, qid), fs in files.items():
+        rel = f"consumequeue/{topic}/{qid}"
+        if not fs:
+            rep.findings.append(Finding(
+                "cq-no-files", WARNING, rel, None,
+                f"consume queue {topic}/{qid} has no file: if its messages are in the commit log, restore its files "
+                "from a backup (no rmqtool command rebuilds a whole queue; `doctor --deep` counts the units it "
+                "lacks)",
+                "loads it empty (max offset 0) and does not dispatch its old messages again: its dispatch resumes "
+                "after the furthest unit of all queues, so the messages of this queue before it stay hidden",
+                None))
+            continue
+        for i, (name, n) in enumerate(fs):
+            if n == size or (n == 0 and i == len(fs) - 1):
+                continue  # the broker deletes an empty last file and loads the queue without it
+            last = i == len(fs) - 1
+            step = (f"if it is the queue's last file, pad it with zeros to {size} bytes (`truncate -s {size} "
+                    f"{rel}/{name}`): the units it holds are kept and `rmqtool doctor` then says what the rest "
+                    "needs" if last and n < size else
+                    "only a person can decide: restore it from a backup (its units cannot be told from the bytes "
+                    "past or before its cut)")
+            rep.findings.append(Finding(
+                "cq-file-size", ERROR, f"{rel}/{name}", None,
+                f"consume-queue file {rel}/{name} is {n} bytes, not {size} ({source}); {step}",
+                "refuses to load the consume queues (MappedFileQueue.doLoad: length not matched) and does not start",
+                None))
 
 
 def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> int:
