@@ -18,6 +18,7 @@ from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
+from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, placeholder_note
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
@@ -30,6 +31,9 @@ TIME_HEAD = 76
 OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH = "OK", "BLANK", "EXPIRED", "OUTSIDE", "UNREADABLE", "MISMATCH"
 #: A unit in the files past the broker's max offset: the broker's start-up cuts it (logical truncation, format §4.5).
 CUT = "CUT"
+#: A unit whose record is rmqtool recover's placeholder for a damaged message (engine.ops.recovery.placeholder):
+#: what a consumer of the queue receives there; no damage left to report.
+PLACEHOLDER = "PLACEHOLDER"
 #: Unit statuses that point outside the commit log.
 POINTS_OUTSIDE = (EXPIRED, OUTSIDE)
 
@@ -50,7 +54,7 @@ class UnitCheck:
     commit_log_offset: int
     size: int
     tags_code: int
-    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT
+    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT, PLACEHOLDER
     record: MessageRecord | None = None
     reason: str = ""
 
@@ -63,6 +67,7 @@ class UnitCheck:
                             "commitLogOffset": r.physical_offset, "storeSize": r.total_size,
                             "storeTimestamp": r.store_timestamp, "keys": r.keys, "tags": r.tags,
                             "uniqKey": r.uniq_key, "msgId": r.msg_id}
+        d["placeholder"] = placeholder_info(r) if self.status == PLACEHOLDER and r is not None else None
         return d
 
 
@@ -136,6 +141,9 @@ class QueueView:
             c.status, c.reason = UNREADABLE, f"no valid message at commit-log offset {off}: {r.reason or r.status}"
             return c
         rec = c.record = r.record
+        if is_placeholder(rec):
+            c.status, c.reason = PLACEHOLDER, placeholder_note(rec)
+            return c
         why = []
         if rec.topic != self.topic or rec.queue_id != self.queue_id:
             why.append(f"the record belongs to {rec.topic}/{rec.queue_id}")

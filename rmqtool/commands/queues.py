@@ -103,7 +103,7 @@ def dump_cq(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.queues import CUT, OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+    from engine.ops.queues import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
 
     if not 0 < count <= COUNT_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
@@ -119,7 +119,7 @@ def dump_cq(
             tables.note(d.note)
         out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
         for c in d.units:
-            if c.status not in (OK, "BLANK", CUT):
+            if c.status not in (OK, "BLANK", CUT, PLACEHOLDER):
                 bad[c.status] = bad.get(c.status, 0) + 1
             if json_out:
                 render.emit_json(c.as_dict())
