@@ -137,6 +137,9 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     f"commit-log segment {old} holds the records of {new} (its first record says so)",
                     "reads it at the offset its name says: consume-queue units and index items point at the wrong "
                     "bytes", recover))
+    # Damage found by a whole-log walk (--deep) may lie before where a plain recover starts: its fix walks the
+    # whole log too, so running it repairs what was found.
+    repair = recover + " --full-scan" if plan.full_scan else recover
     for r in plan.repairs[:MAX_LISTED]:
         seg, pos = where(r.offset)
         before = r.offset >= plan.broker_start_offset
@@ -146,11 +149,11 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     (f"ends the commit log there at its recovery: every message after offset {r.offset} is lost"
                      if before else "does not read it at start-up; a consumer or query that reaches it gets nothing "
                      "past it in that segment") + " (rmqtool recover keeps the records after it)",
-                    recover))
+                    repair))
     if plan.repair_count > MAX_LISTED:
         add(Finding("commitlog-damaged-record", ERROR, "commitlog", None,
                     f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
-                    "as above", recover))
+                    "as above", repair))
     if plan.truncated_bytes:
         seg, pos = where(plan.end_offset)
         add(Finding("commitlog-torn-tail", WARNING, seg, pos,
