@@ -139,18 +139,18 @@ def test_placeholder_reads_as_a_placeholder(store, pristine):
     r = run(["get", "-s", store, *q, "--json"])
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
-    assert d["placeholder"] is not None and d["topic"] == "rmq_sys_rmqtool_quarantine"
+    assert d.get("placeholder") is not None and d["topic"] == "rmq_sys_rmqtool_quarantine"
     assert "placeholder" in r.stderr
     r = run(["dump-cq", "-s", store, *q, "--count", "1", "--json"])
     assert r.exit_code == 0, r.stderr
     u = json.loads(r.stdout)
-    assert u["status"] == "PLACEHOLDER" and u["placeholder"] is not None
+    assert u["status"] == "PLACEHOLDER" and u.get("placeholder") is not None
     r = run(["print-msg", "-s", store, "--topic", msgs[i]["topic"], "--queue-id", str(msgs[i]["queueId"]),
              "--begin", "0", "--json"])
     assert r.exit_code == 0, r.stderr
-    assert sum(json.loads(x)["placeholder"] is not None for x in r.stdout.splitlines()) == 1
+    assert sum("placeholder" in json.loads(x) for x in r.stdout.splitlines()) == 1
     r = run(["get", "-s", store, "--offset", str(a["commitLogOffset"]), "--json"])
-    assert r.exit_code == 0 and json.loads(r.stdout)["placeholder"] is not None
+    assert r.exit_code == 0 and json.loads(r.stdout).get("placeholder") is not None
     assert_readable(store, msgs, acks, skip={i})
 
 

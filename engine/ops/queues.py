@@ -67,7 +67,8 @@ class UnitCheck:
                             "commitLogOffset": r.physical_offset, "storeSize": r.total_size,
                             "storeTimestamp": r.store_timestamp, "keys": r.keys, "tags": r.tags,
                             "uniqKey": r.uniq_key, "msgId": r.msg_id}
-        d["placeholder"] = placeholder_info(r) if self.status == PLACEHOLDER and r is not None else None
+        if self.status == PLACEHOLDER and r is not None:
+            d["placeholder"] = placeholder_info(r)
         return d
 
 

@@ -202,11 +202,12 @@ def _get_one(st, kinds: list[str], texts: list[str], topic: Optional[str], json_
 
 def _message_json(rec) -> dict:
     """MessageExt's fields, and `placeholder` ({manifest, origin}) when the record is rmqtool recover's
-    placeholder for a damaged message (None otherwise)."""
+    placeholder for a damaged message (absent otherwise)."""
     from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
 
     d = rec.to_json()
-    d["placeholder"] = placeholder_info(rec) if is_placeholder(rec) else None
+    if is_placeholder(rec):
+        d["placeholder"] = placeholder_info(rec)
     return d
 
 

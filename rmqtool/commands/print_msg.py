@@ -98,7 +98,8 @@ def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: lis
             from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
 
             d = found.record.to_json()
-            d["placeholder"] = placeholder_info(found.record) if is_placeholder(found.record) else None
+            if is_placeholder(found.record):
+                d["placeholder"] = placeholder_info(found.record)
             render.emit_json(d)
         else:
             table.row(_row(found))
