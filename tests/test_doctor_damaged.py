@@ -293,11 +293,24 @@ def test_mixed_consume_queue_file_sizes_name_the_odd_file(store):
     assert x["file"] == "consumequeue/TopicB/2/00000000000000000000"
 
 
-def test_queue_without_files_is_reported(store):
+@pytest.mark.parametrize("deep", [False, True])
+def test_queue_without_files_is_dispatched_again_by_the_fix(store, pristine, deep):
+    _s, msgs, acks = pristine
     for p in (store / "consumequeue" / "TopicB" / "1").iterdir():
         p.unlink()
-    (x,) = kinds(doctor(store))["cq-no-files"]
-    assert (x["file"], x["severity"], x["fix"]) == ("consumequeue/TopicB/1", "warning", None)
+    # The queue file size is given: recover takes the configured one (the store's, once recover takes it from
+    # the files: issue 34 item 12).
+    doc = doctor(store, "--cq-file-size", "200", *(["--deep"] if deep else []))
+    k = kinds(doc)
+    (x,) = k["cq-no-files"]
+    assert (x["file"], x["severity"]) == ("consumequeue/TopicB/1", "warning")
+    assert x["fix"].split()[1:2] == ["recover"] and "--full-scan" in x["fix"].split()
+    if deep:
+        assert "--full-scan" in k["cq-behind-log"][0]["fix"].split()
+    run_fixes(store, doc)
+    doc = doctor(store, "--deep", code=0)
+    assert not {"cq-no-files", "cq-behind-log", "cq-file-size"} & set(kinds(doc))
+    assert_readable(store, msgs, acks)
 
 
 # ---------------------------------------------------------------- item 17: a consume-queue file of garbage
@@ -311,3 +324,5 @@ def test_garbage_consume_queue_file_is_damage_not_an_empty_queue(store):
     assert q["problems"] and "00000000000000000000" in q["problems"][0]
     r = run(["dump-cq", "-s", store, "--topic", "TopicA", "--queue-id", "0"])
     assert r.exit_code == 3 and "00000000000000000000" in r.stderr
+    for x in kinds(doctor(store)).get("cq-past-log", []):  # item 6: filed under the file that holds the units
+        assert x["file"] == "consumequeue/TopicA/0/00000000000000000000" and x["offset"] == 0

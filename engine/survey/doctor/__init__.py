@@ -50,7 +50,7 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
         plan = check_recovery(cfg, layout, fix, rep, deep, progress)
         rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
     check_index_dir(layout, rep, plan.stale_temp_files if plan is not None else [])
-    check_consume_queue_files(cfg, layout, rep)
+    check_consume_queue_files(cfg, layout, fix, rep)
     check_consume_queue_tails(cfg, layout, fix, rep)
     check_configs(layout, fix, rep)
     rep.checked.append("config files")

@@ -50,7 +50,10 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     the whole commit log. Returns the plan (its timer part's pending scan serves the timer checks)."""
     plan = plan_recovery(cfg, check_crc=cfg.checkCRCOnRecover, index_safe=cfg.messageIndexSafe, full_scan=deep,
                          progress=progress, broker_window=not deep)
-    recover = fix("recover")
+    # The fix is the plan doctor judged: after --deep (a whole-log walk) `recover --full-scan`, which re-dispatches
+    # and repairs from the first segment; a plain recover starts where the broker's window does and would not
+    # reach damage or missing units before it.
+    recover = fix("recover", *(["--full-scan"] if deep else []))
     _abort_and_checkpoint(plan, rep, recover)
     _commitlog_findings(cfg, layout, plan, rep, recover)
     _queue_findings(plan, rep, recover)
@@ -137,9 +140,6 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     f"commit-log segment {old} holds the records of {new} (its first record says so)",
                     "reads it at the offset its name says: consume-queue units and index items point at the wrong "
                     "bytes", recover))
-    # Damage found by a whole-log walk (--deep) may lie before where a plain recover starts: its fix walks the
-    # whole log too, so running it repairs what was found.
-    repair = recover + " --full-scan" if plan.full_scan else recover
     for r in plan.repairs[:MAX_LISTED]:
         seg, pos = where(r.offset)
         before = r.offset >= plan.broker_start_offset
@@ -149,11 +149,11 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     (f"ends the commit log there at its recovery: every message after offset {r.offset} is lost"
                      if before else "does not read it at start-up; a consumer or query that reaches it gets nothing "
                      "past it in that segment") + " (rmqtool recover keeps the records after it)",
-                    repair))
+                    recover))
     if plan.repair_count > MAX_LISTED:
         add(Finding("commitlog-damaged-record", ERROR, "commitlog", None,
                     f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
-                    "as above", repair))
+                    "as above", recover))
     if plan.truncated_bytes:
         seg, pos = where(plan.end_offset)
         add(Finding("commitlog-torn-tail", WARNING, seg, pos,
@@ -171,8 +171,9 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
     """Queues with units past the commit log's end, and queues that lack units of records it holds."""
     past = [q for q in plan.queues if q.units_removed or q.files_deleted]
     for q in past[:MAX_LISTED]:
+        rel, pos = _queue_where(plan.store, q.topic, q.queue_id, q.truncate_to)
         rep.findings.append(Finding(
-            "cq-past-log", WARNING, f"consumequeue/{q.topic}/{q.queue_id}", q.truncate_to,
+            "cq-past-log", WARNING, rel, pos,
             f"{q.units_removed} unit(s) of {q.topic}/{q.queue_id} point past the commit log's end "
             f"{plan.end_offset} (max offset {q.max_offset_before} -> {q.max_offset_after})",
             "cuts the queue at its first unit past the commit log (truncateDirtyLogicFiles): consumers whose "
@@ -185,6 +186,25 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
             "the commit log holds",
             "dispatches again only the records after the furthest unit of all consume queues (ReputMessageService "
             "resumes there): units of records before it stay missing and their messages hidden", recover))
+
+
+def _queue_where(root: str, topic: str, qid: int, logical: int | None) -> tuple[str, int | None]:
+    """The consume-queue file holding a queue's logical byte offset, and the offset in it (the queue's directory
+    and the logical offset when no file holds it)."""
+    from pathlib import Path
+
+    rel = f"consumequeue/{topic}/{qid}"
+    if logical is None:
+        return rel, None
+    d = Path(root) / rel
+    files = [(int(name), n, name) for name, n in (_queue_files(d) if d.is_dir() else [])]
+    for start, n, name in files:
+        if start <= logical < start + n:
+            return f"{rel}/{name}", logical - start
+    for start, n, name in files:
+        if n and logical == start + n:  # the cut at the end of the last file
+            return f"{rel}/{name}", n
+    return rel, logical
 
 
 def _index_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
@@ -272,7 +292,7 @@ def _queue_file_size(cfg: BrokerConfig, files: dict) -> tuple[int, str]:
     return size, "the size most of the store's consume-queue files have"
 
 
-def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> None:
+def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> None:
     """Consume-queue files of the wrong length (MappedFileQueue.doLoad refuses them: the broker does not start)
     and queue directories that hold no file (the broker serves them empty: their messages are hidden). One
     directory listing per queue; no file is read."""
@@ -284,12 +304,11 @@ def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, rep: Docto
         if not fs:
             rep.findings.append(Finding(
                 "cq-no-files", WARNING, rel, None,
-                f"consume queue {topic}/{qid} has no file: if its messages are in the commit log, restore its files "
-                "from a backup (no rmqtool command rebuilds a whole queue; `doctor --deep` counts the units it "
-                "lacks)",
+                f"consume queue {topic}/{qid} has no file; the messages of it the commit log holds are dispatched "
+                "again by a recover that walks the whole log (`doctor --deep` counts them)",
                 "loads it empty (max offset 0) and does not dispatch its old messages again: its dispatch resumes "
                 "after the furthest unit of all queues, so the messages of this queue before it stay hidden",
-                None))
+                fix("recover", "--full-scan")))
             continue
         for i, (name, n) in enumerate(fs):
             if n == size or (n == 0 and i == len(fs) - 1):
