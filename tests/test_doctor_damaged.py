@@ -120,6 +120,16 @@ def test_missing_commitlog_is_an_error_and_recover_refuses(store):
         r = run(["recover", "-s", store, *extra])
         assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert snapshot(store) == before and not (store / "quarantine").exists()
+    shutil.move(store.parent / "commitlog.away", store / "commitlog")  # the manual step: the log is back
+    assert doctor(store, "--deep", code=0)["commands"] == []
+
+
+def test_missing_commitlog_with_a_queue_without_files_prescribes_no_recover(store):
+    shutil.move(store / "commitlog", store.parent / "commitlog.away")
+    for p in (store / "consumequeue" / "TopicB" / "1").iterdir():
+        p.unlink()
+    doc = doctor(store, code=3)
+    assert {"commitlog-missing", "cq-no-files"} <= set(kinds(doc)) and doc["commands"] == []
 
 
 # ---------------------------------------------------------------- item 5: the placeholder
