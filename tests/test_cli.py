@@ -438,9 +438,14 @@ def test_truncated_and_wrong_size_files(store):
 
 
 def test_bad_checkpoint_is_reported(store):
+    """Reads do not need the checkpoint (issue 34 item 9): they answer; doctor reports it; a writer refuses."""
     put_jsonl(store, [msg("T", ["k"], T0)])
     (store / "checkpoint").write_bytes(b"garbage")
-    assert_one_line_error(run(["get", "--store", store, "--offset", "0"]), contains="checkpoint")
+    r = run(["get", "--store", store, "--offset", "0", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["commitLogOffset"] == 0
+    r = run(["doctor", "--store", store, "--json"])
+    assert "checkpoint-unreadable" in [f["kind"] for f in json.loads(r.stdout)["findings"]]
+    assert_one_line_error(run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x"]), contains="checkpoint")
 
 
 def test_unclean_store_refuses_put(store):

@@ -111,7 +111,8 @@ class MessageStore:
                 self._lock.release()
                 raise
         else:
-            self.checkpoint = Checkpoint.load(self.layout.checkpoint)
+            # Reads do not need the checkpoint: a damaged one reads as zeros (doctor reports it), never a failure.
+            self.checkpoint = Checkpoint.load(self.layout.checkpoint, strict=False)
             self.layout.queue_lister = self._rocksdb_listing
 
     @property

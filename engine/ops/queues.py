@@ -19,6 +19,7 @@ from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
+from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, placeholder_note
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
@@ -31,6 +32,9 @@ TIME_HEAD = 76
 OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH = "OK", "BLANK", "EXPIRED", "OUTSIDE", "UNREADABLE", "MISMATCH"
 #: A unit in the files past the broker's max offset: the broker's start-up cuts it (logical truncation, format §4.5).
 CUT = "CUT"
+#: A unit whose record is rmqtool recover's placeholder for a damaged message (engine.ops.recovery.placeholder):
+#: what a consumer of the queue receives there; no damage left to report.
+PLACEHOLDER = "PLACEHOLDER"
 #: Unit statuses that point outside the commit log.
 POINTS_OUTSIDE = (EXPIRED, OUTSIDE)
 
@@ -51,7 +55,7 @@ class UnitCheck:
     commit_log_offset: int
     size: int
     tags_code: int
-    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT
+    status: str                      # OK, BLANK, EXPIRED, OUTSIDE, UNREADABLE, MISMATCH, CUT, PLACEHOLDER
     record: MessageRecord | None = None
     reason: str = ""
     #: the record is another queue's, multi-dispatched to this one (an %LMQ% unit): its QUEUEOFFSET is its own queue's
@@ -66,6 +70,8 @@ class UnitCheck:
                             "commitLogOffset": r.physical_offset, "storeSize": r.total_size,
                             "storeTimestamp": r.store_timestamp, "keys": r.keys, "tags": r.tags,
                             "uniqKey": r.uniq_key, "msgId": r.msg_id}
+        if self.status == PLACEHOLDER and r is not None:
+            d["placeholder"] = placeholder_info(r)
         return d
 
 
@@ -86,7 +92,7 @@ class QueueView:
             self.cq.close()
             raise
         self.min_offset, self.max_offset, self.units_end = b.min_offset, b.max_offset, b.units_end
-        self.problems: list[str] = []
+        self.problems: list[str] = [self.cq.damage] if self.cq.damage else []
 
     @property
     def cut(self) -> int:
@@ -141,6 +147,9 @@ class QueueView:
             c.status, c.reason = UNREADABLE, f"no valid message at commit-log offset {off}: {r.reason or r.status}"
             return c
         rec = c.record = r.record
+        if is_placeholder(rec):
+            c.status, c.reason = PLACEHOLDER, placeholder_note(rec)
+            return c
         why = []
         multi = False
         if rec.topic != self.topic or rec.queue_id != self.queue_id:
@@ -351,6 +360,7 @@ def _status(store, topic: str, queue_id: int, cl_min: int) -> QueueStatus:
     with QueueView(store, topic, queue_id, cl_min) as v:
         st = QueueStatus(topic, queue_id, v.min_offset, v.max_offset, v.max_offset - v.min_offset, None, None, 0,
                          truncatedUnits=v.cut)
+        st.problems += v.problems  # a damaged file that ends the queue early
         if v.max_offset > v.min_offset:
             for attr, at in (("firstStoreTimestamp", v.min_offset), ("lastStoreTimestamp", v.max_offset - 1)):
                 c = v.check(at)
@@ -378,6 +388,7 @@ class CqDump:
     units: Iterator[UnitCheck]
     unitsEnd: int = 0                # where the units in the files end (above maxOffset: the broker cuts them)
     note: str | None = None          # the logical truncation, when the broker's start-up cuts units
+    damage: list[str] = field(default_factory=list)  # a damaged file that ends the queue early (exit 3)
 
     def header(self) -> dict:
         return {"topic": self.topic, "queueId": self.queueId, "minOffset": self.minOffset,
@@ -413,4 +424,4 @@ def dump_cq(store, topic: str, queue_id: int, queue_offset: int | None = None, c
             view.close()
 
     return CqDump(topic, queue_id, view.min_offset, view.max_offset, first_unit, start, n, units(), view.units_end,
-                  cut["note"] if cut else None)
+                  cut["note"] if cut else None, list(view.problems))

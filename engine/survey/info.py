@@ -3,9 +3,11 @@
 What it reads: directory listings, stat, the 40-byte header of each index file, the checkpoint, the small
 manifests and markers rmqtool leaves (engine.ops.leftovers), /proc/locks (the lock is tested without being
 taken: this process never opens the lock file). The one read that grows with the store is the commit log's max
-offset: the record headers of the last segment from the checkpoint's confirm offset (format §6) when a record
-starts there, else from the segment's start (at most one segment, headers only; no CRC). No file is opened
-for writing and nothing is scanned whole.
+offset, where the broker's recovery would end it: after an unclean stop (abort marker) the records from the
+segment the checkpoint names, as the broker walks them (format §7.4; CRCs checked when checkCRCOnRecover is on:
+a damaged record ends the log there, as it does for the broker); else the records of the last segment that holds
+any (a pre-allocated all-zero segment after it stepped over) from the checkpoint's confirm offset (format §6).
+No file is opened for writing and nothing else is scanned whole.
 
 The answer is one document (as_dict, camelCase): mode (engine.broker.mode: the store's mode, what rmqtool cannot
 read in it and which writers it allows), commitLog, consumeQueues, index, checkpoint, abort, locked,
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from engine.broker.dledger.log import open_log
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.config.checkpoint import CHECKPOINT_SIZE, Checkpoint
+from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.config.lock import lock_holder
 from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
@@ -122,7 +124,8 @@ def _usage_of(paths) -> Usage:
 
 def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
     out = {"dirs": [str(d) for d in cfg.commitlog_dirs], "minOffset": None, "maxOffset": None, "segments": 0,
-           "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict()}
+           "segmentSize": None, "firstSegment": None, "lastSegment": None, "bytes": Usage().as_dict(),
+           "endReason": None}
     try:
         cl = open_log(cfg)
     except StoreError as e:
@@ -139,10 +142,11 @@ def _commitlog(cfg: BrokerConfig, cp: dict, info: StoreInfo) -> dict:
         info.problems += [f"commit log: {p}" for p in cl.problems]
         if segs:
             out.update(firstSegment=segs[0].path.name, lastSegment=segs[-1].path.name, minOffset=cl.min_offset)
-            hint = cp.get("confirmPhyOffset") or None
-            out["maxOffset"] = cl.find_end(hint=hint)  # the last segment's record headers only (module doc)
-            if data_dir is not None:
+            if data_dir is not None:  # DLedger: the end of its last entry, its own offsets beside it
+                out["maxOffset"] = cl.find_end(hint=cp.get("confirmPhyOffset") or None)
                 out["dledger"] = _dledger(cl)
+            else:
+                out["maxOffset"], out["endReason"] = _log_end(cfg, cl, cp)
         else:
             out.update(minOffset=0, maxOffset=0)
     except StoreError as e:
@@ -163,6 +167,23 @@ def _dledger(cl) -> dict:
     return {"dataDir": str(cl.data_dir), "dividedCommitlogOffset": cl.divided,
             "checkpointCommittedIndex": cp.get("committedIndex"),
             "committedOffset": committed_offset(index, cp.get("committedIndex"), index.last_index())}
+
+
+def _log_end(cfg: BrokerConfig, cl, cp: dict) -> tuple[int, str]:
+    """The commit log's end as the broker's recovery finds it (module doc), and why it ends there. After an
+    unclean stop (abort marker) the broker walks from the segment its checkpoint names (format §7.4), so a
+    damaged record there ends its log: info walks the same records. Otherwise the last segment that holds
+    records is read from the checkpoint's confirm offset."""
+    from engine.broker.commitlog.startup import RecoveryScan, broker_start
+
+    hint = cp.get("confirmPhyOffset") or None
+    if not StoreLayout.of(cfg).abort.exists():
+        return cl.data_end(hint=hint, check_crc=cfg.checkCRCOnRecover)
+    fields = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+    ck = Checkpoint(**{k: cp[k] for k in fields}) if cp.get("readable") else Checkpoint()
+    start, _rule = broker_start(cl, "abnormal", ck, -1, cfg.messageIndexSafe, cfg.checkCRCOnRecover)
+    scan = RecoveryScan(cl, start, check_crc=cfg.checkCRCOnRecover)
+    return scan.run(), scan.reason
 
 
 @dataclass
@@ -251,19 +272,17 @@ def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
 
 
 def _checkpoint(layout: StoreLayout, info: StoreInfo) -> dict:
+    """The checkpoint's fields; a missing, short or garbage one (Checkpoint.read_checked) is shown with its
+    `problem` and `readable` false. It is no failure of info: reads do not need the checkpoint (the broker and
+    recover read a bad one as zeros; doctor reports it)."""
     path = layout.checkpoint
     out = {"present": path.exists(), "readable": False, "physicMsgTimestamp": None, "logicsMsgTimestamp": None,
            "indexMsgTimestamp": None, "confirmPhyOffset": None}
     if not out["present"]:
         return out
-    try:
-        size = os.path.getsize(path)
-        if size != CHECKPOINT_SIZE:
-            raise StoreError(f"{size} bytes; a broker checkpoint is {CHECKPOINT_SIZE}")
-        cp = Checkpoint.load(path)
-    except (OSError, StoreError) as e:
-        info.problems.append(f"checkpoint: {e}")
-        out["problem"] = str(e)
+    cp, why = Checkpoint.read_checked(path)
+    if why is not None:
+        out["problem"] = why
         return out
     out.update(readable=True, physicMsgTimestamp=cp.physicMsgTimestamp, logicsMsgTimestamp=cp.logicsMsgTimestamp,
                indexMsgTimestamp=cp.indexMsgTimestamp, confirmPhyOffset=cp.confirmPhyOffset)

@@ -200,11 +200,30 @@ def _get_one(st, kinds: list[str], texts: list[str], topic: Optional[str], json_
         raise typer.Exit(3)
 
 
+def _message_json(rec) -> dict:
+    """MessageExt's fields, and `placeholder` ({manifest, origin}) when the record is rmqtool recover's
+    placeholder for a damaged message (absent otherwise)."""
+    from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
+
+    d = rec.to_json()
+    if is_placeholder(rec):
+        d["placeholder"] = placeholder_info(rec)
+    return d
+
+
+def _placeholder_note(rec) -> None:
+    from engine.ops.recovery.placeholder import is_placeholder, placeholder_note
+
+    if is_placeholder(rec):
+        render.note(f"note: {placeholder_note(rec)}")
+
+
 def _show_one(rec, json_out: bool) -> None:
     if json_out:
-        render.emit_json(rec.to_json())
+        render.emit_json(_message_json(rec))
     else:
         _show_message(rec)
+    _placeholder_note(rec)
 
 
 def _check_get_args(offset, msg_id, from_file, topic, queue_id, queue_offset, count) -> bool:
@@ -235,7 +254,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
         render.note(qr.note)
     if count is None:
         c = next(qr.units)
-        if c.record is None or c.status != "OK":
+        if c.record is None or c.status not in ("OK", "PLACEHOLDER"):
             render.problem(f"error: {topic}/{queue_id} queue offset {queue_offset}: {c.status}: {c.reason}")
             raise typer.Exit(3)
         _show_one(c.record, json_out)
@@ -245,7 +264,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     out, table = open_table(json_out)
     bad = 0
     for c in qr.units:
-        if c.status != "OK" or c.record is None:
+        if c.status not in ("OK", "PLACEHOLDER") or c.record is None:
             bad += 1
             out.flush()
             render.problem(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}")
@@ -263,9 +282,10 @@ def _stream_one(out, table, rec) -> int:
     """One message as a line of a stream (NDJSON, or a table row when there is a table); 1 when its compressed
     body does not decode (said on stderr after the lines so far), else 0."""
     if table is None:
-        out.line(json.dumps(rec.to_json(), ensure_ascii=False))
+        out.line(json.dumps(_message_json(rec), ensure_ascii=False))
     else:
         table.rows([_cells(rec)], MESSAGE)
+    _placeholder_note(rec)
     if rec.compression():
         out.flush()
         return int(undecoded_note(rec))

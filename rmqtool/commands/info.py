@@ -96,6 +96,8 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
     pairs = [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
                             f"{cl['firstSegment']} .. {cl['lastSegment']}"),
              ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+    if cl.get("endReason") and not cl["endReason"].startswith("end of data"):
+        pairs.append(("", f"the log ends there: {cl['endReason']}"))
     dl = cl.get("dledger")
     if dl:  # DLedger: where its entries start (below: the old file commit log) and what its checkpoint commits
         committed = dl["committedOffset"] if dl["committedOffset"] is not None else "?"
@@ -126,7 +128,8 @@ def _checkpoint_pairs(cp: dict) -> list[tuple[str, str]]:
     if not cp["present"]:
         return [("checkpoint", "none")]
     if not cp["readable"]:
-        return [("checkpoint", f"unreadable: {cp.get('problem', '')}")]
+        return [("checkpoint", f"not usable: {cp.get('problem', '')} (reads do not need it; see "
+                               "`rmqtool doctor`)")]
     return [("checkpoint", f"physicMsgTimestamp {_t(cp['physicMsgTimestamp'])}"),
             ("", f"logicsMsgTimestamp {_t(cp['logicsMsgTimestamp'])}"),
             ("", f"indexMsgTimestamp  {_t(cp['indexMsgTimestamp'])}")]

@@ -95,7 +95,12 @@ def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: lis
             return shown, True
         shown += 1
         if json_out:
-            render.emit_json(found.record.to_json())
+            from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
+
+            d = found.record.to_json()
+            if is_placeholder(found.record):
+                d["placeholder"] = placeholder_info(found.record)
+            render.emit_json(d)
         else:
             table.row(_row(found))
         if found.note:

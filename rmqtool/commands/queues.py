@@ -99,11 +99,11 @@ def dump_cq(
     log, or not a valid unit), UNREADABLE (no valid record there), MISMATCH (a record of another queue or size),
     BLANK (a pre-fill unit), CUT (past the broker's max offset: a broker starting on the store cuts it, logical
     truncation; shown when --queue-offset asks for it). Exits 3 when a unit shown points outside the commit log or
-    cannot be read.
+    cannot be read, or when a damaged file ends the queue early (non-zero bytes after its last unit).
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.queues import CUT, OK, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+    from engine.ops.queues import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
 
     if not 0 < count <= COUNT_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
@@ -119,7 +119,7 @@ def dump_cq(
             tables.note(d.note)
         out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
         for c in d.units:
-            if c.status not in (OK, "BLANK", CUT):
+            if c.status not in (OK, "BLANK", CUT, PLACEHOLDER):
                 bad[c.status] = bad.get(c.status, 0) + 1
             if json_out:
                 render.emit_json(c.as_dict())
@@ -129,10 +129,13 @@ def dump_cq(
                     render.problem(f"note: queue offset {c.queue_offset}: {c.status}: {c.reason}")
         if out is not None:
             out.finish(empty="(no unit at or after this queue offset)")
+    for p in d.damage:
+        render.problem(f"problem: {topic}/{queue_id}: {p}")
     if bad:
         outside = sum(n for s, n in bad.items() if s in POINTS_OUTSIDE)
         detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
         render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
+    if bad or d.damage:
         raise typer.Exit(3)
 
 

@@ -337,6 +337,45 @@ class CommitLog:
                 break
         return seg.start + pos
 
+    def data_end(self, hint: int | None = None, check_crc: bool = False) -> tuple[int, str]:
+        """Where the commit log's data ends as the broker's recovery walk finds it (format §7.2), and why it ends
+        there: find_end's walk of the last segment, stepping back over trailing segments that hold no record
+        (the next segment a killed broker pre-allocated is all zeros: its data ends in the segment before). Reads
+        the record headers of the last segment that holds records (bodies too with `check_crc`), from `hint`
+        when a valid record starts there."""
+        segs = self.segments
+        if not segs:
+            return 0, "no commit-log segments"
+        for i in range(len(segs) - 1, -1, -1):
+            seg = segs[i]
+            buf = self.queue.buffer(seg)
+            pos, n = 0, len(buf)
+            if hint is not None and seg.start <= hint < seg.end:
+                r = check_message(buf, hint - seg.start, n, check_crc=check_crc, read_body=False)
+                if r.status == VALID and r.record.physical_offset == hint:
+                    pos = hint - seg.start
+            why = "the end of the last segment file"
+            while pos < n:
+                size = quick_valid_size(buf, pos, n, check_crc)
+                if size > 0:
+                    pos += size
+                    continue
+                r = check_message(buf, pos, n, check_crc=check_crc, read_body=check_crc)
+                if r.status == VALID:
+                    pos += r.size
+                    continue
+                if r.status == BLANK:
+                    pos, why = seg.size, "the BLANK filler of the last segment that holds records"
+                elif _is_zero_area(buf, pos, min(n, pos + 8)):
+                    why = "end of data (zeros follow)"
+                else:
+                    why = f"{r.status}: {r.reason}" if r.reason else r.status
+                break
+            if pos == 0 and i > 0 and why.startswith("end of data"):
+                continue  # an empty (pre-allocated) segment: the data ends in the one before
+            return seg.start + pos, why
+        return segs[0].start, "end of data (zeros follow)"
+
     # ------------------------------------------------------------ writing
     def open_for_append(self, end: int) -> None:
         """Get ready to append at `end` (find_end's answer). Refuses a log whose files are out of place."""

@@ -12,6 +12,10 @@ from engine.fsutil import sync as fsync_file
 
 CHECKPOINT_SIZE = 4096
 _FIELDS = struct.Struct(">qqqqq")
+#: The latest store timestamp a checkpoint can hold sensibly (9999-12-31): a field beyond it is garbage.
+MAX_TIMESTAMP = 253_402_300_799_999
+#: The largest commit-log offset a checkpoint can hold sensibly (1 EiB).
+MAX_OFFSET = 1 << 60
 
 
 @dataclass
@@ -55,6 +59,37 @@ class Checkpoint:
                 raise CorruptFileError(f"checkpoint {path} is {len(data)} bytes; a broker checkpoint is {CHECKPOINT_SIZE}")
             return cls()
         return cls.from_bytes(data)
+
+    def implausible(self) -> str | None:
+        """Why these fields cannot be a checkpoint the broker wrote (negative values, timestamps past the year
+        9999, offsets past 1 EiB: garbage bytes), else None."""
+        ts = (self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp)
+        offs = (self.masterFlushedOffset, self.confirmPhyOffset)
+        if any(v < 0 for v in ts + offs):
+            return "negative values (garbage)"
+        if any(v > MAX_TIMESTAMP for v in ts) or any(v > MAX_OFFSET for v in offs):
+            return "values no broker writes (timestamps past the year 9999 or offsets past 1 EiB: garbage)"
+        return None
+
+    @classmethod
+    def read_checked(cls, path: Path) -> tuple["Checkpoint", str | None]:
+        """The checkpoint and why it cannot be trusted (None when it can): a missing file, a file of the wrong
+        size (both read as zeros, as the broker reads them), fields no broker writes, or bytes after the five
+        fields that are not zero (the broker writes nothing there). Never raises for the file's content."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read(CHECKPOINT_SIZE + 1)
+        except FileNotFoundError:
+            return cls(), "missing (reads as zeros)"
+        except OSError as e:
+            return cls(), f"unreadable ({e.strerror or e}); reads as zeros"
+        if len(data) != CHECKPOINT_SIZE:
+            return cls(), f"is {len(data)} bytes; a broker checkpoint is {CHECKPOINT_SIZE} (reads as zeros)"
+        cp = cls.from_bytes(data)
+        why = cp.implausible()
+        if why is None and any(data[_FIELDS.size:]):
+            why = f"bytes after its first {_FIELDS.size} are not zero (garbage: the broker writes nothing there)"
+        return cp, why
 
     def save(self, path: Path, sync: bool = True) -> None:
         """Write-then-rename, so a crash leaves either the old or the new checkpoint. On a full disk (no room

@@ -77,6 +77,7 @@ class ConsumeQueue:
         self._write_pos = 0  # write position in the file at _end_seg_index
         self._end_seg_index = 0
         self._written: dict[int, int] = {}  # file start -> written_units
+        self.damage: str | None = None      # non-zero bytes after the queue's end in its end file (_recover)
         self._recover()
 
     def close(self) -> None:
@@ -138,7 +139,18 @@ class ConsumeQueue:
                 # Files after the end are left alone here; recover (issue 3) truncates them.
                 self._end_seg_index = i
                 self._write_pos = n_valid * CQ_STORE_UNIT_SIZE
+                if self.written_units(seg) > n_valid:
+                    self.damage = self._damage_at(seg, n_valid)
                 return
+
+    def _damage_at(self, seg, k: int) -> str:
+        """Why the unit that ends the queue (unit k of file seg) is damage, not the end of its data: it is no unit
+        the broker writes (offset < 0 or size <= 0) and non-zero bytes follow it in the file."""
+        off, size, _tags = UNIT.unpack_from(self.queue.buffer(seg), k * CQ_STORE_UNIT_SIZE)
+        q = (seg.start + k * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+        return (f"consume-queue file {seg.path.name} is damaged: at queue offset {q} (byte {k * CQ_STORE_UNIT_SIZE}) "
+                f"lies no unit (commit-log offset {off}, size {size}) but non-zero bytes follow it; the queue reads "
+                f"as ending there (as the broker reads it), so the units after it are not served")
 
     @property
     def max_offset_in_queue(self) -> int:

@@ -54,10 +54,40 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
     same = [f for f in facts if f[1] == size]
     slots = cfg.maxHashSlotNum if cfg.hashSlotNumGiven else None
     items = cfg.maxIndexNum if cfg.indexNumGiven else None
-    s, i = infer_index_geometry(same, size, slots, items)
+    try:
+        s, i = infer_index_geometry(same, size, slots, items)
+    except GeometryError:
+        if len(same) < 2:
+            raise
+        s, i = _majority_geometry(same, size, slots, items)
     cfg.maxHashSlotNum, cfg.maxIndexNum = s, i
     cfg.hashSlotNumGiven = cfg.indexNumGiven = True  # settled: later opens use it as they would a flag
     return cfg
+
+
+#: Files asked one by one when the files of the common size cannot be told together (one damaged file among them).
+MAX_VOTERS = 9
+
+
+def _majority_geometry(same: list, size: int, slots: int | None, items: int | None) -> tuple[int, int]:
+    """The geometry most of the files of the common size have, each file inferred on its own (the newest
+    MAX_VOTERS of them): one damaged file (a header of garbage counts, a zeroed slot table) cannot hide the
+    geometry the others share; that file is a finding of doctor and recover (index-untrusted), not a reason to
+    refuse. GeometryError (the newest file's) when no geometry has more than half of the answers."""
+    answers: list[tuple[int, int]] = []
+    first_error: GeometryError | None = None
+    for f in list(reversed(same))[:MAX_VOTERS]:
+        try:
+            answers.append(infer_index_geometry([f], size, slots, items))
+        except GeometryError as e:
+            first_error = first_error or e
+    votes = Counter(answers)
+    if votes:
+        best, n = votes.most_common(1)[0]
+        if 2 * n > len(answers):  # the well-formed files decide
+            return best
+    raise first_error or GeometryError(f"cannot tell the index geometry of the {size}-byte index files; give "
+                                       "--hash-slots and --max-index (or --broker-conf)")
 
 
 def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: str = "rmqtool") -> BrokerConfig:

@@ -38,6 +38,7 @@ from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
+from engine.ops.recovery.guard import refuse_missing_commitlog
 from engine.ops.recovery.placeholder import find_origins
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, EpochPlan, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
@@ -75,6 +76,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         listing = layout.list_queues(files_only=True)
         queues = {(t, q): read_queue(cfg.root, cfg, t, q, broker_window) for t, q in listing.queues}
         max_phy_cq = max((q.max_phys for q in queues.values()), default=-1)
+        if not broker_window:  # doctor reports it (engine.survey.doctor); recover refuses
+            refuse_missing_commitlog(cfg, len(cl.segments), max_phy_cq)
         bi, rule = broker_start(cl, mode, cpf.cp, max_phy_cq, index_safe, check_crc)
         segs = cl.segments
         plan = RecoveryPlan(
@@ -563,7 +566,7 @@ def _plan_checkpoint(plan: RecoveryPlan, cpf, files: list[IndexFacts], scan: Log
     plan.checkpoint_after = new
     if not cp_ok:
         plan.write_checkpoint = True
-        plan.notes.append(f"checkpoint unreadable or implausible ({cpf.problem}); it is rewritten")
+        plan.notes.append(f"checkpoint unreadable or implausible ({cpf.problem}); `rmqtool recover` rewrites it")
         return
     bad = []
     if max(cp.physicMsgTimestamp, cp.logicsMsgTimestamp) > max(scan.max_ts, scan.last_ts) and scan.records:
@@ -574,4 +577,5 @@ def _plan_checkpoint(plan: RecoveryPlan, cpf, files: list[IndexFacts], scan: Log
         bad.append("confirmPhyOffset is past the last valid record")
     if bad:
         plan.write_checkpoint = True
-        plan.notes.append("checkpoint claims more than the store holds (" + "; ".join(bad) + "); it is rewritten")
+        plan.notes.append("checkpoint claims more than the store holds (" + "; ".join(bad) + "); `rmqtool recover` "
+                          "rewrites it")

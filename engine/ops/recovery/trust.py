@@ -46,17 +46,12 @@ class CheckpointFacts:
 
 
 def read_checkpoint(layout: StoreLayout) -> CheckpointFacts:
-    path = layout.checkpoint
-    try:
-        cp = Checkpoint.load(path, strict=True)
-    except Exception as e:  # a short or unreadable checkpoint reads as zeros: rewind to the first segment
-        return CheckpointFacts(Checkpoint(), False, str(e))
-    if not path.exists():
-        return CheckpointFacts(cp, False, "missing (reads as zeros)")
-    if any(v < 0 for v in (cp.physicMsgTimestamp, cp.logicsMsgTimestamp, cp.indexMsgTimestamp,
-                           cp.confirmPhyOffset)):
-        return CheckpointFacts(cp, False, "negative values (garbage)")
-    return CheckpointFacts(cp, True)
+    """The checkpoint and whether it can be trusted (Checkpoint.read_checked): a missing, short or garbage
+    checkpoint reads as zeros, so recovery rewinds to the first segment."""
+    cp, why = Checkpoint.read_checked(layout.checkpoint)
+    if why is None:
+        return CheckpointFacts(cp, True)
+    return CheckpointFacts(cp if why.startswith("missing") else Checkpoint(), False, why)
 
 
 # ==================================================================== index files

@@ -27,8 +27,9 @@ from engine.survey.doctor.dledgerchecks import check_dledger, check_dledger_time
 from engine.survey.doctor.modechecks import check_mode, withdraw_refused_fixes
 from engine.survey.doctor.rocksdbchecks import check_rocksdb_queues
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
-from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
-                                           check_recovery)
+from engine.survey.doctor.storechecks import (check_commitlog_files, check_commitlog_present,
+                                           check_consume_queue_files, check_consume_queue_tails, check_index_dir,
+                                           check_lock, check_recovery)
 from engine.survey.doctor.tieredchecks import check_tiered
 from engine.survey.doctor.timerchecks import check_timer
 from engine.progress import Progress
@@ -51,23 +52,17 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     rep.checked.append("lock")
     mode = check_mode(cfg, rep)
     plan = None
-    rocks_cq = mode.cq_reads == "rocksdb"  # the file queues' checks do not apply (format §11.4)
     if mode.commitlog == DLEDGER and mode.reads_commitlog and mode.reads_consume_queues:
         # DLedgerCommitLog recovers its own way (DLedgerMmapFileStore.recover): the entry log is checked whole
         check_dledger(cfg, mode, layout, rep, deep)
         rep.checked += ["DLedger commit log", "DLedger index", "consume queues"]
-        if rocks_cq:
+        if mode.cq_reads == "rocksdb":
             rep.notes.append("the RocksDB consume queues of a DLedger store are not checked against its log")
         else:
+            check_consume_queue_files(cfg, layout, fix, rep)
             check_consume_queue_tails(cfg, layout, fix, rep)
     elif mode.reads_commitlog and mode.reads_consume_queues:
-        check_commitlog_files(cfg, layout, rep)
-        plan = check_recovery(cfg, layout, fix, rep, deep, progress, file_queues=not rocks_cq)
-        rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
-        if rocks_cq:
-            check_rocksdb_queues(mode, plan.end_offset, rep)
-        else:
-            check_consume_queue_tails(cfg, layout, fix, rep)
+        plan = _check_file_log(cfg, layout, fix, rep, deep, progress, mode)
     if mode.reads_configs:
         check_configs(layout, fix, rep, json_tables=mode.configs == "json")
         rep.checked.append("config files")
@@ -81,3 +76,28 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     withdraw_refused_fixes(mode, rep)
     rep.sort()
     return rep
+
+
+def _check_file_log(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport, deep: bool,
+                    progress: Progress | None, mode):
+    """A file commit log: its files, recovery's plan (None when the log is missing), the index directory, the
+    consume queues (the files' checks, or the RocksDB database's when the broker serves its queues from it)."""
+    rocks_cq = mode.cq_reads == "rocksdb"  # the file queues' checks do not apply (format §11.4)
+    check_commitlog_files(cfg, layout, rep)
+    plan = None
+    if check_commitlog_present(cfg, layout, rep):
+        plan = check_recovery(cfg, layout, fix, rep, deep, progress, file_queues=not rocks_cq)
+        rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
+    check_index_dir(layout, rep, plan.stale_temp_files if plan is not None else [])
+    if rocks_cq:
+        if plan is not None:
+            check_rocksdb_queues(mode, plan.end_offset, rep)
+    else:
+        check_consume_queue_files(cfg, layout, fix, rep)
+        check_consume_queue_tails(cfg, layout, fix, rep)
+    if plan is None:  # the commit log is missing: nothing that points into it can be judged, recover refuses
+        rep.notes.append("the commit log is missing: the timer store and what recover would do were not checked")
+        for f in rep.findings:
+            if f.fix is not None and f.fix.split()[1:2] == ["recover"]:
+                f.fix = None
+    return plan

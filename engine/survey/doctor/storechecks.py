@@ -13,6 +13,7 @@ from engine.broker.commitlog.segments import GAP, MISNAMED, WRONG_SIZE
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import StoreLayout, is_regular_file
 from engine.broker.mode import detect_mode
+from engine.errors import StoreError
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.ops.recovery import RecoveryPlan, plan_recovery
 from engine.progress import Progress
@@ -51,7 +52,10 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     the whole commit log. Returns the plan (its timer part's pending scan serves the timer checks)."""
     plan = plan_recovery(cfg, check_crc=cfg.checkCRCOnRecover, index_safe=cfg.messageIndexSafe, full_scan=deep,
                          progress=progress, broker_window=not deep)
-    recover = fix("recover")
+    # The fix is the plan doctor judged: after --deep (a whole-log walk) `recover --full-scan`, which re-dispatches
+    # and repairs from the first segment; a plain recover starts where the broker's window does and would not
+    # reach damage or missing units before it.
+    recover = fix("recover", *(["--full-scan"] if deep else []))
     _abort_and_checkpoint(plan, rep, recover)
     _commitlog_findings(cfg, layout, plan, rep, recover)
     if file_queues:  # a broker serving RocksDB queues does not read the files (doctor.rocksdbchecks)
@@ -65,19 +69,41 @@ def check_recovery(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doct
     return plan
 
 
-def _where(cfg: BrokerConfig, layout: StoreLayout, offset: int) -> tuple[str, int]:
-    """The segment file (relative to the store) holding a commit-log offset, and the offset in it."""
-    seg_size = cfg.mappedFileSizeCommitLog
-    for d in cfg.commitlog_dirs:
-        name = f"{offset // seg_size * seg_size:020d}"
-        if (d / name).exists():
-            return layout_rel(layout, d / name), offset % seg_size
-    return "commitlog", offset
+def _locator(cfg: BrokerConfig, layout: StoreLayout):
+    """where(offset) -> (the segment file, relative to the store, that holds a commit-log offset; the offset in it).
+    The segments are the log's own list, their size taken from the files when broker.conf does not give it (as
+    every reader opens the log), so a finding names the file that holds the bytes. An offset no segment holds
+    is filed under "commitlog" with the log offset."""
+    from engine.ops.recovery.scan import open_log
+
+    try:
+        cl, _ = open_log(cfg)
+    except StoreError:
+        segs = []
+    else:
+        segs = [(seg.start, seg.size, layout_rel(layout, seg.path)) for seg in cl.segments]
+        cl.close()
+
+    def where(offset: int) -> tuple[str, int]:
+        for i, (start, size, rel) in enumerate(segs):
+            if start <= offset < start + size or (offset == start + size and i == len(segs) - 1):
+                return rel, offset - start
+        return "commitlog", offset
+    return where
 
 
 def _abort_and_checkpoint(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
     """The abort marker (abnormal recovery, and an estimate of how long it takes) and an unreadable checkpoint."""
-    if plan.mode == "abnormal":
+    if plan.mode == "abnormal" and rep.locked_by_broker:
+        # A running broker keeps its abort file for as long as it runs (it deletes it at a clean stop): it is
+        # the broker's normal state, not the trace of an unclean stop.
+        rep.findings.append(Finding(
+            "abort-marker-running", INFO, "abort", None,
+            "the abort marker belongs to the broker that holds the store lock: a running broker keeps it until "
+            "it stops cleanly; it says nothing about the last stop",
+            "deletes it at its clean stop; after a kill it stays, and the next start runs its abnormal recovery",
+            None))
+    elif plan.mode == "abnormal":
         scan = max(0, plan.max_offset_before - plan.broker_start_offset)
         secs = scan / BROKER_RECOVERY_BYTES_PER_SEC
         rep.estimates["brokerRecovery"] = {"mode": "abnormal", "startSegment": plan.broker_start_segment,
@@ -98,13 +124,16 @@ def _abort_and_checkpoint(plan: RecoveryPlan, rep: DoctorReport, recover: str) -
     if not plan.checkpoint_readable:
         rep.findings.append(Finding(
             "checkpoint-unreadable", WARNING, "checkpoint", None, f"checkpoint {plan.checkpoint_problem}",
-            "reads the missing bytes as zeros: recovery starts from the first commit-log segment", recover))
+            ("reads it as zeros" if "zeros" in plan.checkpoint_problem else
+             "reads its values as they are (after a crash its recovery starts from the segment they name)")
+            + ": reads of the store do not need it; rmqtool recover rewrites it from the store", recover))
 
 
 def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, rep: DoctorReport,
                         recover: str) -> None:
     """Segments of the wrong size or name, damaged records, a torn tail, segments after the end."""
     add = rep.findings.append
+    where = _locator(cfg, layout)
     for name, n, size in plan.segment_resizes:
         add(Finding("commitlog-segment-size", ERROR, f"commitlog/{name}", None,
                     f"commit-log segment {name} is {n} bytes, not mappedFileSizeCommitLog {size}",
@@ -116,7 +145,7 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     "reads it at the offset its name says: consume-queue units and index items point at the wrong "
                     "bytes", recover))
     for r in plan.repairs[:MAX_LISTED]:
-        seg, pos = _where(cfg, layout, r.offset)
+        seg, pos = where(r.offset)
         before = r.offset >= plan.broker_start_offset
         add(Finding("commitlog-damaged-record", ERROR, seg, pos,
                     f"{r.length} bytes at commit-log offset {r.offset} are not a valid record ({r.reason}); "
@@ -130,7 +159,7 @@ def _commitlog_findings(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPl
                     f"... and {plan.repair_count - MAX_LISTED} more damaged range(s) like the ones above",
                     "as above", recover))
     if plan.truncated_bytes:
-        seg, pos = _where(cfg, layout, plan.end_offset)
+        seg, pos = where(plan.end_offset)
         add(Finding("commitlog-torn-tail", WARNING, seg, pos,
                     f"{plan.truncated_bytes} bytes after the commit log's last valid record (offset "
                     f"{plan.end_offset}) are not records ({plan.stop_reason})",
@@ -146,8 +175,9 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
     """Queues with units past the commit log's end, and queues that lack units of records it holds."""
     past = [q for q in plan.queues if q.units_removed or q.files_deleted]
     for q in past[:MAX_LISTED]:
+        rel, pos = _queue_where(plan.store, q.topic, q.queue_id, q.truncate_to)
         rep.findings.append(Finding(
-            "cq-past-log", WARNING, f"consumequeue/{q.topic}/{q.queue_id}", q.truncate_to,
+            "cq-past-log", WARNING, rel, pos,
             f"{q.units_removed} unit(s) of {q.topic}/{q.queue_id} point past the commit log's end "
             f"{plan.end_offset} (max offset {q.max_offset_before} -> {q.max_offset_after})",
             "cuts the queue at its first unit past the commit log (truncateDirtyLogicFiles): consumers whose "
@@ -158,7 +188,27 @@ def _queue_findings(plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None
             "cq-behind-log", INFO, "consumequeue", None,
             f"{len(behind)} consume queue(s) lack {sum(q.units_added for q in behind)} unit(s) of records "
             "the commit log holds",
-            "dispatches them again from the commit log (ReputMessageService) before consumers see them", recover))
+            "dispatches again only the records after the furthest unit of all consume queues (ReputMessageService "
+            "resumes there): units of records before it stay missing and their messages hidden", recover))
+
+
+def _queue_where(root: str, topic: str, qid: int, logical: int | None) -> tuple[str, int | None]:
+    """The consume-queue file holding a queue's logical byte offset, and the offset in it (the queue's directory
+    and the logical offset when no file holds it)."""
+    from pathlib import Path
+
+    rel = f"consumequeue/{topic}/{qid}"
+    if logical is None:
+        return rel, None
+    d = Path(root) / rel
+    files = [(int(name), n, name) for name, n in (_queue_files(d) if d.is_dir() else [])]
+    for start, n, name in files:
+        if start <= logical < start + n:
+            return f"{rel}/{name}", logical - start
+    for start, n, name in files:
+        if n and logical == start + n:  # the cut at the end of the last file
+            return f"{rel}/{name}", n
+    return rel, logical
 
 
 def _epoch_findings(cfg: BrokerConfig, plan: RecoveryPlan, rep: DoctorReport, recover: str) -> None:
@@ -247,6 +297,70 @@ def _path(p):
     return Path(p)
 
 
+def _queue_files(d) -> list[tuple[str, int]]:
+    """(name, length) of the consume-queue files of one queue directory, by name (what MappedFileQueue loads)."""
+    from engine.broker.layout import SEGMENT_NAME
+
+    out = []
+    for e in sorted(os.scandir(d), key=lambda e: e.name):
+        if SEGMENT_NAME.match(e.name) and e.is_file(follow_symlinks=False):
+            out.append((e.name, e.stat(follow_symlinks=False).st_size))
+    return out
+
+
+def _queue_file_size(cfg: BrokerConfig, files: dict) -> tuple[int, str]:
+    """The consume-queue file size the broker loads with, and where it comes from: broker.conf (or
+    --cq-file-size), else the size most of the store's files have (a store made with another
+    mappedFileSizeConsumeQueue), else the default."""
+    from collections import Counter
+
+    from engine.broker.config.brokerconf import CONSUME_QUEUE_FILE_SIZE
+
+    given = (cfg.properties is not None and "mappedFileSizeConsumeQueue" in cfg.properties) \
+        or cfg.mappedFileSizeConsumeQueue != CONSUME_QUEUE_FILE_SIZE
+    if given:
+        return cfg.cq_file_size, "mappedFileSizeConsumeQueue"
+    sizes = Counter(n for fs in files.values() for _name, n in fs if n)
+    if not sizes:
+        return cfg.cq_file_size, "the default mappedFileSizeConsumeQueue"
+    size, _ = max(sizes.items(), key=lambda kv: (kv[1], kv[0]))
+    return size, "the size most of the store's consume-queue files have"
+
+
+def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> None:
+    """Consume-queue files of the wrong length (MappedFileQueue.doLoad refuses them: the broker does not start)
+    and queue directories that hold no file (the broker serves them empty: their messages are hidden). One
+    directory listing per queue; no file is read."""
+    listing = layout.list_queues()
+    files = {(t, q): _queue_files(layout.consumequeue_dir / t / str(q)) for t, q in listing.queues}
+    size, source = _queue_file_size(cfg, files)
+    for (topic, qid), fs in files.items():
+        rel = f"consumequeue/{topic}/{qid}"
+        if not fs:
+            rep.findings.append(Finding(
+                "cq-no-files", WARNING, rel, None,
+                f"consume queue {topic}/{qid} has no file; the messages of it the commit log holds are dispatched "
+                "again by a recover that walks the whole log (`doctor --deep` counts them)",
+                "loads it empty (max offset 0) and does not dispatch its old messages again: its dispatch resumes "
+                "after the furthest unit of all queues, so the messages of this queue before it stay hidden",
+                fix("recover", "--full-scan")))
+            continue
+        for i, (name, n) in enumerate(fs):
+            if n == size or (n == 0 and i == len(fs) - 1):
+                continue  # the broker deletes an empty last file and loads the queue without it
+            last = i == len(fs) - 1
+            step = (f"if it is the queue's last file, pad it with zeros to {size} bytes (`truncate -s {size} "
+                    f"{rel}/{name}`): the units it holds are kept and `rmqtool doctor` then says what the rest "
+                    "needs" if last and n < size else
+                    "only a person can decide: restore it from a backup (its units cannot be told from the bytes "
+                    "past or before its cut)")
+            rep.findings.append(Finding(
+                "cq-file-size", ERROR, f"{rel}/{name}", None,
+                f"consume-queue file {rel}/{name} is {n} bytes, not {size} ({source}); {step}",
+                "refuses to load the consume queues (MappedFileQueue.doLoad: length not matched) and does not start",
+                None))
+
+
 def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> int:
     """An all-zero last consume-queue file after a written one (RocketMQ #9728, #10108): one read per queue."""
     listing = layout.list_queues()
@@ -264,3 +378,76 @@ def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes
         rep.findings.append(Finding("cq-odd-entry", INFO, p.path, None, f"{p.path}: {p.reason}",
                                     "ignores it", None))
     return len(listing.queues)
+
+
+#: Long.parseLong's range: IndexService.load parses every name of index/ as a long.
+_JAVA_LONG_MAX = (1 << 63) - 1
+
+
+def _parses_as_long(name: str) -> bool:
+    body = name[1:] if name[:1] in "+-" else name
+    return body.isascii() and body.isdigit() and -_JAVA_LONG_MAX - 1 <= int(name) <= _JAVA_LONG_MAX
+
+
+def check_index_dir(layout: StoreLayout, rep: DoctorReport, temp_files: list[str]) -> None:
+    """Entries of index/ the broker cannot load as index files (IndexService.load opens every entry, parsing its
+    name with Long.parseLong first): a name that is no number is logged with a stack trace at every start and
+    skipped; a numbered entry that is no regular file (a directory) fails the load and the broker does not
+    start. Temporary files an rmqtool run left are reported as such (stale-temp-file)."""
+    d = layout.index_dir
+    if not d.is_dir() or d.is_symlink():
+        return
+    left = {os.path.basename(t) for t in temp_files if os.path.dirname(t) == layout_rel(layout, d)}
+    for e in sorted(os.scandir(d), key=lambda e: e.name):
+        rel = layout_rel(layout, d / e.name)
+        if not _parses_as_long(e.name):
+            if e.name in left:
+                continue
+            rep.findings.append(Finding(
+                "index-odd-file", WARNING, rel, None,
+                f"{rel} is no index file: its name is not a number; move it out of index/",
+                "parses every name in index/ as a number (IndexService.load): logs an ERROR with a stack trace "
+                "(NumberFormatException) at every start and skips it", None))
+        elif not e.is_file(follow_symlinks=True):
+            rep.findings.append(Finding(
+                "index-odd-file", ERROR, rel, None,
+                f"{rel} is named like an index file but is not a regular file; move it out of index/",
+                "opens it as an index file (IndexService.load): the open fails, the load returns false and the "
+                "broker does not start", None))
+
+
+
+def check_commitlog_present(cfg: BrokerConfig, layout: StoreLayout, rep: DoctorReport) -> bool:
+    """False (with an error finding) when the commit log is absent while consume queues point into it
+    (engine.ops.recovery.guard): recovery's plan is not worked out then, since recover refuses the store."""
+    from engine.broker.consumequeue.queue import ConsumeQueue
+    from engine.ops.recovery.guard import missing_commitlog
+    from engine.ops.recovery.scan import open_log
+
+    try:
+        cl, _ = open_log(cfg)
+    except StoreError:
+        return True  # other findings say what is wrong with its files
+    try:
+        if cl.segments:
+            return True
+    finally:
+        cl.close()
+    top = -1
+    for topic, qid in layout.list_queues().queues:
+        try:
+            cq = ConsumeQueue(cfg.root, topic, qid, cfg.cq_file_size)
+        except StoreError:
+            continue
+        try:
+            top = max(top, cq.max_physic_offset)
+        finally:
+            cq.close()
+    why = missing_commitlog(cfg, 0, top)
+    if why is None:
+        return True
+    rep.findings.append(Finding(
+        "commitlog-missing", ERROR, "commitlog", None, why + "; do not run recover on it (it refuses)",
+        "starts with an empty commit log and cuts every consume queue to nothing (truncateDirtyLogicFiles): "
+        "every message is hidden, and consumer offsets are moved back to 0", None))
+    return False
