@@ -30,9 +30,9 @@ from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
-from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
+from engine.broker.commitlog.records import CORRUPT, decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
-from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
+from engine.ops.logread import LOG_END, SEGMENT_TAIL, find_resync, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
@@ -373,12 +373,22 @@ def _tail_facts(cl: CommitLog, end: int) -> tuple[int, int, int | None]:
             continue
         data_end = seg.start + last
         buf = cl.queue.buffer(seg)
-        for item in decode_segment(memoryview(buf)[:last], pos):
-            if isinstance(item, RecordBatch):
-                count += len(item)
-                last_ts = int(item.store_ts[-1])
-            elif isinstance(item, SegmentEnd):
-                count += item.pos < last  # a torn record or garbage: one fragment
+        view = memoryview(buf)[:last]
+        while pos < last:
+            for item in decode_segment(view, pos):
+                if isinstance(item, RecordBatch):
+                    count += len(item)
+                    last_ts = int(item.store_ts[-1])
+                elif isinstance(item, SegmentEnd):
+                    pos = item.pos
+            if pos >= last or item.kind != CORRUPT:
+                break
+            count += 1  # a torn record or garbage: one fragment; the records after it count too
+            nxt = find_resync(buf, cl.queue.fd(seg), pos, last, seg.start, 0, False)
+            if nxt is None:
+                break
+            pos = nxt
+        del view
     return count, data_end, last_ts
 
 

@@ -376,6 +376,34 @@ class QueueHints:
             st.close()
 
 
+class QueueVouch:
+    """find_resync's vouch for the recovery walk: a record older than the one before a damaged range is live,
+    not stale data of an earlier truncation, when the unit at its QUEUEOFFSET in its consume queue (as read)
+    points at it. One pread per record asked about (only such records are)."""
+
+    def __init__(self, root: Path, queues: dict[tuple[str, int], QueueState]):
+        self.layout, self.queues = StoreLayout(root), queues
+
+    def __call__(self, offset: int, rec) -> bool:
+        qs = self.queues.get((rec.topic, rec.queue_id))
+        logical = rec.queue_offset * CQ_STORE_UNIT_SIZE
+        if qs is None or not qs.exists or rec.queue_offset < 0 or logical >= qs.valid_end:
+            return False
+        start = logical // qs.file_size * qs.file_size
+        name = next((nm for nm, fstart, _ in qs.files if fstart == start), None)
+        if name is None:
+            return False
+        try:
+            fd = os.open(self.layout.cq_dir(qs.topic, qs.queue_id) / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            raw = os.pread(fd, 8, logical - start)
+        finally:
+            os.close(fd)
+        return len(raw) == 8 and int.from_bytes(raw, "big", signed=True) == offset
+
+
 # ==================================================================== the walk
 
 @dataclass
@@ -431,17 +459,18 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
     try:
         return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,
-                     parallel and all_keys, hints)
+                     parallel and all_keys, hints, root)
     finally:
         if hints is not None:
             hints.close()
 
 
 def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks, progress, min_hole: int,
-          parallel: bool, parallel_keys: bool, hints) -> LogScan:
+          parallel: bool, parallel_keys: bool, hints, cl_root: Path | None = None) -> LogScan:
     groups = TopicGroups()
+    vouch = QueueVouch(cl_root, queues) if cl_root is not None else None
     for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
-                   parallel_keys=parallel_keys, hints=hints):
+                   parallel_keys=parallel_keys, hints=hints, vouch=vouch):
         if isinstance(ev, Filler):
             s.end = ev.seg.end  # the next record goes to the next segment
             continue
