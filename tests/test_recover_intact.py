@@ -162,3 +162,60 @@ def test_dry_run_reports_progress_while_it_scans(tmp_path):
     plan_recovery(cfg, progress=lambda phase, done, total: calls.append((phase, done, total)))
     scans = [c for c in calls if c[0] == "scan"]
     assert len(scans) >= 10 and scans[-1][1] > scans[0][1]
+
+
+# ------------------------------------------------------------------------------------------- issue 34 item 4
+
+def test_damage_across_several_records_gets_a_placeholder_per_message(tmp_path):
+    """Item 4: zeros from the middle of one record to the middle of the third after it: every message whose unit
+    points into the range gets its own placeholder at its own offset (for its own queue), none points at zeros."""
+    store = tmp_path / "s"
+    sent = sample_messages(120)
+    acks = put(store, sent, tmp_path, BIG)
+    i = 50
+    a = acks[i]["commitLogOffset"] + 40
+    b = acks[i + 3]["commitLogOffset"] + 30
+    p, pos = seg_path(store, a, 1 << 20)
+    patch_file(p, pos, bytes(b - a))
+    (store / "abort").write_text("")
+    done = recover(store, BIG)
+    assert done["truncatedRecords"] == 0
+    got = {(x["placeholderFor"]["topic"], x["placeholderFor"]["queueId"], x["placeholderFor"]["queueOffset"]):
+           x["offset"] for x in done["skipped"] if x["placeholderFor"]}
+    want = {(acks[k]["topic"], acks[k]["queueId"], acks[k]["queueOffset"]): acks[k]["commitLogOffset"]
+            for k in range(i, i + 4)}
+    assert got == want
+    keep = [k for k in range(120) if not i <= k < i + 4]
+    assert_reachable(store, [acks[k] for k in keep], [sent[k] for k in keep], BIG, tmp_path)
+    for k in range(i, i + 4):  # each lost message's unit leads to its placeholder, in its own queue offset
+        r = cli("get", "--store", str(store), "-o", str(acks[k]["commitLogOffset"]), "--json", *BIG[:2], code=None)
+        d = json.loads(r.stdout.splitlines()[0])
+        assert d["topic"] == "rmq_sys_rmqtool_quarantine" and d["queueOffset"] == acks[k]["queueOffset"]
+    assert_healthy(store, BIG)
+
+
+def test_a_truncated_middle_segment_reports_every_message_it_lost(tmp_path):
+    """Item 4: a middle segment cut to half its size: each message in the lost half is reported as a placeholder
+    standing for its queue offset, the log goes on in the next segment, the rest stays reachable."""
+    store = tmp_path / "s"
+    sent = sample_messages(300)
+    acks = put(store, sent, tmp_path, SMALL_SEGS)
+    seg = 16384
+    segs = sorted((store / "commitlog").iterdir())
+    assert len(segs) >= 4
+    victim = segs[1]
+    start = int(victim.name)
+    with open(victim, "r+b") as f:
+        f.truncate(seg // 2)
+    lost = [k for k, x in enumerate(acks) if start + seg // 2 <= x["commitLogOffset"] + x["storeSize"]
+            and x["commitLogOffset"] < start + seg]
+    assert lost
+    (store / "abort").write_text("")
+    done = recover(store, SMALL_SEGS, "--full-scan")
+    assert done["truncatedRecords"] == 0
+    got = {(x["placeholderFor"]["topic"], x["placeholderFor"]["queueId"], x["placeholderFor"]["queueOffset"])
+           for x in done["skipped"] if x["placeholderFor"]}
+    assert got == {(acks[k]["topic"], acks[k]["queueId"], acks[k]["queueOffset"]) for k in lost}
+    keep = [k for k in range(300) if k not in lost]
+    assert_reachable(store, [acks[k] for k in keep], [sent[k] for k in keep], SMALL_SEGS, tmp_path)
+    assert_healthy(store, SMALL_SEGS)

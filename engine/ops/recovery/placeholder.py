@@ -131,19 +131,3 @@ def _entry(e: dict, manifest: str) -> Placeholder | None:
         return None
     return Placeholder(int(name) + e["offset"], int(e.get("length", 0)), None, manifest, str(e.get("reason", "")),
                        False)
-
-
-def find_origins(cq_units, offsets: list[int]) -> dict[int, Origin]:
-    """The unit pointing at each commit-log offset: `cq_units` yields (topic, queueId, first queue offset, numpy
-    array of the units' commit-log offsets) per consume-queue file; the first unit found for an offset wins."""
-    import numpy as np
-
-    want = np.asarray(sorted(set(offsets)), dtype=np.int64)
-    out: dict[int, Origin] = {}
-    for topic, qid, first_q, offs in cq_units:
-        if not len(want) or not len(offs):
-            continue
-        hit = np.flatnonzero(np.isin(offs, want))
-        for i in hit.tolist():
-            out.setdefault(int(offs[i]), Origin(topic, qid, first_q + i))
-    return out
