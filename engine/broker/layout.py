@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from engine.errors import InvalidArgumentError, NotAStoreError
+from engine.errors import InvalidArgumentError, ModeRefusedError, NotAStoreError
 from engine.java.lang import INT_MAX
 
 COMMITLOG_DIR = "commitlog"
@@ -30,6 +30,9 @@ TIMER_LOG_DIR = "timerlog"
 TIERED_INDEX_DIR = "tiered_index_file"
 #: DefaultMetadataStore's file, relative to storePathRootDir.
 TIERED_METADATA_FILE = "tieredStoreMetadata.json"
+
+#: RocksDB consume queues in newer releases (RocksDBConsumeQueueStore; older ones use consumequeue/ itself).
+ROCKSDB_CQ_DIR_NEW = "consumequeue_r"
 
 #: Commit-log and consume-queue segments: 20-digit start offsets (format §1, §3.3).
 SEGMENT_NAME = re.compile(r"^\d{20}$")
@@ -238,6 +241,16 @@ class StoreLayout:
         if self.consumequeue_dir.is_dir():
             out.queues, out.problems = list_queue_dirs(self.consumequeue_dir, lambda p: f"{CONSUMEQUEUE_DIR}/"
                                                        + p.relative_to(self.consumequeue_dir).as_posix())
+        if out.problems and is_rocksdb_dir(self.consumequeue_dir):
+            # a RocksDB consume-queue database shares consumequeue/ with the file queues (double write): its files
+            # are the database's, not misplaced queue entries
+            out.problems = [p for p in out.problems if "/" in p.path[len(CONSUMEQUEUE_DIR) + 1:]
+                            or (self.root / p.path).is_dir()]
+        if not out.queues:
+            for d in (self.consumequeue_dir, self.root / ROCKSDB_CQ_DIR_NEW):
+                if is_rocksdb_dir(d):  # never "no queues" for a store whose queues are in RocksDB
+                    raise ModeRefusedError(f"{self.root} keeps its consume queues in a RocksDB database "
+                                           f"({relative_name(d, self.root)}/), which rmqtool cannot read yet")
         return out
 
     def protected_paths(self) -> list[Path]:
@@ -268,6 +281,15 @@ class StoreLayout:
             if t == p or is_inside(t, p) or is_inside(p, t):
                 return f"{target} overlaps the store's {p.name}"
         return None
+
+
+def is_rocksdb_dir(path) -> bool:
+    """A directory holding a RocksDB database: its CURRENT file and a MANIFEST (what RocksDB opens first)."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
 
 
 def relative_name(path, root) -> str:

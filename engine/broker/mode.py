@@ -1,5 +1,5 @@
 """Which kind of store this is: the broker modes a 5.x store may be written in, decided once from broker.conf
-and the files (format §12), and what rmqtool can and cannot do on each.
+and the files (format §11), and what rmqtool can and cannot do on each.
 
 A RocketMQ 5 broker writes the classic file store (commitlog/, consumequeue/, index/, config/*.json) unless its
 broker.conf says otherwise:
@@ -27,14 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.layout import ROCKSDB_CQ_DIR_NEW, is_rocksdb_dir
 
 # --- the names a mode leaves on disk (RocketMQ's own, see the module doc) ---------------------------------------
 DLEDGER_DIR_PREFIX = "dledger-"
 DLEDGER_DATA_DIR = "data"
 DLEDGER_INDEX_DIR = "index"
-ROCKSDB_CQ_DIR_NEW = "consumequeue_r"
 BATCH_CQ_DIR = "batchconsumequeue"
 COMPACTION_DIR = "compaction"
+#: CompactionStore's compacted logs and their queues, below compaction/ (beside its position-checkpoint).
+COMPACTION_LOG_DIR = "compactionLog"
+COMPACTION_CQ_DIR = "compactionCq"
 EPOCH_FILE = "epochFileCheckpoint"
 #: RocksDB config databases under config/: v1 (one database a table), v2 (one shared database), newer metadata.
 ROCKSDB_CONFIG_V1_DIRS = ("topics", "subscriptionGroups", "consumerOffsets")
@@ -47,6 +50,12 @@ LMQ_PREFIX = "%LMQ%"
 STORE_TYPE_DEFAULT = "default"
 STORE_TYPE_ROCKSDB = "defaultRocksDB"
 
+# --- what rmqtool's readers can read (flipped by the package that reads it: engine/broker/dledger,
+# engine/broker/consumequeue's RocksDB reader, engine/broker/config's RocksDB reader) --------------------------
+DLEDGER_READABLE = False
+ROCKSDB_CQ_READABLE = False
+ROCKSDB_CONFIGS_READABLE = False
+
 # --- mode names as info/doctor print them and the guard names them ---------------------------------------------
 FILE_COMMITLOG = "file"
 DLEDGER = "dledger"
@@ -57,15 +66,6 @@ JSON_CONFIGS = "json"
 ROCKSDB_CONFIGS_V1 = "rocksdb-v1"
 ROCKSDB_CONFIGS_V2 = "rocksdb-v2"
 ROCKSDB_CONFIGS_METADATA = "rocksdb-metadata"
-
-
-def is_rocksdb_dir(path: Path) -> bool:
-    """A directory holding a RocksDB database: its CURRENT file and a MANIFEST (what RocksDB opens first)."""
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return False
-    return "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
 
 
 def _has_queue_dirs(cq_dir: Path) -> bool:
@@ -187,14 +187,28 @@ class StoreMode:
         return ", ".join(out)
 
     # -- what rmqtool does on it
+    @property
+    def reads_commitlog(self) -> bool:
+        """rmqtool can read this store's commit log (a file one, or DLedger's once its reader is in)."""
+        return self.commitlog == FILE_COMMITLOG or DLEDGER_READABLE
+
+    @property
+    def reads_consume_queues(self) -> bool:
+        """rmqtool can read this store's consume queues (files, or RocksDB once its reader is in)."""
+        return self.consume_queue == FILE_CQ or self.consume_queue == COMBINED_CQ or ROCKSDB_CQ_READABLE
+
+    @property
+    def reads_configs(self) -> bool:
+        return self.configs == JSON_CONFIGS or ROCKSDB_CONFIGS_READABLE
+
     def unsupported_reads(self) -> list[str]:
         """What rmqtool's readers cannot read in this mode (they say so and answer from what they can)."""
         out = []
-        if self.commitlog == DLEDGER:
-            out.append("the DLedger commit log (entries in " + _rel(self.dledger_data_dir, self.root) + ")")
-        if self.consume_queue in (ROCKSDB_CQ, COMBINED_CQ):
+        if not self.reads_commitlog:
+            out.append("the DLedger commit log (" + _rel(self.dledger_data_dir, self.root) + ")")
+        if not self.reads_consume_queues:
             out.append("RocksDB consume queues (" + _rel(self.rocksdb_cq_dir, self.root) + ")")
-        if self.configs != JSON_CONFIGS:
+        if not self.reads_configs:
             out.append("RocksDB configs (" + ", ".join(_rel(p, self.root) for p in self.rocksdb_config_dirs) + ")")
         if self.batch_consume_queue:
             out.append(f"batch consume queues ({BATCH_CQ_DIR}/)")
@@ -206,7 +220,7 @@ class StoreMode:
         """Why `writer` cannot write this store exactly as the broker would, or None: one line naming the mode.
 
         `writer` is the command as the user typed it: put, recover, clean, repair config|consume-queue|timer,
-        spark-reindex --replace, tier-out, tiered reindex ... (WRITER_RULES says which mode each may write)."""
+        spark-reindex --replace, tiered dispatch, tiered reindex ... (WRITER_RULES says which mode each may write)."""
         kind = writer_kind(writer)
         why = []
         if self.conflicts:
@@ -265,7 +279,7 @@ class StoreMode:
             "rocksdbConfigDirs": [_rel(p, self.root) for p in self.rocksdb_config_dirs],
             "epochFile": _rel(self.epoch_file, self.root) if self.epoch_file else None,
             "unsupportedReads": self.unsupported_reads(),
-            "writers": {w: self.write_refusal(w) is None for w in WRITERS},
+            "writers": [{"writer": w, "allowed": self.write_refusal(w) is None} for w in WRITERS],
             "evidence": [e.as_dict() for e in self.evidence],
             "conflicts": list(self.conflicts),
         }
@@ -280,18 +294,18 @@ WRITER_RULES: dict[str, frozenset[str]] = {
     "rocksdb-cq": frozenset({"spark-reindex"}),
     "combined-cq": frozenset({"spark-reindex", "repair config"}),
     "rocksdb-configs": frozenset({"put", "recover", "clean", "repair consume-queue", "repair timer",
-                                  "spark-reindex", "tier-out", "tiered", "timer"}),
+                                  "spark-reindex", "tiered"}),
     "batch-cq": frozenset({"spark-reindex", "repair config"}),
     "compaction": frozenset({"spark-reindex", "repair config"}),
-    "lmq": frozenset({"clean", "spark-reindex", "repair config", "repair timer", "tier-out", "tiered", "timer"}),
+    "lmq": frozenset({"clean", "spark-reindex", "repair config", "repair timer", "tiered"}),
     "controller": frozenset({"put", "spark-reindex", "repair config", "repair consume-queue", "repair timer",
-                             "tier-out", "tiered", "timer"}),
+                             "tiered"}),
 }
 
 
 #: Every writer rmqtool has, as info lists what it may do on a store.
 WRITERS = ("put", "recover", "clean", "repair config", "repair consume-queue", "repair timer",
-           "spark-reindex --replace", "tier-out", "tiered reindex")
+           "spark-reindex --replace", "tiered dispatch", "tiered reindex")
 
 
 def writer_kind(writer: str) -> str:
@@ -469,7 +483,9 @@ def _detect_flags(cfg: BrokerConfig, m: StoreMode) -> None:
     if _nonempty_dir(bcq):
         m.batch_consume_queue = True
         m.evidence.append(Evidence("batch-consume-queue", "files", f"{BATCH_CQ_DIR}/ holds queues"))
-    comp = root / COMPACTION_DIR
-    if _nonempty_dir(comp):
-        m.compaction = True
-        m.evidence.append(Evidence("compaction", "files", f"{COMPACTION_DIR}/ holds compacted topics"))
+    # every 5.x broker makes compaction/ and its position-checkpoint; compacted topics have logs under compactionLog/
+    for sub in (COMPACTION_LOG_DIR, COMPACTION_CQ_DIR):
+        if _nonempty_dir(root / COMPACTION_DIR / sub):
+            m.compaction = True
+            m.evidence.append(Evidence("compaction", "files", f"{COMPACTION_DIR}/{sub}/ holds compacted topics"))
+            break

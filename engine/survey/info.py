@@ -7,7 +7,8 @@ offset: the record headers of the last segment from the checkpoint's confirm off
 starts there, else from the segment's start (at most one segment, headers only; no CRC). No file is opened
 for writing and nothing is scanned whole.
 
-The answer is one document (as_dict, camelCase): commitLog, consumeQueues, index, checkpoint, abort, locked,
+The answer is one document (as_dict, camelCase): mode (engine.broker.mode: the store's mode, what rmqtool cannot
+read in it and which writers it allows), commitLog, consumeQueues, index, checkpoint, abort, locked,
 configFiles, placeholders (engine.ops.recovery.placeholder), quarantine, backups, interruptedReindex, tiered and
 timer (null when the store has none). `tiered.flatStore` is the external tiered store (tieredStoreFilePath, from
 broker.conf or -T) when one is configured: its broker's queues and segment files from directory listings, and
@@ -28,6 +29,7 @@ from engine.broker.config.lock import lock_holder
 from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
+from engine.broker.mode import detect_mode
 from engine.errors import StoreError
 from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
 from engine.ops.quarantine import QUARANTINE_DIR
@@ -66,6 +68,10 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | 
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
     info = StoreInfo(layout.root, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+    mode = detect_mode(cfg)
+    info.sections["mode"] = mode.as_dict()
+    info.problems += [f"mode: {c}" for c in mode.conflicts]
+    info.problems += [f"mode: rmqtool cannot read {what}" for what in mode.unsupported_reads()]
     cp = _checkpoint(layout, info)
     info.sections["commitLog"] = _commitlog(cfg, cp, info)
     info.sections["consumeQueues"] = _consume_queues(layout, info)
@@ -149,7 +155,11 @@ def _placeholders(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> li
 
 
 def _consume_queues(layout: StoreLayout, info: StoreInfo) -> dict:
-    listing = layout.list_queues()
+    try:
+        listing = layout.list_queues()
+    except StoreError as e:  # queues rmqtool cannot read in this mode: named under mode
+        info.problems.append(f"consume queues: {e}")
+        return {"topics": None, "queues": None, "files": None, "bytes": Usage().as_dict(), "skipped": 0}
     info.problems += [f"consume queues: {p.path}: {p.reason}" for p in listing.problems]
     topics = {t for t, _q in listing.queues}
     u = tree_usage(layout.consumequeue_dir) if layout.consumequeue_dir.is_dir() else Usage()

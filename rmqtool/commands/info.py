@@ -55,10 +55,25 @@ def _leftover_what(x: dict) -> str:
 
 def _pairs(d: dict) -> list[tuple[str, str]]:
     """The field/value lines of the text form, in the order of the JSON document."""
-    return [("store", d["store"]), *_commit_log_pairs(d["commitLog"]), _consume_queues_pair(d["consumeQueues"]),
+    return [("store", d["store"]), *_mode_pairs(d["mode"]), *_commit_log_pairs(d["commitLog"]), _consume_queues_pair(d["consumeQueues"]),
             *_index_pairs(d["index"]), *_checkpoint_pairs(d["checkpoint"]), _abort_pair(d["abort"]),
             _lock_pair(d), _config_files_pair(d["configFiles"]), *_leftover_pairs(d), *_tiered_pairs(d["tiered"]),
             *_timer_pairs(d["timer"])]
+
+
+def _mode_pairs(m: dict) -> list[tuple[str, str]]:
+    """The store's mode, what rmqtool cannot read in it and which writers refuse it (engine.broker.mode)."""
+    out = [("mode", m["name"])]
+    if m["unsupportedReads"]:
+        out.append(("", "rmqtool cannot read " + "; ".join(m["unsupportedReads"])))
+    refused = [w["writer"] for w in m["writers"] if not w["allowed"]]
+    if refused and not m["fileStore"]:
+        import textwrap  # the value column is 64 wide at 80 columns: one line each, never one long line
+
+        out += [("", line) for line in textwrap.wrap("writers refused: " + ", ".join(refused), 62)]
+    for c in m["conflicts"]:
+        out.append(("", f"conflict: {c}"))
+    return out
 
 
 def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
@@ -72,6 +87,8 @@ def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
 
 
 def _consume_queues_pair(cq: dict) -> tuple[str, str]:
+    if cq["queues"] is None:
+        return ("consume queues", "not read (see mode)")
     return ("consume queues", f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
                               f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
                                                           if cq["skipped"] else ""))

@@ -468,8 +468,21 @@ def misplaced_reason(offset: int, stored: int, seg: Segment) -> str:
 def open_commitlog(config, writable: bool = False) -> CommitLog:
     """The store's commit log. Its segment size comes from the files present unless it was configured
     (broker.conf or an option); a log without files takes the configured (or default) size."""
+    require_readable_commitlog(config)
     size = config.mappedFileSizeCommitLog if config.commitLogSizeGiven else None
     return CommitLog(config.commitlog_dirs, size, writable=writable, default_size=config.mappedFileSizeCommitLog)
+
+
+def require_readable_commitlog(config) -> None:
+    """A store whose commit log rmqtool cannot read in its mode (engine.broker.mode: DLedger without its reader)
+    is refused in one line naming the mode, never read as an empty file commit log."""
+    from engine.broker.mode import detect_mode
+    from engine.errors import ModeRefusedError
+
+    mode = detect_mode(config)
+    if not mode.reads_commitlog:
+        raise ModeRefusedError(f"{config.root} keeps its commit log in DLedger's entry log "
+                               f"({mode.as_dict()['dledgerDir']}data), which rmqtool cannot read yet")
 
 
 def _is_zero_area(buf, pos: int, n: int) -> bool:

@@ -13,7 +13,7 @@ from engine.errors import ModeRefusedError
 
 def require_writable(cfg: BrokerConfig, writer: str) -> StoreMode:
     """The store's mode, or ModeRefusedError when `writer` (put, recover, clean, repair config ..., spark-reindex
-    --replace, tier-out, tiered reindex) cannot write it as the broker does."""
+    --replace, tiered dispatch, tiered reindex) cannot write it as the broker does."""
     mode = detect_mode(cfg)
     why = mode.write_refusal(writer)
     if why:

@@ -4,6 +4,7 @@ located, with what the broker does at its next start and the rmqtool command tha
     report.py       Finding, DoctorReport, Fixes (the command lines)
     storechecks.py  the lock, abort marker and checkpoint, commit log, consume queues, index (recovery's plan,
                     read-only)
+    modechecks.py   the store's mode (engine.broker.mode): conflicts, and what rmqtool cannot read in it
     configs.py      config/*.json and their .bak as ConfigManager.load reads them
     timerchecks.py  the timer store (engine.timer.verify_timer)
     tieredchecks.py the tiered store broker.conf configures (engine.tiered: the metadata, `tiered verify`)
@@ -20,6 +21,7 @@ from __future__ import annotations
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.survey.doctor.configs import check_configs
+from engine.survey.doctor.modechecks import check_mode, withdraw_refused_fixes
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_consume_queue_tails, check_lock,
                                            check_recovery)
@@ -43,15 +45,21 @@ def doctor(cfg: BrokerConfig, store_args: list[str], now: int | None = None, dee
     rep = DoctorReport(str(cfg.root))
     check_lock(layout, rep)
     rep.checked.append("lock")
-    check_commitlog_files(cfg, layout, rep)
-    plan = check_recovery(cfg, layout, fix, rep, deep, progress)
-    rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
-    check_consume_queue_tails(cfg, layout, fix, rep)
-    check_configs(layout, fix, rep)
-    rep.checked.append("config files")
-    if check_timer(cfg, fix, rep, now, deep, plan.timer.pending if plan.timer is not None else None):
+    mode = check_mode(cfg, rep)
+    plan = None
+    if mode.reads_commitlog and mode.reads_consume_queues:
+        check_commitlog_files(cfg, layout, rep)
+        plan = check_recovery(cfg, layout, fix, rep, deep, progress)
+        rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
+        check_consume_queue_tails(cfg, layout, fix, rep)
+    if mode.reads_configs:
+        check_configs(layout, fix, rep)
+        rep.checked.append("config files")
+    pending = plan.timer.pending if plan is not None and plan.timer is not None else None
+    if plan is not None and check_timer(cfg, fix, rep, now, deep, pending):
         rep.checked.append("timer store")
     if check_tiered(layout, tier, fix, rep):
         rep.checked.append("tiered store")
+    withdraw_refused_fixes(mode, rep)
     rep.sort()
     return rep

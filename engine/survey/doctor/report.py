@@ -28,6 +28,7 @@ class DoctorReport:
     estimates: dict = field(default_factory=dict)           # e.g. the broker's recovery: bytes and seconds
     read: dict = field(default_factory=dict)                # what doctor walked (the commit-log range, ...)
     notes: list[str] = field(default_factory=list)
+    mode: dict = field(default_factory=dict)                # engine.broker.mode.StoreMode.as_dict()
 
     def sort(self) -> None:
         self.findings.sort(key=lambda f: (RANK[f.severity], f.file, f.offset if f.offset is not None else -1))
@@ -58,6 +59,7 @@ class DoctorReport:
 
     def as_dict(self) -> dict:
         return {"store": self.store, "healthy": self.healthy, "lockedByBroker": self.locked_by_broker,
+                "mode": self.mode,
                 "summary": {**self.counts(), "findings": len(self.findings), "checked": self.checked,
                             "estimates": self.estimates, "read": self.read},
                 "findings": [f.as_dict() for f in self.findings], "commands": self.commands(), "notes": self.notes}

@@ -112,7 +112,7 @@ def dispatch(req: DispatchRequest, progress: Progress | None = None,
     clock = clock or _now_ms
     local = StoreLayout.of(req.local)
     local.require_store()
-    require_writable(req.local, "tier-out")
+    require_writable(req.local, "tiered dispatch")
     root = Path(os.path.expanduser(os.fspath(req.tier_root)))
     if root.exists() and not root.is_dir():
         raise NotAStoreError(f"tiered store path {root} is not a directory")
