@@ -8,12 +8,14 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import cli, patch_file, sample_messages
 
 #: Segments large enough that the whole log is one segment (as a default 1 GiB segment holds 200k messages).
 BIG = ["--commitlog-file-size", str(1 << 20), "--hash-slots", "64", "--max-index", "4096"]
 #: Small segments and queue files: the log spans several segments, the queues several files.
-SMALL_SEGS = ["--commitlog-file-size", "16384", "--hash-slots", "64", "--max-index", "4096", "--cq-file-size", "400"]
+SMALL_SEGS = ["--commitlog-file-size", "16384", "--hash-slots", "16", "--max-index", "64", "--cq-file-size", "400"]
 
 
 def put(store: Path, msgs: list[dict], tmp: Path, geom: list[str]) -> list[dict]:
@@ -218,4 +220,30 @@ def test_a_truncated_middle_segment_reports_every_message_it_lost(tmp_path):
     assert got == {(acks[k]["topic"], acks[k]["queueId"], acks[k]["queueOffset"]) for k in lost}
     keep = [k for k in range(300) if k not in lost]
     assert_reachable(store, [acks[k] for k in keep], [sent[k] for k in keep], SMALL_SEGS, tmp_path)
+    assert_healthy(store, SMALL_SEGS)
+
+
+# ------------------------------------------------------------------------------------------- issue 34 item 2
+
+@pytest.mark.parametrize("where", [4, -15], ids=["early-file", "recent-file"])
+def test_a_damaged_consume_queue_unit_is_rebuilt_at_its_queue_offset(tmp_path, where):
+    """Item 2: one unit of a consume queue zeroed, its record far before the broker's start segment, in a file the
+    broker's start-up re-reads (recent) or takes on trust (early): recover rebuilds the queue from that unit on,
+    each unit at the QUEUEOFFSET its record holds, so every message stays reachable by its queue offset (and the
+    queue's max offset is what it was)."""
+    store = tmp_path / "s"
+    sent = sample_messages(600)
+    acks = put(store, sent, tmp_path, SMALL_SEGS)
+    qa = [a for a in acks if (a["topic"], a["queueId"]) == ("TopicB", 1)]
+    victim = qa[where] if where < 0 else qa[len(qa) // where]
+    qdir = store / "consumequeue" / "TopicB" / "1"
+    files = sorted(qdir.iterdir())
+    per_file = 400 // 20
+    f = files[victim["queueOffset"] // per_file]
+    patch_file(f, victim["queueOffset"] % per_file * 20, bytes(20))
+    (store / "abort").write_text("")
+    done = recover(store, SMALL_SEGS)
+    q = next(x for x in done["consumeQueues"]["queues"] if (x["topic"], x["queueId"]) == ("TopicB", 1))
+    assert q["maxOffsetAfter"] == len(qa)
+    assert_reachable(store, acks, sent, SMALL_SEGS, tmp_path)
     assert_healthy(store, SMALL_SEGS)

@@ -456,13 +456,16 @@ def _plan_queues(cfg, cl: CommitLog, plan: RecoveryPlan, queues: dict[tuple, Que
                        c.files_deleted, c.zero_file, c.zero_from, c.zero_to, dispatch_state=(c.max_phys, c.end))
         plan.queues.append(qp)
         feeds[key] = QueueFeed(c.max_phys, c.end, max_offset_after=after)
-        if c.max_phys < qs.max_phys:  # units past the end were cut: records before them may lack units now
+        if c.max_phys < qs.max_phys or c.units_removed:  # units were cut: records after them lack units now
             lowest_cut = c.max_phys if lowest_cut is None else min(lowest_cut, c.max_phys)
     if lowest_cut is not None:
-        lowest_cut = max(scan.start, _segment_of(cl, lowest_cut))  # a segment start: a record boundary
+        # A segment start: a record boundary. It may lie before the scan start (a queue cut inside files the
+        # broker's start-up does not re-read): the records from the cut on are re-dispatched, each at the queue
+        # offset its record holds, however far back that is (issue 34 item 2).
+        lowest_cut = _segment_of(cl, lowest_cut)
     candidates = [x for x in (scan.first_dispatch, lowest_cut) if x is not None]
     if candidates:
-        plan.dispatch_from = max(scan.start, min(candidates))
+        plan.dispatch_from = max(cl.segments[0].start if cl.segments else 0, min(candidates))
     return feeds
 
 
@@ -491,7 +494,8 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
         plan.index.start = start = _replay_start(cl, files, k, joins.get(k))
         replay = IndexReplay(cfg, start, [x.path for x in files], mode="plan")
         hooks.append(replay)
-    dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from if plan.dispatch_from is not None else 2**62)
+    dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from if plan.dispatch_from is not None else 2**62,
+                             placeholders=plan.placeholder_units())
     if plan.dispatch_from is not None:
         hooks.append(dispatch)
     begin = [x for x in (plan.index.replay_from if replay else None, plan.dispatch_from) if x is not None]

@@ -170,6 +170,7 @@ class QueueState:
     coverage: int = -1         # offset+size of the last valid unit that is a real one
     stale: int = 0             # non-zero units after the valid end
     exists: bool = True
+    hole: int | None = None    # logical offset of the first unit before the valid end that is not valid
 
     @property
     def max_offset(self) -> int:
@@ -190,6 +191,14 @@ def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int, recent_only:
             qs.files.append((seg.path.name, seg.start, cq.file_size))
         for seg in segs[first_read:]:
             _read_queue_file(cq, seg, qs)
+        if qs.hole is not None and qs.hole < qs.valid_end:
+            # A unit no broker would accept inside a file its start-up takes on trust (it re-reads only the last
+            # RECOVER_FILES): the queue is read as ending there, so recovery cuts it and re-dispatches the
+            # units from there on, each at its record's queue offset (issue 34 item 2).
+            hole = qs.hole
+            qs = QueueState(topic, qid, cq.file_size, valid_end=hole, hole=hole)
+            for seg in segs[first_read:]:
+                _read_queue_file(cq, seg, qs)
         return qs
     finally:
         cq.close()
@@ -208,6 +217,9 @@ def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
     if n_valid:
         offs = fu["offset"][:n_valid].astype(np.int64)
         sizes = fu["size"][:n_valid].astype(np.int64)
+        bad = np.flatnonzero((offs < 0) | (sizes <= 0))
+        if len(bad) and qs.hole is None:
+            qs.hole = seg.start + int(bad[0]) * CQ_STORE_UNIT_SIZE
         qs.max_phys = int(offs[-1] + sizes[-1])
         real = np.flatnonzero((offs != 0) | (sizes != BLANK_UNIT_SIZE))
         if len(real):
