@@ -247,3 +247,49 @@ def test_a_damaged_consume_queue_unit_is_rebuilt_at_its_queue_offset(tmp_path, w
     assert q["maxOffsetAfter"] == len(qa)
     assert_reachable(store, acks, sent, SMALL_SEGS, tmp_path)
     assert_healthy(store, SMALL_SEGS)
+
+
+# ------------------------------------------------------------------------------------------- issue 34 item 12
+
+def _cq_sizes(store: Path) -> set[int]:
+    return {p.stat().st_size for p in (store / "consumequeue").glob("*/*/*") if p.stat().st_size}
+
+
+def test_put_and_recover_write_queue_files_of_the_stores_size(r1_store, tmp_path):
+    """Item 12: the golden r1 store has 6,000-byte queue files (broker.conf not given): put -s to a new queue and
+    recover -s re-dispatching a queue whose files are gone write 6,000-byte files, not 6,000,000."""
+    store = r1_store
+    assert _cq_sizes(store) == {6000}
+    cli("put", "-s", str(store), "-t", "BrandNewTopic", "-q", "3", "--body", "x", "--keys", "nk1")
+    assert _cq_sizes(store) == {6000}
+    assert (store / "consumequeue" / "BrandNewTopic" / "3").is_dir()
+    # a queue's files lost: recover re-dispatches it into files of the store's size
+    import shutil
+
+    victim = next(p for p in sorted((store / "consumequeue").glob("*/*")) if p.parent.name != "BrandNewTopic")
+    n_before = sum(1 for _ in victim.iterdir())
+    shutil.rmtree(victim)
+    (store / "abort").write_text("")
+    done = recover(store, [], "--full-scan")
+    assert done["consumeQueues"]["unitsAdded"] > 0 and victim.is_dir()
+    assert sum(1 for _ in victim.iterdir()) == n_before
+    assert _cq_sizes(store) == {6000}
+
+
+def test_writers_refuse_queue_files_that_disagree_on_their_size(r1_store):
+    """Item 12: one queue file of another size: put and recover refuse (exit 2, nothing changed); an option that
+    contradicts every file is refused too."""
+    from helpers import snapshot
+
+    store = r1_store
+    f = next(p for p in sorted((store / "consumequeue").glob("*/*/*")))
+    with open(f, "r+b") as fh:
+        fh.truncate(3000)
+    before = snapshot(store)
+    r = cli("put", "-s", str(store), "-t", "T", "--body", "x", code=2)
+    assert "consume-queue" in r.stderr
+    cli("recover", "-s", str(store), code=2)
+    assert snapshot(store) == before
+    with open(f, "r+b") as fh:
+        fh.truncate(6000)
+    cli("put", "-s", str(store), "-t", "T", "--body", "x", "--cq-file-size", "6000000", code=2)

@@ -27,6 +27,7 @@ import numpy as np
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.geometry import settle_cq_file_size
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
@@ -61,6 +62,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     layout = StoreLayout.of(cfg)
     # An abort marker or a checkpoint alone is a store whose writer died before its first write.
     layout.require_store(allow_markers=True)
+    # A queue re-dispatch creates gets the store's queue-file size (issue 34 item 12); doctor's plan only reads.
+    settle_cq_file_size(cfg, None if broker_window else "recover")
     fp = fingerprint(cfg)
     mode = "abnormal" if layout.abort.exists() else "normal"
     cpf = read_checkpoint(layout)
