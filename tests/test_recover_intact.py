@@ -293,3 +293,69 @@ def test_writers_refuse_queue_files_that_disagree_on_their_size(r1_store):
     with open(f, "r+b") as fh:
         fh.truncate(6000)
     cli("put", "-s", str(store), "-t", "T", "--body", "x", "--cq-file-size", "6000000", code=2)
+
+
+# ------------------------------------------------------------------------------------------- issue 34 item 1
+
+def _timer_pending(conf: Path) -> int:
+    r = cli("timer", "list", "-c", str(conf), "--json", code=None)
+    return sum(1 for line in r.stdout.splitlines() if line.strip())
+
+
+def test_a_torn_pending_timer_record_does_not_stop_the_timer(tmp_path):
+    """Item 1: on the real broker's timer set t1 with units of rmq_sys_wheel_timer/0 still to enqueue, a pending
+    timer record torn: its placeholder carries what the broker's timer enqueue and dequeue parse (TIMER_OUT_MS,
+    REAL_TOPIC/REAL_QID of the quarantine topic), so the broker passes over it; recover's count of lost timer
+    messages is what `timer list` loses; afterwards timer verify, doctor, recover and repair timer agree that
+    nothing is left to fix."""
+    import struct
+
+    from helpers import GOLDEN, unpack_golden
+
+    store, conf = unpack_golden("timer/t1", tmp_path / "t1")
+    patch_file(store / "config" / "timercheck", 16, struct.pack(">qq", 130, 130))  # 95 units still to enqueue
+    before = _timer_pending(conf)
+    pend = [json.loads(line) for line in (GOLDEN / "timer/t1/answers/pending.jsonl").read_text().splitlines()]
+    victim = next(p for p in pend if p["storedQueueOffset"] >= 130)
+    patch_file(store / "commitlog" / "00000000000000000000", victim["commitLogOffset"] + 4, bytes(64))
+    (store / "abort").write_text("")
+    done = json.loads(cli("recover", "-c", str(conf), "--json").stdout)
+    assert done["truncatedRecords"] == 0 and done["timer"]["cut"] is None
+    lost = done["timer"]["pendingLost"]
+    assert lost >= 1 and _timer_pending(conf) == before - lost
+    (ph,) = [x for x in done["skipped"] if x["placeholderFor"]]
+    assert ph["placeholderFor"] == {"topic": "rmq_sys_wheel_timer", "queueId": 0,
+                                    "queueOffset": victim["storedQueueOffset"]}
+    rec = json.loads(cli("get", "-c", str(conf), "-o", str(victim["commitLogOffset"]), "--json",
+                         code=None).stdout.splitlines()[0])
+    props = rec["properties"]
+    assert rec["topic"] == "rmq_sys_rmqtool_quarantine" and rec["transactionType"] == "ROLLBACK"
+    assert int(props["TIMER_OUT_MS"]) > 0 and props["REAL_TOPIC"] == rec["topic"] and int(props["REAL_QID"]) == 0
+    v = json.loads(cli("timer", "verify", "-c", str(conf), "--json", code=None).stdout)
+    assert v["ok"], [f for f in v["findings"] if f["severity"] != "info"]
+    assert any(f["kind"] == "unit-stand-in" for f in v["findings"])
+    d = json.loads(cli("doctor", "-c", str(conf), "--json", code=None).stdout)
+    assert d["healthy"]
+    again = json.loads(cli("recover", "-c", str(conf), "--json").stdout)
+    assert again["consistent"] and not again["changed"]
+    r = cli("repair", "timer", "-c", str(conf), "--json", code=None)
+    assert r.exit_code == 0
+
+
+def test_placeholders_of_schedule_and_half_queues_carry_what_their_readers_parse():
+    """Item 1: the reader properties of a placeholder by the queue it stands in (decided from the broker's code:
+    engine.ops.recovery.placeholder.reader_properties)."""
+    from engine.ops.recovery.placeholder import Origin, placeholder_record
+    from engine.broker.commitlog.message import VALID, check_message
+
+    for topic, want in (("SCHEDULE_TOPIC_XXXX", {"REAL_TOPIC", "REAL_QID"}),
+                        ("RMQ_SYS_TRANS_HALF_TOPIC", {"REAL_TOPIC", "REAL_QID", "TRANSACTION_CHECK_TIMES"}),
+                        ("rmq_sys_wheel_timer", {"REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS"}),
+                        ("TopicA", set())):
+        data = placeholder_record(1000, 400, 1_700_000_000_000, "quarantine/x/manifest.json", Origin(topic, 2, 7))
+        r = check_message(data, 0, len(data))
+        assert r.status == VALID and r.size == 400
+        props = r.record.properties
+        assert want <= set(props) and not ({"REAL_TOPIC", "TIMER_OUT_MS", "TRANSACTION_CHECK_TIMES"} - want) & set(props)
+        if "TRANSACTION_CHECK_TIMES" in want:
+            assert int(props["TRANSACTION_CHECK_TIMES"]) >= 15  # transactionCheckMax's default
