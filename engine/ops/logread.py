@@ -222,7 +222,15 @@ class CrcHelper:
         return (bad if bad < h else h + helper_bad), cols
 
     def close(self) -> None:
+        # The worker is stopped, not left to finish a window nobody waits for (a walk that ends early: an
+        # interrupted recover must leave no process behind).
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
 
 
 def _decode_checked(buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
