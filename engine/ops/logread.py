@@ -128,6 +128,15 @@ def _worker_map(path: str, length: int):
     return m
 
 
+def _worker_signals() -> None:
+    """In the helper process: Ctrl-C is the walker's to handle (it stops this process), SIGTERM ends it at once
+    (not the handlers a command installed before the fork)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
     """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
     CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
@@ -172,7 +181,8 @@ class CrcHelper:
         import multiprocessing as mp
 
         self.keys = keys
-        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"),
+                                           initializer=_worker_signals)
         self.jobs: list = []  # submitted, not known to be done
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
