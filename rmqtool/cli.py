@@ -2,6 +2,7 @@
 (docs/output-contract.md): engine errors, bad option values (click's usage errors too), a closed pipe."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 
@@ -46,6 +47,56 @@ def closed_pipe() -> None:
         pass
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT (exit 143)."""
+
+
+_signals = {"shield": 0, "pending": None}
+
+
+def _raise_for(signum: int) -> None:
+    import signal
+
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt
+
+
+def _raise_on_signal(signum, frame) -> None:
+    if _signals["shield"]:
+        _signals["pending"] = signum  # raised when the shielded step is done
+        return
+    _raise_for(signum)
+
+
+@contextlib.contextmanager
+def shielded():
+    """A step a signal must not cut in half (an acknowledgement line on stdout): SIGINT/SIGTERM arriving inside
+    it are raised once it is done."""
+    _signals["shield"] += 1
+    try:
+        yield
+    finally:
+        _signals["shield"] -= 1
+        pending = _signals["pending"]
+        if not _signals["shield"] and pending is not None:
+            _signals["pending"] = None
+            _raise_for(pending)
+
+
+def _stop_signals():
+    """SIGINT and SIGTERM raise in the main thread (KeyboardInterrupt, Terminated) for the whole command, even when
+    SIGINT came in ignored (a background job of a script): a writer then stops where it is, its `finally` blocks
+    stop its helper processes, and the store is left as a crash would leave it (the abort marker says so; a
+    write's files are crash-safe). Returns the handlers to put back (None: not the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return {s: signal.signal(s, _raise_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
 def handles_errors(fn):
     """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
     `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead. A command's `quiet`
@@ -58,6 +109,7 @@ def handles_errors(fn):
         render.forget_consoles()
         render.set_quiet(kwargs.get("quiet") is True)
         kwargs = {k: _expand(v) for k, v in kwargs.items()}
+        handlers = _stop_signals()
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
@@ -76,8 +128,15 @@ def handles_errors(fn):
             fail(msg or type(e).__name__, BAD_INPUT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except Terminated:
+            fail("terminated", 143)
         finally:
             render.set_quiet(False)
+            if handlers:
+                import signal
+
+                for sig, h in handlers.items():
+                    signal.signal(sig, h)
     return wrapper
 
 

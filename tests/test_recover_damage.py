@@ -77,11 +77,14 @@ def test_zeroed_tail_of_an_older_segment_gets_a_blank_filler(tmp_path):
     lo = acks[lost[0]]["commitLogOffset"] % SEG
     patch(older, lo, bytes(SEG - lo))
     d = recover_json(store, "--full-scan")
-    (rep,) = d["skipped"]
-    assert rep["repair"] == "blank" and rep["offset"] == acks[lost[0]]["commitLogOffset"]
+    # one placeholder per lost message, at its own offset (issue 34 item 4), then the filler
+    *ph, rep = d["skipped"]
+    assert [(r["repair"], r["offset"], r["placeholderFor"]["queueOffset"]) for r in ph] == [
+        ("placeholder", acks[i]["commitLogOffset"], acks[i]["queueOffset"]) for i in lost]
+    assert rep["repair"] == "blank" and rep["offset"] == acks[lost[-1]]["commitLogOffset"] + acks[lost[-1]]["storeSize"]
     assert d["maxOffsetAfter"] == acks[-1]["commitLogOffset"] + acks[-1]["storeSize"]
     records, end = broker_scan_end(store)
-    assert end == d["maxOffsetAfter"] and records == len(acks) - 2
+    assert end == d["maxOffsetAfter"] and records == len(acks)  # the placeholders are records
     verify_ok(store)
     keys_found_except(store, acks, sent, set(lost))
 

@@ -86,8 +86,11 @@ class MessageStore:
         self._last_record_start: int | None = None
         self._uniq: UniqKeyGenerator | None = None
         if writable:  # before a directory is made: a DLedger or RocksDB store must not get a file commit log
+            from engine.broker.consumequeue.geometry import settle_cq_file_size
             from engine.broker.write.guard import require_writable
             self._mode = require_writable(config, "put")  # the mode a writable store was allowed in
+            if self.root.is_dir():
+                settle_cq_file_size(config, "put")  # a new queue gets the store's file size (issue 34 item 12)
         if create:
             if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
                     and any(os.scandir(self.root)):

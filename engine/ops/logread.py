@@ -128,6 +128,15 @@ def _worker_map(path: str, length: int):
     return m
 
 
+def _worker_signals() -> None:
+    """In the helper process: Ctrl-C is the walker's to handle (it stops this process), SIGTERM ends it at once
+    (not the handlers a command installed before the fork)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
     """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
     CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
@@ -172,7 +181,8 @@ class CrcHelper:
         import multiprocessing as mp
 
         self.keys = keys
-        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"),
+                                           initializer=_worker_signals)
         self.jobs: list = []  # submitted, not known to be done
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
@@ -222,7 +232,15 @@ class CrcHelper:
         return (bad if bad < h else h + helper_bad), cols
 
     def close(self) -> None:
+        # The worker is stopped, not left to finish a window nobody waits for (a walk that ends early: an
+        # interrupted recover must leave no process behind).
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
 
 
 def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
@@ -297,16 +315,26 @@ def _next_data(fd: int, pos: int, n: int) -> int | None:
     return None
 
 
-def find_resync(buf, fd: int, p: int, n: int, seg_start: int, min_ts: int, check_crc: bool) -> int | None:
+def find_resync(buf, fd: int, p: int, n: int, seg_start: int, min_ts: int, check_crc: bool, vouch=None,
+                stale: list | None = None) -> int | None:
     """The first position after p where a valid record (or the segment's BLANK filler) starts, or None
-    (nothing valid follows, or what follows is stale)."""
+    (nothing valid follows, or what follows is stale).
+
+    Stale data (a valid record older than the record before the damage, left behind by an earlier truncation,
+    pitfall 13) ends the search, unless `vouch(offset, record)` shows the record is live (recovery: the unit at
+    its QUEUEOFFSET in its consume queue points at it, which a stale record's unit no longer does). Store times
+    are not monotone along a sound log (a writer that stamps before it appends, as put's parse helper does,
+    producers' own store times, a clock stepped back), so an older time alone does not make a record stale.
+    stale: a list that receives the offset of the stale record the search stopped at, if it did."""
     if n - p >= 8:
         total = int.from_bytes(buf[p:p + 4], "big", signed=True)
         magic = int.from_bytes(buf[p + 4:p + 8], "big", signed=True)
         if magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) and 8 <= total <= n - p - 8:
             verdict = _candidate(buf, p + total, n, seg_start, min_ts, check_crc)
+            if verdict == "stale" and vouch is not None and _vouched_record(buf, p + total, n, seg_start, vouch):
+                verdict = "ok"
             if verdict != "no":
-                return p + total if verdict == "ok" else None  # its own length led to the next record
+                return p + total if verdict == "ok" else _stale(stale, seg_start + p + total)
     q = p + 1
     while q + 8 <= n:
         data = _next_data(fd, q, n)
@@ -318,23 +346,36 @@ def find_resync(buf, fd: int, p: int, n: int, seg_start: int, min_ts: int, check
             return None
         c = min(hits) - 4
         verdict = _candidate(buf, c, n, seg_start, min_ts, check_crc)
+        if verdict == "stale" and vouch is not None and _vouched_record(buf, c, n, seg_start, vouch):
+            verdict = "ok"
         if verdict != "no":
-            return c if verdict == "ok" else None
+            return c if verdict == "ok" else _stale(stale, seg_start + c)
         q = c + 1
     return None
 
 
-def _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole) -> tuple[int | None, int]:
+def _stale(stale: list | None, offset: int) -> None:
+    if stale is not None:
+        stale.append(offset)
+
+
+def _vouched_record(buf, c: int, n: int, seg_start: int, vouch) -> bool:
+    r = check_message(buf, c, n, check_crc=False, read_body=False)
+    return r.status == VALID and bool(vouch(seg_start + c, r.record))
+
+
+def _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole, vouch=None, stale=None
+                 ) -> tuple[int | None, int]:
     """find_resync, then widened past valid records while the hole is narrower than min_hole."""
     fd = cl.queue.fd(seg)
-    r = find_resync(buf, fd, pos, n, seg.start, last_ts, check_crc)
+    r = find_resync(buf, fd, pos, n, seg.start, last_ts, check_crc, vouch, stale)
     swallowed = 0
     while r is not None and r - pos < min_hole:
         nxt = check_message(buf, r, n, check_crc=False, read_body=False)
         if nxt.status != VALID:
             return None, swallowed  # the segment's BLANK: the hole becomes the segment's tail
         swallowed += 1
-        r = find_resync(buf, fd, r, n, seg.start, last_ts, check_crc)
+        r = find_resync(buf, fd, r, n, seg.start, last_ts, check_crc, vouch, stale)
     return r, swallowed
 
 
@@ -345,7 +386,8 @@ def _cut(buf, limit: int):
 
 def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
          known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
-         parallel_crc: bool = False, parallel_keys: bool = False, hints=None) -> Iterator[Window | Gap | Filler]:
+         parallel_crc: bool = False, parallel_keys: bool = False, hints=None, vouch=None
+         ) -> Iterator[Window | Gap | Filler]:
     """Valid records from `start` (a record boundary) in log order, and the gaps between them.
 
     known_gaps: (offset, end offset) ranges already found by an earlier walk; they are stepped over without
@@ -359,6 +401,8 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     hints: a function (offset, end offset) -> sorted physical offsets where records are believed to start,
     asked with increasing ranges (engine.broker.commitlog.records.decode_segment's hints: they save the byte scan where
     they are right and change no result where they are wrong).
+    vouch: a function (offset, MessageRecord) -> bool, true when the record is known to be live although it is
+    older than the record before a damaged range (find_resync).
     """
     segs = cl.segments
     if not segs:
@@ -375,7 +419,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
             if end is not None and seg.start >= end:
                 return
             pos = 0 if (start is None or i != first) else start - seg.start
-            ctx = (check_crc, end, known, window, min_hole, helper, hints)
+            ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
             stop, last_ts = yield from _walk_segment(cl, seg, pos, segs[i + 1:], last_ts, ctx)
             if stop:
                 return
@@ -405,26 +449,48 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
     return False
 
 
+#: decode_segment's first window when the walk resumes inside a segment (after a damaged range): 64 KiB.
+RESTART_WINDOW = 64 << 10
+
+
+def _next_known_gap(known: list[tuple[int, int]], starts: list[int], lo: int, hi: int, base: int
+                    ) -> tuple[int, int] | None:
+    """The first non-empty known gap that starts in [lo, hi), as positions relative to base (known sorted)."""
+    import bisect
+
+    for i in range(bisect.bisect_left(starts, lo), len(known)):
+        a, b = known[i]
+        if a >= hi:
+            return None
+        if a < b:
+            return a - base, b - base
+    return None
+
+
 def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
-    check_crc, end, known, window, min_hole, helper, hints = ctx
+    check_crc, end, known, window, min_hole, helper, hints, vouch = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
     # Each window's pages are released below once its consumers are done (decode_segment would release them
     # while the CRC helper holds the window, and the consumers would map them again).
     kw = {"release": False} if window is None else {"window": window, "release": False}
+    gap_starts = [a for a, _ in known]
     if hints is not None:
         s0 = seg.start
         kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
     while pos < n:
         # an empty gap (a segment tail found at the end of a short file, padded since) has nothing to step over
-        gap = next(((a - seg.start, b - seg.start) for a, b in known
-                    if a < b and seg.start + pos <= a < seg.start + n), None)
+        gap = _next_known_gap(known, gap_starts, seg.start + pos, seg.start + n, seg.start)
         if gap is not None and pos >= gap[0]:
             pos = gap[1]
             continue
         limit = n if gap is None else gap[0]
         stopped = None
+        # After a damaged range the next one may be near: decoding starts with a small window that doubles
+        # while the records are sound, so a log damaged every few records is not decoded window after window
+        # again from each damaged record (quadratic), and a sound one still goes a full window at a time.
+        kw["first_window"] = RESTART_WINDOW if pos else None
         for got in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw):
             if isinstance(got, SegmentEnd):
                 stopped = got
@@ -453,11 +519,16 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
         if gap is not None and pos >= limit:
             continue  # reached a known gap: stepped over above
         reason = "" if stopped.kind == ZERO else stopped.reason
-        r, swallowed = _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole)
+        stale: list[int] = []
+        r, swallowed = _resync_wide(cl, seg, buf, pos, n, last_ts, check_crc, min_hole, vouch, stale)
         if r is not None:
             yield Gap(seg, pos, r, HOLE, reason or "zero bytes in the middle of the data", last_ts, swallowed)
             pos = r
             continue
+        if stale:
+            reason = (f"{reason or 'zero bytes'}, and the next valid record (at {stale[0]}) was stored before the "
+                      "record preceding the damage and no consume queue points at it: taken as stale data left "
+                      "by an earlier truncation, the log ends here")
         if not rest or not _later_data(cl, rest, last_ts, check_crc):
             yield Gap(seg, pos, n, LOG_END, reason, last_ts)
             return True, last_ts

@@ -39,6 +39,9 @@ NOT_A_RECORD = "not-a-record"      # no record starts there (inside a record, da
 SIZE_MISMATCH = "size-mismatch"    # a record starts there, but not one of sizePy bytes
 NOT_TIMER = "not-timer-message"    # a record of another topic, or without the timer properties
 BAD_CRC = "body-crc"               # a timer message whose body fails its CRC (the broker does not check it)
+STAND_IN = "stand-in"              # not a timer message, but it carries what the broker's timer needs to pass
+#                                    over it: TIMER_OUT_MS, and REAL_TOPIC/REAL_QID naming its own topic (rmqtool
+#                                    recover's placeholder for a damaged timer message, issue 34 item 1)
 
 
 @dataclass(slots=True)
@@ -108,6 +111,23 @@ def _timer_record(offset: int, size: int, topic: str, queue_id: int, queue_offse
                        p.get(PROP_TIMER_DEL_UNIQKEY), born_ts)
 
 
+def stand_in(r: TimerRecord) -> bool:
+    """A record the broker's timer enqueues and delivers without harm although it is no timer message: TIMER_OUT_MS
+    parses, REAL_QID parses and REAL_TOPIC is the record's own topic (the delivered copy goes where it came from;
+    recover's placeholder is a ROLLBACK record, so that copy reaches no consume queue)."""
+    return (r.topic != TIMER_TOPIC and r.timer_out_ms is not None and r.real_topic == r.topic
+            and r.real_queue_id is not None)
+
+
+def _unusable(tr: TimerRecord, off: int) -> Resolved:
+    """resolve()'s answer for a record timer_problem refuses."""
+    if stand_in(tr):
+        return Resolved(tr, STAND_IN, f"commit-log offset {off} holds a record of topic {tr.topic!r} that stands in "
+                                      "for a lost timer message: the broker enqueues it and delivers it to that "
+                                      "topic, where no consumer receives it")
+    return Resolved(tr, NOT_TIMER, f"commit-log offset {off} holds {timer_problem(tr)}")
+
+
 def timer_problem(r: TimerRecord) -> str:
     """Why the broker's enqueue or dequeue would fail on this record ('' when it is a usable timer message)."""
     if r.topic != TIMER_TOPIC:
@@ -151,9 +171,8 @@ def resolve(cl: CommitLog, log_end: int, offset: int, size: int, check_crc: bool
         return Resolved(None, SIZE_MISMATCH, f"the record at commit-log offset {offset} is {r.size} bytes, the "
                                              f"unit says {size}")
     tr = timer_record(r.record, offset)
-    why = timer_problem(tr)
-    if why:
-        return Resolved(tr, NOT_TIMER, f"commit-log offset {offset} holds {why}")
+    if timer_problem(tr):
+        return _unusable(tr, offset)
     return Resolved(tr)
 
 
@@ -237,5 +256,4 @@ def _records(buf, cols: list, check_crc: bool, out: list) -> None:
         if PROP_CRC32 in props:
             continue  # check_message parses its digits and may refuse the record on them
         tr = _timer_record(off, total, buf[tp:tp + tl].decode("utf-8", "replace"), qid, qoff, sts, bts, props)
-        why = timer_problem(tr)
-        out[i] = Resolved(tr, NOT_TIMER, f"commit-log offset {off} holds {why}") if why else Resolved(tr)
+        out[i] = _unusable(tr, off) if timer_problem(tr) else Resolved(tr)

@@ -183,7 +183,9 @@ def plan_timer_repair(cfg: BrokerConfig, commitlog_end: int, removed_ranges: lis
     if not layout.exists():
         return None
     removed = _Removed(commitlog_end, removed_ranges)
-    with TimerStore(cfg, require=False) as ts:
+    # Records are resolved against the log recovery leaves: the damaged store's own end of data lies at its first
+    # damaged record, and every timer message after it would read as past the log and be cut (issue 34 item 1).
+    with TimerStore(cfg, require=False, commitlog_end=commitlog_end) as ts:
         rep = TimerRepair(valid_end_before=ts.end.end, data_end_before=ts.end.data_end, new_end=ts.end.end)
         w = ts.wheel
         if w.exists and not w.length_ok:

@@ -43,7 +43,9 @@ class EnqueueCursor:
 class TimerStore:
     """The timer store of one broker store, read-only. Use as a context manager (closes its files)."""
 
-    def __init__(self, cfg: BrokerConfig, require: bool = True):
+    def __init__(self, cfg: BrokerConfig, require: bool = True, commitlog_end: int | None = None):
+        """commitlog_end: the commit log's end of data as it will be (recovery's plan: the end it leaves, damaged
+        records in the middle stepped over), instead of where the log's data ends now."""
         self.cfg = cfg
         self.store_layout = StoreLayout.of(cfg)
         self.layout = TimerLayout(self.store_layout)
@@ -59,7 +61,7 @@ class TimerStore:
         self.commitlog: CommitLog | None = None
         self._cq: ConsumeQueue | None = None
         self._cq_opened = False
-        self._cl_end: int | None = None
+        self._cl_end: int | None = commitlog_end
         self._recovered: np.ndarray | None = None
         try:
             self.end: LogEnd = self.log.valid_end(self.checkpoint.cp.lastTimerLogFlushPos)

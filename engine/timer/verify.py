@@ -23,7 +23,8 @@ from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
                                  WHEEL_LENGTH)
 from engine.timer.pending import MAGIC_MISMATCH, PendingScan, SlotWalk, scan_pending
-from engine.timer.records import EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, TOMBSTONE
+from engine.timer.records import (EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, STAND_IN,
+                                  TOMBSTONE)
 from engine.timer.store import TimerStore
 
 #: At most this many findings of one kind are listed one by one; the rest are counted in a summary finding.
@@ -413,6 +414,9 @@ def _records(ts: TimerStore, res: PendingScan, out: _Findings) -> None:
             later = "when it enqueues it"
         if u.kind == TOMBSTONE:
             out.add("unit-tombstone", INFO, where, off, f"{what}: {u.why}", f"drops it {later}")
+        elif u.kind == STAND_IN:
+            out.add("unit-stand-in", INFO, where, off, f"{what}: {u.why}",
+                    f"passes over it {later}: the message it stood for was lost (recover said so)")
         elif u.kind == EXPIRED:
             out.add("record-expired", WARNING, where, off, f"{what}: {u.why}",
                     f"finds no record {later} and drops it: the message is lost")

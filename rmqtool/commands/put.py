@@ -10,7 +10,7 @@ import typer
 
 from engine.views.times import local_time
 from rmqtool import render
-from rmqtool.cli import handles_errors
+from rmqtool.cli import handles_errors, shielded
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, build_config, expand_path)
 
@@ -70,8 +70,10 @@ class Acks:
     def emit(self, res) -> None:
         if self.quiet or not len(res):
             return
-        sys.stdout.write(self.lines(res))
-        sys.stdout.flush()
+        text = self.lines(res)
+        with shielded():  # a signal never leaves half a line: the lines out are whole acknowledgements
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
 
 def _note_time_back(results: list) -> None:

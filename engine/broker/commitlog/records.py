@@ -327,8 +327,8 @@ def _chain_vector(v: "BufferViews", buf, pos: int, limit: int, per_record: float
     return _joined(pieces), pos, end
 
 
-def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None, release: bool = True
-                   ) -> Iterator[RecordBatch | SegmentEnd]:
+def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None, hints=None, release: bool = True,
+                   first_window: int | None = None) -> Iterator[RecordBatch | SegmentEnd]:
     """Yield a RecordBatch per window of about `window` bytes of records from `start`, then one SegmentEnd.
 
     hints: a function (pos, hi) -> sorted int64 positions in the buffer where records are believed to start
@@ -345,6 +345,9 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     on (MADV_DONTNEED; they stay in the page cache), so memory stays bounded by the window; release=False
     leaves that to the caller (one that holds a batch while the next is decoded and reads its pages after,
     which would otherwise map them again).
+
+    first_window: the first batch covers about this many bytes, each next one twice as many up to `window` (a
+    caller that expects to stop early, at damage found right after `start`, pays for what it reads).
     """
     n = len(buf)
     madvise = getattr(buf, "madvise", None) if release else None
@@ -359,10 +362,12 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     candidates = (_Candidates(views.b, prefetch, pos, window, n - 7)
                   if prefetch is not None and hints is None and n - pos >= 2 * window and window >= _VECTOR_MIN
                   else None)
+    step = min(window, first_window) if first_window else window
     try:
         while True:
             was = pos
-            starts, pos, end = _chain_vector(views, buf, pos, pos + window, per_record, candidates, hints)
+            starts, pos, end = _chain_vector(views, buf, pos, pos + step, per_record, candidates, hints)
+            step = min(window, step * 2)
             if len(starts):
                 per_record = (pos - was) / len(starts)
                 batch, cut = decode_positions(views, starts)

@@ -58,6 +58,9 @@ class BrokerConfig:
     # True when mappedFileSizeTimerLog was given (conf or option) or settled from the timer-log files
     # (engine.timer.layout.settle_timer_log_size) rather than defaulted.
     timerLogSizeGiven: bool = False
+    # True when mappedFileSizeConsumeQueue was given (conf or option) or settled from the queue files
+    # (engine.broker.consumequeue.geometry.settle_cq_file_size) rather than defaulted.
+    cqFileSizeGiven: bool = False
     # Every key broker.conf sets, as written (None when no broker.conf was read): the store's mode is decided from
     # keys rmqtool has no field for (engine.broker.mode.detect_mode).
     properties: dict | None = field(default=None, compare=False)
@@ -169,6 +172,7 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
         cfg.hashSlotNumGiven = "maxHashSlotNum" in props
         cfg.indexNumGiven = "maxIndexNum" in props
         cfg.timerLogSizeGiven = "mappedFileSizeTimerLog" in props
+        cfg.cqFileSizeGiven = "mappedFileSizeConsumeQueue" in props
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
@@ -178,5 +182,6 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
     cfg.hashSlotNumGiven |= overrides.get("maxHashSlotNum") is not None
     cfg.indexNumGiven |= overrides.get("maxIndexNum") is not None
     cfg.timerLogSizeGiven |= overrides.get("mappedFileSizeTimerLog") is not None
+    cfg.cqFileSizeGiven |= overrides.get("mappedFileSizeConsumeQueue") is not None
     cfg.validate()
     return cfg

@@ -301,6 +301,7 @@ def _parse_in_helper(conn, reader, fd: int, queue_id: int, name: str) -> None:
         os.dup2(null, out)
     os.close(null)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the writer's to handle; it stops this process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the writer's handler (copied by the fork): ends it at once
     gc.disable()  # as the writer's render.gc_paused: the parsed objects are acyclic, freed by reference counting
     new_uniq_generator()  # not the copy of the writer's: its ids would repeat the writer's
     dump = pickle.dumps

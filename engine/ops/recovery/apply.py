@@ -216,7 +216,7 @@ def _rewalk(cfg: BrokerConfig, layout: StoreLayout, plan: RecoveryPlan, q: Quara
         hooks.append(replay)
     if adds_units:
         feeds = {(qp.topic, qp.queue_id): QueueFeed(*_feed(plan, qp)) for qp in plan.queues}
-        dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from, write=True)
+        dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from, write=True, placeholders=plan.placeholder_units())
         hooks.append(dispatch)
     if hooks:
         cl = open_commitlog(cfg)

@@ -43,13 +43,16 @@ class QueueDispatch(ScanHooks):
     """
 
     def __init__(self, cfg: BrokerConfig, states: dict[tuple[str, int], QueueFeed], start: int,
-                 write: bool = False):
+                 write: bool = False, placeholders: dict | None = None):
         self.cfg, self.states, self.start, self.write = cfg, states, start, write
         self.groups = TopicGroups()
         mode = detect_mode(cfg)
         #: (enableLmq, enableMultiDispatch) when the broker multi-dispatches (ConsumeQueue.multiDispatchLmqQueue)
         self.multi = (mode.lmq, True) if mode.multi_dispatch else None
         self.multi_problems: list[str] = []
+        # (topic, queueId) -> {queue offset: (offset, size)}: a damaged record's placeholder is not dispatched
+        # (it is a ROLLBACK record); its unit is written here, so the queue offsets after it stay the broker's.
+        self.placeholders = placeholders or {}
 
     def window(self, w: Window) -> None:
         b = w.batch
@@ -88,10 +91,22 @@ class QueueDispatch(ScanHooks):
             st.end = expected
         elif qoff != 0 and expected < st.end:
             return  # a duplicate: the queue already has this offset
+        stand_in = self.placeholders.get(key)
+        while stand_in and st.end < expected and st.end // CQ_STORE_UNIT_SIZE in stand_in:
+            p_off, p_size = stand_in[st.end // CQ_STORE_UNIT_SIZE]
+            if p_off + p_size > phy or p_off < st.max_phys:
+                break
+            if self.write:
+                self._write_unit(key, st, p_off, p_size, 0, st.end // CQ_STORE_UNIT_SIZE)
+            self._advance(st, p_off + p_size)
         if self.write:
             self._write(w, i, key, st, phy, size, qoff)
+        self._advance(st, phy + size)
+
+    @staticmethod
+    def _advance(st: QueueFeed, max_phys: int) -> None:
         st.end += CQ_STORE_UNIT_SIZE
-        st.max_phys = phy + size
+        st.max_phys = max_phys
         st.added += 1
         st.max_offset_after = st.end // CQ_STORE_UNIT_SIZE
 
@@ -99,9 +114,12 @@ class QueueDispatch(ScanHooks):
         r = check_message(w.buf, int(w.batch.pos[i]), len(w.buf), check_crc=False, read_body=False)
         if r.status != VALID:
             raise InvalidArgumentError(f"the record at {phy} changed while recovering; run recover again")
+        self._write_unit(key, st, phy, size, r.record.tags_code(), qoff)
+
+    def _write_unit(self, key, st: QueueFeed, phy: int, size: int, tags_code: int, qoff: int) -> None:
         if st.writer is None:
             st.writer = ConsumeQueue(self.cfg.root, key[0], key[1], self.cfg.cq_file_size, writable=True)
-        if not st.writer.put(phy, size, r.record.tags_code(), qoff):
+        if not st.writer.put(phy, size, tags_code, qoff):
             raise InvalidArgumentError(f"consume queue {key[0]}/{key[1]} refused the unit for offset {phy}; "
                                        "run recover again")
 

@@ -28,9 +28,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record
+from engine.broker.commitlog.message import (PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
+                                             TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record)
 from engine.errors import CorruptFileError
 from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR
+from engine.timer.layout import TIMER_TOPIC
+from engine.timer.records import PROP_TIMER_OUT_MS
 
 QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
 QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
@@ -38,6 +41,37 @@ ORIGIN_TOPIC, ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET = ("RMQTOOL_ORIGIN_TOPIC", "R
                                                      "RMQTOOL_ORIGIN_QUEUE_OFFSET")
 #: How the quarantine manifest names what took the damaged bytes' place.
 REPLACED_BY = "a placeholder record"
+#: MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES: how often the broker asked the producer about a half message.
+PROP_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+
+
+def reader_properties(origin: Origin | None, store_ts: int) -> dict[str, str]:
+    """What the broker's own reader of the placeholder's queue needs to pass over it (issue 34 item 1), read from
+    its code at the golden commit:
+
+    * rmq_sys_wheel_timer (TimerMessageStore.enqueue): Long.parseLong(TIMER_OUT_MS) of every message its cursor
+      reaches, a NumberFormatException retried for ever without it; at dequeue convertMessage takes REAL_TOPIC and
+      Integer.parseInt(REAL_QID). The placeholder is due at once (its own store time) and delivered to
+      queue 0 of QUARANTINE_TOPIC;
+    * SCHEDULE_TOPIC_XXXX (ScheduleMessageService.messageTimeUp): REAL_TOPIC and Integer.parseInt(REAL_QID) (an
+      exception skips the rest of that run); delivered to QUARANTINE_TOPIC as well;
+    * RMQ_SYS_TRANS_HALF_TOPIC (TransactionalMessageServiceImpl.check, needDiscard): TRANSACTION_CHECK_TIMES at or
+      above transactionCheckMax discards the half message at its first check (resolveDiscardMsg) instead of asking a
+      producer group it does not name.
+
+    Every copy the broker makes keeps the placeholder's sysFlag, transaction type ROLLBACK: the put is stored and
+    never dispatched to a consume queue, so no consumer receives it. Other queues (consumers, %LMQ%, the op queue)
+    read it as a message (a consumer receives the placeholder, acknowledges it and moves on)."""
+    if origin is None:
+        return {}
+    deliver = {PROP_REAL_TOPIC: QUARANTINE_TOPIC, PROP_REAL_QID: "0"}
+    if origin.topic == TIMER_TOPIC:
+        return {PROP_TIMER_OUT_MS: str(store_ts), **deliver}
+    if origin.topic == SCHEDULE_TOPIC:
+        return deliver
+    if origin.topic == TRANS_HALF_TOPIC:
+        return {PROP_TRANSACTION_CHECK_TIMES: str(2**31 - 1), **deliver}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -55,12 +89,14 @@ def placeholder_record(offset: int, length: int, store_ts: int, manifest: str, o
                        ) -> bytes:
     """A valid record of exactly `length` bytes that the broker's recovery accepts and its dispatchers skip, and that
     a consumer reading the unit at `origin` receives as the placeholder described above."""
-    full = {QUARANTINE_PROPERTY: manifest}
+    reader = reader_properties(origin, store_ts)
+    full = {**reader, QUARANTINE_PROPERTY: manifest}
     if origin is not None:
         full.update({ORIGIN_TOPIC: origin.topic, ORIGIN_QUEUE_ID: str(origin.queue_id),
                      ORIGIN_QUEUE_OFFSET: str(origin.queue_offset)})
-    for topic, props in ((QUARANTINE_TOPIC, full), (QUARANTINE_TOPIC, {QUARANTINE_PROPERTY: manifest}),
-                         (QUARANTINE_TOPIC, {}), ("", {})):
+    # The reader's properties go last of all: without them its reader would stop at the placeholder.
+    for topic, props in ((QUARANTINE_TOPIC, full), (QUARANTINE_TOPIC, {**reader, QUARANTINE_PROPERTY: manifest}),
+                         (QUARANTINE_TOPIC, reader), (QUARANTINE_TOPIC, {}), ("", {})):
         rec = MessageRecord(topic=topic, sys_flag=TRANSACTION_ROLLBACK_TYPE, physical_offset=offset,
                             store_timestamp=store_ts, born_timestamp=store_ts, properties=dict(props),
                             queue_id=origin.queue_id if origin else 0,
@@ -158,19 +194,3 @@ def _entry(e: dict, manifest: str) -> Placeholder | None:
         return None
     return Placeholder(int(name) + e["offset"], int(e.get("length", 0)), None, manifest, str(e.get("reason", "")),
                        False)
-
-
-def find_origins(cq_units, offsets: list[int]) -> dict[int, Origin]:
-    """The unit pointing at each commit-log offset: `cq_units` yields (topic, queueId, first queue offset, numpy
-    array of the units' commit-log offsets) per consume-queue file; the first unit found for an offset wins."""
-    import numpy as np
-
-    want = np.asarray(sorted(set(offsets)), dtype=np.int64)
-    out: dict[int, Origin] = {}
-    for topic, qid, first_q, offs in cq_units:
-        if not len(want) or not len(offs):
-            continue
-        hit = np.flatnonzero(np.isin(offs, want))
-        for i in hit.tolist():
-            out.setdefault(int(offs[i]), Origin(topic, qid, first_q + i))
-    return out

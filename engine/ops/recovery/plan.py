@@ -237,6 +237,16 @@ class RecoveryPlan:
             parts.append(f"delete {len(self.segments_deleted)} segment(s) after the end")
         return "; ".join(parts) or "change the consume queues and index"
 
+    def placeholder_units(self) -> dict[tuple[str, int], dict[int, tuple[int, int]]]:
+        """(topic, queueId) -> {queue offset: (offset, size)} of the placeholders standing for a message of that
+        queue: the units re-dispatch writes where the message's own record is gone."""
+        out: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+        for r in self.repairs:
+            if r.kind == PLACEHOLDER and r.origin is not None:
+                o = r.origin
+                out.setdefault((o.topic, o.queue_id), {})[o.queue_offset] = (r.offset, r.length)
+        return out
+
     def placeholder_notes(self) -> list[str]:
         """What consumers will receive where a placeholder replaces a damaged record (dry run and report)."""
         ph = [r for r in self.repairs if r.kind == PLACEHOLDER]

@@ -28,18 +28,19 @@ from engine.broker.config import epochfile
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
+from engine.broker.consumequeue.geometry import settle_cq_file_size
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.mode import detect_mode
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
-from engine.broker.commitlog.records import decode_segment, RecordBatch, SegmentEnd
+from engine.broker.commitlog.records import CORRUPT, decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
-from engine.ops.logread import LOG_END, SEGMENT_TAIL, walk
+from engine.ops.logread import LOG_END, SEGMENT_TAIL, find_resync, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart
 from engine.ops.recovery.guard import refuse_missing_commitlog
-from engine.ops.recovery.placeholder import find_origins
+from engine.ops.recovery.placeholder import Origin
 from engine.ops.recovery.plan import (BLANK_FILLER, MIN_HOLE, PLACEHOLDER, TRUNCATE, EpochPlan, IndexPlan, QueuePlan,
                                       RecoveryPlan, Repair)
 from engine.ops.recovery.scan import (LogScan, QueueCut, QueueState, cut_queue, open_log, place_segments, read_queue,
@@ -64,6 +65,8 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     layout = StoreLayout.of(cfg)
     # An abort marker or a checkpoint alone is a store whose writer died before its first write.
     layout.require_store(allow_markers=True)
+    # A queue re-dispatch creates gets the store's queue-file size (issue 34 item 12); doctor's plan only reads.
+    settle_cq_file_size(cfg, None if broker_window else "recover")
     fp = fingerprint(cfg)
     mode = "abnormal" if layout.abort.exists() else "normal"
     cpf = read_checkpoint(layout)
@@ -101,8 +104,10 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
         scan, k, joins = _walk(cl, cfg, plan, files, queues, progress)
         if checks is not None and checks.settle():
             scan, k, joins = _walk(cl, cfg, plan, files, queues, progress)
-        _plan_commitlog(cl, plan, scan)
-        _placeholder_origins(cfg, plan, queues)
+        # a segment's tail runs to the segment's end (a short file's too: it is padded)
+        _plan_commitlog(cl, plan, scan, _units_in_ranges(cfg, queues, [
+            (a, cl.queue.find(a).end if kind == SEGMENT_TAIL else b) for a, b, kind, _ in scan.all_gaps()
+            if kind != LOG_END]))
         feeds = _plan_queues(cfg, cl, plan, queues, scan)
         _second_walk(cfg, cl, plan, scan, files, k, joins, feeds, progress)
         _plan_checkpoint(plan, cpf, files, scan, cfg)
@@ -290,27 +295,30 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
 
 # ==================================================================== commit log
 
-def _plan_commitlog(cl: CommitLog, plan: RecoveryPlan, scan: LogScan) -> None:
+def _plan_commitlog(cl: CommitLog, plan: RecoveryPlan, scan: LogScan, units: dict[int, list] | None = None) -> None:
     plan.records_scanned = scan.records
     plan.last_valid_offset, plan.last_store_timestamp = scan.last_valid, scan.last_ts
     plan.end_offset, plan.stop_reason = scan.end, scan.stop_reason
     plan.known_gaps = scan.gap_ranges()
     details = {g.offset: g for g in scan.gaps}
+    units = units or {}
     for off, end, kind, prev_ts in scan.all_gaps():
         if kind == LOG_END:
             continue
         seg = cl.queue.find(off)
-        pos = off - seg.start
         g = details.get(off)
-        repair = Repair(seg.path.name, off, end, pos, PLACEHOLDER, g.reason if g else "damaged", prev_ts,
-                        g.swallowed if g else 0)
-        if kind == SEGMENT_TAIL or _blank_at(cl, seg, end - seg.start):
-            repair.kind = BLANK_FILLER
-            if seg.size - pos < 8:
-                raise CorruptFileError(f"commit-log segment {seg.path.name} ends with {seg.size - pos} bytes that "
-                                       "are neither a record nor a BLANK filler, too few to hold one; repair it by "
-                                       "hand (the broker would end the log there)")
-        plan.repairs.append(repair)
+        filler = kind == SEGMENT_TAIL or _blank_at(cl, seg, end - seg.start)
+        if filler:
+            end = seg.end  # the filler runs to the segment's end (over a BLANK the range ends at)
+        pieces = _split_range(off, end, units.get(off, []), filler)
+        for i, (a, b, piece_kind, origin) in enumerate(pieces):
+            repair = Repair(seg.path.name, a, b, a - seg.start, piece_kind, g.reason if g else "damaged", prev_ts,
+                            (g.swallowed if g else 0) if i == 0 else 0, origin)
+            if piece_kind == BLANK_FILLER and seg.size - repair.pos < 8:
+                raise CorruptFileError(f"commit-log segment {seg.path.name} ends with {seg.size - repair.pos} bytes "
+                                       "that are neither a record nor a BLANK filler, too few to hold one; repair it "
+                                       "by hand (the broker would end the log there)")
+            plan.repairs.append(repair)
     plan.repair_count = len(plan.repairs)
     if scan.swallowed:
         plan.notes.append(f"{scan.swallowed} valid record(s) lay in holes too narrow for a placeholder; they are "
@@ -330,34 +338,80 @@ def _plan_commitlog(cl: CommitLog, plan: RecoveryPlan, scan: LogScan) -> None:
                 plan.zero_segment, plan.zero_from, plan.zero_to = seg.path.name, pos, last
 
 
-def _placeholder_origins(cfg, plan: RecoveryPlan, queues: dict[tuple, QueueState]) -> None:
-    """The consume-queue unit pointing at each placeholder's offset: the message a consumer will receive the
-    placeholder in place of (engine.ops.recovery.placeholder). A queue file is read only when its first and last
-    valid units bracket an offset asked for (units follow the commit log's order)."""
-    ph = [r for r in plan.repairs if r.kind == PLACEHOLDER]
-    if not ph:
-        return
-    wanted = sorted({r.offset for r in ph})
+def _split_range(a: int, b: int, units: list, filler: bool) -> list[tuple[int, int, str, Origin | None]]:
+    """How a damaged range [a, b) is rewritten: one placeholder per message a consume-queue unit points at
+    inside it (units: (offset, size, Origin) sorted by offset), so every unit points at the start of a record
+    that stands for its own message (issue 34 item 4), not into the middle of one placeholder; bytes no unit
+    claims go to the piece before them (or a leading placeholder of their own). A range that must end its
+    segment (filler) ends with a BLANK filler after the last unit's record. Every piece is at least MIN_HOLE
+    bytes (a filler at least 8); a unit too close to a cut for that keeps the piece before it."""
+    cuts: list[tuple[int, Origin | None]] = [(a, None)]
+    last_end = a
+    for u_off, u_size, origin in units:
+        if u_off == a:
+            cuts[0] = (a, cuts[0][1] or origin)
+            last_end = max(last_end, a + u_size)
+        elif a < u_off < b and u_off - cuts[-1][0] >= MIN_HOLE and b - u_off >= MIN_HOLE:
+            cuts.append((u_off, origin))
+            last_end = max(last_end, u_off + u_size)
+    pieces = []
+    for i, (start, origin) in enumerate(cuts):
+        stop = cuts[i + 1][0] if i + 1 < len(cuts) else b
+        pieces.append([start, stop, PLACEHOLDER, origin])
+    if not filler:
+        return [tuple(p) for p in pieces]
+    tail = pieces[-1]
+    if tail[3] is None:  # no unit points at the last piece: the filler starts there
+        tail[2] = BLANK_FILLER
+    elif last_end - tail[0] >= MIN_HOLE and b - last_end >= 8 and last_end > tail[0]:
+        tail[1] = last_end  # the last unit's record, then the filler
+        pieces.append([last_end, b, BLANK_FILLER, None])
+    else:  # no room for the filler after the last unit's record: the filler takes its place
+        tail[2], tail[3] = BLANK_FILLER, None
+    return [tuple(p) for p in pieces]
 
-    def units():
-        for (topic, qid), qs in queues.items():
-            cq = ConsumeQueue(cfg.root, topic, qid, cfg.cq_file_size)
-            try:
-                for seg in cq.queue.segments:
-                    first_q = seg.start // CQ_STORE_UNIT_SIZE
-                    n = min(cq.file_size, qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE
-                    if n <= 0:
-                        continue
-                    a, b = cq.unit(first_q), cq.unit(first_q + n - 1)
-                    if a is None or b is None or not any(a[0] <= w <= b[0] for w in wanted):
-                        continue
-                    yield topic, qid, first_q, cq.file_units(seg)["offset"][:n].astype(np.int64)
-            finally:
-                cq.close()
 
-    origins = find_origins(units(), wanted)
-    for r in ph:
-        r.origin = origins.get(r.offset)
+def _units_in_ranges(cfg, queues: dict[tuple, QueueState], ranges: list[tuple[int, int]]) -> dict[int, list]:
+    """The consume-queue units (offset, size, Origin) that point inside each damaged range [a, b), by a. A queue
+    file is read only when its first and last valid units bracket a range (units follow the commit log's order);
+    the first unit found for an offset wins."""
+    if not ranges:
+        return {}
+    ranges = sorted(ranges)
+    starts = np.array([r[0] for r in ranges], dtype=np.int64)
+    ends = np.array([r[1] for r in ranges], dtype=np.int64)
+    found: dict[int, tuple[int, int, Origin]] = {}
+    for (topic, qid), qs in queues.items():
+        if not qs.exists:
+            continue
+        cq = ConsumeQueue(cfg.root, topic, qid, cfg.cq_file_size)
+        try:
+            for seg in cq.queue.segments:
+                n = min(cq.file_size, qs.valid_end - seg.start) // CQ_STORE_UNIT_SIZE
+                if n <= 0:
+                    continue
+                first_q = seg.start // CQ_STORE_UNIT_SIZE
+                lo, hi = cq.unit(first_q), cq.unit(first_q + n - 1)
+                if lo is None or hi is None:
+                    continue
+                j = int(np.searchsorted(ends, lo[0], side="right"))
+                if j >= len(ranges) or starts[j] > hi[0]:
+                    continue  # no range between this file's first and last unit
+                fu = cq.file_units(seg)[:n]
+                offs = fu["offset"].astype(np.int64)
+                idx = np.searchsorted(starts, offs, side="right") - 1
+                inside = np.flatnonzero((idx >= 0) & (offs < ends[np.maximum(idx, 0)]))
+                sizes = fu["size"].astype(np.int64)
+                for i in inside.tolist():
+                    found.setdefault(int(offs[i]), (int(sizes[i]), Origin(topic, qid, first_q + i)))
+        finally:
+            cq.close()
+    out: dict[int, list] = {}
+    for off in sorted(found):
+        k = int(np.searchsorted(starts, off, side="right")) - 1
+        size, origin = found[off]
+        out.setdefault(int(starts[k]), []).append((off, size, origin))
+    return out
 
 
 def _blank_at(cl: CommitLog, seg, pos: int) -> bool:
@@ -408,12 +462,22 @@ def _tail_facts(cl: CommitLog, end: int) -> tuple[int, int, int | None]:
             continue
         data_end = seg.start + last
         buf = cl.queue.buffer(seg)
-        for item in decode_segment(memoryview(buf)[:last], pos):
-            if isinstance(item, RecordBatch):
-                count += len(item)
-                last_ts = int(item.store_ts[-1])
-            elif isinstance(item, SegmentEnd):
-                count += item.pos < last  # a torn record or garbage: one fragment
+        view = memoryview(buf)[:last]
+        while pos < last:
+            for item in decode_segment(view, pos):
+                if isinstance(item, RecordBatch):
+                    count += len(item)
+                    last_ts = int(item.store_ts[-1])
+                elif isinstance(item, SegmentEnd):
+                    pos = item.pos
+            if pos >= last or item.kind != CORRUPT:
+                break
+            count += 1  # a torn record or garbage: one fragment; the records after it count too
+            nxt = find_resync(buf, cl.queue.fd(seg), pos, last, seg.start, 0, False)
+            if nxt is None:
+                break
+            pos = nxt
+        del view
     return count, data_end, last_ts
 
 
@@ -430,13 +494,16 @@ def _plan_queues(cfg, cl: CommitLog, plan: RecoveryPlan, queues: dict[tuple, Que
                        c.files_deleted, c.zero_file, c.zero_from, c.zero_to, dispatch_state=(c.max_phys, c.end))
         plan.queues.append(qp)
         feeds[key] = QueueFeed(c.max_phys, c.end, max_offset_after=after)
-        if c.max_phys < qs.max_phys:  # units past the end were cut: records before them may lack units now
+        if c.max_phys < qs.max_phys or c.units_removed:  # units were cut: records after them lack units now
             lowest_cut = c.max_phys if lowest_cut is None else min(lowest_cut, c.max_phys)
     if lowest_cut is not None:
-        lowest_cut = max(scan.start, _segment_of(cl, lowest_cut))  # a segment start: a record boundary
+        # A segment start: a record boundary. It may lie before the scan start (a queue cut inside files the
+        # broker's start-up does not re-read): the records from the cut on are re-dispatched, each at the queue
+        # offset its record holds, however far back that is (issue 34 item 2).
+        lowest_cut = _segment_of(cl, lowest_cut)
     candidates = [x for x in (scan.first_dispatch, lowest_cut) if x is not None]
     if candidates:
-        plan.dispatch_from = max(scan.start, min(candidates))
+        plan.dispatch_from = max(cl.segments[0].start if cl.segments else 0, min(candidates))
     return feeds
 
 
@@ -465,7 +532,8 @@ def _second_walk(cfg, cl, plan: RecoveryPlan, scan: LogScan, files, k, joins, fe
         plan.index.start = start = _replay_start(cl, files, k, joins.get(k))
         replay = IndexReplay(cfg, start, [x.path for x in files], mode="plan")
         hooks.append(replay)
-    dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from if plan.dispatch_from is not None else 2**62)
+    dispatch = QueueDispatch(cfg, feeds, plan.dispatch_from if plan.dispatch_from is not None else 2**62,
+                             placeholders=plan.placeholder_units())
     if plan.dispatch_from is not None:
         hooks.append(dispatch)
     begin = [x for x in (plan.index.replay_from if replay else None, plan.dispatch_from) if x is not None]

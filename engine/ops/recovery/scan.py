@@ -171,6 +171,7 @@ class QueueState:
     coverage: int = -1         # offset+size of the last valid unit that is a real one
     stale: int = 0             # non-zero units after the valid end
     exists: bool = True
+    hole: int | None = None    # logical offset of the first unit before the valid end that is not valid
 
     @property
     def max_offset(self) -> int:
@@ -191,6 +192,14 @@ def read_queue(root: Path, cfg: BrokerConfig, topic: str, qid: int, recent_only:
             qs.files.append((seg.path.name, seg.start, cq.file_size))
         for seg in segs[first_read:]:
             _read_queue_file(cq, seg, qs)
+        if qs.hole is not None and qs.hole < qs.valid_end:
+            # A unit no broker would accept inside a file its start-up takes on trust (it re-reads only the last
+            # RECOVER_FILES): the queue is read as ending there, so recovery cuts it and re-dispatches the
+            # units from there on, each at its record's queue offset (issue 34 item 2).
+            hole = qs.hole
+            qs = QueueState(topic, qid, cq.file_size, valid_end=hole, hole=hole)
+            for seg in segs[first_read:]:
+                _read_queue_file(cq, seg, qs)
         return qs
     finally:
         cq.close()
@@ -209,6 +218,9 @@ def _read_queue_file(cq: ConsumeQueue, seg, qs: QueueState) -> None:
     if n_valid:
         offs = fu["offset"][:n_valid].astype(np.int64)
         sizes = fu["size"][:n_valid].astype(np.int64)
+        bad = np.flatnonzero((offs < 0) | (sizes <= 0))
+        if len(bad) and qs.hole is None:
+            qs.hole = seg.start + int(bad[0]) * CQ_STORE_UNIT_SIZE
         qs.max_phys = int(offs[-1] + sizes[-1])
         real = np.flatnonzero((offs != 0) | (sizes != BLANK_UNIT_SIZE))
         if len(real):
@@ -377,6 +389,34 @@ class QueueHints:
             st.close()
 
 
+class QueueVouch:
+    """find_resync's vouch for the recovery walk: a record older than the one before a damaged range is live,
+    not stale data of an earlier truncation, when the unit at its QUEUEOFFSET in its consume queue (as read)
+    points at it. One pread per record asked about (only such records are)."""
+
+    def __init__(self, root: Path, queues: dict[tuple[str, int], QueueState]):
+        self.layout, self.queues = StoreLayout(root), queues
+
+    def __call__(self, offset: int, rec) -> bool:
+        qs = self.queues.get((rec.topic, rec.queue_id))
+        logical = rec.queue_offset * CQ_STORE_UNIT_SIZE
+        if qs is None or not qs.exists or rec.queue_offset < 0 or logical >= qs.valid_end:
+            return False
+        start = logical // qs.file_size * qs.file_size
+        name = next((nm for nm, fstart, _ in qs.files if fstart == start), None)
+        if name is None:
+            return False
+        try:
+            fd = os.open(self.layout.cq_dir(qs.topic, qs.queue_id) / name, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            raw = os.pread(fd, 8, logical - start)
+        finally:
+            os.close(fd)
+        return len(raw) == 8 and int.from_bytes(raw, "big", signed=True) == offset
+
+
 # ==================================================================== the walk
 
 @dataclass
@@ -433,17 +473,18 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
     try:
         return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,
-                     parallel and all_keys, hints, multi)
+                     parallel and all_keys, hints, multi, root)
     finally:
         if hints is not None:
             hints.close()
 
 
 def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks, progress, min_hole: int,
-          parallel: bool, parallel_keys: bool, hints, multi=None) -> LogScan:
+          parallel: bool, parallel_keys: bool, hints, multi=None, cl_root: Path | None = None) -> LogScan:
     groups = TopicGroups()
+    vouch = QueueVouch(cl_root, queues) if cl_root is not None else None
     for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
-                   parallel_keys=parallel_keys, hints=hints):
+                   parallel_keys=parallel_keys, hints=hints, vouch=vouch):
         if isinstance(ev, Filler):
             s.end = ev.seg.end  # the next record goes to the next segment
             continue
