@@ -11,6 +11,7 @@ import base64
 import operator
 import time
 
+from engine.broker.commitlog.compression import COMPRESSED_FLAG, BodyDecodeError, codec_of, encode_body
 from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP_DELAY, PROP_KEYS,
                                              PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError,
                                              MessageRecord, UniqKeyGenerator, parse_host, serialize_properties,
@@ -75,7 +76,8 @@ INPUT_FIELDS = _COMMON | {"bodyEncoding", "bornTimestamp", "flag", "sysFlag", "r
 #: ... and what the JSON output of the read commands adds, which the store assigns or derives (a dump's lines can be
 #: put again): any other field is probably a typo ("bodyy") and is refused.
 OUTPUT_FIELDS = frozenset(("queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "msgId", "magicVersion",
-                           "transactionType", "propertiesCRC", "compression", "compressionError", "type"))
+                           "transactionType", "propertiesCRC", "compression", "compressionError", "storedBody",
+                           "type"))
 MESSAGE_FIELDS = INPUT_FIELDS | OUTPUT_FIELDS
 
 _PROPS: dict[tuple, tuple] = {}
@@ -334,6 +336,8 @@ class MessageBatch:
             vals[js] = 0 if get(js) is None else java_int(js, get(js))
         for js in ("preparedTransactionOffset", "bornTimestamp"):
             vals[js] = 0 if get(js) is None else java_long(js, get(js))
+        if vals["sysFlag"] & COMPRESSED_FLAG:
+            body_b = _stored_body(obj, body_b, vals["sysFlag"])
         bh, bp = _host("bornHost", get("bornHost")) if get("bornHost") else (LOCALHOST, 0)
         sh, sp = _host("storeHost", get("storeHost")) if get("storeHost") else (LOCALHOST, DEFAULT_STORE_PORT)
         self._encode(topic, tinfo, qid, body_b, props, store_ts,
@@ -423,6 +427,33 @@ class MessageBatch:
         self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen,
                       size))
+
+
+def _stored_body(obj: dict, body: bytes, sys_flag: int) -> bytes:
+    """The bytes to store for a message whose SYSFLAG says its body is compressed (format §2.3).
+
+    A read command's JSON line shows the body as the consumer receives it (decoded) and names the codec in
+    "compression": that body is compressed again with the codec SYSFLAG names, as the producer did, so the
+    consumer (MessageDecoder, which inflates when the flag is set) reads back the same body. A line whose body did
+    not decode ("compressionError") has no body but the stored bytes ("storedBody", base64): they are stored as
+    they were. Without "compression" the body is taken as the bytes the producer sent, already compressed."""
+    if obj.get("compressionError") is not None:
+        raw = obj.get("storedBody")
+        if type(raw) is not str:
+            raise InvalidArgumentError("a message with compressionError needs its storedBody (base64): its body "
+                                       "did not decode, so only the stored bytes can be put again")
+        return _b64(raw)
+    named = obj.get("compression")
+    if named is None:
+        return body
+    codec = codec_of(sys_flag)
+    if named != codec:
+        raise InvalidArgumentError(f"compression {named!r} does not match the codec sysFlag {sys_flag} names "
+                                   f"({codec})")
+    try:
+        return encode_body(body, sys_flag)
+    except BodyDecodeError as e:
+        raise InvalidArgumentError(f"sysFlag {sys_flag}: {e}") from None
 
 
 def _check_none_props(props: dict) -> None:
