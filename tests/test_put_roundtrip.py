@@ -88,3 +88,52 @@ def test_a_codec_that_disagrees_with_sysflag_is_refused(tmp_path):
     line = {"topic": "T", "sysFlag": 0x301, "compression": "zstd", "body": "plain"}
     r = run(["put", "-s", tmp_path / "s", *SMALL, "--from-jsonl", "-"], input=json.dumps(line) + "\n")
     assert r.exit_code == 2 and not (tmp_path / "s").exists()
+
+
+def test_store_times_put_takes_never_go_back_with_the_parse_helper(tmp_path, monkeypatch):
+    """The helper encodes a block ahead of the writer: its clock is made to lag a second behind the writer's (an
+    injected clock, so the test does not depend on timing); every store time put takes is still non-decreasing."""
+    from engine.broker.write import jsonl
+
+    monkeypatch.setattr(jsonl, "PARSE_HELPER_MIN_BYTES", 0)  # the engine's threshold: any file uses the helper
+    monkeypatch.setattr(jsonl, "READ_CHUNK", 2048)  # blocks of a few lines: many for each process
+    helpers = []
+    real_init = jsonl.ParseHelper.__init__
+
+    def init(self, *a, **k):
+        helpers.append(self)
+        real_init(self, *a, **k)
+    monkeypatch.setattr(jsonl.ParseHelper, "__init__", init)
+    writer = os.getpid()
+    base = 1_800_000_000_000
+    ticks = iter(range(10**9))
+
+    def clock() -> float:  # the writer's clock advances 1 ms a call; the helper's lags 1 s behind it
+        return (base + next(ticks) - (0 if os.getpid() == writer else 1000)) / 1000
+    monkeypatch.setattr("time.time", clock)
+
+    msgs = [{"topic": "T", "keys": f"k{i}", "body": f"b{i}"} for i in range(300)]  # plain: the fast path
+    msgs += [{"topic": "T", "keys": f"j{i}", "body": "x", "flag": 1} for i in range(300)]  # add_json one by one
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(m) + "\n" for m in msgs))
+    r = run(["put", "-s", tmp_path / "s", *GEOM, "--from-jsonl", src, "--json"])
+    assert r.exit_code == 0, r.output
+    assert helpers, "the parse helper was not used"
+    acks = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(acks) == 600
+    times = [a["storeTimestamp"] for a in acks]
+    assert all(a <= b for a, b in zip(times, times[1:]))
+    assert "went back" not in r.stderr
+
+    r = run(["dump-commitlog", "-s", tmp_path / "s", *GEOM, "--json"])
+    assert r.exit_code == 0, r.output
+    dumped = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [d["storeTimestamp"] for d in dumped] == times
+    assert all(d["bornTimestamp"] == d["storeTimestamp"] for d in dumped)
+
+
+def test_store_times_the_input_gives_are_kept_even_when_they_go_back(tmp_path):
+    msgs = [{"topic": "T", "body": "a", "storeTimestamp": 1_700_000_002_000},
+            {"topic": "T", "body": "b", "storeTimestamp": 1_700_000_001_000}]
+    acks = put_jsonl(tmp_path / "s", msgs, GEOM)
+    assert [a["storeTimestamp"] for a in acks] == [1_700_000_002_000, 1_700_000_001_000]

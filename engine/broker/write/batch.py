@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import operator
+import struct
 import time
 
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, BodyDecodeError, codec_of, encode_body
@@ -27,6 +28,7 @@ from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 #: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (format §2.1).
 QUEUE_OFFSET_POS = 20
+_LONG = struct.Struct(">q")
 
 
 _INT_FIELDS = {"flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times"}
@@ -165,6 +167,9 @@ class MessageBatch:
         self.parts: list[bytes] = []
         for c in COLUMNS:
             setattr(self, c, [])
+        #: (message index, BORNTIMESTAMP follows it, the tagsCode follows it) of each message whose store time
+        #: this batch took from the clock (the input gave none): see not_before.
+        self.stamped: list[tuple[int, bool, bool]] = []
         self._uniq_base = ""
         self._uniq_next = 0
         self._uniq_left = 0
@@ -182,6 +187,31 @@ class MessageBatch:
         del self.parts[n * PARTS:]
         for c in COLUMNS:
             del getattr(self, c)[n:]
+        self.stamped = [s for s in self.stamped if s[0] < n]
+
+    def not_before(self, floor: int) -> int:
+        """Raise each store time this batch took from the clock to `floor` where it is below it (the header's
+        STORETIMESTAMP, BORNTIMESTAMP when it was defaulted to it, a delay level's tagsCode), so that the store
+        times a run takes itself never go back: a batch may be encoded ahead of the one written before it (the
+        parse helper of a large input, engine.broker.write.jsonl). Times the input gave are kept as they are.
+        Returns the new floor: the latest store time taken so far."""
+        ts = self.store_ts
+        for i, born, tc in self.stamped:
+            old = ts[i]
+            if old >= floor:
+                floor = old
+                continue
+            k = i * PARTS
+            head = bytearray(self.parts[k])
+            born_host = 16 if head[39] & 0x10 else 4  # SYSFLAG's low byte: BORNHOST_V6_FLAG (format §2.3)
+            _LONG.pack_into(head, 48 + born_host + 4, floor)
+            if born:
+                _LONG.pack_into(head, 40, floor)
+            self.parts[k] = bytes(head)
+            if tc:
+                self.tags_code[i] += floor - old
+            ts[i] = floor
+        return floor
 
     def _append(self, parts: tuple, row: tuple) -> None:
         """One encoded message: its PARTS byte strings, and its value in each column (the order of COLUMNS)."""
@@ -307,6 +337,7 @@ class MessageBatch:
             raise MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {self.max_body}")
         if not store_ts:
             store_ts = int(time.time() * 1000)
+            self.stamped.append((len(self.size), True, False))
         tpart, magic = tinfo
         size = 90 + len(tpart) + blen + plen
         tc = 0 if tags is None else (TAGS[tags] if tags in TAGS else tags_hash(tags))
@@ -397,9 +428,11 @@ class MessageBatch:
             uniq = props.get(PROP_UNIQ_KEY)
         praw = _properties_bytes(text)
         plen = len(praw)
-        if not store_ts:
+        stamped = not store_ts
+        if stamped:
             store_ts = int(time.time() * 1000)
-        if not born_ts:
+        born_follows = not born_ts
+        if born_follows:
             born_ts = store_ts
         if len(bh) == 4 and len(sh) == 4:
             st = HEAD44
@@ -421,8 +454,12 @@ class MessageBatch:
             tc = TAGS.get(tags)
             if tc is None:
                 tc = tags_hash(tags)
+        tc_follows = False
         if PROP_DELAY in props:
             tc = tags_code(topic, tags, props, store_ts)
+            tc_follows = tc != tags_code(topic, tags, props, store_ts + 1)  # a delay level: delivery time
+        if stamped:
+            self.stamped.append((len(self.size), born_follows, tc_follows))
         tx = sys_flag & 0xC
         self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen,

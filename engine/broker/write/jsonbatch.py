@@ -116,7 +116,10 @@ def _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, praw
     """Pack the headers and append every part and column (one argument per column)."""
     n = len(topics)
     now = int(time.time() * 1000)
-    stamps = [s or now for s in stamps]
+    if 0 in stamps:
+        base = len(batch)
+        batch.stamped += [(base + i, True, False) for i, s in enumerate(stamps) if not s]
+        stamps = [s or now for s in stamps]
     tinfo = {t: TOPICS[t] for t in set(topics)}
     tparts = [tinfo[t][0] for t in topics]
     blens = list(map(len, bodies))

@@ -228,7 +228,8 @@ class ParseHelper:
     sends their batches back through a pipe. The writes, flushes and acknowledgements all stay in this process,
     in input order, so a put means what it means without the helper. The pipe's buffer holds less than a batch:
     the helper works at most one batch ahead (memory: a few batches). The helper makes UNIQ_KEYs with a
-    generator of its own (its pid and random bits, as a second producer would). An error in the helper's blocks
+    generator of its own (its pid and random bits, as a second producer would). It takes store times a block ahead
+    of the writer: put_prepared raises any that would go back (MessageBatch.not_before). An error in the helper's blocks
     (a bad line, anything else) comes back after the batches before it, so the run stops where it would
     without the helper."""
 
@@ -350,9 +351,11 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, crea
 
     st = None
     stored, last = 0, None
+    floor = 0  # the latest store time this run took from the clock: none it takes later goes back
     try:
         for batch, lines, bad, err in batches:
             if len(batch):
+                floor = batch.not_before(floor)
                 if st is None:
                     st = MessageStore(cfg, writable=True, create=True, create_in_nonempty=create_in_nonempty)
                 last = st.put_batch(batch, sync_flush)
