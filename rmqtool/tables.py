@@ -61,7 +61,7 @@ def note(message: str) -> None:
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
-    """Say on stderr that --max (or another limit) cut a result, with the total when it is known."""
+    """Say on stderr that --count (or another limit) cut a result, with the total when it is known."""
     if total is not None:
         note(f"showing the first {shown} of {total} {what} ({limit_flag} {shown})")
     elif at_least is not None:
