@@ -33,10 +33,10 @@ def test_a_read_only_store_is_refused_as_read_only_not_locked(tmp_path, monkeypa
 
     real_open = os.open
 
-    def ro_open(path, flags, *a):
+    def ro_open(path, flags, *a, **kw):
         if str(path).endswith("/lock") and flags & (os.O_RDWR | os.O_WRONLY | os.O_CREAT):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-        return real_open(path, flags, *a)
+        return real_open(path, flags, *a, **kw)
     monkeypatch.setattr(lock.os, "open", ro_open)
     for args in (["put", "-s", store, *SMALL, "--topic", "T", "--body", "b"], ["recover", "-s", store, *SMALL]):
         r = run(args)
