@@ -78,7 +78,8 @@ BrokerOpt = Annotated[Optional[str], typer.Option(
     "--broker-name", help="brokerName (default: broker.conf, else the only broker of the cluster).",
     rich_help_panel=TIER_PANEL)]
 TieredDirOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file).",
+    "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file); also a "
+    "directory `tiered reindex --out` wrote (compacted files, read as uploaded ones).",
     rich_help_panel=TIER_PANEL, file_okay=False)]
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="tieredStoreIndexFileMaxHashSlotNum (default: broker.conf's, 5000000 when it leaves it out; "

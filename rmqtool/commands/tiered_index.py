@@ -292,7 +292,8 @@ compact_index_old = _alias(compact_index, "compact-index", "tiered compact-index
 
 OutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", help="Directory to write the compacted tiered index files to (required; must not be the store "
-    "nor anything inside commitlog/, consumequeue/, config/, index/ or tiered_index_file/).")]
+    "nor anything inside commitlog/, consumequeue/, config/, index/ or tiered_index_file/). Query them with "
+    "`rmqtool tiered query-key --tiered-dir DIR`.")]
 MasterOpt = Annotated[str, typer.Option(
     "--master", autocompletion=MASTER_VALUES,
     help="Spark master: local[*] (default), local[N], spark://host:port, yarn, k8s://...; or 'inline' "
