@@ -41,3 +41,54 @@ def test_a_read_only_store_is_refused_as_read_only_not_locked(tmp_path, monkeypa
     for args in (["put", "-s", store, *SMALL, "--topic", "T", "--body", "b"], ["recover", "-s", store, *SMALL]):
         r = run(args)
         assert_one_line_error(r, 2, contains="read-only")
+
+
+def test_a_progress_bar_of_unknown_total_draws_no_full_bar():
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from rmqtool.render import progress_columns
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    with Progress(*progress_columns(), console=console, auto_refresh=False) as bar:
+        task = bar.add_task("put", total=None)
+        bar.advance(task, 1234)
+        bar.refresh()
+        unknown = out.getvalue()
+        bar.update(task, total=2468)
+        bar.refresh()
+        known = out.getvalue()[len(unknown):]
+    assert "━" not in unknown and "/?" not in unknown and "1,234" in unknown
+    assert "━" in known and "1234/2468" in known
+
+
+def test_body_file_dash_reads_stdin(tmp_path):
+    store = tmp_path / "s"
+    r = run(["put", "-s", store, *SMALL, "-t", "T", "--body-file", "-", "--json"], input="abc\x00def\n")
+    assert r.exit_code == 0, r.output
+    off = json.loads(r.stdout)["commitLogOffset"]
+    got = json.loads(run(["get", "-s", store, "--commitlog-file-size", "4096", "--offset", off, "--json"]).stdout)
+    assert got["body"] == "abc\x00def\n"
+
+
+@pytest.mark.parametrize("how", ["option", "jsonl"])
+def test_a_negative_store_time_is_refused(tmp_path, how):
+    store = tmp_path / "s"
+    if how == "option":
+        r = run(["put", "-s", store, *SMALL, "-t", "T", "--body", "x", "--store-timestamp", "-5"])
+    else:
+        r = run(["put", "-s", store, *SMALL, "--from-jsonl", "-"],
+                input=json.dumps({"topic": "T", "body": "x", "storeTimestamp": -5}) + "\n")
+    assert_one_line_error(r, 2)
+    assert r.stdout == "" and not store.exists()
+
+
+def test_no_acknowledgement_header_when_nothing_was_stored(tmp_path):
+    r = run(["put", "-s", tmp_path / "s", *SMALL, "--from-jsonl", "-"], input='{"topic": "T", "bodyy": "x"}\n')
+    assert r.exit_code == 2 and r.stdout == ""
+    r = run(["put", "-s", tmp_path / "s", *SMALL, "--from-jsonl", "-"], input='{"topic": "T", "body": "x"}\n')
+    assert r.exit_code == 0 and r.stdout.splitlines()[0].split("\t")[0] == "commitLogOffset"
+    assert len(r.stdout.splitlines()) == 2

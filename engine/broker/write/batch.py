@@ -54,6 +54,15 @@ def java_long(what: str, v) -> int:
     return _java_integer(what, v, LONG_MIN, LONG_MAX, "long")
 
 
+def check_store_timestamp(what: str, v) -> int:
+    """A store time to put: a Java long of epoch milliseconds, 0 (now) or after; a negative one (before 1970) is
+    refused: no broker's clock gives one, and the index files and time searches take store times as unsigned."""
+    java_long(what, v)
+    if v < 0:
+        raise InvalidArgumentError(f"{what} {v} is negative: a store time is epoch milliseconds (0: now)")
+    return v
+
+
 def check_property_text(what: str, text) -> str:
     """Property names and values (KEYS and TAGS included) must not hold the separators of the properties
     text (format §2.5): a \\u0001 or \\u0002 inside would silently split or merge properties."""
@@ -261,6 +270,7 @@ class MessageBatch:
             java_int(name, getattr(rec, attr))
         for name, attr in _LONG_FIELDS.items():
             java_long(name, getattr(rec, attr))
+        check_store_timestamp("storeTimestamp", rec.store_timestamp)
         for name in ("born", "store"):
             if len(getattr(rec, f"{name}_host")) not in (4, 16):
                 raise InvalidArgumentError(f"{name}Host must be 4 (IPv4) or 16 (IPv6) address bytes")
@@ -313,8 +323,8 @@ class MessageBatch:
         store_ts = get("storeTimestamp")
         if store_ts is None:
             store_ts = 0
-        elif type(store_ts) is not int or not LONG_MIN <= store_ts <= LONG_MAX:
-            java_long("storeTimestamp", store_ts)
+        elif type(store_ts) is not int or not 0 <= store_ts <= LONG_MAX:
+            check_store_timestamp("storeTimestamp", store_ts)
         if get("properties") or not _COMMON.issuperset(obj):
             self._add_general(obj, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts)
         else:

@@ -108,7 +108,7 @@ def _checked_columns(batch, objs: list):
         return None
     cols = (topics, bodies, _texts(_column(objs, "keys"), True), _texts(_column(objs, "tags")),
             _texts(_column(objs, "uniqKey")), _ints(_column(objs, "queueId"), batch.default_queue_id, 0, INT_MAX),
-            _ints(_column(objs, "storeTimestamp"), 0, -(2**63), 2**63 - 1))
+            _ints(_column(objs, "storeTimestamp"), 0, 0, 2**63 - 1))
     return None if any(c is None for c in cols) else cols
 
 
