@@ -92,3 +92,44 @@ def test_no_acknowledgement_header_when_nothing_was_stored(tmp_path):
     r = run(["put", "-s", tmp_path / "s", *SMALL, "--from-jsonl", "-"], input='{"topic": "T", "body": "x"}\n')
     assert r.exit_code == 0 and r.stdout.splitlines()[0].split("\t")[0] == "commitLogOffset"
     assert len(r.stdout.splitlines()) == 2
+
+
+def _topics(store) -> dict:
+    from engine.java import fastjson
+
+    return fastjson.loads((store / "config" / "topics.json").read_bytes())
+
+
+def test_put_records_the_topics_it_created_as_a_broker_does(tmp_path):
+    from engine.broker.config.jsonfiles import encode_topics
+    from engine.java import fastjson
+
+    store = tmp_path / "s"
+    put_jsonl(store, [{"topic": "T", "body": "a", "queueId": 5}, {"topic": "SCHEDULE_TOPIC_XXXX", "body": "d"}])
+    first = (store / "config" / "topics.json").read_bytes()
+    t = _topics(store)
+    assert list(t["topicConfigTable"]) == ["T"]  # a system topic is the broker's own
+    assert t["topicConfigTable"]["T"]["readQueueNums"] == t["topicConfigTable"]["T"]["writeQueueNums"] == 6
+    assert t["topicConfigTable"]["T"]["perm"] == 6 and t["dataVersion"]["counter"] == 1
+    assert encode_topics(t["topicConfigTable"], t["dataVersion"]).encode() == first  # fastjson's own text
+    assert not (store / "config" / "topics.json.bak").exists()
+
+    put_jsonl(store, [{"topic": "T", "body": "b"}])  # no new topic: nothing written
+    assert (store / "config" / "topics.json").read_bytes() == first
+    put_jsonl(store, [{"topic": "U", "body": "c"}])
+    t = _topics(store)
+    assert set(t["topicConfigTable"]) == {"T", "U"} and t["topicConfigTable"]["U"]["writeQueueNums"] == 4
+    assert t["dataVersion"]["counter"] == 2
+    assert (store / "config" / "topics.json.bak").read_bytes() == first  # ConfigManager.persist's copy
+    r = run(["doctor", "-s", store, *SMALL[:-2], "--json"])
+    assert r.exit_code == 0, r.output
+    assert not [f for f in json.loads(r.stdout)["findings"] if "topics.json" in str(f.get("file"))]
+    assert fastjson.loads(first)  # what repair config --from-store reads
+
+
+def test_a_damaged_topics_json_is_left_for_doctor(tmp_path):
+    store = tmp_path / "s"
+    put_jsonl(store, [{"topic": "T", "body": "a"}])
+    (store / "config" / "topics.json").write_bytes(b'{"topicConfigTable":{"T"')
+    put_jsonl(store, [{"topic": "U", "body": "a"}])
+    assert (store / "config" / "topics.json").read_bytes() == b'{"topicConfigTable":{"T"'
