@@ -133,3 +133,29 @@ def test_a_damaged_topics_json_is_left_for_doctor(tmp_path):
     (store / "config" / "topics.json").write_bytes(b'{"topicConfigTable":{"T"')
     put_jsonl(store, [{"topic": "U", "body": "a"}])
     assert (store / "config" / "topics.json").read_bytes() == b'{"topicConfigTable":{"T"'
+
+
+def test_a_full_disk_at_the_first_put_leaves_no_store_and_reports_the_free_space_it_saw(tmp_path, monkeypatch):
+    from engine.broker.write import writer
+
+    seen = []
+
+    def free(path):
+        seen.append(str(path))
+        return 1000  # less than any index file: the room check fails before anything is stored
+    monkeypatch.setattr(writer, "free_bytes", free)
+    for store, pre in ((tmp_path / "new", None), (tmp_path / "empty", []), (tmp_path / "mount", ["lost+found"])):
+        if pre is not None:
+            store.mkdir()
+            for name in pre:
+                (store / name).mkdir()
+        extra = ["--create"] if pre else []
+        r = run(["put", "-s", store, *SMALL, "--from-jsonl", "-", "--json", *extra],
+                input=json.dumps({"topic": "T", "keys": "k", "body": "x"}) + "\n")
+        assert_one_line_error(r, 2, contains="1000 bytes free")
+        assert r.stdout == ""
+        if pre is None:
+            assert not store.exists()
+        else:
+            assert sorted(os.listdir(store)) == pre
+    assert seen

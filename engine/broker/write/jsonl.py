@@ -352,6 +352,7 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, crea
     st = None
     stored, last = 0, None
     floor = 0  # the latest store time this run took from the clock: none it takes later goes back
+    new_store = _new_store(cfg)
     try:
         for batch, lines, bad, err in batches:
             if len(batch):
@@ -370,7 +371,52 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, crea
                     raise stop
             if bad is not None or err is not None:
                 raise InvalidArgumentError(f"{bad or err}; {stored} message(s) before it were stored")
-    finally:
+    except BaseException:
         if st is not None:
             st.close()
+            if new_store is not None and not stored:
+                _remove_new_store(cfg, new_store)  # a store that holds nothing is no store: no skeleton left
+        raise
+    if st is not None:
+        st.close()
     return stored, last
+
+
+def _new_store(cfg):
+    """None when cfg.root already holds a store; else what was there before the put: "missing" (the put makes the
+    directory) or the names it held (an empty directory, or one --create writes into)."""
+    from engine.broker.layout import StoreLayout
+
+    layout = StoreLayout.of(cfg)
+    if not cfg.root.exists():
+        return "missing"
+    if not cfg.root.is_dir() or layout.holds_store():
+        return None
+    return set(os.listdir(cfg.root))
+
+
+def _remove_new_store(cfg, before) -> None:
+    """Remove what a put that stored nothing made of a new store (its directories, checkpoint, abort marker,
+    lock and config/): the directory is left as it was found."""
+    import shutil
+
+    from engine.broker.layout import StoreLayout
+
+    layout = StoreLayout.of(cfg)
+    made = [layout.consumequeue_dir, layout.index_dir, layout.config_dir, layout.checkpoint, layout.abort,
+            layout.lock, *[d for d in layout.commitlog_dirs if d.parent == layout.root]]
+    for p in made:
+        if before != "missing" and p.name in before:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+    if before == "missing":
+        try:
+            cfg.root.rmdir()  # only when empty: nothing of anyone else's is removed
+        except OSError:
+            pass
