@@ -159,3 +159,14 @@ def test_a_full_disk_at_the_first_put_leaves_no_store_and_reports_the_free_space
         else:
             assert sorted(os.listdir(store)) == pre
     assert seen
+
+
+def test_a_tiered_record_cut_short_is_not_called_a_size_mismatch():
+    import struct
+
+    from engine.tiered.flat import reader
+
+    rec = struct.pack(">ii", 919, -626843481) + bytes(492)  # TOTALSIZE right, MAGIC V1, only 500 bytes readable
+    why = reader._split_problem(rec, 919)
+    assert why is not None and "does not match" not in why and "500" in why
+    assert "does not match" in reader._split_problem(struct.pack(">ii", 918, -626843481) + bytes(910), 919)
