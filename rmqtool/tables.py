@@ -146,11 +146,12 @@ class Stream:
             self.row(r)
 
     def finish(self, empty: str | None = None) -> None:
-        """Print the header even when there were no rows (with `empty` below it)."""
-        if not self._started:
-            self._start()
-        if not self.count and empty:
-            self._write(empty)
+        """End the table. A table without rows prints nothing on stdout, neither its title nor its header: an empty
+        answer says so on stderr (docs/output-contract.md), with `empty` as a note (silenced by --quiet)."""
+        if not self.count:
+            if empty:
+                note(empty.strip("()"))
+            return
         self.out.flush()
 
     def _write(self, line: str) -> None:

@@ -170,3 +170,36 @@ def test_a_tiered_record_cut_short_is_not_called_a_size_mismatch():
     why = reader._split_problem(rec, 919)
     assert why is not None and "does not match" not in why and "500" in why
     assert "does not match" in reader._split_problem(struct.pack(">ii", 918, -626843481) + bytes(910), 919)
+
+
+@pytest.mark.parametrize("read_ms", [2**62, -5])
+def test_timer_list_says_a_garbage_timercheck_hides_the_wheel(tmp_path, read_ms):
+    import struct
+    import time
+
+    from helpers import make_timer_store
+
+    now = int(time.time() * 1000)
+    conf, _ = make_timer_store(tmp_path / "t", 12, fire_base=now + 3_600_000, write_ms=now - 1000, read_ms=now - 1000)
+    r = run(["timer", "list", "-c", conf, "--json"])
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 12
+    tc = tmp_path / "t" / "config" / "timercheck"
+    data = bytearray(tc.read_bytes())
+    data[0:8] = struct.pack(">q", read_ms)
+    tc.write_bytes(bytes(data))
+    r = run(["timer", "list", "-c", conf, "--json", "-Q"])
+    assert r.exit_code == 3 and r.stdout == ""
+    assert "config/timercheck" in r.stderr and "12" in r.stderr
+
+
+def test_an_empty_table_prints_nothing_on_stdout_with_quiet(tmp_path):
+    import time
+
+    from helpers import make_timer_store
+
+    now = int(time.time() * 1000)
+    conf, _ = make_timer_store(tmp_path / "t", 3, fire_base=now + 3_600_000, write_ms=now - 1000, read_ms=now - 1000)
+    r = run(["timer", "list", "-c", conf, "--topic", "TopicT", "--due-before", str(now), "-Q"])
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
+    r = run(["timer", "list", "-c", conf, "--topic", "TopicT", "--due-before", str(now)])
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr.startswith("note: ")
