@@ -203,3 +203,21 @@ def test_an_empty_table_prints_nothing_on_stdout_with_quiet(tmp_path):
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
     r = run(["timer", "list", "-c", conf, "--topic", "TopicT", "--due-before", str(now)])
     assert r.exit_code == 0 and r.stdout == "" and r.stderr.startswith("note: ")
+
+
+@pytest.mark.parametrize("master", ["bogus", "local[x]", "spark:/nohost"])
+def test_demo_checks_the_master_before_it_writes_anything(tmp_path, master):
+    d = tmp_path / "sample"
+    r = run(["demo", d, "--master", master, "-n", "10"])
+    assert_one_line_error(r, 2)
+    assert not d.exists()
+    r = run(["spark-reindex", "-s", tmp_path / "none", "--master", master])
+    assert r.exit_code == 2
+
+
+def test_spark_masters_are_accepted():
+    from engine.exec.runners import master_problem
+
+    for m in ("inline", "local", "local[2]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]",
+              "spark://h:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:6443", "mesos://h:5050"):
+        assert master_problem(m) is None, m

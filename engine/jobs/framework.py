@@ -140,8 +140,13 @@ def check_store(config: BrokerConfig) -> StoreLayout:
 
 
 def check_master(master: str) -> None:
+    from engine.exec.runners import master_problem
+
     if not master or not master.strip():
         raise InvalidArgumentError("--master must not be empty")
+    why = master_problem(master)
+    if why:
+        raise InvalidArgumentError(why)
 
 
 @dataclass
