@@ -281,8 +281,8 @@ class Room:
             rest -= k
         free = free_bytes(self.store.index_dir)
         if free is not None and free < keep:
-            raise DiskFullError(self.store.index_dir, f"the index files these messages start need {format_bytes(keep)} "
-                                                      "(their header, slot table and items, in whole blocks) beyond "
+            raise DiskFullError(self.store.index_dir, f"a new index file needs {format_bytes(keep)} (header, "
+                                                      "slot table and these messages' items, in whole blocks) beyond "
                                                       "the commit-log and consume-queue room they take", free)
 
     def settle(self, m: int) -> None:
