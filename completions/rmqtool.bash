@@ -88,16 +88,16 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --walk-slot|--walk-key|--max|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --walk-slot|--walk-key|--count|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --max -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "print-msg")
             case "$prev" in
-                --topic|-t|--begin|-b|--end|-e|--queue-id|-q|--tags|--max|-n) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --topic|-t|--begin|-b|--end|-e|--queue-id|-q|--tags|--count|-n) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --begin -b --end -e --store -s --broker-conf -c --queue-id -q --tags --max -n --no-check-crc --json --quiet -Q --help" ;;
+            _rmqtool_words "--topic -t --begin -b --end -e --store -s --broker-conf -c --queue-id -q --tags --count -n --no-check-crc --json --quiet -Q --help" ;;
         "prune")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -114,11 +114,11 @@ _rmqtool() {
             _rmqtool_words "--store -s --broker-conf -c --topic -t --tags --keys -k --body --body-file --queue-id -q --property -p --store-timestamp --from-jsonl --sync-flush --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --create --help" ;;
         "query-key")
             case "$prev" in
-                --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --topic|-t|--key|-k|--begin|-b|--end|-e|--count|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --max -n --unique-key --raw --explain --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
+            _rmqtool_words "--topic -t --key -k --store -s --broker-conf -c --begin -b --end -e --count -n --unique-key --raw --explain --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "queues")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -203,11 +203,11 @@ _rmqtool() {
             _rmqtool_words "--topic -t --queue-id -q --queue-offset -i --count -n --raw --as-consumer --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
         "tiered inspect-index")
             case "$prev" in
-                --walk-slot|--walk-key|--max|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --walk-slot|--walk-key|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--walk-slot --walk-key --max -n --stats --verify --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
+            _rmqtool_words "--walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered offset-by-time")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--timestamp|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -218,11 +218,11 @@ _rmqtool() {
             _rmqtool_words "--topic -t --queue-id -q --timestamp --boundary --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
         "tiered query-key")
             case "$prev" in
-                --topic|-t|--key|-k|--begin|-b|--end|-e|--max|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --topic|-t|--key|-k|--begin|-b|--end|-e|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --from-jsonl|--broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --key -k --begin -b --end -e --max -n --unique-key --raw --as-broker --explain --from-jsonl --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
+            _rmqtool_words "--topic -t --key -k --begin -b --end -e --count -n --unique-key --raw --as-broker --explain --from-jsonl --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered queues")
             case "$prev" in
                 --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

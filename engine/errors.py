@@ -25,6 +25,11 @@ class StoreLockedError(StoreError):
     exit_code = 4
 
 
+class StoreReadOnlyError(StoreError):
+    """The store cannot be written at all (a read-only file system or mount, no write permission): a writer refuses
+    (exit 2), which is not the store being locked (exit 4)."""
+
+
 class UncleanStoreError(StoreError):
     """The abort marker says the last writer did not shut down cleanly."""
 

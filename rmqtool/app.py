@@ -160,7 +160,7 @@ def build(names=None, listing: bool = False) -> typer.Typer:
     every command as the top-level help lists it, and nothing more (`rmqtool --help`, bare `rmqtool`)."""
     from rmqtool import examples
 
-    from rmqtool.cli import OneLineErrors
+    from rmqtool.cli import HelpGroup, OneLineErrors
 
     typer = _typer()
     names = list(COMMANDS) + list(GROUPS) if names is None else names
@@ -181,7 +181,8 @@ def build(names=None, listing: bool = False) -> typer.Typer:
         elif name in COMMANDS:
             a.command(name, epilog=examples.epilog(name))(_listed(name) if listing else COMMANDS[name])
         else:
-            a.add_typer(_listed(name) if listing else GROUPS[name], name=name, epilog=examples.epilog(name))
+            a.add_typer(_listed(name) if listing else GROUPS[name], name=name, epilog=examples.epilog(name),
+                        cls=HelpGroup)
     return a
 
 

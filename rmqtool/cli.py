@@ -7,6 +7,8 @@ import functools
 import sys
 
 import typer
+from typer._click.core import Context  # typer's vendored click, as OneLineErrors.main's exceptions
+from typer._click.formatting import HelpFormatter
 from typer.core import TyperGroup
 
 state = {"debug": False}
@@ -147,6 +149,14 @@ def deprecated(old: str, new: str) -> None:
     render.note(f"warning: `rmqtool {old}` is deprecated and goes away in the next release; use `rmqtool {new}`")
 
 
+def count_or_old_max(count, old_max, command: str):
+    """--count, or the old --max spelling's value when it was given (after its deprecation note)."""
+    if old_max is None:
+        return count
+    deprecated(f"{command} --max", f"{command} --count")
+    return old_max
+
+
 def usage_error_line(e) -> str:
     """click's usage error (a bad number, a missing option, a file where a directory is expected, an unknown
     option or command) as the one line every other error is: `error: ... (see rmqtool CMD --help)`."""
@@ -157,9 +167,51 @@ def usage_error_line(e) -> str:
     return f"error: {msg.rstrip('.')}{where}"
 
 
-class OneLineErrors(TyperGroup):
+class _HelpFormatter(HelpFormatter):
+    """click's formatter, but on a narrow terminal the options column gives the help text 20 columns at least
+    (click keeps it 30 wide and squeezes the text into 10, past the terminal's edge); at 80 columns unchanged."""
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        col_max = max(min(col_max, self.width - self.current_indent - col_spacing - 20), 8)
+        super().write_dl(rows, col_max, col_spacing)
+
+
+class HelpContext(Context):
+    formatter_class = _HelpFormatter
+
+
+def _with_help_context(cmd):
+    if cmd is not None:
+        cmd.context_class = HelpContext  # this command's own context (and its --help) formats with _HelpFormatter
+    return cmd
+
+
+class HelpGroup(TyperGroup):
+    """A command group whose commands' --help fits a narrow terminal (_HelpFormatter)."""
+
+    context_class = HelpContext
+
+    def get_command(self, ctx, cmd_name):
+        return _with_help_context(super().get_command(ctx, cmd_name))
+
+
+def help_width() -> int | None:
+    """The width --help wraps to on a terminal narrower than click's floor of 50 (COLUMNS=40: 38); None (click's
+    own width) on any wider one."""
+    import shutil
+
+    cols = shutil.get_terminal_size().columns
+    return max(cols - 2, 18) if cols < 52 else None
+
+
+class OneLineErrors(HelpGroup):
     """The root group: click's Usage/Try/blank/Error block becomes one `error: ...` line and exit 2, as every
     other error (docs/output-contract.md); the rest is typer's main in non-standalone mode."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if parent is None and extra.get("terminal_width") is None and help_width() is not None:
+            extra["terminal_width"] = help_width()  # the subcommands' contexts inherit it
+        return super().make_context(info_name, args, parent=parent, **extra)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:

@@ -14,7 +14,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "query-key": [
         "rmqtool query-key -s ~/store -t TopicTest -k order-1",
-        "rmqtool query-key -s ~/store -t TopicTest -k order-1 --begin now-1d --max 10 --explain",
+        "rmqtool query-key -s ~/store -t TopicTest -k order-1 --begin now-1d --count 10 --explain",
         "rmqtool query-key -s ~/store -t TopicTest -k 7F00000120582A48AFD974F7F4DA4E1C --unique-key --json",
     ],
     "get": [
@@ -29,7 +29,7 @@ EXAMPLES: dict[str, list[str]] = {
     ],
     "inspect-index": [
         "rmqtool inspect-index -s ~/store",
-        "rmqtool inspect-index -s ~/store --walk-key TopicTest#order-1 --max 50",
+        "rmqtool inspect-index -s ~/store --walk-key TopicTest#order-1 --count 50",
         "rmqtool inspect-index -s ~/store --stats --verify --json",
     ],
     "recover": [
@@ -54,7 +54,7 @@ EXAMPLES: dict[str, list[str]] = {
     "print-msg": [
         "rmqtool print-msg -s ~/store --topic TopicTest --begin now-1h --end now",
         "rmqtool print-msg -s ~/store -t TopicTest -q 2 --begin 2024-01-31 --end 2024-01-31 --tags 'TagA || TagB'",
-        "rmqtool print-msg -s ~/store -t TopicTest --begin 1706659200000 --end now --max 100 --json | jq .msgId",
+        "rmqtool print-msg -s ~/store -t TopicTest --begin 1706659200000 --end now --count 100 --json | jq .msgId",
     ],
     "queues": [
         "rmqtool queues -s ~/store",

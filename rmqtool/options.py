@@ -45,6 +45,11 @@ EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
 
 
+#: The old spelling of --count on the commands that took --max (query-key, print-msg, inspect-index, tiered
+#: query-key, tiered inspect-index): hidden, kept one release with a note (rmqtool.cli.count_or_old_max).
+OldMaxOpt = Annotated[Optional[int], typer.Option("--max", hidden=True, help="Old spelling of --count.")]
+
+
 def values(*choices: str):
     """The values an option's completion offers (scripts/regen.py writes them into completions/): for options
     that take one of a few words, or any Spark master URL beside the usual ones."""
@@ -73,7 +78,8 @@ BrokerOpt = Annotated[Optional[str], typer.Option(
     "--broker-name", help="brokerName (default: broker.conf, else the only broker of the cluster).",
     rich_help_panel=TIER_PANEL)]
 TieredDirOpt = Annotated[Optional[Path], typer.Option(
-    "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file).",
+    "--tiered-dir", help="The broker's local tiered index files (default: <store>/tiered_index_file); also a "
+    "directory `tiered reindex --out` wrote (compacted files, read as uploaded ones).",
     rich_help_panel=TIER_PANEL, file_okay=False)]
 TieredSlotsOpt = Annotated[Optional[int], typer.Option(
     "--hash-slots", help="tieredStoreIndexFileMaxHashSlotNum (default: broker.conf's, 5000000 when it leaves it out; "

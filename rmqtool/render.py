@@ -101,12 +101,29 @@ def progress(total: int | None, description: str):
     it runs (NDJSON acknowledgements, rows) goes straight to stdout, whatever stderr is."""
     if state["quiet"] or (not _stderr_is_terminal() and not any(map(os.environ.get, _FORCE_TERMINAL_ENV))):
         return _NoProgress()  # piped or redirected: no bar, and no ~30 ms of rich imports
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
     console = globals()["err"] if "err" in globals() else __getattr__("err")
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    return Progress(*progress_columns(),
                     console=console, transient=True, disable=not console.is_terminal, redirect_stdout=False,
                     redirect_stderr=False)
+
+
+def progress_columns() -> list:
+    """The bar's columns: the description, then a bar and done/total while the total is known; while it is not
+    (put reading a pipe, a phase not yet sized), the count alone: no bar drawn full at "0/?"."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Bar(BarColumn):
+        def render(self, task):
+            return Text("") if task.total is None else super().render(task)
+
+    class Count(MofNCompleteColumn):
+        def render(self, task):
+            return Text(f"{int(task.completed):,}") if task.total is None else super().render(task)
+
+    return [TextColumn("{task.description}"), Bar(), Count(), TimeElapsedColumn()]
 
 
 @contextlib.contextmanager

@@ -61,7 +61,7 @@ def note(message: str) -> None:
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
-    """Say on stderr that --max (or another limit) cut a result, with the total when it is known."""
+    """Say on stderr that --count (or another limit) cut a result, with the total when it is known."""
     if total is not None:
         note(f"showing the first {shown} of {total} {what} ({limit_flag} {shown})")
     elif at_least is not None:
@@ -146,11 +146,12 @@ class Stream:
             self.row(r)
 
     def finish(self, empty: str | None = None) -> None:
-        """Print the header even when there were no rows (with `empty` below it)."""
-        if not self._started:
-            self._start()
-        if not self.count and empty:
-            self._write(empty)
+        """End the table. A table without rows prints nothing on stdout, neither its title nor its header: an empty
+        answer says so on stderr (docs/output-contract.md), with `empty` as a note (silenced by --quiet)."""
+        if not self.count:
+            if empty:
+                note(empty.strip("()"))
+            return
         self.out.flush()
 
     def _write(self, line: str) -> None:

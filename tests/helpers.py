@@ -192,7 +192,7 @@ def sample_workspace(root: Path) -> dict[str, Path]:
              "tags": "TagA" if i % 2 else "TagB", "storeTimestamp": 1_700_000_000_000 + i * 1000,
              "body": f"hello {i}"} for i in range(40)]
     acks = put_jsonl(store, msgs)
-    (store / "config").mkdir()
+    (store / "config").mkdir(exist_ok=True)
     (store / "config" / "consumerOffset.json").write_text(json.dumps(
         {"offsetTable": {"TopicA@g1": {"0": 3, "1": 1}, "TopicB@g1": {"0": 2}}}))
     (store / "config" / "topics.json").write_text(json.dumps(

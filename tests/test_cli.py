@@ -188,7 +188,7 @@ def test_iso_times_and_max(store):
     iso = datetime.fromtimestamp((T0 + 3000) / 1000, tz=timezone.utc).isoformat()
     got = query(store, "T", "k", "--begin", iso)
     assert [m["commitLogOffset"] for m in got] == [a["commitLogOffset"] for a in acks[3:]]
-    newest3 = query(store, "T", "k", "--max", "3")
+    newest3 = query(store, "T", "k", "--count", "3")
     assert [m["commitLogOffset"] for m in newest3] == [a["commitLogOffset"] for a in acks[-3:]]
 
 
@@ -204,9 +204,9 @@ def test_several_index_files_roll_and_query_spans_them(store):
             headers.append(f.header)
     for prev, cur in zip(headers, headers[1:]):
         assert cur.beginPhyOffset >= prev.endPhyOffset  # rolled in commit-log order
-    got = query(store, "T", "common", "--max", "1000")
+    got = query(store, "T", "common", "--count", "1000")
     assert [m["commitLogOffset"] for m in got] == [a["commitLogOffset"] for a in acks]
-    assert len(query(store, "T", "common")) == 60  # default --max 64 is not capped by maxMsgsNumBatch... 
+    assert len(query(store, "T", "common")) == 60  # default --count 64 is not capped by maxMsgsNumBatch... 
     for i in (0, 21, 42, 59):
         assert [m["commitLogOffset"] for m in query(store, "T", f"id{i}")] == [acks[i]["commitLogOffset"]]
     r = run(["inspect-index", "--store", store, *READ_GEOM, "--json"])
@@ -221,9 +221,9 @@ def test_several_index_files_roll_and_query_spans_them(store):
 def test_max_is_not_capped_by_max_msgs_num_batch(store, tmp_path):
     messages = [msg("T", ["k"], T0 + 10 * i) for i in range(80)]
     put_jsonl(store, messages)
-    assert len(query(store, "T", "k", "--max", "100")) == 80
+    assert len(query(store, "T", "k", "--count", "100")) == 80
     raw = json.loads(run(["query-key", "--store", store, *READ_GEOM, "--topic", "T", "--key", "k", "--raw", "--json",
-                          "--max", "100"]).stdout)
+                          "--count", "100"]).stdout)
     assert raw["maxNum"] == 64 and len(raw["phyOffsets"]) == 64
 
 
@@ -392,8 +392,8 @@ def test_bad_inputs_one_line_errors(store, tmp_path):
         (["query-key", "--topic", "T", "--key", "k"], "--store"),
         (["query-key", "--store", store, "--hash-slots", "5", "--max-index", "20", "--topic", "T", "--key", "k"],
          "bytes"),  # a geometry given that the files do not have
-        ([*q, "--max", "0"], "--max"),
-        ([*q, "--max", "99999999999"], "--max"),
+        ([*q, "--count", "0"], "--count"),
+        ([*q, "--count", "99999999999"], "--count"),
         ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),
         ([*q, "--begin", "yesterday"], "not a time"),
         (["get", "--store", store, "--offset", "3"], "no valid message"),

@@ -128,7 +128,7 @@ def rolled(tmp_path):
 
 
 def query(store, *extra, key="common"):
-    return run(["query-key", "--store", store, *READ_GEOM, "--topic", "T", "--key", key, "--max", "1000", "--json",
+    return run(["query-key", "--store", store, *READ_GEOM, "--topic", "T", "--key", key, "--count", "1000", "--json",
                 *extra])
 
 

@@ -41,7 +41,7 @@ def store_conf(name: str, root: Path) -> tuple[str, Path]:
     if name == "put":
         store = root / "store"
         put_jsonl(store, [{"topic": "TopicA", "keys": [f"k{i}"], "body": f"m{i}"} for i in range(3)])
-        (store / "config").mkdir()
+        (store / "config").mkdir(exist_ok=True)
         for f in CONFIG_FILES:
             (store / "config" / f).write_text("{}")
             (store / "config" / (f + ".bak")).write_text("{}")

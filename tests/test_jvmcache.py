@@ -78,6 +78,9 @@ for a; do
   case "$a" in -XX:SharedArchiveFile=*) f="${a#-XX:SharedArchiveFile=}";; -Xshare:dump) dump=1;; esac
 done
 echo "$*" >> "$(dirname "$0")/calls"
+if [ -n "$dump" ] && [ -n "$DUMP_GATE" ]; then  # wait until the test opens the gate (no timing involved)
+  n=0; while [ ! -e "$DUMP_GATE" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
+fi
 if [ -n "$dump" ]; then printf classes > "$f"; exit "${DUMP_RC:-0}"; fi
 exit "${CHECK_RC:-0}"
 """
@@ -150,6 +153,51 @@ def test_finish_ends_the_jvm_and_settles_in_a_detached_process(cache, java, monk
     assert sorted(p.name for p in cache.iterdir()) == [a.path.name]  # class list and partial file removed
     calls = (java.parent / "calls").read_text()
     assert "-Dx=y" not in calls and "DumpLoadedClassList" not in calls and "-Xmx1g" in calls
+
+
+def test_two_jobs_in_a_row_make_the_archive_once(cache, java, monkeypatch, tmp_path):
+    """The second job starts while the first one's archive is still being made: it runs without one ("pending")
+    instead of making the same archive again; the job after maps the one archive."""
+    monkeypatch.setattr(jvmcache, "_java_binary", lambda: str(java))
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DUMP_GATE", str(gate))
+    first = ClassArchive(LOCAL_JVM_OPTIONS)
+    assert first.state == "creating"
+    first._list.write_bytes(b"java/lang/Object\n")
+    first.finish(FakeJvm(), ["-Xmx1g"], "/cp")
+    claim = cache / f".spark-classes-{'k' * 16}.claim"
+    assert claim.is_file() and int(claim.read_text()) != os.getpid()  # the settling process holds it now
+    second = ClassArchive(LOCAL_JVM_OPTIONS)
+    assert second.state == "pending"
+    assert "ClassList" not in second.options() and "SharedArchiveFile" not in second.options()
+    second.finish(FakeJvm(), ["-Xmx1g"], "/cp")  # nothing to make: no second settling process
+    gate.touch()
+    assert wait_for(first.path)
+    deadline = time.monotonic() + 60
+    while claim.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not claim.exists()
+    third = ClassArchive(LOCAL_JVM_OPTIONS)
+    assert third.state == "used"
+    dumps = [c for c in (java.parent / "calls").read_text().splitlines() if "-Xshare:dump" in c]
+    assert len(dumps) == 1
+
+
+def test_a_claim_whose_process_ended_is_taken_over(cache):
+    cache.mkdir(mode=0o700)
+    claim = cache / f".spark-classes-{'k' * 16}.claim"
+    claim.write_text(str(FakeJvm().pid))  # a job killed while it made the archive
+    os.utime(claim, (time.time() - 2 * jvmcache.STALE_PARTIAL_SECONDS,) * 2)
+    a = ClassArchive(LOCAL_JVM_OPTIONS)
+    assert a.state == "creating" and int(claim.read_text()) == os.getpid()
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        claim.write_text(str(live.pid))  # a job making it now, however long it has run
+        os.utime(claim, (time.time() - 2 * jvmcache.STALE_PARTIAL_SECONDS,) * 2)
+        assert ClassArchive(LOCAL_JVM_OPTIONS).state == "pending" and claim.exists()
+    finally:
+        live.stdin.close()
+        live.wait()
 
 
 def test_abandoned_class_lists_and_partial_archives_are_swept(cache):

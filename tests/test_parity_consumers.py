@@ -57,7 +57,7 @@ def store(tmp_path):
     msgs += [{"topic": "TopicB", "queueId": 0, "storeTimestamp": T0 + 50_000 + i, "body": "b"} for i in range(3)]
     acks = put_jsonl(root, msgs)
     cfg = root / "config"
-    cfg.mkdir()
+    cfg.mkdir(exist_ok=True)
     (cfg / "consumerOffset.json").write_text(offset_file({
         "TopicA@g1": {0: 5, 1: 2, 2: 0}, "TopicB@g1": {0: 3}, "TopicA@g2": {0: 1},
         "%RETRY%g1@g1": {0: 0}, "bad-key": {0: 1}}))
@@ -169,7 +169,7 @@ def test_config_errors_are_one_line(store):
 
 def test_config_reader_shapes(tmp_path):
     layout = StoreLayout(tmp_path)
-    (tmp_path / "config").mkdir()
+    (tmp_path / "config").mkdir(exist_ok=True)
     (tmp_path / "config" / "delayOffset.json").write_text("{'offsetTable':{\"1\":7, 2:9L,},/* c */}")
     f = jsonfiles.delay_offsets(layout)
     assert f.value == {1: 7, 2: 9} and f.source == "config/delayOffset.json"
@@ -194,7 +194,7 @@ def delay_store(tmp_path):
                          "properties": {"DELAY": str(level), "REAL_TOPIC": "TopicA", "REAL_QID": "0"},
                          "body": f"d{level}-{i}"})
     acks = put_jsonl(root, msgs)
-    (root / "config").mkdir()
+    (root / "config").mkdir(exist_ok=True)
     (root / "config" / "delayOffset.json").write_text(delay_file({1: 1, 3: 99}))
     return root, acks
 

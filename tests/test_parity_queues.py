@@ -96,13 +96,13 @@ def test_print_msg_tag_hash_collision_is_filtered_by_the_message_tags(tmp_path):
 
 def test_print_msg_max_says_it_cut(store):
     root, _ = store
-    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--max", "4", "--json"])
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--count", "4", "--json"])
     assert r.exit_code == 0 and len(jlines(r)) == 4
-    assert "showing the first 4 of 30 messages (--max 4)" in r.stderr
-    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--max", "30", "--json"])
+    assert "showing the first 4 of 30 messages (--count 4)" in r.stderr
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--count", "30", "--json"])
     assert len(jlines(r)) == 30 and "showing" not in r.stderr
-    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", "TagA", "--max", "2"])
-    assert "showing the first 2 messages (--max 2); up to 30" in r.stderr
+    r = run(["print-msg", "-s", root, "-t", "TopicA", "--begin", T0, "--end", "now", "--tags", "TagA", "--count", "2"])
+    assert "showing the first 2 messages (--count 2); up to 30" in r.stderr
 
 
 def test_print_msg_times_end_of_day_and_relative(store):
@@ -121,7 +121,7 @@ def test_print_msg_times_end_of_day_and_relative(store):
     (["--begin", "now", "--end", "now-1h"], 2, "is after --end"),
     (["--begin", "now-1x", "--end", "now"], 2, "relative times look like"),
     (["--begin", T0, "--end", "now", "-q", "9"], 2, "has no queue 9"),
-    (["--begin", T0, "--end", "now", "--max", "0"], 2, "--max 0 is out of range"),
+    (["--begin", T0, "--end", "now", "--count", "0"], 2, "--count 0 is out of range"),
 ])
 def test_print_msg_bad_input_one_line(store, args, code, text):
     root, _ = store

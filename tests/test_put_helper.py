@@ -30,13 +30,19 @@ def lines(n: int, uniq: bool = True) -> list[str]:
 
 
 def files_of(store: Path) -> dict[str, str]:
-    """sha256 of every file, index files by position (their names are creation times)."""
+    """sha256 of every file, index files by position (their names are creation times); config/topics.json by its
+    topics (its DataVersion holds the time it was written)."""
+    from engine.java import fastjson
+
     out = {}
     for p in sorted(store.rglob("*")):
         if p.is_file() and p.name != "lock":
             rel = p.relative_to(store)
             key = f"index#{sorted(store.joinpath('index').iterdir()).index(p)}" if rel.parts[0] == "index" else str(rel)
-            out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+            data = p.read_bytes()
+            if str(rel) == "config/topics.json":
+                data = fastjson.dumps(fastjson.loads(data)["topicConfigTable"]).encode()
+            out[key] = hashlib.sha256(data).hexdigest()
     return out
 
 

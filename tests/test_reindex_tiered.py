@@ -366,7 +366,7 @@ def test_cli_inline_equals_reference_and_answers_queries(put_store, store, tmp_p
         if key not in ("c1", "k7", "x10", "") and not key.startswith("k4"):
             continue
         q = run(["query-key", "--tiered-dir", tmp_path / "out", "--topic", topic, "--key", key, "--json",
-                 "--max", "64", "--raw", "--tiered-hash-slots", "16"])
+                 "--count", "64", "--raw", "--tiered-hash-slots", "16"])
         assert q.exit_code == 0, q.output
         got = {(i["queueId"], i["offset"], i["size"]) for i in map(json.loads, q.stdout.splitlines())}
         assert got == items, (topic, key)
@@ -404,7 +404,7 @@ def test_items_point_at_the_records_in_a_tiered_commit_log(put_store, store, tmp
         (d / f"{md5_8('0')}{0:020d}").write_bytes(bytes(buf))
     for key in ("c0", "c3", "k20", "x31"):
         for topic in ("TopicA", "TopicB"):
-            q = run(["query-key", "--tiered-dir", tmp_path / "out", "-t", topic, "-k", key, "--json", "--max", "64",
+            q = run(["query-key", "--tiered-dir", tmp_path / "out", "-t", topic, "-k", key, "--json", "--count", "64",
                      "--tiered-store-path", tsp, "--tiered-hash-slots", "16", "--explain"])
             assert q.exit_code == 0, q.output
             lines = [json.loads(x) for x in q.stdout.splitlines()]

@@ -120,8 +120,9 @@ def test_row_stream_formats_rows_as_the_stream_plans_them(capsys):
 
 def test_empty_table_and_cut_note(capsys):
     out = io.StringIO()
-    tables.table([], COLS, width=200, out=out, empty="(nothing)")
-    assert out.getvalue().splitlines()[-1] == "(nothing)"
+    tables.table([], COLS, width=200, out=out, empty="(nothing)", title="a title")
+    assert out.getvalue() == ""  # no title, no header without rows (issue 33 item 12): the note says it
+    assert capsys.readouterr().err.splitlines() == ["note: nothing"]
     tables.cut_note(10, "--max", "messages", total=25)
     tables.cut_note(10, "--max", "messages", at_least=25)
     tables.cut_note(10, "--max", "messages")

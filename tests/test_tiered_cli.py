@@ -105,7 +105,7 @@ def test_walk_slot_unsealed_chain_equals_compacted_range(work):
 
 
 def test_walk_limit_and_min_value_key(work):
-    r = run(["tiered", "inspect-index", work / "unsealed.bin", "--walk-slot", "14", "--max", "2", "--json"])
+    r = run(["tiered", "inspect-index", work / "unsealed.bin", "--walk-slot", "14", "--count", "2", "--json"])
     w = json.loads(r.stdout)
     assert len(w["items"]) == 2 and w["stop"] == "limit"
     # Integer.MIN_VALUE % 16 == 0: the key lands in slot 0 and its stored hash stays negative.
@@ -224,7 +224,7 @@ def selectable(q) -> bool:
 def test_query_tiered_dir_reproduces_java_unsealed_answers(tdir):
     checked = 0
     for q in filter(selectable, QUERIES):
-        r, items = tquery(tdir, q["key"], "--begin", q["beginTime"], "--end", q["endTime"], "--max", q["maxCount"])
+        r, items = tquery(tdir, q["key"], "--begin", q["beginTime"], "--end", q["endTime"], "--count", q["maxCount"])
         want = pairs(q["unsealed"])
         if len(q["unsealed"]) <= q["maxCount"]:
             assert pairs(items) == want, q
@@ -255,7 +255,7 @@ def test_query_file_selection_and_merge_across_files(tdir):
     # The files answer newest first and a later put of a held queueId-offset replaces the item (Java's map put;
     # with its parallel files either copy can win): each pair once, from one of the two files.
     assert len({i["file"] for i in items}) == 1 and {i["file"] for i in items} <= {str(BEGIN), str(BEGIN + 1)}
-    _, items = tquery(tdir, "k0", "--max", "2")
+    _, items = tquery(tdir, "k0", "--count", "2")
     assert len(items) == 2
     _, none = tquery(tdir, "k23")
     assert none == []
@@ -470,8 +470,8 @@ def test_bad_inputs_one_line_errors(work, tdir, tmp_path):
         (["tiered", "inspect-index", work / "unsealed.bin", "--tiered-dir", tdir], "not both"),
         ([*q[:2], broker_dir, *q[3:]], "not a tiered index file"),
         ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),
-        ([*q, "--max", "0"], "--max"),
-        ([*q, "--max", "99999999999"], "--max"),
+        ([*q, "--count", "0"], "--count"),
+        ([*q, "--count", "99999999999"], "--count"),
         ([*q, "--tiered-metadata", tmp_path / "bad.json"], "tiered metadata"),
         ([*q, "--tiered-metadata", tmp_path / "absent.json"], "does not exist"),
         ([*q, "--tiered-hash-slots", "15"], "hash_slot_num=15"),

@@ -135,7 +135,7 @@ def test_bad_questions_and_inputs(tmp_path):
     base = ["tiered", "query-key", *tier_args(F3)]
     for args, text in ([[*base, "-t", "TopicTest"], "--key"],
                        [[*base, "-t", "T", "-k", "k", "--raw", "--as-broker"], "not both"],
-                       [[*base, "-t", "T", "-k", "k", "--max", "0"], "--max"],
+                       [[*base, "-t", "T", "-k", "k", "--count", "0"], "--count"],
                        [[*base, "-t", "T", "-k", "k", "--from-jsonl", qfile], "--from-jsonl"],
                        [["tiered", "query-key", "-t", "T", "-k", "k"], "--tiered-store-path"]):
         assert_one_line_error(run(args), contains=text)
@@ -285,7 +285,7 @@ def test_one_slot_files_and_the_time_window(collided):
     tier_opts = ["-T", tier, "-s", store]
     table = jlines(run(["tiered", "inspect-index", *tier_opts, "--json"]))
     assert len(table) >= 3 and {x["hashSlotNum"] for x in table} == {1}
-    walks = jlines(run(["tiered", "inspect-index", *tier_opts, "--walk-slot", "0", "--max", "100000", "--json"]))
+    walks = jlines(run(["tiered", "inspect-index", *tier_opts, "--walk-slot", "0", "--count", "100000", "--json"]))
     assert sum(len(w["items"]) for w in walks) == sum(x["indexItemCount"] for x in table)
     hc = tiered_key_hash("TC", "BB")
     second = table[1]["timestamp"]

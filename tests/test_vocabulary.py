@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run
 
@@ -9,11 +10,11 @@ from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run
 def test_query_key_max_cut_is_reported_with_the_flag(tmp_path):
     store = tmp_path / "s"
     put_jsonl(store, [{"topic": "T", "keys": "k", "body": f"m{i}"} for i in range(5)])
-    r = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--max", "2", "--json", *READ_GEOM])
+    r = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--count", "2", "--json", *READ_GEOM])
     assert r.exit_code == 0, r.output
     assert len(r.stdout.splitlines()) == 2
-    assert "showing the first 2" in r.stderr and "--max 2" in r.stderr
-    whole = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--max", "5", "--json", *READ_GEOM])
+    assert "showing the first 2" in r.stderr and "--count 2" in r.stderr
+    whole = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--count", "5", "--json", *READ_GEOM])
     assert len(whole.stdout.splitlines()) == 5 and "showing" not in whole.stderr
     # the two shown are the newest two, as before (the broker walks newest first)
     newest = sorted(json.loads(x)["commitLogOffset"] for x in whole.stdout.splitlines())[-2:]
@@ -33,14 +34,14 @@ def test_query_key_times_use_the_one_grammar(tmp_path):
 def test_inspect_index_max_and_its_old_spelling(tmp_path):
     store = tmp_path / "s"
     put_jsonl(store, [{"topic": "T", "keys": "k", "body": f"m{i}"} for i in range(6)])
-    for flag in ("--max", "-n", "--limit"):
+    for flag in ("--count", "-n", "--limit", "--max"):
         r = run(["inspect-index", "-s", store, "--walk-key", "T#k", flag, "2", "--json", *READ_GEOM])
         assert r.exit_code == 0, r.output
         walk = json.loads(r.stdout.splitlines()[0])
         assert len(walk["items"]) == 2 and "(limit)" in walk["stop"]
         assert "showing the first 2" in r.stderr
     help_text = run(["inspect-index", "--help"]).stdout
-    assert "--max" in help_text and "--limit" not in help_text
+    assert "--count" in help_text and "--limit" not in help_text and not re.search(r"--max\b(?!-)", help_text)
 
 
 def test_dump_cq_count_short_flag_is_n_and_c_stays_broker_conf(tmp_path):
@@ -58,3 +59,48 @@ def test_tiered_t_is_topic_and_a_path_given_to_it_is_refused(tmp_path):
     assert "-t, --topic" in help_text and "-T, --tiered-store-path" in help_text and "-i, --queue-offset" in help_text
     clean_help = run(["tiered", "clean", "--help"]).stdout
     assert "--reserved-hours" in clean_help and "--reserve-hours" not in clean_help
+
+
+# One long name for a limit (issue 33 item 8): --count everywhere, -n its short form; --max, the spelling of
+# query-key, print-msg, inspect-index and the tiered ones, is a hidden alias for one release, with a note.
+LIMITED = [["query-key", "-t", "T", "-k", "k"], ["print-msg", "-t", "T", "--begin", "0"],
+           ["inspect-index", "--walk-key", "T#k"], ["dump-cq", "-t", "T", "-q", "0"], ["dump-commitlog"],
+           ["get", "-t", "T", "-q", "0", "--queue-offset", "0"]]
+
+
+def _records(r) -> int:
+    if r.stdout.lstrip().startswith("{") and '"items"' in r.stdout.splitlines()[0]:
+        return len(json.loads(r.stdout.splitlines()[0])["items"])
+    return len(r.stdout.splitlines())
+
+
+def test_every_limit_is_count_and_the_old_max_still_runs_with_a_note(tmp_path):
+    from helpers import assert_deprecated, command_paths
+
+    store = tmp_path / "s"
+    put_jsonl(store, [{"topic": "T", "keys": "k", "body": f"m{i}"} for i in range(6)])
+    for cmd in LIMITED:
+        args = [cmd[0], "-s", store, *cmd[1:], "--json", *(READ_GEOM if cmd[0] in ("query-key", "inspect-index")
+                                                          else [])]
+        new = run([*args, "--count", "2"])
+        assert new.exit_code == 0, (cmd, new.output)
+        assert _records(new) == 2, (cmd, new.stdout)
+        assert "is deprecated" not in new.stderr
+        if cmd[0] in ("query-key", "print-msg", "inspect-index"):
+            old = run([*args, "--max", "2"])
+            assert old.exit_code == 0, (cmd, old.output)
+            assert old.stdout == new.stdout
+            assert_deprecated(old, f"{cmd[0]} --count")
+    for path, command in command_paths():
+        names = {o for p in getattr(command, "params", []) if not getattr(p, "hidden", False) for o in p.opts}
+        assert "--max" not in names, path  # no command shows --max any more
+
+
+def test_tiered_limits_are_count_too():
+    from helpers import command_paths
+
+    commands = dict(command_paths())
+    for path in ("tiered query-key", "tiered inspect-index"):
+        params = {o: p for p in commands[path].params for o in p.opts}
+        assert "--count" in params and "-n" in params["--count"].opts
+        assert params["--max"].hidden

@@ -324,6 +324,12 @@ class MessageStore:
         if self._last_record_start is not None:
             cp.confirmPhyOffset = self._last_record_start
         cp.save(self.layout.checkpoint)
+        queues: dict[str, int] = {}
+        for topic, qid in self._cqs:
+            queues[topic] = max(queues.get(topic, 0), qid + 1)
+        if queues:  # the topics this put created, in config/topics.json as a broker records them
+            from engine.broker.config.topicsfile import record_created_topics
+            record_created_topics(self.layout, queues)
         mark_clean(self.layout)
 
     # ------------------------------------------------------------ read

@@ -16,6 +16,20 @@ from engine.errors import InvalidArgumentError
 #: Topics named in the error before "and N more".
 LISTED = 5
 
+#: TopicValidator.SYSTEM_TOPIC_SET as the class initialises it, and SYSTEM_TOPIC_PREFIX: topics the broker defines
+#: itself (TopicConfigManager's constructor) or keeps to itself.
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC",
+})
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str) -> bool:
+    """TopicValidator.isSystemTopic."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
 
 class TopicNotFoundError(InvalidArgumentError):
     """A read asked for a topic the store does not have (exit 2)."""

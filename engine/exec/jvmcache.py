@@ -10,8 +10,11 @@ costs it nothing measurable: the JVM notes the name of each class it loads. When
 ends the JVM and leaves the rest to a detached process at low priority (settle), so the command does not wait:
 it waits for the JVM to exit, has a JVM write an archive of the listed classes (-Xshare:dump, with the job's
 class path and options: about 15 s of one CPU here), checks it by starting a JVM that must map it
-(-Xshare:on, CRCs verified), and renames it into place; a reader sees a whole, checked archive or none, and
-two first runs at once each make their own. Every later local job maps it with -XX:SharedArchiveFile. The
+(-Xshare:on, CRCs verified), and renames it into place; a reader sees a whole, checked archive or none. One
+archive is made once: the job that starts making it claims it (a `.claim` file beside it holding the PID of the
+process making it: the job, then its settling process), and a job that starts while the claim's process runs
+(the next job right after, while the archive is being made) runs without an archive ("pending") instead of
+making the same one again; a claim whose process has ended is taken over. Every later local job maps it with -XX:SharedArchiveFile. The
 JVM checks an archive against itself and its class path, and its CRCs (-XX:+VerifySharedSpaces), before it
 uses one, and runs without it when they differ (-Xshare:auto, the default); an archive the JVM cannot even
 start with (a truncated file makes it fail as it maps the file) is deleted and the JVM started again without
@@ -107,6 +110,8 @@ def _drop_stale_partials(where: Path) -> None:
     under a minute: a file an hour old is abandoned)."""
     try:
         for p in where.glob(".spark-classes-*"):
+            if p.name.endswith(".claim"):
+                continue  # a claim goes when its process has ended (_claim), however long it ran
             try:
                 if time.time() - p.stat().st_mtime > STALE_PARTIAL_SECONDS:
                     p.unlink()
@@ -145,6 +150,7 @@ def settle(payload: str) -> None:
     that must map it (-Xshare:on, CRCs verified), and move it into place; otherwise remove what was made."""
     d = json.loads(payload)
     listed, dump, path = Path(d["list"]), Path(d["dump"]), Path(d["path"])
+    claim = Path(d["claim"]) if d.get("claim") else None
     try:
         os.nice(10)
     except OSError:
@@ -163,11 +169,56 @@ def settle(payload: str) -> None:
     except (OSError, subprocess.SubprocessError):
         pass
     finally:
-        for p in (listed, dump):
+        for p in (listed, dump, claim):
             try:
-                p.unlink()
+                if p is not None:
+                    p.unlink()
             except OSError:
                 pass
+
+
+def _claim(claim: Path) -> bool:
+    """Claim the making of an archive for this process (claim: its `.claim` file, holding the maker's PID): False
+    while another process that runs holds it; a claim whose process has ended (killed, or it ended without making
+    the archive) is taken over."""
+    for _ in range(2):
+        try:
+            fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            try:
+                holder = int(claim.read_text().strip() or "0")
+            except (OSError, ValueError):
+                holder = 0
+            if holder > 0 and holder != os.getpid() and _running(holder):
+                return False
+            try:
+                claim.unlink()
+            except OSError:
+                return False
+            continue
+        except OSError:
+            return False
+        try:
+            os.write(fd, str(os.getpid()).encode("ascii"))
+        finally:
+            os.close(fd)
+        return True
+    return False
+
+
+def _hand_claim(claim: Optional[Path], pid: Optional[int]) -> None:
+    """Pass the claim to process pid (the settling process), or give it up (None)."""
+    if claim is None:
+        return
+    try:
+        if pid is None:
+            claim.unlink()
+        else:
+            tmp = claim.with_name(f"{claim.name}.{os.getpid()}")
+            tmp.write_text(str(pid))
+            os.replace(tmp, claim)
+    except OSError:
+        pass
 
 
 _SETTLE = "import sys; sys.path.insert(0, sys.argv[1]); from engine.exec.jvmcache import settle; settle(sys.argv[2])"
@@ -177,12 +228,12 @@ class ClassArchive:
     """The archive for one local JVM: the options to start it with, and what to do when it has exited.
 
     state: "used" (an archive is mapped), "creating" (this JVM lists its classes; the archive is made in
-    the background when the job closes), "failed" (the settling process could not be started), "rejected"
+    the background when the job closes), "pending" (another job is making it: this JVM runs without), "failed" (the settling process could not be started), "rejected"
     (the JVM could not start with the archive: deleted, the JVM started without it), or "off" (none: turned
     off, no safe cache directory, or no Java or Spark found)."""
 
     def __init__(self, jvm_options: str):
-        self.state, self.path, self._list, self._dump = "off", None, None, None
+        self.state, self.path, self._list, self._dump, self._claim = "off", None, None, None, None
         if os.environ.get(CDS_ENV, "1").strip().lower() in ("0", "off", "no", "false"):
             return
         where, key = cache_dir(), archive_key(jvm_options)
@@ -192,8 +243,11 @@ class ClassArchive:
         _drop_stale_partials(where)
         if self.path.is_file():
             self.state = "used"
+        elif not _claim(where / f".spark-classes-{key}.claim"):
+            self.state = "pending"  # being made by another job: made once, then every later job maps it
         else:
             self.state = "creating"
+            self._claim = where / f".spark-classes-{key}.claim"
             self._list = where / f".spark-classes-{key}.{os.getpid()}.classlist"
             self._dump = where / f".spark-classes-{key}.{os.getpid()}.partial"
 
@@ -236,8 +290,10 @@ class ClassArchive:
             pass
         if args is not None:
             self.finish(proc, args, class_path)
-        elif proc is not None and proc.stdin is not None:
-            proc.stdin.close()
+        else:
+            _hand_claim(self._claim, None)
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.close()
         SparkContext._gateway = None
         SparkContext._jvm = None
 
@@ -246,18 +302,23 @@ class ClassArchive:
         closed: PySpark's gateway exits on EOF) and leave the archive to a detached process (settle), so the
         command does not wait for it. jvm_args, class_path: the JVM's own, for the JVMs settle runs."""
         if self.state != "creating" or gateway_proc is None:
+            if self.state == "creating":
+                _hand_claim(self._claim, None)
             return
         keep = [a for a in jvm_args if not a.startswith(("-XX:DumpLoadedClassList", "-Xlog", "-XX:ErrorFile", "-D"))]
         payload = json.dumps({"pid": gateway_proc.pid, "list": str(self._list), "dump": str(self._dump),
-                              "path": str(self.path), "java": _java_binary(), "args": keep, "cp": class_path})
+                              "path": str(self.path), "java": _java_binary(), "args": keep, "cp": class_path,
+                              "claim": str(self._claim) if self._claim else None})
         try:
-            subprocess.Popen([sys.executable, "-c", _SETTLE, str(Path(__file__).resolve().parents[2]), payload],
+            settling = subprocess.Popen([sys.executable, "-c", _SETTLE, str(Path(__file__).resolve().parents[2]), payload],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              cwd="/", start_new_session=True, close_fds=True)
+            _hand_claim(self._claim, settling.pid)
             print(f"rmqtool: an archive of Spark's classes for faster starts of later local jobs is being made "
                   f"(once, in the background, at low priority): {self.path}", file=sys.stderr, flush=True)
         except OSError:
             self.state = "failed"  # the class list goes with the stale-file sweep
+            _hand_claim(self._claim, None)
         finally:
             if gateway_proc.stdin is not None:
                 gateway_proc.stdin.close()

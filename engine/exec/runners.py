@@ -42,6 +42,19 @@ if TYPE_CHECKING:  # numpy: the ranges are imported when work runs
     from engine.exec.ranges import SegmentRange
 
 INLINE = "inline"  # the master that runs the work in this process, without Spark
+#: The master URLs SparkContext takes (SparkContext.createTaskScheduler, SparkSubmit): local, local[N], local[*],
+#: local[N,F], local[*,F], local-cluster[N,C,M], spark://, k8s://, mesos://, yarn.
+_SPARK_MASTER = r"local(\[(\d+|\*)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|(spark|k8s|mesos)://\S+|yarn"
+
+
+def master_problem(master: str) -> Optional[str]:
+    """Why `master` is neither 'inline' nor a Spark master URL, None when it is one (checked before any work)."""
+    import re
+
+    if master == INLINE or re.fullmatch(_SPARK_MASTER, master or ""):
+        return None
+    return (f"--master {master!r} is not a Spark master (local[*], local[N], spark://host:port, yarn, "
+            "k8s://..., mesos://...) nor 'inline'")
 
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.

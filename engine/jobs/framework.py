@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Optional
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout, is_inside, list_index_files
 from engine.broker.config.lock import StoreLock
-from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, UncleanStoreError
+from engine.errors import InvalidArgumentError, NotAStoreError, StoreError, StoreReadOnlyError, UncleanStoreError
 from engine.fsutil import fsync_dir
 from engine.jobs import publish
 from engine.progress import Progress
@@ -69,7 +69,7 @@ class ReindexResult:
     replaced: bool = False
     index_msg_timestamp: Optional[int] = None
     spark_log: Optional[str] = None
-    spark_class_archive: Optional[str] = None  # local Spark: used | creating | rejected | failed | off (jvmcache)
+    spark_class_archive: Optional[str] = None  # local Spark: used | creating | pending | rejected | failed | off
     format: str = "broker"               # broker | tiered
     scan_tasks: list[dict] = field(default_factory=list)  # per segment range: bytes, records, seconds, started
     scan_started: float = 0.0                             # wall clock (epoch seconds) of the scan stage's start
@@ -77,6 +77,7 @@ class ReindexResult:
     # broker format: whether the rebuilt index equals, by content, the store's index it replaces (with --out: the
     # store's index, which it would replace); None in a dry run
     same_as_before: Optional[bool] = None
+    store_read_only: bool = False  # a read-only store (a snapshot) read without the lock: the output is elsewhere
 
     @property
     def throughput(self) -> float:
@@ -147,8 +148,13 @@ def check_store(config: BrokerConfig) -> StoreLayout:
 
 
 def check_master(master: str) -> None:
+    from engine.exec.runners import master_problem
+
     if not master or not master.strip():
         raise InvalidArgumentError("--master must not be empty")
+    why = master_problem(master)
+    if why:
+        raise InvalidArgumentError(why)
 
 
 @dataclass
@@ -227,17 +233,30 @@ class Job:
                  target: Optional[OutputTarget], fmt: str):
         self.layout, self.master, self.result, self.target, self.fmt = layout, master, result, target, fmt
         self.t0 = time.perf_counter()
-        self.lock = None if result.dry_run else StoreLock(layout.root).acquire()
+        self.lock = None if result.dry_run else self._store_lock()
         self.runner = None
         self.staging: Optional[Path] = None
         self.run_id = uuid.uuid4().hex[:12]
+
+    def _store_lock(self) -> Optional[StoreLock]:
+        """The store lock, so that no broker or other writer changes the store while the job reads it. A store that
+        cannot be written at all (a read-only mount, a snapshot) cannot be changed by anyone either: a job whose
+        output lies outside the store (--out DIR) reads it without the lock, as every read-only command does; a
+        job that publishes into the store's own index/ is refused (StoreReadOnlyError)."""
+        try:
+            return StoreLock(self.layout.root).acquire()
+        except StoreReadOnlyError:
+            if self.target is None or self.target.into_store:
+                raise
+            self.result.store_read_only = True
+            return None
 
     def __enter__(self) -> "Job":
         try:
             if self.layout.abort.exists():
                 raise UncleanStoreError(f"store {self.layout.root} was not shut down cleanly (abort file present); "
                                         "run `rmqtool recover` first")
-            if self.lock is not None and self.target is not None:
+            if not self.result.dry_run and self.target is not None:
                 self.result.repairs = (publish.repair_store_index(self.target.directory) if self.target.into_store
                                        else publish.repair_out_dir(self.target.directory))
         except BaseException:

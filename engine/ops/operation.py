@@ -12,7 +12,7 @@ import os
 from typing import Callable, Protocol, TypeVar
 
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.layout import LOCK_FILE
+from engine.broker.layout import LOCK_FILE, StoreLayout
 from engine.broker.config.lock import StoreLock
 from engine.broker.write.guard import require_writable
 from engine.errors import NotAStoreError
@@ -68,17 +68,30 @@ def apply_under_lock(cfg: BrokerConfig, plan: P, replan: Callable[[], P], execut
             lock.release()
 
 
+def require_store(cfg: BrokerConfig) -> None:
+    """NotAStoreError unless cfg.root holds a store (StoreLayout.holds_store) or rmqtool's quarantine: checked
+    before the lock is taken, so a directory that is not a store (`-s ~`) is refused with nothing written in it
+    (the lock file included)."""
+    if not cfg.root.exists():
+        raise NotAStoreError(f"store directory {cfg.root} does not exist")
+    if not cfg.root.is_dir():
+        raise NotAStoreError(f"{cfg.root} is not a directory")
+    if StoreLayout.of(cfg).holds_store() or (cfg.root / QUARANTINE_DIR).is_dir():
+        return
+    raise NotAStoreError(f"{cfg.root} is not a RocketMQ store: it has no commitlog/, consumequeue/, index/ or "
+                         "config/ directory, no checkpoint and no abort marker; nothing was written")
+
+
 def run(cfg: BrokerConfig, make_plan: Callable[[], P], execute: Callable[[P], None], dry_run: bool,
         writer: str | None = None) -> P:
     """An operation's entry point: a dry run plans without the lock; otherwise lock, plan, apply. `writer` names
     the operation for the write guard (engine.broker.write.guard): a store whose mode it cannot write as the broker
     does is refused before anything is planned, dry run included; None for rmqtool's own leftovers (prune)."""
-    if writer is not None and cfg.root.is_dir():
+    require_store(cfg)
+    if writer is not None:
         require_writable(cfg, writer)
     if dry_run:
         return make_plan()
-    if not cfg.root.is_dir():
-        raise NotAStoreError(f"store directory {cfg.root} does not exist")
     lock = StoreLock(cfg.root).acquire()
     try:
         plan = make_plan()

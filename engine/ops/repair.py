@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.config.jsonfiles import (BAK_SUFFIX, CONFIG_FILES, DELAY_OFFSET, SUBSCRIPTION_GROUP, TOPICS,
-                                            config_file_state, decode_topics, encode_delay_offsets,
-                                            encode_subscription_groups)
+                                            config_file_state, data_version, decode_topics, encode_delay_offsets,
+                                            encode_subscription_groups, encode_topics, topic_config_entry)
 from engine.broker.consumequeue.queue import trailing_empty_files
 from engine.broker.layout import TIERED_METADATA_FILE, StoreLayout, validate_queue_id
 from engine.errors import InvalidArgumentError
@@ -172,16 +172,12 @@ def _topics_from_store(layout: StoreLayout, st) -> dict[str, dict]:
         counts[topic] = max(counts.get(topic, 0), qid + 1)
     for topic, n in counts.items():
         if topic not in table:
-            table[topic] = {"attributes": {}, "order": False, "perm": DEFAULT_PERM, "readQueueNums": n,
-                            "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
-                            "writeQueueNums": n}
+            table[topic] = topic_config_entry(topic, n, DEFAULT_PERM)
     return dict(sorted(table.items()))
 
 
 def _encode_topics(table: dict) -> str:
-    now = _now_ms()
-    return fastjson.dumps({"dataVersion": {"counter": 0, "stateVersion": 0, "timestamp": now},
-                           "topicConfigTable": table})
+    return encode_topics(table, data_version(_now_ms()))
 
 
 

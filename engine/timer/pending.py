@@ -338,8 +338,12 @@ class PendingList:
     """`rmqtool timer list`'s answer: the pending messages that pass the filters (iterate it: each is read from
     its record as it comes), their count, and what could not be read. Use as a context manager."""
 
-    def __init__(self, ts: TimerStore, scan: PendingScan, rows: np.ndarray, notes: list[str]):
+    def __init__(self, ts: TimerStore, scan: PendingScan, rows: np.ndarray, notes: list[str],
+                 problems: list[str] | None = None):
         self._ts, self.scan, self.rows, self.notes = ts, scan, rows, notes
+        #: What makes the list short of what the timer store holds (a timercheck that cannot be the broker's): the
+        #: answer comes from what is healthy, and these say what is not (exit 3).
+        self.problems = problems or []
         self.total = len(scan.rows)            # pending messages before the filters
         self.recalled = len(scan.cancelled)    # messages a pending delete marker cancels (not listed)
         self.unresolved = scan.unresolved      # units the broker will read but cannot use (not listed)
@@ -361,8 +365,32 @@ class PendingList:
         self.close()
 
 
+#: A timercheck lastReadTimeMs this far past the clock is no broker's (its dequeue never reads ahead of its clock;
+#: a minute allows for the clocks of two hosts).
+READ_TIME_AHEAD_MS = 60_000
+
+
+def checkpoint_problems(ts: TimerStore, now_ms: int) -> list[str]:
+    """What in config/timercheck cannot be what a broker wrote, and what it hides: a lastReadTimeMs before 1970 or
+    ahead of the clock leaves no slot live (the broker fires none until its clock reaches it), so the units the
+    wheel holds are not listed."""
+    cpf = ts.checkpoint
+    if not cpf.exists or cpf.length < 8:
+        return []
+    t = cpf.cp.lastReadTimeMs
+    if 0 <= t <= now_ms + READ_TIME_AHEAD_MS:
+        return []
+    slots = ts.wheel.slots
+    held = int(slots["num"].astype(np.int64).clip(min=0).sum()) if len(slots) else 0
+    when = "before 1970" if t < 0 else f"{(t - now_ms) // 1000} s ahead of the clock"
+    return [f"{ts.layout.rel(cpf.path)} is not a broker's: its lastReadTimeMs {t} is {when} (a broker's dequeue "
+            f"never reads ahead of its clock), so no slot of the wheel is live and the {held} unit(s) its "
+            f"{len(slots)} slot(s) hold are not listed; the broker would fire none of them until its clock reaches "
+            "that time (run `rmqtool timer verify`; `rmqtool repair timer` rebuilds the timer store)"]
+
+
 def list_pending(cfg, topic: str | None = None, due_after: int | None = None, due_before: int | None = None,
-                 check_crc: bool = False) -> PendingList:
+                 check_crc: bool = False, now_ms: int | None = None) -> PendingList:
     """Every pending timer message of the store (timer §9) whose real topic is `topic` and whose fire time lies in
     [due_after, due_before); sorted by fire time. Reads only. A `topic` neither the store (engine.broker.topics)
     nor a timer message names is a TopicNotFoundError."""
@@ -393,7 +421,10 @@ def list_pending(cfg, topic: str | None = None, due_after: int | None = None, du
             keep &= rows["fire"] >= due_after
         if due_before is not None:
             keep &= rows["fire"] < due_before
-        return PendingList(ts, scan, rows[keep], notes)
+        import time
+
+        problems = checkpoint_problems(ts, int(time.time() * 1000) if now_ms is None else now_ms)
+        return PendingList(ts, scan, rows[keep], notes, problems)
     except BaseException:
         ts.close()
         raise

@@ -99,6 +99,20 @@ def _stepper(root):
     return step
 
 
+def _check_master(master: str) -> None:
+    import importlib.util
+
+    from engine.errors import InvalidArgumentError
+    from engine.exec.runners import INLINE, master_problem
+
+    why = master_problem(master)
+    if why:
+        raise InvalidArgumentError(why)
+    if master != INLINE and importlib.util.find_spec("pyspark") is None:
+        raise InvalidArgumentError(f"--master {master} needs pyspark, which is not installed: use --master inline "
+                                   "(no JVM) or --master none (no reindex step)")
+
+
 @handles_errors
 def demo(
     ctx: typer.Context,
@@ -111,6 +125,8 @@ def demo(
                                         autocompletion=values("local[2]", "inline", "none"))] = "local[2]",
 ) -> None:
     """Create a sample store, write messages with keys, query some, dump the index headers, rebuild the index."""
+    if master != "none":  # before anything is written: a master the reindex step cannot run on
+        _check_master(master)
     directory = directory.resolve()
     conf, jsonl, start = _sample(directory, messages)
     step = _stepper(ctx.find_root().command)  # the rmqtool app itself, without importing it

@@ -13,7 +13,7 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, TieredPathOpt, build_config, expand_path, tier_source)
 
-WIDTH = 80
+WIDTH = 80  # at most: the terminal's width when it is narrower (COLUMNS=40), see width()
 _LABEL = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
 
@@ -32,8 +32,15 @@ def store_args(store: Optional[Path], broker_conf: Optional[Path], hash_slots: O
     return out
 
 
+def width() -> int:
+    """The text's width: WIDTH, or a narrower terminal's (rmqtool.tables.terminal_width)."""
+    from rmqtool.tables import terminal_width
+
+    return min(WIDTH, terminal_width())
+
+
 def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_long_words=True,
+    return textwrap.wrap(text, width(), initial_indent=first, subsequent_indent=rest, break_long_words=True,
                          break_on_hyphens=False) or [first.rstrip()]
 
 
@@ -47,12 +54,12 @@ def command_lines(cmd: str, indent: str, more: str) -> list[str]:
     for i, w in enumerate(words):
         q = shlex.quote(w)
         sep = "" if cur in (indent, more) else " "
-        if len(cur) + len(sep) + len(q) + 2 > WIDTH and cur not in (indent, more):
+        if len(cur) + len(sep) + len(q) + 2 > width() and cur not in (indent, more):
             lines.append(cur + " \\")
             cur, sep = more, ""
         tail = 2 if i + 1 < len(words) else 0   # room for the ` \\` a later word may need
-        if len(cur) + len(sep) + len(q) + tail > WIDTH:
-            *full, last = word_lines(w, WIDTH - len(cur) - len(sep), tail)
+        if len(cur) + len(sep) + len(q) + tail > width():
+            *full, last = word_lines(w, width() - len(cur) - len(sep), tail)
             lines += [cur + sep + full[0], *full[1:]]
             cur = last
             continue
@@ -80,7 +87,7 @@ def word_lines(word: str, room: int, tail: int = 0) -> list[str]:
         if slash >= n // 2:
             n = slash + 1
         out.append(shlex.quote(word[:n]) + "\\")
-        word, room = word[n:], WIDTH
+        word, room = word[n:], width()
 
 
 def render_text(rep) -> None:
@@ -98,10 +105,12 @@ def render_text(rep) -> None:
     c = rep.counts()
     est = rep.estimates.get("brokerRecovery")
     if est:
-        render.line(f"broker recovery: abnormal, {est['bytesToScan']} bytes to read, about "
-                    f"{est['estimatedSeconds']:.0f} s (estimate)")
+        for ln in _wrap(f"broker recovery: abnormal, {est['bytesToScan']} bytes to read, about "
+                        f"{est['estimatedSeconds']:.0f} s (estimate)", "", ""):
+            render.line(ln)
     status = "healthy" if rep.healthy else "NOT healthy"
-    render.line(f"{status}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info")
+    for ln in _wrap(f"{status}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", "", ""):
+        render.line(ln)
     cmds = rep.commands()
     if cmds:
         render.line("commands to run, in this order" + (" (after stopping the broker):" if rep.locked_by_broker

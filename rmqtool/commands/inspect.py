@@ -9,8 +9,8 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
-                             build_config)
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, OldMaxOpt, QuietOpt,
+                             StoreOpt, build_config)
 
 VERIFY_FAILED = 3
 DEFAULT_MAX = 10_000
@@ -19,9 +19,9 @@ FileArg = Annotated[Optional[Path], typer.Argument(help="One index file (default
                                                    dir_okay=False)]
 WalkSlotOpt = Annotated[Optional[int], typer.Option("--walk-slot", help="Print the chain of hash slot N.")]
 WalkKeyOpt = Annotated[Optional[str], typer.Option("--walk-key", help="Print the chain of the slot of TOPIC#KEY.")]
-MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many chain items per walk (default 10000); "
+MaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many chain items per walk (default 10000); "
                                      "a cut is reported on stderr.", min=1)]
-LimitAlias = Annotated[Optional[int], typer.Option("--limit", hidden=True, min=1, help="Old spelling of --max.")]
+LimitAlias = Annotated[Optional[int], typer.Option("--limit", hidden=True, min=1, help="Old spelling of --count.")]
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check every item against the commit log; exit 3 on "
                                          "problems.")]
@@ -56,6 +56,7 @@ def inspect_index(
     commitlog_file_size: CommitLogSizeOpt = None,
     tiered_dir: TieredDirOpt = None,
     limit: LimitAlias = None,
+    old_max: OldMaxOpt = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
     (Tiered index files: `rmqtool tiered inspect-index`.)"""
@@ -71,6 +72,9 @@ def inspect_index(
                    "tiered inspect-index")
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
+    from rmqtool.cli import count_or_old_max
+
+    max_items = count_or_old_max(max_items, old_max, "inspect-index")
     req = InspectRequest(walk_slot, walk_key, limit if limit is not None else max_items, stats, verify)
     if tiered:
         _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out)
@@ -137,7 +141,7 @@ def _render_report(rep, json_out: bool) -> None:
         if "(limit)" in str(rep.walk["stop"]):
             from rmqtool import tables
 
-            tables.cut_note(len(rep.walk["items"]), "--max", f"items of the chain of slot {rep.walk['slot']}")
+            tables.cut_note(len(rep.walk["items"]), "--count", f"items of the chain of slot {rep.walk['slot']}")
     if rep.stats is not None:
         if json_out:
             render.emit_json({"stats": rep.stats})

@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, OldMaxOpt, QuietOpt, StoreOpt, build_config
 
 MAX_LIMIT = 1_000_000_000
 SHOWN_PROBLEMS = 20
@@ -37,12 +37,13 @@ def print_msg(
                                                     "printMsgByQueue); default: every queue of the topic.")] = None,
     tags: Annotated[Optional[str], typer.Option("--tags", help="subExpression: a tag, tags joined by '||' "
                                                 "('TagA || TagB'), or '*' for every message (default).")] = None,
-    max_num: Annotated[Optional[int], typer.Option("--max", "-n", help="At most this many messages (default: all "
+    max_num: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many messages (default: all "
                                                    "of them); a cut is reported on stderr.")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs of the messages "
                                                "printed.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
+    old_max: OldMaxOpt = None,
 ) -> None:
     """Messages of a topic whose store time lies in [--begin, --end] (without --end: from --begin on), found
     through the consume queues.
@@ -58,8 +59,11 @@ def print_msg(
     from engine.errors import InvalidArgumentError
     from engine.ops.timerange import scan_time_range
 
+    from rmqtool.cli import count_or_old_max
+
+    max_num = count_or_old_max(max_num, old_max, "print-msg")
     if max_num is not None and not 0 < max_num <= MAX_LIMIT:
-        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
+        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{MAX_LIMIT}")
     b, e = times.parse_range(begin, end)
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
@@ -70,9 +74,9 @@ def print_msg(
         shown, cut = _emit(scan, max_num, json_out, _hints(st, scan), undecoded)
         if cut:
             if scan.tag_filter.tags is None:
-                tables.cut_note(shown, "--max", "messages", total=scan.candidates)
+                tables.cut_note(shown, "--count", "messages", total=scan.candidates)
             else:
-                tables.cut_note(shown, "--max", "messages", at_least=scan.candidates)
+                tables.cut_note(shown, "--count", "messages", at_least=scan.candidates)
         elif not shown:
             span = (f"in [{local_time(b)}, {local_time(e)}]" if end is not None
                     else f"at or after {local_time(b)}")
@@ -86,7 +90,7 @@ def print_msg(
 
 
 def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: list[str]) -> tuple[int, bool]:
-    """Print the messages as they are found; (how many, whether --max cut off a further one). Messages whose
+    """Print the messages as they are found; (how many, whether --count cut off a further one). Messages whose
     compressed body does not decode are added to `undecoded`."""
     shown = 0
     table = None if json_out else tables.Stream(COLUMNS, hints)

@@ -21,10 +21,11 @@ _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 class Acks:
     """Acknowledgement lines, written to stdout once per batch as soon as the batch is stored."""
 
-    def __init__(self, json_out: bool, quiet: bool):
+    def __init__(self, json_out: bool, quiet: bool, header: str = ""):
         from json.encoder import encode_basestring
 
         self.json_out, self.quiet = json_out, quiet
+        self.header = header  # written before the first acknowledgement: none when nothing is stored
         self._quote = encode_basestring
         self._prefix: dict[tuple[bytes, int], str] = {}
 
@@ -70,7 +71,8 @@ class Acks:
     def emit(self, res) -> None:
         if self.quiet or not len(res):
             return
-        text = self.lines(res)
+        text = self.header + self.lines(res)
+        self.header = ""
         with shielded():  # a signal never leaves half a line: the lines out are whole acknowledgements
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -101,7 +103,7 @@ def _note_lmq_ignored(results: list) -> None:
 
 def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
     from engine.broker.commitlog.message import PROP_KEYS, PROP_TAGS
-    from engine.broker.write.batch import MessageBatch, java_long
+    from engine.broker.write.batch import MessageBatch, check_store_timestamp
     from engine.errors import InvalidArgumentError
 
     if not topic:
@@ -109,7 +111,7 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
     if body is not None and body_file is not None:
         raise InvalidArgumentError("give --body or --body-file, not both")
     if store_timestamp is not None:
-        java_long("--store-timestamp", store_timestamp)
+        check_store_timestamp("--store-timestamp", store_timestamp)
     props = {}
     for p in prop or []:
         if "=" not in p or p.startswith("="):
@@ -124,7 +126,12 @@ def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_time
         raise InvalidArgumentError("give the message body: --body TEXT or --body-file FILE (--body '' stores an "
                                    "empty body)")
     batch = MessageBatch(queue_id)
-    data = Path(expand_path(body_file)).read_bytes() if body_file is not None else (body or "").encode("utf-8")
+    if body_file is None:
+        data = (body or "").encode("utf-8")
+    elif str(body_file) == "-":  # the body from stdin, as --from-jsonl -
+        data = sys.stdin.buffer.read()
+    else:
+        data = Path(expand_path(body_file)).read_bytes()
     batch.add(topic, data, props, queue_id, store_timestamp or 0)
     return batch
 
@@ -154,7 +161,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     keys: Annotated[Optional[str], typer.Option("--keys", "-k", help='KEYS property, space separated: "k1 k2".')] = None,
     body: Annotated[Optional[str], typer.Option("--body", help="Message body (UTF-8 text; --body '' for an empty "
                                                 "body). One of --body and --body-file is needed.")] = None,
-    body_file: Annotated[Optional[Path], typer.Option("--body-file", help="Read the body bytes from a file.",
+    body_file: Annotated[Optional[Path], typer.Option("--body-file", help="Read the body bytes from a file ('-': stdin).",
                                                       dir_okay=False)] = None,
     queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id, 0..2147483647 (default 0).")] = 0,
     prop: Annotated[Optional[List[str]], typer.Option("--property", "-p", help="Extra property K=V (repeatable).")] = None,
@@ -190,10 +197,8 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     validate_queue_id(queue_id)
     batches, name, single = _batches(from_jsonl, queue_id, topic, tags, keys, body, body_file, prop, store_timestamp)
-    acks = Acks(json_out, no_acks or (single and not json_out))
-    if not json_out and not single and not no_acks:
-        sys.stdout.write("commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
-        sys.stdout.flush()
+    acks = Acks(json_out, no_acks or (single and not json_out),
+                "" if json_out or single or no_acks else "commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
     back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
     try:
         stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks, back, create)

@@ -10,12 +10,12 @@ from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             QuietOpt, StoreOpt, build_config)
+                             OldMaxOpt, QuietOpt, StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
 
-MaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many messages (default 64, as mqadmin; not "
+MaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many messages (default 64, as mqadmin; not "
                                      "capped by maxMsgsNumBatch); a cut is reported on stderr.")]
 UniqueKeyOpt = Annotated[bool, typer.Option("--unique-key", help="Look up by UNIQ_KEY (mqadmin queryMsgByUniqueKey).")]
 RawOpt = Annotated[bool, typer.Option(
@@ -67,6 +67,7 @@ def query_key(
     broker_name: BrokerNameOpt = None,
     tiered_hash_slots: TieredHashSlotsOpt = None,
     tiered_max_index: TieredMaxIndexOpt = None,
+    old_max: OldMaxOpt = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
     time really match (no hash-collision false positives, exact time range). (The tiered index:
@@ -74,7 +75,9 @@ def query_key(
     # (a typer command: one parameter per option)
     from engine.broker.index import keyquery
     from engine.broker.store import query_store
+    from rmqtool.cli import count_or_old_max
 
+    max_num = count_or_old_max(max_num, old_max, "query-key")
     if tiered_dir is not None:
         from rmqtool.cli import deprecated
 
@@ -171,7 +174,7 @@ def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, m
             render.table("rejected index candidates", ["phyOffset", "reason"],
                          [[r["phyOffset"], r["reason"]] for r in res.rejected])
     if getattr(res, "more", False):
-        tables.cut_note(len(res.messages), "--max", f"messages for key {key!r}")
+        tables.cut_note(len(res.messages), "--count", f"messages for key {key!r}")
     if not res.messages and not res.partial:
         render.note(f"no message found for key {key!r} in topic {topic!r} "
                     f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")

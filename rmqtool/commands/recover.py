@@ -154,8 +154,9 @@ def recover(  # typer: one parameter per option
     The placeholder: the broker's own recovery would cut every message after a damaged record; recover keeps them
     and puts one placeholder record in each damaged range. A consumer of the queue that held the damaged message
     receives, at its queue offset, a message of topic rmq_sys_rmqtool_quarantine with no tags, no keys and a
-    body of zero bytes; its property RMQTOOL_QUARANTINED names the quarantine manifest holding the damaged bytes
-    and RMQTOOL_ORIGIN_TOPIC, RMQTOOL_ORIGIN_QUEUE_ID and RMQTOOL_ORIGIN_QUEUE_OFFSET the message it replaces.
+    body of zero-valued bytes (padding to the damaged range's size); its property RMQTOOL_QUARANTINED names the
+    quarantine manifest holding the damaged bytes and RMQTOOL_ORIGIN_TOPIC, RMQTOOL_ORIGIN_QUEUE_ID and
+    RMQTOOL_ORIGIN_QUEUE_OFFSET the message it replaces.
     Consumers subscribed by tag never receive it; others should skip that topic. The plan lists each one;
     `rmqtool info` lists a store's placeholders.
 

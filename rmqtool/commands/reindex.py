@@ -112,7 +112,8 @@ def spark_reindex_cmd(
 
     One Spark task per commit-log segment range (up to 256 MiB), one per index file; --master inline needs no JVM.
 
-    Takes the store lock and refuses a store with an abort file. Builds in a staging directory and publishes by
+    Takes the store lock and refuses a store with an abort file; a read-only store (a mounted snapshot) is read
+    without the lock when --out DIR lies outside it (storeReadOnly in --json). Builds in a staging directory and publishes by
     renames after every task succeeded: the store's index/ is swapped whole, so a reader sees the old index or
     the new one. What an interrupted run left behind is finished or removed by the next run, which says so.
 

@@ -17,7 +17,7 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import deprecated, handles_errors
 from rmqtool.options import (MASTER_VALUES, BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, CommitLogSizeOpt, EndOpt,
-                             JsonOpt, MetadataOpt, QuietOpt, StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt,
+                             JsonOpt, MetadataOpt, OldMaxOpt, QuietOpt, StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt,
                              TieredSlotsOpt, tier_source)
 
 PARTIAL = 3          # exit code: an answer the damage of a file cut short, or verification found problems
@@ -30,7 +30,7 @@ TopicOpt = Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of
                                                  "--from-jsonl).")]
 KeyOpt = Annotated[Optional[str], typer.Option("--key", "-k", help="A key: a KEYS token or the UNIQ_KEY (both are "
                                                "indexed; required without --from-jsonl).")]
-MaxOpt = Annotated[int, typer.Option("--max", "-n", help="maxCount, as the broker takes it (default 64).")]
+MaxOpt = Annotated[int, typer.Option("--count", "-n", help="maxCount, as the broker takes it (default 64).")]
 UniqueKeyOpt = Annotated[bool, typer.Option("--unique-key", help="Keep only messages whose UNIQ_KEY is the key "
                                             "(default: its UNIQ_KEY or one of its KEYS).")]
 RawOpt = Annotated[bool, typer.Option("--raw", help="The index items (IndexStoreService.queryAsync), not the "
@@ -45,7 +45,7 @@ NewTieredGeometryOpt = Annotated[bool, typer.Option(
     "refused.")]
 FromJsonlOpt = Annotated[Optional[Path], typer.Option(
     "--from-jsonl", help="Answer many questions in one process: one JSON object per line ({topic, key, maxCount?, "
-    "begin?, end?}; missing values from --max/--begin/--end), '-' for stdin. One answer line per question, in "
+    "begin?, end?}; missing values from --count/--begin/--end), '-' for stdin. One answer line per question, in "
     "order: the broker's answer {topic, key, maxCount, begin, end, messages: [...]} (as --as-broker), or with "
     "--raw {..., items, perFile}.", dir_okay=False)]
 
@@ -76,10 +76,11 @@ def query_key(
     tiered_dir: TieredDirOpt = None,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
+    old_max: OldMaxOpt = None,
 ) -> None:
     """Messages by key from the tier, as the broker's tiered store answers (IndexStoreService.queryAsync, then
     MessageStoreFetcherImpl.queryMessageAsync): the uploaded index files (INDEX flat file) and the local ones
-    whose begin timestamp lies in [--begin, --end], newest first, merged by queueId-offset up to --max, items of
+    whose begin timestamp lies in [--begin, --end], newest first, merged by queueId-offset up to --count, items of
     other topics dropped, each message read from its queue's tiered commit log.
 
     By default each message is checked (a whole record of the topic, stored within the range, whose UNIQ_KEY or
@@ -88,8 +89,10 @@ def query_key(
     # (a typer command: one parameter per option)
     from engine.errors import InvalidArgumentError
     from engine.tiered.index.fetcher import KeyQuestion, open_tier_index
+    from rmqtool.cli import count_or_old_max
 
     render.set_quiet(quiet)
+    max_num = count_or_old_max(max_num, old_max, "tiered query-key")
     if raw and as_broker:
         raise InvalidArgumentError("give --raw or --as-broker, not both")
     src = tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name)
@@ -104,7 +107,7 @@ def query_key(
     if topic is None or key is None:
         raise InvalidArgumentError("give --topic and --key (or --from-jsonl FILE)")
     if not 0 < max_num <= INT_MAX:
-        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{INT_MAX}")
+        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{INT_MAX}")
     b, e = times.parse_range(begin, end)
     with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
         ans = ti.ask(KeyQuestion(topic, key, max_num, b, e), require_topic=True).check(unique_key)
@@ -154,7 +157,7 @@ FileArg = Annotated[Optional[Path], typer.Argument(help="One tiered index file, 
 WalkSlotOpt = Annotated[Optional[int], typer.Option("--walk-slot", help="Print the items of hash slot N.")]
 WalkKeyOpt = Annotated[Optional[str], typer.Option("--walk-key", help="Print the items of the slot of TOPIC#KEY "
                                                    "(tiered hash).")]
-WalkMaxOpt = Annotated[int, typer.Option("--max", "-n", help="At most this many items per walk (default 512, the "
+WalkMaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many items per walk (default 512, the "
                                          "broker's query cap).", min=1)]
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check slots and chains, and the INDEX segments against "
@@ -180,6 +183,7 @@ def inspect_index(
     tiered_dir: TieredDirOpt = None,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
+    old_max: OldMaxOpt = None,
 ) -> None:
     """Tiered index files as the broker's table holds them: headers; with --walk-* a slot's chain (local files)
     or item range (uploaded); --stats; --verify. Without FILE, every file of the table: the local ones
@@ -187,9 +191,11 @@ def inspect_index(
     and the metadata's timestamps)."""
     # (a typer command: one parameter per option)
     from engine.errors import InvalidArgumentError
+    from rmqtool.cli import count_or_old_max
     from rmqtool.render_tiered import render_inspection
 
     render.set_quiet(quiet)
+    max_items = count_or_old_max(max_items, old_max, "tiered inspect-index")
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
     asked = dict(walk_slot=walk_slot, walk_key=walk_key, limit=max_items, stats=stats, verify=verify)
@@ -286,7 +292,8 @@ compact_index_old = _alias(compact_index, "compact-index", "tiered compact-index
 
 OutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", help="Directory to write the compacted tiered index files to (required; must not be the store "
-    "nor anything inside commitlog/, consumequeue/, config/, index/ or tiered_index_file/).")]
+    "nor anything inside commitlog/, consumequeue/, config/, index/ or tiered_index_file/). Query them with "
+    "`rmqtool tiered query-key --tiered-dir DIR`.")]
 MasterOpt = Annotated[str, typer.Option(
     "--master", autocompletion=MASTER_VALUES,
     help="Spark master: local[*] (default), local[N], spark://host:port, yarn, k8s://...; or 'inline' "

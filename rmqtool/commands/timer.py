@@ -179,7 +179,8 @@ def list_cmd(
     yet in the wheel), the commit-log offset of the record its unit points at (the latest roll copy for a rolled
     message) and its timer-log position. Recalled messages (a pending delete marker names them) and delay-level
     messages (SCHEDULE_TOPIC_XXXX) are not timer messages pending here. --json prints one object per line.
-    Exits 3 when units the broker will read cannot be resolved (they are reported on stderr, not listed).
+    Exits 3 when units the broker will read cannot be resolved (they are reported on stderr, not listed), or when
+    config/timercheck cannot be a broker's (a lastReadTimeMs ahead of the clock leaves no slot live).
     """
     from engine.timer import list_pending
 
@@ -187,7 +188,7 @@ def list_cmd(
     after = times.parse_time(due_after, "--due-after", now=now) if due_after is not None else None
     before = times.parse_time(due_before, "--due-before", now=now) if due_before is not None else None
     cfg = build_config(store, broker_conf)
-    with list_pending(cfg, topic, after, before) as res:
+    with list_pending(cfg, topic, after, before, now_ms=now) as res:
         for n in res.notes:
             tables.note(n)
         out = None if json_out else tables.Stream(LIST_COLUMNS, {
@@ -203,12 +204,14 @@ def list_cmd(
                 d["fireAt"] = local_time(m.fire_at_ms)
                 out.row(d)
         if out is not None:
-            out.finish(empty="(no pending timer message)")
+            out.finish()  # an empty list: the note below says so
     if not shown:
         tables.note("no pending timer message" + (" matches" if res.total else ""))
     else:
         tables.note(f"{shown} of {res.total} pending timer message(s)"
                     + (f"; {res.recalled} recalled (not listed)" if res.recalled else ""))
+    for p in res.problems:  # what the list lacks and why: printed whatever --quiet says, exit 3
+        render.problem(f"warning: {p}")
     if res.unresolved_total:  # they explain the exit 3: printed whatever --quiet says
         for u in res.unresolved[:20]:
             render.problem(f"note: not listed: {u.why}")
@@ -216,6 +219,8 @@ def list_cmd(
             render.problem(f"note: ... and {res.unresolved_total - 20} more")
         render.problem(f"note: {res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for "
                        "what the broker will do with them")
+        raise typer.Exit(3)
+    if res.problems:
         raise typer.Exit(3)
 
 

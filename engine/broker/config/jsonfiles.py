@@ -305,6 +305,23 @@ def data_version(timestamp_ms: int, counter: int = 0) -> dict:
     return {"counter": counter, "stateVersion": 0, "timestamp": timestamp_ms}
 
 
+#: TopicConfigManager's topicConfigTable: new ConcurrentHashMap<>(1024).
+TOPIC_CONFIG_TABLE_CAPACITY = 1024
+
+
+def topic_config_entry(topic: str, queue_nums: int, perm: int = 6) -> dict:
+    """`new TopicConfig(topic)` with its queue counts and perm as fastjson writes the bean (fields in name order)."""
+    return {"attributes": {}, "order": False, "perm": perm, "readQueueNums": queue_nums,
+            "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0, "writeQueueNums": queue_nums}
+
+
+def encode_topics(table: dict[str, dict], version: dict) -> str:
+    """topics.json as TopicConfigManager.encode(true) writes it (TopicConfigSerializeWrapper): `table` in the order
+    its topics were put into the ConcurrentHashMap<>(1024), `version` its DataVersion (data_version)."""
+    order = iteration_order(list(table), string_hash, TOPIC_CONFIG_TABLE_CAPACITY)
+    return fastjson.dumps({"dataVersion": version, "topicConfigTable": {t: table[t] for t in order}})
+
+
 def encode_delay_offsets(table: dict[int, int], timestamp_ms: int) -> str:
     """delayOffset.json as ScheduleMessageService.encode(true) writes it: DelayOffsetSerializeWrapper with its
     offsetTable a ConcurrentHashMap<Integer, Long>(32) (format §1.2): integer keys unquoted, in its order."""

@@ -1,6 +1,7 @@
 """The store lock: `<store>/lock`, locked the way a broker locks it (FileChannel.tryLock = fcntl)."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 from engine.fsutil import fsync_dir, sync, write_fully
 
 from engine.broker.layout import StoreLayout
-from engine.errors import NotAStoreError, StoreLockedError
+from engine.errors import NotAStoreError, StoreLockedError, StoreReadOnlyError
 
 
 class StoreLock:
@@ -20,6 +21,11 @@ class StoreLock:
         try:  # never through a link: the lock file is the store's own
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # not a lock held: nothing can be written here
+                what = "is on a read-only file system" if e.errno == errno.EROFS else "is not writable"
+                raise StoreReadOnlyError(f"store {self.path.parent} {what} (cannot open the store lock "
+                                         f"{self.path}: {e.strerror}); a command that changes the store cannot "
+                                         "run on it") from None
             raise StoreLockedError(f"cannot open the store lock {self.path}: {e.strerror}") from None
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,7 +19,7 @@ from engine.broker.commitlog.message import VALID, MessageRecord
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, LONG_MAX, key_index_hash
 
-MAX_LIMIT = 10_000_000  # --max: far beyond any real answer, small enough to refuse a typo
+MAX_LIMIT = 10_000_000  # --count: far beyond any real answer, small enough to refuse a typo
 
 
 @dataclass
@@ -62,7 +62,7 @@ class RawAnswer:
 
 def check_query_args(max_num: int, begin: int, end: int) -> None:
     if not 0 < max_num <= MAX_LIMIT:
-        raise InvalidArgumentError(f"--max {max_num} is out of range 1..{MAX_LIMIT}")
+        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{MAX_LIMIT}")
     if begin > end:
         raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
 
@@ -119,7 +119,7 @@ def query(store, topic: str, key: str, max_num: int = 64, begin: int = 0, end: i
     unless its decoded time proves its message is outside the range (_ChainCandidates).
     """
     if max_num <= 0:
-        raise InvalidArgumentError(f"--max must be positive, got {max_num}")
+        raise InvalidArgumentError(f"--count must be positive, got {max_num}")
     if begin > end:
         raise InvalidArgumentError(f"time range is empty: begin {begin} is after end {end}")
     idx = store.index

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import operator
+import struct
 import time
 
+from engine.broker.commitlog.compression import COMPRESSED_FLAG, BodyDecodeError, codec_of, encode_body
 from engine.broker.commitlog.message import (MAX_PROPERTIES_LEN, NAME_VALUE_SEPARATOR, PROP_DELAY, PROP_KEYS,
                                              PROP_TAGS, PROP_UNIQ_KEY, PROPERTY_SEPARATOR, MessageEncodeError,
                                              MessageRecord, UniqKeyGenerator, parse_host, serialize_properties,
@@ -27,6 +29,7 @@ from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 #: QUEUEOFFSET (8 bytes) then PHYSICALOFFSET (8 bytes) start at this position of every record (format §2.1).
 QUEUE_OFFSET_POS = 20
+_LONG = struct.Struct(">q")
 
 
 _INT_FIELDS = {"flag": "flag", "sysFlag": "sys_flag", "reconsumeTimes": "reconsume_times"}
@@ -50,6 +53,15 @@ def java_int(what: str, v) -> int:
 def java_long(what: str, v) -> int:
     """`v` as a Java long field, or a one-line InvalidArgumentError."""
     return _java_integer(what, v, LONG_MIN, LONG_MAX, "long")
+
+
+def check_store_timestamp(what: str, v) -> int:
+    """A store time to put: a Java long of epoch milliseconds, 0 (now) or after; a negative one (before 1970) is
+    refused: no broker's clock gives one, and the index files and time searches take store times as unsigned."""
+    java_long(what, v)
+    if v < 0:
+        raise InvalidArgumentError(f"{what} {v} is negative: a store time is epoch milliseconds (0: now)")
+    return v
 
 
 def check_property_text(what: str, text) -> str:
@@ -76,7 +88,8 @@ INPUT_FIELDS = _COMMON | {"bodyEncoding", "bornTimestamp", "flag", "sysFlag", "r
 #: ... and what the JSON output of the read commands adds, which the store assigns or derives (a dump's lines can be
 #: put again): any other field is probably a typo ("bodyy") and is refused.
 OUTPUT_FIELDS = frozenset(("queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "msgId", "magicVersion",
-                           "transactionType", "propertiesCRC", "compression", "compressionError", "type"))
+                           "transactionType", "propertiesCRC", "compression", "compressionError", "storedBody",
+                           "type"))
 MESSAGE_FIELDS = INPUT_FIELDS | OUTPUT_FIELDS
 
 _PROPS: dict[tuple, tuple] = {}
@@ -164,6 +177,9 @@ class MessageBatch:
         self.parts: list[bytes] = []
         for c in COLUMNS:
             setattr(self, c, [])
+        #: (message index, BORNTIMESTAMP follows it, the tagsCode follows it) of each message whose store time
+        #: this batch took from the clock (the input gave none): see not_before.
+        self.stamped: list[tuple[int, bool, bool]] = []
         self._uniq_base = ""
         self._uniq_next = 0
         self._uniq_left = 0
@@ -186,6 +202,31 @@ class MessageBatch:
             del getattr(self, c)[n:]
         for i in [i for i in self.multi if i >= n]:
             del self.multi[i]
+        self.stamped = [s for s in self.stamped if s[0] < n]
+
+    def not_before(self, floor: int) -> int:
+        """Raise each store time this batch took from the clock to `floor` where it is below it (the header's
+        STORETIMESTAMP, BORNTIMESTAMP when it was defaulted to it, a delay level's tagsCode), so that the store
+        times a run takes itself never go back: a batch may be encoded ahead of the one written before it (the
+        parse helper of a large input, engine.broker.write.jsonl). Times the input gave are kept as they are.
+        Returns the new floor: the latest store time taken so far."""
+        ts = self.store_ts
+        for i, born, tc in self.stamped:
+            old = ts[i]
+            if old >= floor:
+                floor = old
+                continue
+            k = i * PARTS
+            head = bytearray(self.parts[k])
+            born_host = 16 if head[39] & 0x10 else 4  # SYSFLAG's low byte: BORNHOST_V6_FLAG (format §2.3)
+            _LONG.pack_into(head, 48 + born_host + 4, floor)
+            if born:
+                _LONG.pack_into(head, 40, floor)
+            self.parts[k] = bytes(head)
+            if tc:
+                self.tags_code[i] += floor - old
+            ts[i] = floor
+        return floor
 
     def _append(self, parts: tuple, row: tuple) -> None:
         """One encoded message: its PARTS byte strings, and its value in each column (the order of COLUMNS)."""
@@ -235,6 +276,7 @@ class MessageBatch:
             java_int(name, getattr(rec, attr))
         for name, attr in _LONG_FIELDS.items():
             java_long(name, getattr(rec, attr))
+        check_store_timestamp("storeTimestamp", rec.store_timestamp)
         for name in ("born", "store"):
             if len(getattr(rec, f"{name}_host")) not in (4, 16):
                 raise InvalidArgumentError(f"{name}Host must be 4 (IPv4) or 16 (IPv6) address bytes")
@@ -287,8 +329,8 @@ class MessageBatch:
         store_ts = get("storeTimestamp")
         if store_ts is None:
             store_ts = 0
-        elif type(store_ts) is not int or not LONG_MIN <= store_ts <= LONG_MAX:
-            java_long("storeTimestamp", store_ts)
+        elif type(store_ts) is not int or not 0 <= store_ts <= LONG_MAX:
+            check_store_timestamp("storeTimestamp", store_ts)
         if get("properties") or not _COMMON.issuperset(obj):
             self._add_general(obj, topic, tinfo, body_b, keys, tags, uniq, qid, store_ts)
         else:
@@ -311,6 +353,7 @@ class MessageBatch:
             raise MessageEncodeError(f"message body is {blen} bytes; maxMessageSize is {self.max_body}")
         if not store_ts:
             store_ts = int(time.time() * 1000)
+            self.stamped.append((len(self.size), True, False))
         tpart, magic = tinfo
         size = 90 + len(tpart) + blen + plen
         tc = 0 if tags is None else (TAGS[tags] if tags in TAGS else tags_hash(tags))
@@ -340,6 +383,8 @@ class MessageBatch:
             vals[js] = 0 if get(js) is None else java_int(js, get(js))
         for js in ("preparedTransactionOffset", "bornTimestamp"):
             vals[js] = 0 if get(js) is None else java_long(js, get(js))
+        if vals["sysFlag"] & COMPRESSED_FLAG:
+            body_b = _stored_body(obj, body_b, vals["sysFlag"])
         bh, bp = _host("bornHost", get("bornHost")) if get("bornHost") else (LOCALHOST, 0)
         sh, sp = _host("storeHost", get("storeHost")) if get("storeHost") else (LOCALHOST, DEFAULT_STORE_PORT)
         self._encode(topic, tinfo, qid, body_b, props, store_ts,
@@ -399,9 +444,11 @@ class MessageBatch:
             uniq = props.get(PROP_UNIQ_KEY)
         praw = _properties_bytes(text)
         plen = len(praw)
-        if not store_ts:
+        stamped = not store_ts
+        if stamped:
             store_ts = int(time.time() * 1000)
-        if not born_ts:
+        born_follows = not born_ts
+        if born_follows:
             born_ts = store_ts
         if len(bh) == 4 and len(sh) == 4:
             st = HEAD44
@@ -423,14 +470,45 @@ class MessageBatch:
             tc = TAGS.get(tags)
             if tc is None:
                 tc = tags_hash(tags)
+        tc_follows = False
         if PROP_DELAY in props:
             tc = tags_code(topic, tags, props, store_ts)
+            tc_follows = tc != tags_code(topic, tags, props, store_ts + 1)  # a delay level: delivery time
+        if stamped:
+            self.stamped.append((len(self.size), born_follows, tc_follows))
         tx = sys_flag & 0xC
         if PROP_INNER_MULTI_DISPATCH in props:
             self.multi[len(self.size)] = props
         self._append((head, body, tpart, plen.to_bytes(2, "big"), praw),
                      (topic, qid, store_ts, tx == 0 or tx == 8, tc, uniq, props.get(PROP_KEYS), tx == 0xC, sh, sp, blen,
                       size))
+
+
+def _stored_body(obj: dict, body: bytes, sys_flag: int) -> bytes:
+    """The bytes to store for a message whose SYSFLAG says its body is compressed (format §2.3).
+
+    A read command's JSON line shows the body as the consumer receives it (decoded) and names the codec in
+    "compression": that body is compressed again with the codec SYSFLAG names, as the producer did, so the
+    consumer (MessageDecoder, which inflates when the flag is set) reads back the same body. A line whose body did
+    not decode ("compressionError") has no body but the stored bytes ("storedBody", base64): they are stored as
+    they were. Without "compression" the body is taken as the bytes the producer sent, already compressed."""
+    if obj.get("compressionError") is not None:
+        raw = obj.get("storedBody")
+        if type(raw) is not str:
+            raise InvalidArgumentError("a message with compressionError needs its storedBody (base64): its body "
+                                       "did not decode, so only the stored bytes can be put again")
+        return _b64(raw)
+    named = obj.get("compression")
+    if named is None:
+        return body
+    codec = codec_of(sys_flag)
+    if named != codec:
+        raise InvalidArgumentError(f"compression {named!r} does not match the codec sysFlag {sys_flag} names "
+                                   f"({codec})")
+    try:
+        return encode_body(body, sys_flag)
+    except BodyDecodeError as e:
+        raise InvalidArgumentError(f"sysFlag {sys_flag}: {e}") from None
 
 
 def _check_none_props(props: dict) -> None:

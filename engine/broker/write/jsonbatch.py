@@ -108,7 +108,7 @@ def _checked_columns(batch, objs: list):
         return None
     cols = (topics, bodies, _texts(_column(objs, "keys"), True), _texts(_column(objs, "tags")),
             _texts(_column(objs, "uniqKey")), _ints(_column(objs, "queueId"), batch.default_queue_id, 0, INT_MAX),
-            _ints(_column(objs, "storeTimestamp"), 0, -(2**63), 2**63 - 1))
+            _ints(_column(objs, "storeTimestamp"), 0, 0, 2**63 - 1))
     return None if any(c is None for c in cols) else cols
 
 
@@ -116,7 +116,10 @@ def _append_encoded(batch, topics, bodies, keys, tags, uniqs, qids, stamps, praw
     """Pack the headers and append every part and column (one argument per column)."""
     n = len(topics)
     now = int(time.time() * 1000)
-    stamps = [s or now for s in stamps]
+    if 0 in stamps:
+        base = len(batch)
+        batch.stamped += [(base + i, True, False) for i, s in enumerate(stamps) if not s]
+        stamps = [s or now for s in stamps]
     tinfo = {t: TOPICS[t] for t in set(topics)}
     tparts = [tinfo[t][0] for t in topics]
     blens = list(map(len, bodies))

@@ -228,7 +228,8 @@ class ParseHelper:
     sends their batches back through a pipe. The writes, flushes and acknowledgements all stay in this process,
     in input order, so a put means what it means without the helper. The pipe's buffer holds less than a batch:
     the helper works at most one batch ahead (memory: a few batches). The helper makes UNIQ_KEYs with a
-    generator of its own (its pid and random bits, as a second producer would). An error in the helper's blocks
+    generator of its own (its pid and random bits, as a second producer would). It takes store times a block ahead
+    of the writer: put_prepared raises any that would go back (MessageBatch.not_before). An error in the helper's blocks
     (a bad line, anything else) comes back after the batches before it, so the run stops where it would
     without the helper."""
 
@@ -351,9 +352,12 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, crea
 
     st = None
     stored, last = 0, None
+    floor = 0  # the latest store time this run took from the clock: none it takes later goes back
+    new_store = _new_store(cfg)
     try:
         for batch, lines, bad, err in batches:
             if len(batch):
+                floor = batch.not_before(floor)
                 if st is None:
                     st = MessageStore(cfg, writable=True, create=True, create_in_nonempty=create_in_nonempty)
                 last = st.put_batch(batch, sync_flush)
@@ -368,7 +372,52 @@ def put_prepared(cfg, batches, sync_flush: bool, name: str, on_stored=None, crea
                     raise stop
             if bad is not None or err is not None:
                 raise InvalidArgumentError(f"{bad or err}; {stored} message(s) before it were stored")
-    finally:
+    except BaseException:
         if st is not None:
             st.close()
+            if new_store is not None and not stored:
+                _remove_new_store(cfg, new_store)  # a store that holds nothing is no store: no skeleton left
+        raise
+    if st is not None:
+        st.close()
     return stored, last
+
+
+def _new_store(cfg):
+    """None when cfg.root already holds a store; else what was there before the put: "missing" (the put makes the
+    directory) or the names it held (an empty directory, or one --create writes into)."""
+    from engine.broker.layout import StoreLayout
+
+    layout = StoreLayout.of(cfg)
+    if not cfg.root.exists():
+        return "missing"
+    if not cfg.root.is_dir() or layout.holds_store():
+        return None
+    return set(os.listdir(cfg.root))
+
+
+def _remove_new_store(cfg, before) -> None:
+    """Remove what a put that stored nothing made of a new store (its directories, checkpoint, abort marker,
+    lock and config/): the directory is left as it was found."""
+    import shutil
+
+    from engine.broker.layout import StoreLayout
+
+    layout = StoreLayout.of(cfg)
+    made = [layout.consumequeue_dir, layout.index_dir, layout.config_dir, layout.checkpoint, layout.abort,
+            layout.lock, *[d for d in layout.commitlog_dirs if d.parent == layout.root]]
+    for p in made:
+        if before != "missing" and p.name in before:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+    if before == "missing":
+        try:
+            cfg.root.rmdir()  # only when empty: nothing of anyone else's is removed
+        except OSError:
+            pass

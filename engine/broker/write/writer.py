@@ -109,8 +109,10 @@ def now_ms() -> int:
 
 
 def store_full(store, e: WriteFailedError) -> WriteFailedError:
-    """The error a put reports: the store, the file, and the room left."""
-    free = free_bytes(store.root)
+    """The error a put reports: the store, the file, and the room left when the write failed (the error's own
+    figure: measured again now, after the room taken for the batch was given back, it could exceed what the write
+    needed)."""
+    free = e.free if e.free is not None else free_bytes(store.root)
     cls = DiskFullError if isinstance(e, DiskFullError) else WriteFailedError
     out = cls(e.path, f"{e.reason}; store {store.root} has {format_bytes(free)} free", None)
     out.args = (f"store {store.root} has {format_bytes(free)} free: cannot write {e.path}: {e.reason}",)
@@ -307,8 +309,9 @@ class Room:
             rest -= k
         free = free_bytes(self.store.index_dir)
         if free is not None and free < keep:
-            raise DiskFullError(self.store.index_dir, f"a new index file needs {format_bytes(keep)} with the items "
-                                                      "these messages put into it", free)
+            raise DiskFullError(self.store.index_dir, f"a new index file needs {format_bytes(keep)} (header, "
+                                                      "slot table and these messages' items, in whole blocks) beyond "
+                                                      "the commit-log and consume-queue room they take", free)
 
     def settle(self, m: int) -> None:
         """Remove the files reserve() created that the first m messages do not use (newest first)."""

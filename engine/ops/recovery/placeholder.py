@@ -9,7 +9,7 @@ exactly the damaged range's length, so the broker's recovery walks on, made so i
 What a consumer receives. The consume-queue unit that pointed at the damaged record stays (units are positional),
 so a consumer of that queue, reaching that queue offset, receives the placeholder as a message:
 
-* topic `rmq_sys_rmqtool_quarantine` (QUARANTINE_TOPIC), no tags, no keys, a body of zero bytes (padding);
+* topic `rmq_sys_rmqtool_quarantine` (QUARANTINE_TOPIC), no tags, no keys, a body of zero-valued bytes (padding to the damaged range's size);
 * its QUEUEID and QUEUEOFFSET are the unit's, so the consumer's offset bookkeeping goes on as for the lost message;
 * properties: RMQTOOL_QUARANTINED = the quarantine manifest (`quarantine/<run>/manifest.json`, relative to the
   store root) that holds the damaged bytes, and RMQTOOL_ORIGIN_TOPIC, RMQTOOL_ORIGIN_QUEUE_ID,

@@ -254,7 +254,7 @@ class RecoveryPlan:
             return []
         out = [f"{len(ph)} damaged record(s) will read as a placeholder: a consumer of the queue that held the "
                f"message receives, at its queue offset, a message of topic {QUARANTINE_TOPIC} with no tags, no keys "
-               f"and a body of zero bytes, whose property {QUARANTINE_PROPERTY} names the quarantine manifest "
+               f"and a body of zero-valued bytes (padding to the damaged range's size), whose property {QUARANTINE_PROPERTY} names the quarantine manifest "
                "holding the damaged bytes and RMQTOOL_ORIGIN_TOPIC / _QUEUE_ID / _QUEUE_OFFSET the message it "
                "replaces; consumers subscribed by tag never receive it, others should skip that topic; "
                "`rmqtool info` lists a store's placeholders"]

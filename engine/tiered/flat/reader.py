@@ -312,8 +312,10 @@ def _split_problem(record: bytes, size: int) -> str | None:
     if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
         return f"bad magic code 0x{magic & 0xFFFFFFFF:08X}"
     total = _I.unpack_from(record, 0)[0]
-    if total != size or len(record) < size:
+    if total != size:
         return f"TOTALSIZE {total} does not match the unit's size {size}"
+    if len(record) < size:
+        return f"the record is cut short ({len(record)} of its {size} bytes can be read)"
     return None
 
 

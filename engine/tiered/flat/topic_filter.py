@@ -14,15 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from engine.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS  # TopicValidator's, stated once
 from engine.java.lang import java_is_blank
 
-#: TopicValidator.SYSTEM_TOPIC_SET as the class initialises it.
-SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
-})
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"             # TopicValidator.SYSTEM_TOPIC_PREFIX
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC
 LMQ_PREFIX = "%LMQ%"                         # MixAll.LMQ_PREFIX
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"          # MixAll.REPLY_TOPIC_POSTFIX

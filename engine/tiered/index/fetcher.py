@@ -204,6 +204,9 @@ def tier_index_of(store: TieredStore, local_dir: Optional[Path] = None) -> TierI
     segments = index_segments(store.layout, store.metadata)
     ti = TierIndex(store, open_service(local_dir, segments, store.config), segments)
     ti.notes += store.warnings + [f"{p}: {t}" for p, t in ti.service.problems]
+    for p in ti.service.compacted_local:
+        ti.notes.append(f"{p}: compacted tiered index file (as `tiered reindex --out` writes), read as an uploaded "
+                        "one; a broker loads only unsealed files from its tiered_index_file/")
     for ts in sorted(ti.service.shadowed):
         ti.notes.append(f"local tiered index file {ts} has the timestamp of an uploaded one: the broker reads the "
                         "uploaded one and deletes the local file at start-up")

@@ -211,6 +211,7 @@ class TableFile:
     local: Optional[Path] = None
     segment: Optional[IndexSegment] = None
     problem: Optional[str] = None   # a local file the broker could not load (it is skipped)
+    layout: str = "unsealed"        # of a local file: "compacted" for one `tiered reindex --out` wrote
 
     @property
     def name(self) -> str:
@@ -289,6 +290,11 @@ class TieredIndexService:
                           "as an index file)") for f in files if f.problem]
         self.shadowed: set[int] = set()   # timestamps of local files an uploaded file replaces
         self.files = [f for f in files if not f.problem]
+        # Files of neither layout: a query whose range holds one fails for it (its FileAnswer names it), since
+        # what the broker would read there is unknown; never an empty answer that looks complete.
+        self.broken = [f for f in files if f.problem]
+        # Local files of the compacted layout (what `tiered reindex --out DIR` writes): read as uploaded ones.
+        self.compacted_local = [f.local for f in self.files if f.layout == "compacted"]
 
     def close(self) -> None:
         for f in self._open.values():
@@ -317,6 +323,9 @@ class TieredIndexService:
             except (TieredReadError, TieredIndexError, OSError) as e:   # Java logs it; the other files answer
                 fa.error = str(e)
             ans.per_file.append(fa)
+        for f in reversed(self.broken):
+            if begin <= f.timestamp <= end:
+                ans.per_file.append(FileAnswer(f.timestamp, f.status, error=f"{f.local}: {f.problem}"))
         ans.items = merge_items((fa.items for fa in ans.per_file), max_count)
         return ans
 
@@ -334,18 +343,20 @@ class TieredIndexService:
 
     def local_file(self, f: TableFile) -> IndexStoreFile:
         """A local file opened read-only as the service reads it (close it when done)."""
-        return _open_local(f.local, self.geometry, f.timestamp)
+        return _open_local(f.local, self.geometry, f.timestamp, f.layout)
 
     def _local(self, f: TableFile) -> IndexStoreFile:
         h = self._open.get(f.local)
         if h is None:
-            h = self._open[f.local] = _open_local(f.local, self.geometry, f.timestamp)
+            h = self._open[f.local] = _open_local(f.local, self.geometry, f.timestamp, f.layout)
         return h
 
 
-def _open_local(path: Path, g: Geometry, ts: int) -> IndexStoreFile:
-    return IndexStoreFile.open(path, g.hash_slot_num if g.source != "default" else None, g.index_num,
-                               layout="unsealed", begin_timestamp=ts)
+def _open_local(path: Path, g: Geometry, ts: int, layout: str = "unsealed") -> IndexStoreFile:
+    slots = g.hash_slot_num if g.source != "default" else None
+    if layout == "compacted":
+        return IndexStoreFile.open(path, slots, None, layout="compacted", begin_timestamp=ts)
+    return IndexStoreFile.open(path, slots, g.index_num, layout="unsealed", begin_timestamp=ts)
 
 
 def build_table(local: list[tuple[int, Path]], segments: list[IndexSegment], geometry: Geometry) -> list[TableFile]:
@@ -368,7 +379,16 @@ def _local_entry(ts: int, p: Path, g: Geometry) -> TableFile:
             h = f.header()
         return TableFile(ts, UNSEALED, h["beginTimestamp"], h["hashSlotCount"], h["indexItemCount"], local=p)
     except (TieredIndexError, OSError) as e:
-        return TableFile(ts, UNSEALED, 0, 0, 0, local=p, problem=str(e))
+        problem = str(e)
+    try:  # the compacted layout: a file `tiered reindex --out DIR` (or compact-index) wrote; never empty
+        if p.stat().st_size <= HEADER_SIZE:
+            raise TieredIndexError(problem)
+        with _open_local(p, g, ts, "compacted") as f:
+            h = f.header()
+        return TableFile(ts, UPLOAD, h["endTimestamp"] or 0, g.hash_slot_num, h["indexItemCount"] or 0, local=p,
+                         layout="compacted")
+    except (TieredIndexError, OSError):
+        return TableFile(ts, UNSEALED, 0, 0, 0, local=p, problem=problem)
 
 
 def open_service(local_dir: Optional[Path], segments: list[IndexSegment], config) -> TieredIndexService:

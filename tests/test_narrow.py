@@ -1,0 +1,39 @@
+"""Text within the terminal's width (issue 33 item 9): --help of every command and doctor's report at COLUMNS=40;
+tables at 80 (the recover and info tables are covered by tests/test_tables_cli.py and tests/test_info_width.py)."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import command_paths, run, unpack_golden
+
+ALL = command_paths()
+
+
+def overflow(text: str, width: int) -> list[str]:
+    """Lines wider than `width`, but for one value that cannot be cut alone on its line and the examples (command
+    lines to copy, kept whole)."""
+    return [ln for ln in text.splitlines()
+            if len(ln) > width and len(ln.split()) > 1 and not ln.lstrip().startswith("rmqtool ")]
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=[p for p, _ in ALL])
+def test_help_fits_40_columns(path):
+    r = run([*path.split(), "--help"], env={"COLUMNS": "40"})
+    assert r.exit_code == 0, r.output
+    assert overflow(r.stdout, 40) == []
+
+
+def test_help_at_80_columns_is_what_it_was():
+    r = run(["put", "--help"], env={"COLUMNS": "80"})
+    wide = run(["put", "--help"], env={"COLUMNS": "200"})
+    assert r.stdout == wide.stdout  # click's own width (at most 78) from 52 columns on
+    assert overflow(r.stdout, 80) == []
+
+
+def test_doctor_fits_40_columns(tmp_path):
+    store, conf = unpack_golden("timer/t1", tmp_path / "t1")
+    r = run(["doctor", "-c", conf], env={"COLUMNS": "40"})
+    assert r.exit_code in (0, 3), r.output
+    assert r.stdout and overflow(r.stdout, 40) == []
+    wide = run(["doctor", "-c", conf], env={"COLUMNS": "80"})
+    assert max(map(len, wide.stdout.splitlines())) > 40 and overflow(wide.stdout, 80) == []
