@@ -29,7 +29,7 @@ def pair(tmp_path_factory):
     msgs = sample_messages(36)
     msgs += sample_messages(3, start=100, topic="SCHEDULE_TOPIC_XXXX", queue_id=2)  # delay level 3
     put(f, msgs, tmp)
-    (f / "config").mkdir()
+    (f / "config").mkdir(exist_ok=True)  # put writes config/topics.json
     (f / "config" / "consumerOffset.json").write_text(json.dumps({"offsetTable": OFFSETS}))
     (f / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": TOPICS}))
     (f / "config" / "subscriptionGroup.json").write_text(json.dumps(

@@ -296,6 +296,7 @@ class RocksDBQueue:
         self.max_offset_in_queue = self.entries.max.cq_offset + 1 if self.entries.max is not None else 0
         self.max_physic_offset = self.entries.max.phy_offset if self.entries.max is not None else -1
         self.file_size = CHUNK_UNITS * CQ_STORE_UNIT_SIZE
+        self.damage: str | None = None  # as ConsumeQueue.damage: a RocksDB queue has no file end to be damaged
         first = store.first_unit_offset(topic, queue_id) if self.max_offset_in_queue else None
         first = self.max_offset_in_queue if first is None else min(first, self.max_offset_in_queue)
         segs, q = [], first
