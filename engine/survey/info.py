@@ -32,7 +32,7 @@ from engine.broker.index.file import HEADER, INDEX_HEADER_SIZE
 from engine.broker.index.geometry import resolve_index_geometry
 from engine.broker.config import epochfile
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
-from engine.broker.mode import detect_mode
+from engine.broker.mode import StoreMode, detect_mode
 from engine.errors import StoreError
 from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
 from engine.ops.quarantine import QUARANTINE_DIR
@@ -92,14 +92,13 @@ def store_info(cfg: BrokerConfig, now_ms: int | None = None, tier: TierSource | 
                                                  if e.name.startswith(INTERRUPTED_PREFIXES))
     info.sections["tiered"] = _tiered(layout, tier, info)
     info.sections["timer"] = _timer(layout)
-    info.sections["epochFile"] = _epoch_file(cfg, info.sections["commitLog"], info)
+    info.sections["epochFile"] = _epoch_file(mode, info.sections["commitLog"], info)
     return info
 
 
-def _epoch_file(cfg: BrokerConfig, cl: dict, info: StoreInfo) -> dict | None:
+def _epoch_file(mode: StoreMode, cl: dict, info: StoreInfo) -> dict | None:
     """A controller-mode store's epoch file (engine.broker.config.epochfile): its entries as the broker loads them,
     checked against the commit log's offsets; None when the store is not in controller mode."""
-    mode = detect_mode(cfg)
     if not mode.controller or mode.epoch_file is None:
         return None
     r = epochfile.read(mode.epoch_file)

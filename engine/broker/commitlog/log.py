@@ -306,6 +306,28 @@ class CommitLog:
                 rec = check_message(e.buf, e.pos, e.pos + e.size, check_crc=False, read_body=read_body).record
             yield LogEntry(e.kind, e.offset, e.size, rec, e.reason, e.segment)
 
+    def _segment_end(self, seg: Segment, hint: int | None, check_crc: bool):
+        """Walk one segment's records from its start (or from `hint`, when a valid record starts there) to the
+        first that is not valid: (position, that record's check, the buffer). A BLANK filler ends the segment
+        (position seg.size); the check is None when the records fill the file."""
+        buf = self.queue.buffer(seg)
+        pos, n = 0, len(buf)
+        if hint is not None and seg.start <= hint < seg.end:
+            r = check_message(buf, hint - seg.start, n, check_crc=check_crc, read_body=False)
+            if r.status == VALID and r.record.physical_offset == hint:
+                pos = hint - seg.start
+        while pos < n:
+            size = quick_valid_size(buf, pos, n, check_crc)
+            if size > 0:
+                pos += size
+                continue
+            r = check_message(buf, pos, n, check_crc=check_crc, read_body=check_crc)
+            if r.status == VALID:
+                pos += r.size
+                continue
+            return (seg.size if r.status == BLANK else pos), r, buf
+        return pos, None, buf
+
     def find_end(self, hint: int | None = None, check_crc: bool = False) -> int:
         """The commit log's max offset: end of the last valid record of the last segment.
 
@@ -315,27 +337,8 @@ class CommitLog:
         segs = self.segments
         if not segs:
             return 0
-        seg = segs[-1]
-        buf = self.queue.buffer(seg)
-        pos = 0
-        if hint is not None and seg.start <= hint < seg.end:
-            r = check_message(buf, hint - seg.start, len(buf), check_crc=check_crc, read_body=False)
-            if r.status == VALID and r.record.physical_offset == hint:
-                pos = hint - seg.start
-        n = len(buf)
-        while pos < n:
-            size = quick_valid_size(buf, pos, n, check_crc)
-            if size > 0:
-                pos += size
-                continue
-            r = check_message(buf, pos, n, check_crc=check_crc, read_body=check_crc)
-            if r.status == VALID:
-                pos += r.size
-            elif r.status == BLANK:
-                return seg.end
-            else:
-                break
-        return seg.start + pos
+        pos, _r, _buf = self._segment_end(segs[-1], hint, check_crc)
+        return segs[-1].start + pos
 
     def data_end(self, hint: int | None = None, check_crc: bool = False) -> tuple[int, str]:
         """Where the commit log's data ends as the broker's recovery walk finds it (format §7.2), and why it ends
@@ -348,29 +351,15 @@ class CommitLog:
             return 0, "no commit-log segments"
         for i in range(len(segs) - 1, -1, -1):
             seg = segs[i]
-            buf = self.queue.buffer(seg)
-            pos, n = 0, len(buf)
-            if hint is not None and seg.start <= hint < seg.end:
-                r = check_message(buf, hint - seg.start, n, check_crc=check_crc, read_body=False)
-                if r.status == VALID and r.record.physical_offset == hint:
-                    pos = hint - seg.start
-            why = "the end of the last segment file"
-            while pos < n:
-                size = quick_valid_size(buf, pos, n, check_crc)
-                if size > 0:
-                    pos += size
-                    continue
-                r = check_message(buf, pos, n, check_crc=check_crc, read_body=check_crc)
-                if r.status == VALID:
-                    pos += r.size
-                    continue
-                if r.status == BLANK:
-                    pos, why = seg.size, "the BLANK filler of the last segment that holds records"
-                elif _is_zero_area(buf, pos, min(n, pos + 8)):
-                    why = "end of data (zeros follow)"
-                else:
-                    why = f"{r.status}: {r.reason}" if r.reason else r.status
-                break
+            pos, r, buf = self._segment_end(seg, hint, check_crc)
+            if r is None:
+                why = "the end of the last segment file"
+            elif r.status == BLANK:
+                why = "the BLANK filler of the last segment that holds records"
+            elif _is_zero_area(buf, pos, min(len(buf), pos + 8)):
+                why = "end of data (zeros follow)"
+            else:
+                why = f"{r.status}: {r.reason}" if r.reason else r.status
             if pos == 0 and i > 0 and why.startswith("end of data"):
                 continue  # an empty (pre-allocated) segment: the data ends in the one before
             return seg.start + pos, why

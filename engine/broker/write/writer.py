@@ -170,11 +170,11 @@ def put_batch(store, batch: MessageBatch, sync_flush: bool = False):
 
 
 def _lmq_step(store, batch: MessageBatch):
-    """The LMQ step (engine.broker.write.lmq) with the store's enableLmq / enableMultiDispatch."""
-    from engine.broker.mode import detect_mode
+    """The LMQ step (engine.broker.write.lmq) with the store's enableLmq / enableMultiDispatch (its mode, decided
+    once per open store)."""
     from engine.broker.write.lmq import assign_lmq
 
-    mode = getattr(store, "mode", None) or detect_mode(store.config)
+    mode = store.mode
     main = {(t, q) for t, q, c in zip(batch.topic, batch.queue_id, batch.in_cq) if c}
     return assign_lmq(store, batch, mode.lmq, mode.multi_dispatch, main)
 
