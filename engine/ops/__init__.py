@@ -3,8 +3,8 @@ views of consume queues, consumers and time ranges. Nothing is imported here: im
 
     plan_recovery, apply_recovery, recover, RecoveryPlan      engine.ops.recovery
     plan_clean, apply_clean, clean, CleanPlan                 engine.ops.clean
-    verify_index_file, VerifyReport                           engine.ops.verify
+    verify_index_file, VerifyReport                           engine.broker.index.verify
 
 Both store-changing operations share engine.ops.operation (lock, re-plan under the lock, dry run) and
-everything recovery removes is kept by engine.ops.quarantine first.
+everything recovery removes is kept by engine.ops.footprint.quarantine first.
 """

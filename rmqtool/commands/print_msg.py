@@ -57,7 +57,7 @@ def print_msg(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.timerange import scan_time_range
+    from engine.broker.consumequeue.timerange import scan_time_range
 
     from rmqtool.cli import count_or_old_max
 

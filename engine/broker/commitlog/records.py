@@ -336,7 +336,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     to the MAGICCODE candidates where they miss a record, so the result is the same with or without them.
 
     prefetch: a function (a, b) -> future of the MAGICCODE candidates in [a, b) of the same bytes (a helper
-    process over its own mapping of the file: engine.ops.logread.CrcHelper), or None when it is busy, asked one
+    process over its own mapping of the file: engine.broker.commitlog.walk.CrcHelper), or None when it is busy, asked one
     window ahead, so that on two cores the byte scan of window k+1 overlaps the chain and decoding of window k
     and its consumers.
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from engine.broker.commitlog.message import (PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
                                              TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record)
 from engine.errors import CorruptFileError
-from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR
+from engine.ops.footprint.quarantine import MANIFEST, QUARANTINE_DIR
 from engine.timer.layout import TIMER_TOPIC
 from engine.timer.records import PROP_TIMER_OUT_MS
 

@@ -4,7 +4,7 @@ Per queue, two binary searches on store time (ConsumeQueue.getOffsetInQueueByTim
 UPPER for the end) give the queue offsets whose messages were stored in [begin, end]; only those units are read,
 never the whole commit log. The searches assume store times grow along the queue, which a broker's clock stepping
 back breaks: so the store time of every message of the queue is read once as well (8 bytes of each record head,
-TIME_CHUNK units at a time: engine.ops.queues store_time_chunks), and messages stored in the range that lie outside
+TIME_CHUNK units at a time: engine.broker.consumequeue.view store_time_chunks), and messages stored in the range that lie outside
 the searched offsets are visited too, in queue order, with a note naming the queue. A subExpression filters by tag as a broker and its client do: the unit's tagsCode
 against the hash codes of the tags first (DefaultMessageFilter.isMatchedByConsumeQueue), then the message's
 TAGS against the tag names (PullAPIWrapper.processPullResult). Messages are yielded one at a time.
@@ -21,7 +21,7 @@ from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 from engine.java.lang import java_string_hash
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.ops.queues import OK, PLACEHOLDER, QueueView, commitlog_min_offset, logical_truncation, select_queues
+from engine.broker.consumequeue.view import OK, PLACEHOLDER, QueueView, commitlog_min_offset, logical_truncation, select_queues
 
 SUB_ALL = "*"
 
