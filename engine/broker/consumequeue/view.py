@@ -19,7 +19,7 @@ from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, placeholder_note
+from engine.broker.commitlog.placeholder import is_placeholder, placeholder_info, placeholder_note
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
