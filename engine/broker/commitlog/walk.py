@@ -1,5 +1,6 @@
-"""Reading the commit log in bulk for the operations (recovery, verify): valid records a window at a time,
-and the gaps between them.
+"""The checking walk of the commit log (recovery, index verification): valid records a window at a time, and the
+gaps between them. It goes over the segment files with the one segment walk every reader shares
+(CommitLog.walk_segments) and states which decoded records are not valid with records.unsound and body_crc_bad.
 
 walk() goes segment by segment through engine.broker.commitlog.records.decode_segment (the one bulk decoder) and checks
 every record as the broker's recovery does (format §2.7): body CRC (CRC-32 over the body ranges), the length
