@@ -24,7 +24,8 @@ from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
 from engine.java.lang import INT_MAX, java_string_hash
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.ops.queues import OK, PLACEHOLDER, QueueView, commitlog_min_offset, logical_truncation, select_queues
+from engine.ops.queues import (MAX_UNREADABLE_RUN, OK, PLACEHOLDER, QueueView, commitlog_min_offset,
+                               logical_truncation, select_queues)
 
 SUB_ALL = "*"
 
@@ -220,6 +221,7 @@ class Searched:
     disagree: int = 0            # heads read whose time lies outside the index's bound for them
     records_read: int = 0        # bytes of the messages visited (added while iterating)
     steps: int = 0               # places where a queue's store times go back (certain from the bounds)
+    unplaced: int = 0            # units whose time neither the index nor the log gives, left out of the range
 
     @property
     def log_bytes_read(self) -> int:
@@ -228,7 +230,8 @@ class Searched:
     def as_dict(self) -> dict:
         return {"scanLog": self.scan_log, "queues": self.queues, "units": self.units, "indexCovered": self.covered,
                 "headsRead": self.heads, "logBytesRead": self.log_bytes_read, "logBytes": self.log_bytes,
-                "indexBytesRead": self.index_bytes, "indexDisagrees": self.disagree, "clockSteps": self.steps}
+                "indexBytesRead": self.index_bytes, "indexDisagrees": self.disagree, "clockSteps": self.steps,
+                "unplaced": self.unplaced}
 
     def line(self) -> str:
         """One line: what was searched and read."""
@@ -242,6 +245,10 @@ class Searched:
 
     def notes(self, index: "IndexTimes | None") -> list[str]:
         out = []
+        if self.unplaced:
+            out.append(f"{self.unplaced} unit(s) point at no readable message and have no index item: their store "
+                       "times are unknown and they lie away from the range's messages, so they were left out "
+                       "(`rmqtool verify-cq` lists them)")
         if index is not None:
             for name, why in index.skipped:
                 out.append(f"index file {name}: {why}: the store times of its messages were read from the log")
@@ -315,6 +322,7 @@ class IndexTimes:
                     np.minimum.at(hi, at, ihi)
                     cov[at] = True
                 del items
+        cov &= lo <= hi      # items of one offset that contradict each other (a stale index): no bound
         return lo[inv], hi[inv], cov[inv]
 
 
@@ -365,20 +373,28 @@ def plan_batch(store, batch, begin: int, end: int, index: "IndexTimes | None", s
                 pages.append(np.unique(offs[offs >= 0] // PAGE))
                 known = times >= 0
                 cov = np.zeros(n, dtype=bool)
-            lo[idx] = np.where(known, times, _NO_TIME_LO)
-            hi[idx] = np.where(known, times, _NO_TIME_HI)
+            keep = cov[idx] & ~known      # no readable head: the index's bound still places the unit
+            lo[idx] = np.where(known, times, np.where(keep, lo[idx], _NO_TIME_LO))
+            hi[idx] = np.where(known, times, np.where(keep, hi[idx], _NO_TIME_HI))
             unknown = np.zeros(n, dtype=bool)
-            unknown[idx[~known]] = True
+            unknown[idx[~known & ~keep]] = True
             take = ~unknown & (lo >= begin) & (hi <= end)
             hit = np.flatnonzero(take)
             r = QueueRange(t, q, qmin, qmax, qmin, qmin)
             if len(hit):
                 a, z = int(hit[0]), int(hit[-1])
+                while a > 0 and unknown[a - 1]:          # as the broker's search: unreadable units beside the
+                    a -= 1                               # range are in it (the walk reports them)
+                while z + 1 < n and unknown[z + 1] and z + 1 - int(hit[-1]) <= MAX_UNREADABLE_RUN:
+                    z += 1
                 visit = np.flatnonzero(take[a:z + 1] | unknown[a:z + 1]) + a
                 if len(visit) == z - a + 1:
                     r.first, r.end = qmin + a, qmin + z + 1
                 else:
                     r.extra = (visit + qmin).tolist()
+                searched.unplaced += int(np.count_nonzero(unknown)) - int(np.count_nonzero(unknown[a:z + 1]))
+            else:
+                searched.unplaced += int(np.count_nonzero(unknown))
             k = np.flatnonzero(~unknown)
             if len(k) > 1:
                 r.steps_back = int(np.count_nonzero(hi[k][1:] < lo[k][:-1]))  # certainly earlier than the one before
