@@ -23,7 +23,7 @@ from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, pl
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
-#: Units whose store times are read at once by store_time_chunks (memory: a few arrays of this many int64).
+#: Units read at once by unit_chunks (memory: a few arrays of this many int64).
 TIME_CHUNK = 1 << 16
 #: Bytes of a record head that hold its store time with either born-host width (format §2: STORETIMESTAMP at 56,
 #: or at 68 after an IPv6 born host).
@@ -208,13 +208,6 @@ class QueueView:
                         offs[i], sizes[i] = u[0], u[1]
             yield q, offs, sizes
             q += n
-
-    def store_time_chunks(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(first queue offset, store times) of the units [lo, hi), TIME_CHUNK units at a time, read from the record
-        heads the units point at (-1 where there is no record of the unit's size: a blank, a unit outside the commit
-        log, another record). Only the heads are read, from read-only mappings; nothing is decoded."""
-        for q, offs, sizes in self.unit_chunks(lo, hi):
-            yield q, self.record_times(offs, sizes)
 
     def record_times(self, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """The store times of the records at commit-log offsets `offs` of the given sizes, from their heads (-1
