@@ -251,7 +251,9 @@ class Searched:
                        "(`rmqtool verify-cq` lists them)")
         if index is not None:
             for name, why in index.skipped:
-                out.append(f"index file {name}: {why}: the store times of its messages were read from the log")
+                out.append(f"index file {name}: {why}: the store times of its messages were read from the log"
+                           if name else f"the index files cannot be read ({why}): every store time was read "
+                           "from the log")
             if self.units > self.covered:
                 out.append(f"{self.units - self.covered} unit(s) have no index item (no index file, a damaged one, or "
                            "a message without keys): their store times were read from the log")
@@ -280,8 +282,8 @@ class IndexTimes:
         self.skipped: list[tuple[str, str]] = []
         try:
             svc = store.index
-        except StoreError as e:
-            self.skipped.append(("(all)", str(e)))
+        except (StoreError, OSError) as e:
+            self.skipped.append(("", str(e)))
             return
         self.skipped += [(d.path.name, "damaged") for d in svc.damaged]
         for f in svc.files:
