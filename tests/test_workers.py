@@ -192,3 +192,37 @@ def test_default_is_the_cpus_this_process_may_use():
     workers.use(None)
     with pytest.raises(ValueError):
         workers.use(0)
+
+
+@pytest.fixture(scope="module")
+def long_dump(tmp_path_factory):
+    """About 700 segments: a dump of a second or so on two workers."""
+    tmp = tmp_path_factory.mktemp("long")
+    put(tmp / "s", sample_messages(15000), tmp)
+    return tmp / "s"
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],
+                         ids=["sigint", "sigterm"])
+def test_a_signal_stops_the_workers(long_dump, sig, code):
+    import subprocess
+    import sys
+    import time
+
+    from test_signals import REPO, _children, _stop
+
+    store, geom = long_dump, SEG_LOG
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", "dump-commitlog", "-s", str(store), "--json", *geom,
+                          "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    kids: set[int] = set()
+    t0 = time.time()
+    while len(kids) < 2 and time.time() - t0 < 20 and p.poll() is None:
+        kids |= set(_children(p.pid))
+        time.sleep(0.005)
+    if p.poll() is not None:
+        pytest.skip("the dump finished before the signal could be sent")
+    p.stdout = None
+    rc, _, err = _stop(p, sig, kids)  # no worker left behind
+    assert rc == code and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
