@@ -110,6 +110,27 @@ def _by_role(store) -> dict:
     return out
 
 
+@pytest.mark.parametrize("n", ["2", "3"])
+def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
+    # With helpers a segment is cut into several windows (HELPER_MIN_WINDOW at least) that they check while this
+    # process decodes the next: small windows here, so several are in flight within each segment, damage among them.
+    from engine.ops import logread
+
+    path, pos = seg_file(many, 7 * SEG + 500)
+    patch(path, pos, b"\x00\x01\x02")
+    other = tmp_path / "copy"
+    shutil.copytree(many, other)
+    one = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    monkeypatch.setattr(logread, "HELPER_MIN_WINDOW", 300)
+    two = cli("recover", "-s", str(other), "--full-scan", "--json", *SEG_GEOM, "--workers", n, code=None)
+    assert one.exit_code == two.exit_code
+    assert _docs(one.stdout) == _docs(two.stdout.replace(str(other), str(many)))
+    assert _by_role(many) == _by_role(other)
+    v1 = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    v2 = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", n, code=None)
+    assert v1.exit_code == v2.exit_code and _docs(v1.stdout) == _docs(v2.stdout)
+
+
 def test_recover_plan_and_doctor_same_json(fuzz):
     for cmd in (("recover", "--dry-run"), ("doctor",)):
         one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)

@@ -23,8 +23,8 @@ from engine.broker.commitlog.log import CommitLog
 from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              check_message)
-from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
-                                             decode_segment, magic_candidates)
+from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, SCAN_WINDOW, ZERO, RecordBatch, SegmentEnd,
+                                             body_crc_bad, decode_segment, magic_candidates)
 from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
@@ -447,6 +447,9 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
     return False
 
 
+#: The smallest window a walk with helpers decodes at a time: a segment is cut into about 4 x (helpers + 1) windows
+#: (so that a segment of 64 MiB keeps two processes busy, not one window decoded and then one checked), no smaller.
+HELPER_MIN_WINDOW = 4 << 20
 #: decode_segment's first window when the walk resumes inside a segment (after a damaged range): 64 KiB.
 RESTART_WINDOW = 64 << 10
 
@@ -472,6 +475,8 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     n = len(buf)
     # Each window's pages are released below once its consumers are done (decode_segment would release them
     # while the CRC helper holds the window, and the consumers would map them again).
+    if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
+        window = min(window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
     kw = {"release": False} if window is None else {"window": window, "release": False}
     gap_starts = [a for a, _ in known]
     if hints is not None:
