@@ -144,6 +144,13 @@ def test_inspect_index_verify_same_json(many):
     assert _docs(one.stdout) == _docs(two.stdout) and len(_docs(one.stdout)) > 2
 
 
+def test_inspect_index_stats_same_json(many):
+    one, two = _both("inspect-index", "-s", str(many), "--stats", "--json", *SEG_GEOM)
+    assert one.exit_code == two.exit_code == 0
+    docs = _docs(one.stdout)
+    assert docs == _docs(two.stdout) and len(docs) > 2 and all("stats" in d for d in docs)
+
+
 def test_spark_reindex_inline_same_files(many, tmp_path):
     for n in ("1", "2"):
         cli("spark-reindex", "-s", str(many), "--master", "inline", "--out", str(tmp_path / f"o{n}"), *SEG_GEOM,
@@ -192,6 +199,11 @@ def test_a_killed_worker_fails_dump_cleanly(fuzz, killed):
 
 def test_a_killed_worker_fails_verify_cleanly(many, killed):
     r = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert_one_line_error(r, 1)
+
+
+def test_a_killed_worker_fails_stats_cleanly(many, killed):
+    r = cli("inspect-index", "-s", str(many), "--stats", "--json", *SEG_GEOM, "--workers", "2", code=None)
     assert_one_line_error(r, 1)
 
 
