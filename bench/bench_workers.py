@@ -15,7 +15,10 @@ one. Then, each command in a fresh process, alternating 1 worker and N, medians 
 
 Before each timed command every commit-log file is read once, untimed (a warm page cache, as the warm read).
 The machine's load average is printed at the start and the end: the figures are only worth what the machine's
-quiet is (other processes on the same cores slow the N-worker runs most).
+quiet is (other processes on the same cores slow the N-worker runs most). The CPU seconds of each command (its
+process and its workers, from wait4) show the work the workers add (forks, results sent back, a dump's spool
+files): on a quiet machine with N cores the N-worker time is about the larger of the ordered part's and
+(CPU seconds / N).
 
     python3 bench/bench_workers.py                         # generate (or reuse) the store, 3 runs
     python3 bench/bench_workers.py --store /path --runs 5 --workers 8
@@ -89,16 +92,20 @@ def commands(store: Path, scratch: Path) -> dict[str, list[str]]:
     }
 
 
-def run(args: list[str], workers: int, scratch: Path) -> tuple[float, int]:
+def run(args: list[str], workers: int, scratch: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the command and its workers, exit code) of one run."""
     shutil.rmtree(scratch / "out", ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "rmqtool", *args, "--workers", str(workers), "--quiet"], env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", *args, "--workers", str(workers), "--quiet"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
     took = time.perf_counter() - t0
-    if p.returncode not in (0, 3):
-        raise SystemExit(f"{' '.join(args)} --workers {workers}: exit {p.returncode}: {p.stderr.strip()}")
-    return took, p.returncode
+    code = os.waitstatus_to_exitcode(status)
+    p.returncode = code
+    if code not in (0, 3):
+        raise SystemExit(f"{' '.join(args)} --workers {workers}: exit {code} (run it alone to see why)")
+    return took, usage.ru_utime + usage.ru_stime, code
 
 
 def main() -> int:
@@ -129,28 +136,32 @@ def main() -> int:
         for name, args in commands(store, scratch).items():
             if a.only and not any(o in name for o in a.only):
                 continue
-            times = {1: [], a.workers: []}
+            times, cpu = {1: [], a.workers: []}, {1: [], a.workers: []}
             codes = set()
             for _ in range(a.runs):
                 for n in (1, a.workers):
                     read_all(files, False)  # a warm page cache for every run
-                    took, code = run(args, n, scratch)
+                    took, used, code = run(args, n, scratch)
                     times[n].append(took)
+                    cpu[n].append(used)
                     codes.add(code)
             one, many = statistics.median(times[1]), statistics.median(times[a.workers])
-            rows.append({"command": name, "one": one, "all": many, "ratio": many / one, "exits": sorted(codes)})
+            rows.append({"command": name, "one": one, "all": many, "ratio": many / one, "exits": sorted(codes),
+                         "cpuOne": statistics.median(cpu[1]), "cpuAll": statistics.median(cpu[a.workers])})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     load1 = open("/proc/loadavg").read().split()[:3]
     gb = size / 1e9
     print(f"store {store}: {len(files)} segments, {size / (1 << 20):.0f} MiB; {cpus()} CPUs usable, "
           f"all = {a.workers} workers; medians of {a.runs} runs; load average {' '.join(load0)} -> {' '.join(load1)}")
-    print(f"{'':24} {'1 worker':>10} {f'{a.workers} workers':>11} {'ratio':>6} {'GB/s (all)':>11}")
+    print(f"{'':24} {'1 worker':>10} {f'{a.workers} workers':>11} {'ratio':>6} {'GB/s (all)':>11} "
+          f"{'CPU s 1 / all':>14}")
     cr, wr = statistics.median(cold), statistics.median(warm)
     print(f"{'cold read':24} {cr:>9.2f}s {'':>11} {'':>6} {gb / cr:>11.2f}")
     print(f"{'warm read':24} {wr:>9.2f}s {'':>11} {'':>6} {gb / wr:>11.2f}")
     for r in rows:
-        print(f"{r['command']:24} {r['one']:>9.2f}s {r['all']:>10.2f}s {r['ratio']:>5.2f}x {gb / r['all']:>11.2f}")
+        print(f"{r['command']:24} {r['one']:>9.2f}s {r['all']:>10.2f}s {r['ratio']:>5.2f}x {gb / r['all']:>11.2f} "
+              f"{r['cpuOne']:>6.2f} / {r['cpuAll']:<6.2f}")
     print(json.dumps({"segments": len(files), "bytes": size, "workers": a.workers, "runs": a.runs,
                       "coldRead": cr, "warmRead": wr, "load": [load0, load1], "commands": rows}))
     return 0
