@@ -53,17 +53,17 @@ _rmqtool() {
             case "$prev" in
                 --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --now|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --now|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --tiered-store-path -T --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --deep --now --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --tiered-store-path -T --workers --help" ;;
         "dump-commitlog")
             case "$prev" in
                 --store|-s|--body-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --topic|-t|--begin|-b|--end|-e|--from-offset|--to-offset|--files|--count|-n|--max-message-size|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --topic|-t|--begin|-b|--end|-e|--from-offset|--to-offset|--files|--count|-n|--max-message-size|--commitlog-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --body) _rmqtool_words "none utf8 hex base64"; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --topic -t --begin -b --end -e --from-offset --to-offset --files --count -n --body --body-dir --max-message-size --no-check-crc --json --quiet -Q --commitlog-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --begin -b --end -e --from-offset --to-offset --files --count -n --body --body-dir --max-message-size --no-check-crc --json --quiet -Q --commitlog-file-size --workers --help" ;;
         "dump-cq")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--queue-offset|-i|--count|-n) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -88,9 +88,9 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --walk-slot|--walk-key|--count|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --walk-slot|--walk-key|--count|-n|--hash-slots|--max-index|--commitlog-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --hash-slots --max-index --commitlog-file-size --workers --help" ;;
         "print-msg")
             case "$prev" in
                 --topic|-t|--begin|-b|--end|-e|--queue-id|-q|--tags|--count|-n) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -130,9 +130,9 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --hash-slots|--max-index|--commitlog-file-size|--cq-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --dry-run --no-check-crc --index-safe --full-scan --force --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --workers --help" ;;
         "repair")
             _rmqtool_words "config consume-queue timer --help" ;;
         "repair config")
@@ -161,9 +161,9 @@ _rmqtool() {
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c|--out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --master) _rmqtool_words "local[*] inline"; return ;;
-                --conf|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --conf|--hash-slots|--max-index|--commitlog-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --new-geometry --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --new-geometry --workers --help" ;;
         "tiered")
             _rmqtool_words "clean compact-index dispatch dump-cq get inspect-index offset-by-time query-key queues rebuild-metadata reindex segments verify --help" ;;
         "tiered clean")

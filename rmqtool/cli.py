@@ -99,6 +99,14 @@ def _stop_signals():
     return {s: signal.signal(s, _raise_on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _forget_workers() -> None:
+    """After a command: its --workers (engine.workers.use) does not carry over to the next one run in the same
+    process (tests, the shell)."""
+    workers = sys.modules.get("engine.workers")  # imported only by a command that took --workers
+    if workers is not None:
+        workers.use(None)
+
+
 def handles_errors(fn):
     """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
     `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead. A command's `quiet`
@@ -134,6 +142,7 @@ def handles_errors(fn):
             fail("terminated", 143)
         finally:
             render.set_quiet(False)
+            _forget_workers()
             if handlers:
                 import signal
 

@@ -126,3 +126,23 @@ def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots:
         mappedFileSizeCommitLog=commitlog_file_size,
         mappedFileSizeConsumeQueue=cq_file_size,
     )
+
+
+def _use_workers(n: Optional[int]) -> Optional[int]:
+    """--workers' callback: the engine's worker count for this command (engine.workers.use), set once before
+    any work; a bad value is a one-line error, exit 2."""
+    from engine import workers
+
+    why = workers.problem(n)
+    if why is not None:
+        raise typer.BadParameter(why.split(" is ", 1)[1] if " is " in why else why)
+    workers.use(n)
+    return n
+
+
+WORKERS_PANEL = "Performance"
+#: Per-segment work on N worker processes (issue 32), defined once for every bulk command.
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", help="Worker processes for the per-segment work (default: the CPUs this process may use; "
+    "1: none, all in this process). The answer is the same whatever N.", callback=_use_workers,
+    rich_help_panel=WORKERS_PANEL, show_default=False)]

@@ -59,13 +59,12 @@ def master_problem(master: str) -> Optional[str]:
 #: Scan columns the inline runner keeps in memory; beyond it, scans are pickled to a temporary directory
 #: ($TMPDIR) and read back when asked. With one file's entries at a time in the build, this bounds memory.
 INLINE_MEMORY_BUDGET = 512 << 20
-#: Commit logs at least this big are scanned by a pool of worker processes, one per CPU up to
-#: INLINE_WORKERS_MAX, each holding one decode window (about 400 MiB resident at most: the window's
-#: 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then bounded
-#: by INLINE_WORKERS_MAX x 400 MiB + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a
-#: full default-geometry file of 20M items; 200 MiB for 3M).
+#: Commit logs at least this big are scanned by worker processes by default (engine.workers: one per CPU this
+#: process may use, or --workers N whatever the size), each holding one decode window (WORKER_MEMORY at most: the
+#: window's 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then
+#: bounded by N x WORKER_MEMORY + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a full
+#: default-geometry file of 20M items; 200 MiB for 3M).
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
-INLINE_WORKERS_MAX = 4
 #: JVM options of a local master's JVM (driver and executor in one): the client compiler only (no C2
 #: compiler threads competing with the Python workers for the CPUs while a short job runs) and the serial
 #: collector (its heap holds little: summaries and small task results). --conf spark.driver.extraJavaOptions
@@ -90,8 +89,8 @@ def open_runner(master: str, spark_conf: Optional[dict] = None):
 
 class InlineRunner:
     """The whole job without Spark or a JVM, the driver in this process: range after range (each starts
-    exactly where the last one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more is scanned by a local
-    pool of forked worker processes (one per CPU, INLINE_WORKERS_MAX at most), one range per task as on Spark
+    exactly where the last one ended); a commit log of INLINE_PARALLEL_MIN_BYTES or more (any, with --workers) is
+    scanned by a pool of forked worker processes (engine.workers), one range per task as on Spark
     (guessed starts, settled afterwards), their columns sent back to this process. The build runs here, file
     after file (one file's entries in memory)."""
 
@@ -106,7 +105,7 @@ class InlineRunner:
         self._held = 0
         self._tmp: Optional[Path] = None
         self._spill_dir: Optional[Path] = None
-        self._workers = workers if workers is not None else min(os.cpu_count() or 1, INLINE_WORKERS_MAX)
+        self._workers = workers  # None: engine.workers decides (--workers, else the CPUs)
         for sc in scans or []:
             self._keep(sc)
 
@@ -149,9 +148,11 @@ class InlineRunner:
         if units and not isinstance(units[0], SegmentRange):
             return self._each(units, progress, scan_fn)
         size = sum({u.segment: u.file_len for u in units}.values())
-        workers = min(self._workers, len(units))
-        if workers > 1 and size >= INLINE_PARALLEL_MIN_BYTES:
-            return self._scan_pool(units, progress, scan_fn, workers)
+        from engine import workers as pool_workers
+
+        n = min(self._workers or pool_workers.count(), len(units))
+        if n > 1 and (self._workers is not None or pool_workers.fan_out(size, INLINE_PARALLEL_MIN_BYTES)):
+            return self._scan_pool(units, progress, scan_fn, n)
         chain = RangeChain()
         out = []
         for i, unit in enumerate(units):
@@ -171,21 +172,15 @@ class InlineRunner:
         return out
 
     def _scan_pool(self, units: list[SegmentRange], progress: Progress, scan_fn, workers: int) -> list[dict]:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         from engine.exec.ranges import settle
+        from engine.workers import WorkerPool
 
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         summaries: dict[int, dict] = {}
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = [pool.submit(scan_fn, u) for u in units]
-            for done, f in enumerate(as_completed(futures), 1):
-                sc = f.result()
+        with WorkerPool(workers) as pool:  # a dead worker: WorkerDiedError, nothing built
+            for sc in pool.ordered(scan_fn, [(u,) for u in units],
+                                   lambda done: progress("scan", done, len(units))):
                 summaries[sc.index] = sc.summary()
                 self._keep(sc)
-                progress("scan", done, len(units))
 
         def rescan(redo: list[SegmentRange]) -> list[dict]:
             fixed = [scan_fn(u) for u in redo]

@@ -12,6 +12,7 @@ from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              StoreOpt, TieredPathOpt, build_config, expand_path, tier_source)
+from rmqtool.options import WorkersOpt
 
 WIDTH = 80  # at most: the terminal's width when it is narrower (COLUMNS=40), see width()
 _LABEL = {"error": "ERROR", "warning": "WARN ", "info": "info "}
@@ -137,6 +138,7 @@ def doctor(
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     tiered_store_path: TieredPathOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Find what will stop a broker, or make it lose or hide messages or state, at its next start: the lock, the
     abort marker and checkpoint (with an estimate of the broker's recovery time), the commit log, consume queues

@@ -18,6 +18,7 @@ from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
                              build_config, expand_path, values)
+from rmqtool.options import WorkersOpt
 
 DUMP_LIMIT = 1_000_000_000
 
@@ -424,6 +425,7 @@ def dump_commitlog(
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     commitlog_file_size: CommitLogSizeOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
     (not skipped silently); filtered by topic, store time, offset range or segment files.
@@ -433,7 +435,7 @@ def dump_commitlog(
     The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
     --topic and --begin/--end say.
     """
-    from engine.broker.commitlog.dump import BodyDir, DumpFilter, dump_entries, open_dump_source
+    from engine.broker.commitlog.dump import BodyDir, DumpFilter, dump_entries, open_dump_source, parallel_dump_wanted
 
     _check_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)
@@ -445,6 +447,9 @@ def dump_commitlog(
     cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     with open_dump_source(cfg, files if alone else None, commitlog_file_size) as st:
         bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
+        if json_out and bodies is None and count is None and not alone and parallel_dump_wanted(st):
+            _dump_spooled(st, flt, body)  # segments formatted by worker processes, written in log order
+            return
         entries = dump_entries(st, flt)
         _warn_problems(st)
         if bodies is not None:
@@ -466,6 +471,30 @@ def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) ->
         render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
     if bad or undecoded:
         raise typer.Exit(3)
+
+
+def _dump_spooled(st, flt, body: str) -> None:
+    """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines and exit."""
+    from engine.broker.commitlog.dump import dump_json_spooled, entry_json
+
+    out, _ = open_table(True)
+    entries = dump_json_spooled(st, flt, body)
+    _warn_problems(st)
+    bad = undecoded = 0
+    for e in entries:
+        if hasattr(e, "chunks"):
+            for chunk in e.chunks():
+                out.data(chunk)
+            bad += e.damaged
+            undecoded += len(e.notes)
+            for off, codec, why in e.notes:
+                render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); "
+                            "the consumer cannot read it")
+            continue
+        bad += 1  # a GAP between segment files
+        out.line(entry_json(e))
+    out.flush()
+    _dump_summary(None, None, bad, undecoded)
 
 
 def _check_dump_options(count, from_offset, from_alias, body: str, json_out: bool) -> None:

@@ -11,6 +11,7 @@ from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, OldMaxOpt, QuietOpt,
                              StoreOpt, build_config)
+from rmqtool.options import WorkersOpt
 
 VERIFY_FAILED = 3
 DEFAULT_MAX = 10_000
@@ -57,6 +58,7 @@ def inspect_index(
     tiered_dir: TieredDirOpt = None,
     limit: LimitAlias = None,
     old_max: OldMaxOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
     (Tiered index files: `rmqtool tiered inspect-index`.)"""

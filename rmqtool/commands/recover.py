@@ -10,6 +10,7 @@ from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
                              StoreOpt, build_config)
+from rmqtool.options import WorkersOpt
 
 
 def _names(names: list[str], limit: int = 6) -> str:
@@ -143,6 +144,7 @@ def recover(  # typer: one parameter per option
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Recover a store after a crash: end the commit log after its last valid record, step over damaged records
     in the middle (every valid record after them is kept; the damaged bytes get a placeholder the broker accepts),

@@ -12,6 +12,7 @@ from rmqtool.cli import deprecated, handles_errors
 from rmqtool.jobview import run_job, spark_conf_pairs
 from rmqtool.options import (GEOMETRY_PANEL, MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt,
                              MaxIndexOpt, QuietOpt, StoreOpt, build_config)
+from rmqtool.options import WorkersOpt
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
@@ -107,6 +108,7 @@ def spark_reindex_cmd(
     fmt: FormatOpt = "broker",
     tiered_metadata: TieredMetadataOpt = None,
     new_geometry: NewGeometryOpt = False,
+    workers: WorkersOpt = None,
 ) -> None:
     """Rebuild the index files from the commit log, byte-identical to the broker's own.
 

@@ -96,6 +96,14 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
     """The entries of the commit log that pass the filter, in log order: RecordRuns of VALID records, and the
     other ScanEntries (BLANK fillers and damage) inside the offset range and the chosen files. The arguments are
     checked now (InvalidArgumentError); the entries are read as the returned iterator is consumed."""
+    ranges = _ranges(store, flt)
+    cl = store.commitlog
+    return (e for a, b in ranges for e in _walk(cl, a, b, flt))
+
+
+def _ranges(store, flt: DumpFilter) -> list[tuple[int | None, int | None]]:
+    """The offset ranges the dump walks, (start, stop): the chosen files cut by the offset range (the arguments
+    checked: InvalidArgumentError)."""
     flt.check()
     if getattr(store, "layout", None) is not None:  # segment files on their own (SegmentFiles) name no topics
         require_topic(store.layout, flt.topic)
@@ -114,7 +122,7 @@ def dump_entries(store, flt: DumpFilter) -> Iterator[RecordRun | ScanEntry]:
         a, b = _bound(max, start, flt.from_offset), _bound(min, stop, flt.to_offset)
         if a is None or b is None or a < b:  # else the offset range misses this file
             ranges.append((a, b))
-    return (e for a, b in ranges for e in _walk(cl, a, b, flt))
+    return ranges
 
 
 def _bound(pick, x: int | None, y: int | None) -> int | None:
@@ -194,6 +202,162 @@ def _filtered(run: RecordRun, topic: bytes | None, begin: int, end: int) -> Reco
         return run
     idx = np.flatnonzero(mask)
     return RecordRun(run.seg_start, run.segment, run.buf, b.select(mask), [run.bodies[i] for i in idx.tolist()])
+
+
+# ------------------------------------------------------------------------------------------- on worker processes
+
+#: By default a log this big is dumped (--json) by worker processes (engine.workers); --workers N: any log.
+PARALLEL_DUMP_BYTES = 64 << 20
+#: Bytes of a spooled segment's output copied to stdout at a time.
+SPOOL_CHUNK = 1 << 20
+
+
+def entry_json(e: ScanEntry) -> str:
+    """The NDJSON line (without its newline) of an entry that is not a message: a BLANK filler or damage."""
+    import json
+
+    return json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
+                       "reason": e.reason}, ensure_ascii=False)
+
+
+@dataclass
+class SpooledSegment:
+    """One segment's --json output, written by a worker to a spool file: its lines (read back with `chunks`, in
+    SPOOL_CHUNK pieces, then the file is removed), how many entries were damage, the notes of the compressed bodies
+    that do not decode, and whether the walk stops after it (the log's end, or the offset range's)."""
+    path: str
+    damaged: int
+    notes: list
+    stop: bool
+    past: bool
+
+    def chunks(self) -> Iterator[bytes]:
+        try:
+            with open(self.path, "rb") as f:
+                while True:
+                    chunk = f.read(SPOOL_CHUNK)
+                    if not chunk:
+                        return
+                    yield chunk
+        finally:
+            os.unlink(self.path)
+
+
+def parallel_dump_wanted(store) -> bool:
+    """Whether dump-commitlog --json of this store runs on worker processes (engine.workers.fan_out)."""
+    from engine import workers
+
+    cl = getattr(store, "commitlog", None)
+    if cl is None or not hasattr(cl, "walk_segments") or not cl.segments:
+        return False
+    return workers.fan_out(sum(seg.file_len for seg in cl.segments), PARALLEL_DUMP_BYTES)
+
+
+_FORKED: dict = {}  # what the workers inherit (forked): the commit log they read
+
+
+def dump_json_spooled(store, flt: DumpFilter, body: str) -> Iterator["SpooledSegment | ScanEntry"]:
+    """dump_entries as --json lines, each segment's formatted by a worker process (engine.workers) into a
+    spool file: SpooledSegments in commit-log order (the parent writes each out as soon as it and those before it
+    are done), and the GAP entries between segments. The same bytes as the lines of dump_entries' entries."""
+    return _spooled(store.commitlog, _ranges(store, flt), flt, body)  # the arguments checked now
+
+
+def _spooled(cl, ranges: list, flt: DumpFilter, body: str) -> Iterator["SpooledSegment | ScanEntry"]:
+    import shutil
+    import tempfile
+
+    from engine import workers
+
+    _FORKED["cl"] = cl
+    spool = tempfile.mkdtemp(prefix="rmqtool-dump-")
+    pool = workers.WorkerPool(workers.count())  # this process only copies their files out: little CPU
+    try:
+        for a, b in ranges:
+            ahead = _Ahead(cl, pool, b, flt, body, spool)
+            for e in cl.walk_segments(a, None, ahead.segment):
+                if isinstance(e, SpooledSegment):
+                    yield e
+                    if e.past:
+                        break
+                    continue
+                if b is not None and e.offset >= b:
+                    break
+                yield e
+    finally:
+        pool.close()
+        _FORKED.clear()
+        shutil.rmtree(spool, ignore_errors=True)
+
+
+class _Ahead:
+    """The per_segment of one range's walk_segments: segment k's job, and the next ones' ahead of it, on the pool."""
+
+    def __init__(self, cl, pool, stop, flt: DumpFilter, body: str, spool: str):
+        from collections import deque
+
+        self.cl, self.pool, self.stop, self.flt, self.body, self.spool = cl, pool, stop, flt, body, spool
+        self.jobs: deque = deque()  # (segment index, pos, future)
+        self.last_data = cl.data_end_index()
+        self.depth = pool.n * 2
+
+    def _submit(self, i: int, pos: int) -> None:
+        job = (i, pos, i >= self.last_data, self.stop, self.flt, self.body, self.spool)
+        self.jobs.append((i, pos, self.pool.submit(_json_segment, *job)))
+
+    def segment(self, seg, pos: int, last: bool):
+        segs = self.cl.segments
+        i = self.cl.queue.index_of(seg)
+        if not self.jobs or self.jobs[0][:2] != (i, pos):
+            self.jobs.clear()  # (first segment of the range: nothing ahead yet)
+            self._submit(i, pos)
+        j = self.jobs[-1][0] + 1
+        while len(self.jobs) < self.depth and j < len(segs) and (self.stop is None or segs[j].start < self.stop):
+            self._submit(j, 0)
+            j += 1
+        got = self.pool.result(self.jobs.popleft()[2])
+        yield got
+        return got.stop
+
+
+def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str, spool: str) -> SpooledSegment:
+    """In a worker: the --json lines of segment i of the forked commit log from pos, into a spool file."""
+    import tempfile
+
+    from engine.broker.commitlog.logrun import segment_runs
+    from engine.views.runjson import run_json_text
+
+    cl = _FORKED["cl"]
+    seg = cl.segments[i]
+    topic = flt.topic.encode("utf-8") if flt.topic is not None else None
+    fd, path = tempfile.mkstemp(dir=spool, suffix=f"-{i}.ndjson")
+    damaged, notes, past, stop_all = 0, [], False, False
+    gen = segment_runs(cl, seg, pos, last, flt.check_crc, True, flt.max_message_size)
+    with os.fdopen(fd, "wb") as f:
+        while True:
+            try:
+                e = next(gen)
+            except StopIteration as end:
+                stop_all = bool(end.value)
+                break
+            if isinstance(e, RecordRun):
+                run, past = _cut(e, stop)
+                if flt.filters_records and len(run):
+                    run = _filtered(run, topic, flt.begin, flt.end)
+                if len(run):
+                    f.write(run_json_text(run, ', "type": "MESSAGE"', body))
+                    notes += run.undecodable()
+                if past:
+                    break
+                continue
+            if stop is not None and e.offset >= stop:
+                past = True
+                break
+            damaged += e.kind != BLANK
+            f.write((entry_json(e) + "\n").encode("utf-8", "surrogateescape"))
+    gen.close()
+    cl.queue.release(seg)
+    return SpooledSegment(path, damaged, notes, stop_all, past)
 
 
 # ------------------------------------------------------------------------------------------- segment files alone

@@ -66,6 +66,13 @@ def scan_runs(cl: CommitLog, start: int | None = None, check_crc: bool = True,
                                                                           check_position, max_size))
 
 
+def segment_runs(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool = True, check_position: bool = True,
+                 max_size: int | None = None):
+    """scan_runs' entries of one segment from pos (a generator that returns True when the whole walk must stop):
+    what a worker process works on its own (engine.broker.commitlog.dump's parallel dump)."""
+    return _segment(cl, seg, pos, last, check_crc, check_position, max_size)
+
+
 def _segment(cl: CommitLog, seg, pos: int, last: bool, check_crc: bool, check_position: bool,
              max_size: int | None = None):
     """Entries of one segment from pos; returns True when the whole walk must stop."""
@@ -275,4 +282,4 @@ def _hosts_match(buf, batch, good: np.ndarray, expect: list) -> np.ndarray:
     return ok
 
 
-__all__ = ["RUN_WINDOW", "RecordRun", "lookup_runs", "run_at", "scan_runs", "VALID"]
+__all__ = ["RUN_WINDOW", "RecordRun", "lookup_runs", "run_at", "scan_runs", "segment_runs", "VALID"]

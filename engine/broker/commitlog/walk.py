@@ -24,8 +24,8 @@ from engine.broker.commitlog.log import CommitLog
 from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              check_message)
-from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
-                                             decode_segment, magic_candidates, unsound)
+from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, SCAN_WINDOW, ZERO, RecordBatch, SegmentEnd,
+                                             body_crc_bad, decode_segment, magic_candidates, unsound)
 from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
@@ -129,15 +129,6 @@ def _worker_map(path: str, length: int):
     return m
 
 
-def _worker_signals() -> None:
-    """In the helper process: Ctrl-C is the walker's to handle (it stops this process), SIGTERM ends it at once
-    (not the handlers a command installed before the fork)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
     """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
     CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
@@ -177,25 +168,25 @@ class CrcHelper:
     on two cores the walk's costs (walking the records, CRC-32 over the bodies, hashing keys) overlap. Used for
     long walks only."""
 
-    def __init__(self, keys: bool = False):
-        import concurrent.futures as cf
-        import multiprocessing as mp
+    def __init__(self, keys: bool = False, n: int = 1):
+        from engine.workers import WorkerPool
 
         self.keys = keys
-        self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"),
-                                           initializer=_worker_signals)
+        self.n = n  # helper processes (engine.workers: --workers N gives N - 1 helpers beside this process)
+        self.pool = WorkerPool(n)
         self.jobs: list = []  # submitted, not known to be done
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
         """Start the helper's share of `batch`; returns (future, h): the helper checks the CRCs of records h..
         (h = len(batch) when it checks none), this process those before h (see settle)."""
         n = len(batch)
-        h = (n - int(n * KEYS_CRC_SHARE) if self.keys else 0) if check_crc else n
+        share = KEYS_CRC_SHARE if self.n == 1 else 1.0  # more helpers: they check every CRC, this process decodes
+        h = (n - int(n * share) if self.keys else 0) if check_crc else n
         crc = (batch.body_pos[h:], batch.body_len[h:], batch.body_crc[h:]) if h < n else None
         fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
         f = self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
         self._track(f)
-        return f, h
+        return f, h, self.pool
 
     def _track(self, f) -> int:
         """Keep f among the jobs not known to be done (the done ones are dropped: they hold their results, a
@@ -215,7 +206,7 @@ class CrcHelper:
 
         def offer(a: int, b: int):
             # Behind with the CRCs (a window's check still waits in the queue): this process scans the block.
-            if self._track(None) > 1:
+            if self._track(None) > self.n:
                 return None
             f = self.pool.submit(_worker_candidates, path, length, a, b)
             self._track(f)
@@ -225,47 +216,46 @@ class CrcHelper:
     @staticmethod
     def settle(buf, batch: RecordBatch, job) -> tuple[int | None, dict | None]:
         """(the first record with a bad body CRC, or len(batch); the key columns) once the helper is done."""
-        fut, h = job
-        helper_bad, cols = fut.result()
+        fut, h, pool = job
+        helper_bad, cols = pool.result(fut)  # a dead helper: WorkerDiedError
         if h == len(batch):  # the helper checked no CRC (none asked for, or all left to check_batch)
             return None, cols
         bad = body_crc_first_bad(buf, batch.body_pos[:h], batch.body_len[:h], batch.body_crc[:h]) if h else 0
         return (bad if bad < h else h + helper_bad), cols
 
     def close(self) -> None:
-        # The worker is stopped, not left to finish a window nobody waits for (a walk that ends early: an
+        # The workers are stopped, not left to finish a window nobody waits for (a walk that ends early: an
         # interrupted recover must leave no process behind).
-        procs = list((getattr(self.pool, "_processes", None) or {}).values())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join(5)
+        self.pool.close()
 
 
 def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
     """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
     with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
     the SegmentEnd."""
-    pending = None
+    from collections import deque
+
+    pending: deque = deque()  # windows the helpers check, in order (at most one per helper)
     for item in cl.decode_segment(seg, _cut(buf, limit), pos,
                                   prefetch=None if helper is None else helper.prefetch(seg), **kw):
         if isinstance(item, SegmentEnd):
-            if pending is not None:
-                yield _settle(buf, seg, pending, check_crc)
+            while pending:
+                got = _settle(buf, seg, pending.popleft(), check_crc)
+                yield got
+                if pending and got[1] < len(got[0]):  # the last window is followed by the SegmentEnd, as ever
+                    return
             yield item
             return
         if helper is None:
             yield (item, *check_batch(buf, item, seg.start, check_crc), None)
             continue
         fut = helper.submit(seg, item, check_crc)
-        if pending is not None:
-            got = _settle(buf, seg, pending, check_crc)
+        if len(pending) >= helper.n:
+            got = _settle(buf, seg, pending.popleft(), check_crc)
             yield got
             if got[1] < len(got[0]):
                 return
-        pending = (item, fut)
+        pending.append((item, fut))
 
 
 def _settle(buf, seg, pending, check_crc):
@@ -412,7 +402,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     if first is None:
         return
     known = sorted(known_gaps or [])
-    helper = CrcHelper(parallel_keys) if (parallel_crc or parallel_keys) and (os.cpu_count() or 1) > 1 else None
+    helper = _helper(parallel_crc, parallel_keys)
     ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
     at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
 
@@ -431,6 +421,15 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     finally:
         if helper is not None:
             helper.close()
+
+
+def _helper(parallel_crc: bool, parallel_keys: bool) -> CrcHelper | None:
+    """The walk's helpers (engine.workers: --workers N is this process and N - 1 helpers), None with one
+    worker or when the caller did not ask for them (a short walk: they are asked for by size, or by --workers)."""
+    from engine import workers
+
+    n = workers.count()
+    return CrcHelper(parallel_keys, n - 1) if (parallel_crc or parallel_keys) and n > 1 else None
 
 
 def _release(buf, lo: int, hi: int) -> None:
@@ -454,6 +453,9 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
     return False
 
 
+#: The smallest window a walk with helpers decodes at a time: a segment is cut into about 4 x (helpers + 1) windows
+#: (so that a segment of 64 MiB keeps two processes busy, not one window decoded and then one checked), no smaller.
+HELPER_MIN_WINDOW = 4 << 20
 #: decode_segment's first window when the walk resumes inside a segment (after a damaged range): 64 KiB.
 RESTART_WINDOW = 64 << 10
 
@@ -479,6 +481,8 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     n = len(buf)
     # Each window's pages are released below once its consumers are done (decode_segment would release them
     # while the CRC helper holds the window, and the consumers would map them again).
+    if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
+        window = min(window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
     kw = {"release": False} if window is None else {"window": window, "release": False}
     gap_starts = [a for a, _ in known]
     if hints is not None:

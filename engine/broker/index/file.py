@@ -205,7 +205,11 @@ class IndexFile:
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        try:
+            self.close()
+        except BufferError:  # an error in flight still holds numpy views of the mapping: it goes with them
+            if exc[0] is None:
+                raise
 
     def flush(self) -> None:
         """IndexFile.flush: rewrite the whole header from memory, then force the file."""

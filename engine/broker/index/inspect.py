@@ -67,6 +67,7 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
     if req.verify and not with_store:
         raise InvalidArgumentError("--verify reads the commit log: pass --store (or --broker-conf) too")
     st = MessageStore(cfg) if with_store else None
+    ahead = None  # the files' --stats worked out ahead on worker processes
     try:
         paths = [file] if file is not None else list_index_files(st.index_dir)
         if not paths:
@@ -75,7 +76,9 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
         if file is None:
             _check_geometry(paths, cfg)
         previous = None
+        ahead = _stats_on_workers(paths, cfg, progress) if req.stats else None
         for i, p in enumerate(paths):
+            pre = next(ahead) if ahead is not None else None
             try:
                 f = IndexFile.open(p, cfg.maxHashSlotNum, cfg.maxIndexNum)
             except (GeometryError, OSError) as e:
@@ -86,11 +89,40 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
             with f:
                 newest = i == len(paths) - 1
                 live = None if st is None else (lambda: lock_held_elsewhere(st.root))
-                yield _report(f, f.header_damage(newest, previous, live), req, st, progress)
+                yield _report(f, f.header_damage(newest, previous, live), req, st, progress, pre)
                 previous = f.header
     finally:
+        if ahead is not None:
+            ahead.close()
         if st is not None:
             st.close()
+
+
+#: By default --stats of index files this big in all runs on worker processes (engine.workers), a file each.
+PARALLEL_STATS_BYTES = 256 << 20
+
+
+def _stats_on_workers(paths: list[Path], cfg: BrokerConfig, progress: Optional[Progress]):
+    """An iterator of each file's --stats in order, worked out by worker processes, or None (one worker, one file,
+    or little to read: the stats are then worked out as each file is reported)."""
+    from engine import workers
+
+    size = sum(p.stat().st_size for p in paths if p.exists())
+    if len(paths) < 2 or not workers.fan_out(size, PARALLEL_STATS_BYTES):
+        return None
+    jobs = [(str(p), cfg.maxHashSlotNum, cfg.maxIndexNum) for p in paths]
+    tick = None if progress is None else (lambda done: progress("stats", done, len(jobs)))
+    return workers.ordered_map(_file_stats, jobs, tick)
+
+
+def _file_stats(path: str, slots: int, items: int) -> Optional[dict]:
+    """In a worker: index_file_stats of one file, None when it does not open (the parent reports why)."""
+    try:
+        f = IndexFile.open(Path(path), slots, items)
+    except (GeometryError, OSError):
+        return None
+    with f:
+        return index_file_stats(f)
 
 
 def _check_geometry(paths: list[Path], cfg: BrokerConfig) -> None:
@@ -105,14 +137,15 @@ def _check_geometry(paths: list[Path], cfg: BrokerConfig) -> None:
     IndexFile.open(paths[0], cfg.maxHashSlotNum, cfg.maxIndexNum).close()  # raises its GeometryError
 
 
-def _report(f: IndexFile, damage: Optional[str], req: InspectRequest, st, progress) -> IndexFileReport:
+def _report(f: IndexFile, damage: Optional[str], req: InspectRequest, st, progress,
+            stats: Optional[dict] = None) -> IndexFileReport:
     from engine.broker.index.verify import verify_index_file
 
     rep = IndexFileReport(f.path, header_row(f, damage), damage)
     if req.walk_slot is not None or req.walk_key is not None:
         rep.walk = walk_slot(f, req.walk_slot, req.walk_key, req.limit)
     if req.stats:
-        rep.stats = index_file_stats(f, progress=progress)
+        rep.stats = stats if stats is not None else index_file_stats(f, progress=progress)
     if req.verify:
         rep.verify = verify_index_file(f, st.commitlog)
     return rep

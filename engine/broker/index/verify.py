@@ -403,7 +403,9 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
     slow = 0
     start = _walk_start(cl, max(first_off, min_off))
     # A long range has a helper process extract the keys while this one decodes and checks CRCs.
-    helped = s.last_phy - start >= PARALLEL_BYTES
+    from engine import workers
+
+    helped = workers.fan_out(s.last_phy - start, PARALLEL_BYTES)  # --workers N: N - 1 helpers
     for ev in walk(cl, start, check_crc=True, end=s.last_phy + 1, parallel_keys=helped):
         if not isinstance(ev, Window):
             continue

@@ -469,7 +469,10 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
         return s
     total = max(1, cl.max_file_offset() - start)
     # A long walk checks body CRCs in a helper process while it decodes (see engine.broker.commitlog.walk.CrcHelper).
-    parallel = total >= PARALLEL_CRC_BYTES
+    # (--workers N: N - 1 helpers; by default, as many as CPUs, for a walk of PARALLEL_CRC_BYTES or more).
+    from engine import workers
+
+    parallel = workers.fan_out(total, PARALLEL_CRC_BYTES)
     hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
     try:
         return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,

@@ -1,0 +1,179 @@
+"""The one way per-segment work runs on N worker processes, below every command that uses it (issue 32).
+
+A command's `--workers N` (rmqtool.options.WorkersOpt) calls `use(n)` once, before any work; the engine asks
+`count()` (and `asked()`: whether the operator gave N) where it decides to fan work out, so no signature between
+the command and its walk changes. Work is handed to a WorkerPool: forked processes (the parent's modules and
+read-only state are shared copy-on-write; every worker maps the segment files it reads itself, read-only), one job
+at a time per worker, the results taken back IN ORDER (`ordered`), with at most `depth` jobs in flight, so what the
+parent holds is bounded as well. The steps that need one place (recovery's decision, the index plan, the output's
+order) stay in the parent.
+
+Failure: a worker that dies (killed, out of memory) breaks the pool; taking any result then raises WorkerDiedError
+(one line, exit 1): the command stops before it publishes anything (its writes come after the work it waits for),
+and its lock is released as on any error. SIGINT is the parent's to handle (workers ignore it and are stopped by
+the parent's `close`), SIGTERM ends a worker at once. Nothing here imports numpy.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Callable, Iterable, Iterator, Optional
+
+from engine.errors import StoreError
+
+#: What one worker holds at most while it runs a job: the pages of the window it reads (a decode window of at most
+#: 128 MiB, engine.broker.commitlog.records.SCAN_WINDOW; released as it moves on) and that window's columns (about
+#: 60 bytes a record), or a spooled segment's output being written. A command on N workers holds at most
+#: N x WORKER_MEMORY beside the parent's own bound (docs/performance.md).
+WORKER_MEMORY = 512 << 20
+#: Jobs waiting or running per worker (results taken back in order: the parent holds at most this many results
+#: per worker that are done but not yet consumed).
+JOBS_PER_WORKER = 2
+#: The most workers a command takes (beyond it --workers is refused: one line, exit 2).
+MAX_WORKERS = 1024
+
+_state = {"n": None}  # the operator's --workers, None: not given (count() is then the CPUs this process may use)
+
+
+class WorkerDiedError(StoreError):
+    """A worker process died or was killed: the command could not finish (nothing was published)."""
+
+    exit_code = 1
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (os.sched_getaffinity: a container's or taskset's limit), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def problem(n: Optional[int]) -> Optional[str]:
+    """Why n is not a usable --workers value, None when it is."""
+    if n is None or 1 <= n <= MAX_WORKERS:
+        return None
+    return f"--workers {n} is out of range 1..{MAX_WORKERS} (default: the {cpus()} CPUs this process may use)"
+
+
+def use(n: Optional[int]) -> None:
+    """Set the worker count of this command (None: the default, cpus()). Raises ValueError for a bad value."""
+    why = problem(n)
+    if why is not None:
+        raise ValueError(why)
+    _state["n"] = n
+
+
+def count() -> int:
+    """How many processes per-segment work may use (the parent counts as one where it works beside them)."""
+    return _state["n"] if _state["n"] is not None else cpus()
+
+
+def asked() -> bool:
+    """True when the operator gave --workers (then work fans out whatever its size; by default only big work)."""
+    return _state["n"] is not None
+
+
+def fan_out(nbytes: int, min_bytes: int) -> bool:
+    """Whether work of nbytes should run on workers: more than one process, and the operator asked for it or the
+    work is at least min_bytes (a pool's start, about 20 ms, is not worth it for a small store)."""
+    return count() > 1 and (asked() or nbytes >= min_bytes)
+
+
+def _worker_init() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it stops this process), SIGTERM ends it at once (not the
+    handlers the command installed before the fork)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+class WorkerPool:
+    """n forked worker processes. `submit(fn, *args)` starts a job, `result(future)` takes its answer (a dead
+    worker: WorkerDiedError), `ordered(fn, jobs)` runs many and yields their answers in the jobs' order; `close()`
+    stops the workers at once (also what an interrupted command does). Use it as a context manager."""
+
+    def __init__(self, n: int):
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        methods = mp.get_all_start_methods()
+        self.n = n
+        self._pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(
+            "fork" if "fork" in methods else "spawn"), initializer=_worker_init)
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, fn: Callable, *args):
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool:
+            raise self._died() from None
+
+    def result(self, fut):
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return fut.result()
+        except BrokenProcessPool:
+            raise self._died() from None
+
+    def _died(self) -> WorkerDiedError:
+        return WorkerDiedError("a worker process died or was killed before its work was done: the command did "
+                               "not finish and changed no file; run it again (--workers 1: no workers)")
+
+    def ordered(self, fn: Callable, jobs: Iterable[tuple], progress: Optional[Callable[[int], None]] = None,
+                depth: Optional[int] = None) -> Iterator:
+        """fn(*job) for every job, yielded in the jobs' order, at most `depth` (default n x JOBS_PER_WORKER) in
+        flight; progress(k) after each answer taken (k answers so far: every worker's work counts)."""
+        depth = depth or self.n * JOBS_PER_WORKER
+        it = iter(jobs)
+        waiting: deque = deque()
+        done = 0
+        for job in it:
+            waiting.append(self.submit(fn, *job))
+            if len(waiting) >= depth:
+                break
+        while waiting:
+            got = self.result(waiting.popleft())
+            nxt = next(it, None)
+            if nxt is not None:
+                waiting.append(self.submit(fn, *nxt))
+            done += 1
+            if progress is not None:
+                progress(done)
+            yield got
+
+    def close(self) -> None:
+        """Stop the workers now (a job nobody waits for is not finished: an interrupted or failed command must
+        leave no process behind)."""
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(5)
+
+
+def ordered_map(fn: Callable, jobs: list[tuple], progress: Optional[Callable[[int], None]] = None,
+                workers: Optional[int] = None) -> Iterator:
+    """fn(*job) for every job in order: on a WorkerPool of min(workers or count(), len(jobs)) processes, or in
+    this process when that is one (the same answers either way)."""
+    n = min(workers or count(), len(jobs))
+    if n <= 1:
+        for k, job in enumerate(jobs, 1):
+            got = fn(*job)
+            if progress is not None:
+                progress(k)
+            yield got
+        return
+    with WorkerPool(n) as pool:
+        yield from pool.ordered(fn, jobs, progress)

@@ -1,0 +1,261 @@
+"""--workers N (issue 32): the bulk commands run their per-segment work on N worker processes
+(engine.workers) with the same answer as on one: byte for byte for files written, the same JSON (timings
+aside), the same exit code; a worker that dies makes the command fail cleanly; a bad N is a one-line error."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+
+import pytest
+
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cli, fuzz_store, index_bytes, put, sample_messages,
+                     snapshot)
+
+FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
+FUZZ_LOG = FUZZ_GEOM[:2]  # dump-commitlog takes the segment size only
+SEG_LOG = SEG_GEOM[:2]
+#: Keys whose values come from the clock, not the store: timings, and the names of index files made now.
+CLOCK = {"seconds", "elapsedSeconds", "elapsed", "durationMs", "timings", "rate", "mbPerSecond", "created", "file",
+         "when", "at", "startedAt", "finishedAt"}
+
+
+def _no_timings(x):
+    if isinstance(x, dict):
+        return {k: _no_timings(v) for k, v in x.items() if k not in CLOCK and "second" not in k.lower()}
+    if isinstance(x, list):
+        return [_no_timings(v) for v in x]
+    return x
+
+
+def _docs(text: str) -> list:
+    """The JSON documents of an output (one, or NDJSON), clock values left out (an index file made now is named
+    for the time: 17 digits; a quarantine for the time and the pid)."""
+    text = re.sub(r"quarantine/\d{8}-\d{6}-\d+", "quarantine/NOW", re.sub(r"\b\d{17}\b", "NOW", text))
+    return [_no_timings(json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def fuzz(tmp_path):
+    """A multi-segment log with damage of every kind a walk stops or resynchronises at."""
+    fuzz_store(tmp_path / "s", 5)
+    return tmp_path / "s"
+
+
+@pytest.fixture
+def many(tmp_path):
+    """A sound store of many small segments, with index files and consume queues (put)."""
+    store = tmp_path / "m"
+    put(store, sample_messages(300), tmp_path)
+    return store
+
+
+def _both(*args: str) -> tuple:
+    one = cli(*args, "--workers", "1", code=None)
+    two = cli(*args, "--workers", "2", code=None)
+    return one, two
+
+
+def test_dump_json_is_the_same_bytes_with_one_and_two_workers(fuzz):
+    one, two = _both("dump-commitlog", "-s", str(fuzz), "--json", *FUZZ_LOG)
+    assert one.exit_code == two.exit_code == 3  # damage met: the same exit on both
+    assert one.stdout == two.stdout and one.stdout.count("\n") > 200
+    types = {json.loads(line)["type"] for line in one.stdout.splitlines()}
+    assert {"MESSAGE", "CORRUPT"} <= types
+
+
+def test_dump_json_with_filters_and_an_offset_range(many):
+    segs = sorted(p.name for p in (many / "commitlog").iterdir())
+    args = ("dump-commitlog", "-s", str(many), "--json", "--topic", "TopicA", "--from-offset", str(int(segs[2])),
+            "--to-offset", str(int(segs[-3])), *SEG_LOG)
+    one, two = _both(*args)
+    assert one.exit_code == two.exit_code == 0
+    assert one.stdout == two.stdout
+    rows = [r for r in map(json.loads, one.stdout.splitlines()) if r["type"] == "MESSAGE"]
+    assert rows and {r["topic"] for r in rows} == {"TopicA"}
+    assert all(int(segs[2]) <= r["commitLogOffset"] < int(segs[-3]) for r in rows)
+
+
+def test_dump_json_of_chosen_files(many):
+    segs = sorted(p.name for p in (many / "commitlog").iterdir())
+    one, two = _both("dump-commitlog", "-s", str(many), "--json", "--files", f"{segs[1]},{segs[4]}", *SEG_LOG)
+    assert one.exit_code == two.exit_code == 0 and one.stdout == two.stdout
+    offs = [json.loads(line)["commitLogOffset"] for line in one.stdout.splitlines()]
+    assert offs == sorted(offs) and len(offs) > 2
+
+
+def test_recover_full_scan_same_report_and_same_files(many, tmp_path):
+    path, pos = seg_file(many, 5 * SEG + 300)
+    patch(path, pos, b"\xff\xfe")  # damage in the middle of the log: the walk resynchronises past it
+    other = tmp_path / "copy"
+    shutil.copytree(many, other)
+    one = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    two = cli("recover", "-s", str(other), "--full-scan", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert one.exit_code == two.exit_code and one.exit_code in (0, 3)
+    assert _docs(one.stdout) == _docs(two.stdout.replace(str(other), str(many))) and one.stdout
+    snap_a, snap_b = _by_role(many), _by_role(other)
+    assert snap_a == snap_b and len(snap_a) > 10
+
+
+def _by_role(store) -> dict:
+    """The store's files and their bytes, index files (named for the time they were made) in their order."""
+    out = {}
+    for p in sorted(store.rglob("*")):
+        if p.is_file() and "quarantine" not in p.parts and p.name not in ("lock", "abort"):
+            rel = p.relative_to(store)
+            name = f"index#{len(out)}" if rel.parts[0] == "index" else str(rel)
+            out[name] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("n", ["2", "3"])
+def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
+    # With helpers a segment is cut into several windows (HELPER_MIN_WINDOW at least) that they check while this
+    # process decodes the next: small windows here, so several are in flight within each segment, damage among them.
+    from engine.ops import logread
+
+    path, pos = seg_file(many, 7 * SEG + 500)
+    patch(path, pos, b"\x00\x01\x02")
+    other = tmp_path / "copy"
+    shutil.copytree(many, other)
+    one = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    monkeypatch.setattr(logread, "HELPER_MIN_WINDOW", 300)
+    two = cli("recover", "-s", str(other), "--full-scan", "--json", *SEG_GEOM, "--workers", n, code=None)
+    assert one.exit_code == two.exit_code
+    assert _docs(one.stdout) == _docs(two.stdout.replace(str(other), str(many)))
+    assert _by_role(many) == _by_role(other)
+    v1 = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    v2 = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", n, code=None)
+    assert v1.exit_code == v2.exit_code and _docs(v1.stdout) == _docs(v2.stdout)
+
+
+def test_recover_plan_and_doctor_same_json(fuzz):
+    for cmd in (("recover", "--dry-run"), ("doctor",)):
+        one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
+        assert one.exit_code == two.exit_code, cmd
+        assert _docs(one.stdout) == _docs(two.stdout) and one.stdout, cmd
+
+
+def test_inspect_index_verify_same_json(many):
+    one, two = _both("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM)
+    assert one.exit_code == two.exit_code == 0
+    assert _docs(one.stdout) == _docs(two.stdout) and len(_docs(one.stdout)) > 2
+
+
+def test_inspect_index_stats_same_json(many):
+    one, two = _both("inspect-index", "-s", str(many), "--stats", "--json", *SEG_GEOM)
+    assert one.exit_code == two.exit_code == 0
+    docs = _docs(one.stdout)
+    assert docs == _docs(two.stdout) and len(docs) > 2 and all("stats" in d for d in docs)
+
+
+def test_spark_reindex_inline_same_files(many, tmp_path):
+    for n in ("1", "2"):
+        cli("spark-reindex", "-s", str(many), "--master", "inline", "--out", str(tmp_path / f"o{n}"), *SEG_GEOM,
+            "--workers", n)
+    a, b = index_bytes(tmp_path / "o1"), index_bytes(tmp_path / "o2")
+    assert a == b and a
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "100000"])
+def test_bad_worker_counts_are_one_line_errors(many, bad):
+    before = snapshot(many)
+    r = cli("recover", "-s", str(many), "--workers", bad, *SEG_GEOM, code=None)
+    assert_one_line_error(r, 2)
+    assert snapshot(many) == before
+
+
+def _die(fn, *args):
+    """A worker's job that kills its own process first (a worker killed mid-job: SIGKILL)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return fn(*args)
+
+
+@pytest.fixture
+def killed(monkeypatch):
+    """Every job handed to a worker process kills the worker that runs it."""
+    from engine import workers
+
+    real = workers.WorkerPool.submit
+    monkeypatch.setattr(workers.WorkerPool, "submit", lambda self, fn, *args: real(self, _die, fn, *args))
+
+
+def test_a_killed_worker_fails_recover_cleanly(many, killed):
+    before = snapshot(many)
+    r = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert_one_line_error(r, 1)
+    assert r.stdout == ""
+    assert snapshot(many) == before  # nothing published
+    again = cli("recover", "-s", str(many), "--dry-run", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    assert again.exit_code != 4  # the lock was released
+
+
+def test_a_killed_worker_fails_dump_cleanly(fuzz, killed):
+    r = cli("dump-commitlog", "-s", str(fuzz), "--json", *FUZZ_LOG, "--workers", "2", code=None)
+    assert_one_line_error(r, 1)
+
+
+def test_a_killed_worker_fails_verify_cleanly(many, killed):
+    r = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert_one_line_error(r, 1)
+
+
+def test_a_killed_worker_fails_stats_cleanly(many, killed):
+    r = cli("inspect-index", "-s", str(many), "--stats", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert_one_line_error(r, 1)
+
+
+def test_a_killed_worker_fails_spark_reindex_cleanly(many, tmp_path, killed):
+    out = tmp_path / "o"
+    r = cli("spark-reindex", "-s", str(many), "--master", "inline", "--out", str(out), *SEG_GEOM, "--workers", "2",
+            code=None)
+    assert_one_line_error(r, 1)
+    assert not out.exists() or not any(out.iterdir())  # nothing published
+
+
+def test_default_is_the_cpus_this_process_may_use():
+    from engine import workers
+
+    workers.use(None)
+    assert workers.count() == len(os.sched_getaffinity(0)) and not workers.asked()
+    workers.use(3)
+    assert workers.count() == 3 and workers.asked()
+    workers.use(None)
+    with pytest.raises(ValueError):
+        workers.use(0)
+
+
+@pytest.fixture(scope="module")
+def long_dump(tmp_path_factory):
+    """About 700 segments: a dump of a second or so on two workers."""
+    tmp = tmp_path_factory.mktemp("long")
+    put(tmp / "s", sample_messages(15000), tmp)
+    return tmp / "s"
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],
+                         ids=["sigint", "sigterm"])
+def test_a_signal_stops_the_workers(long_dump, sig, code):
+    import subprocess
+    import sys
+    import time
+
+    from test_signals import REPO, _children, _stop
+
+    store, geom = long_dump, SEG_LOG
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", "dump-commitlog", "-s", str(store), "--json", *geom,
+                          "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    kids: set[int] = set()
+    t0 = time.time()
+    while len(kids) < 2 and time.time() - t0 < 20 and p.poll() is None:
+        kids |= set(_children(p.pid))
+        time.sleep(0.005)
+    if p.poll() is not None:
+        pytest.skip("the dump finished before the signal could be sent")
+    p.stdout = None
+    rc, _, err = _stop(p, sig, kids)  # no worker left behind
+    assert rc == code and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
