@@ -114,7 +114,7 @@ def _by_role(store) -> dict:
 def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
     # With helpers a segment is cut into several windows (HELPER_MIN_WINDOW at least) that they check while this
     # process decodes the next: small windows here, so several are in flight within each segment, damage among them.
-    from engine.ops import logread
+    from engine.broker.commitlog import walk as logread
 
     path, pos = seg_file(many, 7 * SEG + 500)
     patch(path, pos, b"\x00\x01\x02")

@@ -478,7 +478,9 @@ def _dump_spooled(st, flt, body: str) -> None:
     from engine.broker.commitlog.dump import dump_json_spooled, entry_json
 
     out, _ = open_table(True)
-    entries = dump_json_spooled(st, flt, body)
+    from engine.views.runjson import run_json_text
+
+    entries = dump_json_spooled(st, flt, body, run_json_text)
     _warn_problems(st)
     bad = undecoded = 0
     for e in entries:

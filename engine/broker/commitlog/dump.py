@@ -256,14 +256,16 @@ def parallel_dump_wanted(store) -> bool:
 _FORKED: dict = {}  # what the workers inherit (forked): the commit log they read
 
 
-def dump_json_spooled(store, flt: DumpFilter, body: str) -> Iterator["SpooledSegment | ScanEntry"]:
+def dump_json_spooled(store, flt: DumpFilter, body: str, fmt) -> Iterator["SpooledSegment | ScanEntry"]:
     """dump_entries as --json lines, each segment's formatted by a worker process (engine.workers) into a
     spool file: SpooledSegments in commit-log order (the parent writes each out as soon as it and those before it
-    are done), and the GAP entries between segments. The same bytes as the lines of dump_entries' entries."""
-    return _spooled(store.commitlog, _ranges(store, flt), flt, body)  # the arguments checked now
+    are done), and the GAP entries between segments. The same bytes as the lines of dump_entries' entries.
+    fmt: a run's NDJSON text (engine.views.runjson.run_json_text: the view is a floor above, so it is handed in;
+    a module-level function, so a worker receives it by name)."""
+    return _spooled(store.commitlog, _ranges(store, flt), flt, body, fmt)  # the arguments checked now
 
 
-def _spooled(cl, ranges: list, flt: DumpFilter, body: str) -> Iterator["SpooledSegment | ScanEntry"]:
+def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt) -> Iterator["SpooledSegment | ScanEntry"]:
     import shutil
     import tempfile
 
@@ -274,7 +276,7 @@ def _spooled(cl, ranges: list, flt: DumpFilter, body: str) -> Iterator["SpooledS
     pool = workers.WorkerPool(workers.count())  # this process only copies their files out: little CPU
     try:
         for a, b in ranges:
-            ahead = _Ahead(cl, pool, b, flt, body, spool)
+            ahead = _Ahead(cl, pool, b, flt, body, spool, fmt)
             for e in cl.walk_segments(a, None, ahead.segment):
                 if isinstance(e, SpooledSegment):
                     yield e
@@ -293,16 +295,16 @@ def _spooled(cl, ranges: list, flt: DumpFilter, body: str) -> Iterator["SpooledS
 class _Ahead:
     """The per_segment of one range's walk_segments: segment k's job, and the next ones' ahead of it, on the pool."""
 
-    def __init__(self, cl, pool, stop, flt: DumpFilter, body: str, spool: str):
+    def __init__(self, cl, pool, stop, flt: DumpFilter, body: str, spool: str, fmt):
         from collections import deque
 
-        self.cl, self.pool, self.stop, self.flt, self.body, self.spool = cl, pool, stop, flt, body, spool
+        self.cl, self.pool, self.stop, self.flt, self.body, self.spool, self.fmt = cl, pool, stop, flt, body, spool, fmt
         self.jobs: deque = deque()  # (segment index, pos, future)
         self.last_data = cl.data_end_index()
         self.depth = pool.n * 2
 
     def _submit(self, i: int, pos: int) -> None:
-        job = (i, pos, i >= self.last_data, self.stop, self.flt, self.body, self.spool)
+        job = (i, pos, i >= self.last_data, self.stop, self.flt, self.body, self.spool, self.fmt)
         self.jobs.append((i, pos, self.pool.submit(_json_segment, *job)))
 
     def segment(self, seg, pos: int, last: bool):
@@ -320,12 +322,11 @@ class _Ahead:
         return got.stop
 
 
-def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str, spool: str) -> SpooledSegment:
+def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str, spool: str, fmt) -> SpooledSegment:
     """In a worker: the --json lines of segment i of the forked commit log from pos, into a spool file."""
     import tempfile
 
     from engine.broker.commitlog.logrun import segment_runs
-    from engine.views.runjson import run_json_text
 
     cl = _FORKED["cl"]
     seg = cl.segments[i]
@@ -345,7 +346,7 @@ def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str
                 if flt.filters_records and len(run):
                     run = _filtered(run, topic, flt.begin, flt.end)
                 if len(run):
-                    f.write(run_json_text(run, ', "type": "MESSAGE"', body))
+                    f.write(fmt(run, ', "type": "MESSAGE"', body))
                     notes += run.undecodable()
                 if past:
                     break
