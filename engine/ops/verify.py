@@ -22,6 +22,7 @@ from engine.broker.commitlog.log import CommitLog
 from engine.broker.commitlog.message import VALID
 from engine.broker.index.file import IndexFile
 from engine.broker.config.lock import lock_held_elsewhere
+from engine.findings import ERROR, Finding
 from engine.java.lang import key_index_hash
 from engine.ops.logread import Window, key_columns, walk
 from engine.progress import Progress
@@ -32,11 +33,23 @@ PARALLEL_BYTES = 256 << 20     # a log range at least this big has a helper proc
 _LISTED = 50                    # problems of one kind listed before they are only counted
 
 
+#: The kinds of the located problems (engine.findings) an index file's check reports.
+INDEX_STRUCTURE = "index-structure"      # the file's own chains, counts, header fields (no commit log needed)
+INDEX_ITEM = "index-item"                # items against the commit-log records they point at
+#: kind -> what the broker does at its next start (IndexService.load maps every file as it is; a query follows
+#: the slot's chain and reads the records the items name).
+BROKER_WILL = {
+    INDEX_STRUCTURE: "loads the file as it is (IndexService.load): key queries that reach it follow the broken "
+                     "chains and answer wrongly or not at all",
+    INDEX_ITEM: "returns these items to key queries: the query misses the message or reads another one",
+}
+
+
 @dataclass
 class VerifyReport:
     file: str
     items_checked: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
     problem_count: int = 0
     max_listed: int = 200
     expired_items: int = 0          # items below the commit log's minimum offset (deleted by clean): not problems
@@ -44,10 +57,16 @@ class VerifyReport:
     live: bool = False              # another process held the store lock (a writer) while verifying
     zero_filled: bool = False
 
-    def add(self, msg: str, count: int = 1) -> None:
+    where: str = ""                 # the file as findings name it (index/<name> in a store); default: file
+
+    def add(self, msg: str, count: int = 1, kind: str = INDEX_STRUCTURE) -> None:
         self.problem_count += count
         if len(self.problems) < self.max_listed:
-            self.problems.append(msg)
+            self.problems.append(Finding(kind, ERROR, self.where or self.file, None, msg, BROKER_WILL[kind]))
+
+    def add_item(self, msg: str, count: int = 1) -> None:
+        """A problem of an item against the commit log."""
+        self.add(msg, count, INDEX_ITEM)
 
     @property
     def ok(self) -> bool:
@@ -55,7 +74,7 @@ class VerifyReport:
 
     def as_dict(self) -> dict:
         return {"file": self.file, "itemsChecked": self.items_checked, "ok": self.ok,
-                "problemCount": self.problem_count, "problems": self.problems,
+                "problemCount": self.problem_count, "findings": [p.as_dict() for p in self.problems],
                 "expiredItems": self.expired_items, "inFlight": self.in_flight, "liveWriter": self.live,
                 "zeroFilled": self.zero_filled}
 
@@ -245,7 +264,8 @@ def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: b
     header fields may run ahead of what this reader saw and are counted as in flight, not as problems.
     seeded_item1 is accepted for compatibility and unused (item 1 is always checked against the begin time).
     """
-    rep = VerifyReport(f.path.name)
+    where = f"index/{f.path.name}" if f.path.parent.name == "index" else str(f.path)
+    rep = VerifyReport(f.path.name, where=where)
     if live is None:
         live = commitlog is not None and store_is_live(f.path)
     rep.live = live
@@ -335,7 +355,7 @@ def keys_match(w: Window, r: np.ndarray, ih: np.ndarray) -> np.ndarray:
 def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyReport) -> None:
     r, hit = _record_of_window(w, phy)
     for i in np.flatnonzero(~hit)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: phyOffset {phy[i]} is not the start of a valid message")
+        rep.add_item(f"item {nums[i] + 1}: phyOffset {phy[i]} is not the start of a valid message")
     if (~hit).sum() > 50:
         rep.problem_count += int((~hit).sum()) - 50
     if not hit.any():
@@ -343,29 +363,29 @@ def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyRepo
     nums, phy, ih, tdiff, r = nums[hit], phy[hit], ih[hit], tdiff[hit], r[hit]
     found = keys_match(w, r, ih)
     for i in np.flatnonzero(~found)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: no key of the message at {phy[i]} has hash {ih[i]}")
+        rep.add_item(f"item {nums[i] + 1}: no key of the message at {phy[i]} has hash {ih[i]}")
     if (~found).sum() > 50:
         rep.problem_count += int((~found).sum()) - 50
     ts = w.batch.store_ts[r].astype(np.int64)
     h = f.header
     first = nums == 0
     for i in np.flatnonzero(first & (ts != h.beginTimestamp)).tolist():
-        rep.add(f"item 1: header beginTimestamp {h.beginTimestamp} but the message was stored at {ts[i]}")
+        rep.add_item(f"item 1: header beginTimestamp {h.beginTimestamp} but the message was stored at {ts[i]}")
     dec = h.beginTimestamp + tdiff * 1000
     # Item 1's timeDiff is relative to the seed of a rolled file (format §5.6); older messages decode as 0.
     bad = ~first & (h.beginTimestamp > 0) & (ts >= h.beginTimestamp) & ~((dec <= ts) & (ts < dec + 1000))
     for i in np.flatnonzero(bad)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: decoded time {dec[i]} does not match store time {ts[i]}")
+        rep.add_item(f"item {nums[i] + 1}: decoded time {dec[i]} does not match store time {ts[i]}")
 
 
 def _slow_check(cl: CommitLog, num: int, off: int, ih: int, rep: VerifyReport) -> int | None:
     """One item checked with check_at (items out of commit-log order); returns the message's store time."""
     r = cl.check_at(off, check_crc=True)
     if r.status != VALID or r.record.physical_offset != off:
-        rep.add(f"item {num + 1}: phyOffset {off} is not a valid message ({r.reason or r.status})")
+        rep.add_item(f"item {num + 1}: phyOffset {off} is not a valid message ({r.reason or r.status})")
         return None
     if ih not in {key_index_hash(k) for k in r.record.index_keys()}:
-        rep.add(f"item {num + 1}: no key of the message at {off} ({r.record.topic}) has hash {ih}")
+        rep.add_item(f"item {num + 1}: no key of the message at {off} ({r.record.topic}) has hash {ih}")
     return r.record.store_timestamp
 
 
@@ -427,14 +447,14 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
         if progress:
             progress("verify", cur.pos, s.count)
     if slow > SLOW_CHECKS:
-        rep.add(f"{slow - SLOW_CHECKS} more items out of commit-log order were not checked one by one",
+        rep.add_item(f"{slow - SLOW_CHECKS} more items out of commit-log order were not checked one by one",
                 slow - SLOW_CHECKS)
     _past_end(cur, rep, live, end_of_log)
     if last_ts is not None and f.header.endTimestamp != last_ts:
         if live:
             rep.in_flight += 1
         else:
-            rep.add(f"header endTimestamp {f.header.endTimestamp} but the last item's message was stored at "
+            rep.add_item(f"header endTimestamp {f.header.endTimestamp} but the last item's message was stored at "
                     f"{last_ts}")
 
 
@@ -447,6 +467,6 @@ def _past_end(cur: ItemCursor, rep: VerifyReport, live: bool, end_of_log: int) -
         rep.in_flight += len(nums)
         return
     for i in range(min(50, len(nums))):
-        rep.add(f"item {nums[i] + 1}: phyOffset {phy[i]} is not a valid message (past the end of the valid log)")
+        rep.add_item(f"item {nums[i] + 1}: phyOffset {phy[i]} is not a valid message (past the end of the valid log)")
     if len(nums) > 50:
         rep.problem_count += len(nums) - 50
