@@ -1,7 +1,12 @@
 """The one located problem every verifier returns (timer verify, tiered verify, inspect-index --verify,
 verify-cq, the DLedger checks) and doctor collects: the severities and their order, and the finding. Doctor adds
 `fix`, the command that fixes it; a verifier leaves it None. In --json every verify prints a list of them under
-"findings", each {kind, severity, file, offset, problem, brokerWill} (doctor's with "fix" too)."""
+"findings", each {kind, severity, file, offset, problem, brokerWill} (doctor's with "fix" too).
+
+Some lower types name a problem as a value their module acts on, not as a report, and stay: SegmentProblem
+(engine.broker.commitlog.segments: recovery renames and resizes by it, writers refuse on it), NameProblem
+(engine.broker.layout: listings skip the entry), DamagedIndexFile (engine.broker.index.service: a query's partial
+answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary."""
 from __future__ import annotations
 
 from dataclasses import dataclass
