@@ -60,3 +60,22 @@ def test_a_finding_is_one_type():
     assert set(f.as_dict()) == KEYS and f.fix is None
     assert f.line() == "consumequeue/T/0: offset 40: a problem"
     assert Finding("k", INFO, "index", None, "p", "w").line() == "index: p"
+
+
+def test_index_findings_name_the_bytes(tmp_path):
+    """An item's problem is located at the item (header + 4 x slots + 20 x its number, as the broker puts it), a
+    header field's at the field."""
+    store = tmp_path / "s"
+    put(store, sample_messages(90), tmp_path)
+    index = list_index_files(store / "index")[0]
+    data = bytearray(index.read_bytes())
+    item1 = 40 + 4 * 16 + 20                      # SEG_GEOM: 16 hash slots
+    phy = int.from_bytes(data[item1 + 4:item1 + 12], "big")
+    data[item1 + 4:item1 + 12] = (phy + 1).to_bytes(8, "big")
+    index.write_bytes(bytes(data))
+    r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=3)
+    bad = [json.loads(line)["verify"] for line in r.stdout.splitlines() if not json.loads(line)["verify"]["ok"]]
+    assert [v["file"] for v in bad] == [index.name]
+    got = {(f["kind"], f["offset"]) for f in bad[0]["findings"]}
+    assert ("index-item", item1) in got and ("index-structure", 16) in got   # item 1, header beginPhyOffset
+    assert all(f["file"] == f"index/{index.name}" for f in bad[0]["findings"])
