@@ -6,7 +6,7 @@ the same messages (tests/test_gen_store.py puts a small one's messages again and
 Vectorised: every record of a store has the same layout (fixed-width keys, one body length, topic names of one
 length), so records are rows of a numpy byte matrix filled column by column from a template made by
 engine.broker.commitlog.message.encode_record; bodies come from a pool with precomputed CRCs; index keys are hashed as
-arrays and written by engine.ops.indexwrite (the bounded-memory index builder recovery uses). Memory is one
+arrays and written by engine.broker.index.write (the bounded-memory index builder recovery uses). Memory is one
 chunk of records (about CHUNK_BYTES) plus one index file's slot table.
 
     python3 bench/gen_store.py /tmp/store --gib 1                      # 1 GiB of commit log, default geometry
@@ -37,7 +37,7 @@ from engine.broker.commitlog.message import (PROP_KEYS, PROP_TAGS, PROP_UNIQ_KEY
                                    encode_record)
 from engine.java.lang import java_string_hash  # noqa: E402
 from engine.fsutil import write_fully  # noqa: E402
-from engine.ops.indexwrite import IndexFileBuilder  # noqa: E402
+from engine.broker.index.write import IndexFileBuilder  # noqa: E402
 
 
 def write_all(fd: int, data, pos: int) -> None:

@@ -97,7 +97,7 @@ _rmqtool() {
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --begin -b --end -e --store -s --broker-conf -c --queue-id -q --tags --count -n --no-check-crc --json --quiet -Q --help" ;;
+            _rmqtool_words "--topic -t --begin -b --end -e --store -s --broker-conf -c --queue-id -q --tags --count -n --no-check-crc --scan-log --json --quiet -Q --help" ;;
         "prune")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

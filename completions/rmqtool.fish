@@ -221,6 +221,7 @@ complete -c rmqtool -n '__rmqtool_at print-msg' -l tags -x -d 'subExpression: a 
 complete -c rmqtool -n '__rmqtool_at print-msg' -l count -x -d 'At most this many messages (default: all of them); a cut is reported on stderr.'
 complete -c rmqtool -n '__rmqtool_at print-msg' -s n -x -d 'At most this many messages (default: all of them); a cut is reported on stderr.'
 complete -c rmqtool -n '__rmqtool_at print-msg' -l no-check-crc -d 'Do not verify body CRCs of the messages printed.'
+complete -c rmqtool -n '__rmqtool_at print-msg' -l scan-log -d 'Read the store time of every message of the queues from the commit log (the whole log) instead of bounding them by the index files first: the check of the default search.'
 complete -c rmqtool -n '__rmqtool_at print-msg' -l json -d 'Machine-readable output: camelCase names, one JSON document per answer, NDJSON (one object per line) for streams of records.'
 complete -c rmqtool -n '__rmqtool_at print-msg' -l quiet -d 'No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, warnings and errors still print.'
 complete -c rmqtool -n '__rmqtool_at print-msg' -s Q -d 'No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, warnings and errors still print.'

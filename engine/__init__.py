@@ -7,15 +7,15 @@ The entry points the command line calls, one per command or concern:
                          engine.broker.config.brokerconf.load_config, engine.broker.write.batch.MessageBatch
                          (messages to put), engine.broker.write.jsonl (put --from-jsonl), engine.broker.config.lock
   reading the log        engine.broker.commitlog.logrun.scan_runs / lookup_runs, engine.views.runjson.run_json_text,
-                         engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.ops.dumplog
+                         engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.broker.commitlog.dump
                          (dump-commitlog's filters), engine.ops.read.read_by_queue_offset / find_by_msg_id (get by
                          queue offset, by offset message id or UNIQ_KEY)
   store geometry         engine.broker.index.geometry.resolve_index_geometry (index slots and items from the files)
   query by key           engine.broker.index.keyquery (broker index), engine.tiered.index.query_tiered_key (tiered)
-  index files            engine.ops.inspect_index.inspect_index_files, engine.tiered.index.inspect_files /
+  index files            engine.broker.index.inspect.inspect_index_files, engine.tiered.index.inspect_files /
                          compact_file
-  operations             engine.ops.recovery.recover, engine.ops.clean.clean, engine.ops.queues.queue_status /
-                         dump_cq, engine.ops.timerange.scan_time_range, engine.ops.consumers.consumer_progress /
+  operations             engine.ops.recovery.recover, engine.ops.clean.clean, engine.broker.consumequeue.view.queue_status /
+                         dump_cq, engine.broker.consumequeue.timerange.scan_time_range, engine.broker.config.consumers.consumer_progress /
                          delay_status
   jobs                   engine.jobs.broker_index.spark_reindex, engine.jobs.tiered_index.tiered_reindex
   tiered flat store      engine.tiered.flat.store.open_flat_store, engine.tiered.flat.answers (queue_rows,

@@ -196,8 +196,58 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
+#: Help lines stay within 80 columns (docs/output-contract.md): an example wider than that is continued on the
+#: next lines with a shell's backslash, cut between words (a quoted argument is never cut).
+EXAMPLE_WIDTH = 80
+INDENT, CONTINUED = "  ", "      "
+
+
+def words(line: str) -> list[str]:
+    """`line` cut at the spaces outside quotes (each word keeps its quotes)."""
+    out, cur, quote = [], "", None
+    for ch in line:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " ":
+            if cur:
+                out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return out + ([cur] if cur else [])
+
+
+def example_lines(line: str, width: int = EXAMPLE_WIDTH) -> list[str]:
+    """One example as help prints it: indented, continued with ` \\` where it would pass `width`; a word that
+    is wider alone keeps its own line."""
+    out, cur = [], INDENT
+    for w in words(line):
+        if cur.strip() and len(cur) + 1 + len(w) + 2 > width:
+            out.append(cur + " \\")
+            cur = CONTINUED + w
+        else:
+            cur = (cur + " " + w) if cur.strip() else cur + w
+    return out + [cur]
+
+
+def joined(lines: list[str]) -> list[str]:
+    """The examples printed by --help back as EXAMPLES holds them (continued lines joined)."""
+    out, cur = [], ""
+    for ln in lines:
+        text = ln.strip()
+        cur = f"{cur} {text}" if cur else text
+        if cur.endswith(" \\"):
+            cur = cur[:-2]
+        else:
+            out.append(cur)
+            cur = ""
+    return out + ([cur] if cur else [])
+
+
 def epilog(name: str) -> str:
     """The help epilog of command `name` ("tiered get" for a subcommand): its examples, one paragraph each."""
-    lines = EXAMPLES[name]
+    lines = [ln for example in EXAMPLES[name] for ln in example_lines(example, EXAMPLE_WIDTH - 2)]  # click indents 2
     # \b: click prints the paragraph as it is (no re-wrapping of a command line)
-    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines) + "\n"
+    return "Examples:\n\n\b\n" + "\n".join(lines) + "\n"

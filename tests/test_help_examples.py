@@ -76,12 +76,33 @@ def test_examples_parse_with_the_commands_own_parser(name, cmd):
 
 @pytest.mark.parametrize("name", [n for n, _ in COMMANDS])
 def test_help_ends_with_the_examples(name):
-    from rmqtool.examples import EXAMPLES
+    from rmqtool.examples import EXAMPLES, joined
 
     r = run([*name.split(), "--help"])
     assert r.exit_code == 0, r.output
-    tail = r.stdout.rstrip().splitlines()[-len(EXAMPLES[name]):]
-    assert [t.strip() for t in tail] == EXAMPLES[name]
+    lines = r.stdout.rstrip().splitlines()
+    tail = lines[lines.index("  Examples:") + 2:]
+    assert joined(tail) == EXAMPLES[name]
+
+
+@pytest.mark.parametrize("name", [n for n, _ in COMMANDS])
+def test_every_help_line_fits_80_columns_examples_included(name):
+    """docs/output-contract.md: text within 80 columns; a long example is continued with a backslash."""
+    r = run([*name.split(), "--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert [ln for ln in r.stdout.splitlines() if len(ln) > 80] == []
+    assert "Examples:" in r.stdout
+
+
+def test_a_long_example_is_cut_between_words_never_inside_quotes():
+    from rmqtool.examples import example_lines, joined
+
+    line = "rmqtool doctor -c /opt/rocketmq/conf/broker.conf --json | jq -r '.findings[] | select(.severity == 1)'"
+    out = example_lines(line, 40)
+    assert len(out) > 2 and all(ln.endswith(" \\") for ln in out[:-1]) and not out[-1].endswith("\\")
+    assert any(ln.strip() == "'.findings[] | select(.severity == 1)'" for ln in out)   # wider than 40: alone
+    assert joined(out) == [line]
+    assert shlex.split(" ".join(ln.rstrip(" \\") for ln in out)) == shlex.split(line)
 
 
 def test_bare_rmqtool_shows_help_and_exits_0():

@@ -11,8 +11,8 @@ from engine.broker.commitlog.log import open_commitlog
 from engine.broker.config.brokerconf import load_config
 from engine.broker.index.build import build_index_file_from_hashes
 from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, check_message
-from engine.ops.indexwrite import IndexFileBuilder, build_index_file_chunked
-from engine.ops.logread import HOLE, LOG_END, Gap, Window, walk
+from engine.broker.index.write import IndexFileBuilder, build_index_file_chunked
+from engine.broker.commitlog.walk import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record
 from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
 from engine.ops.recovery.placeholder import Origin
@@ -156,7 +156,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     extracts no keys); with small windows, over a log with a damaged body and a torn record, the walk yields
     the same records and gaps as the walk alone."""
     import engine.broker.commitlog.records as records
-    import engine.ops.logread as logread
+    import engine.broker.commitlog.walk as logread
 
     store = tmp_path / "s"
     acks = put(store, sample_messages(300), tmp_path)
@@ -189,7 +189,7 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
 
 
 def test_verify_with_the_helper_process_reports_what_it_reports_alone(tmp_path, monkeypatch):
-    import engine.ops.verify as vl
+    import engine.broker.index.verify as vl
     from helpers import run
 
     store = tmp_path / "s"
@@ -215,7 +215,7 @@ def test_topic_groups_name_every_records_queue_across_windows():
     from engine.broker.commitlog.message import MessageRecord, encode_record
     from engine.broker.commitlog.records import RecordBatch, decode_segment
     from engine.broker.commitlog.segments import Segment
-    from engine.ops.logread import TopicGroups
+    from engine.broker.commitlog.walk import TopicGroups
 
     rnd = random.Random(3)
     topics = ["A", "TopicB", "AAAAAAAA-one-BBBBBBBB", "AAAAAAAA-two-BBBBBBBB", "AAAAAAAA-xyz-BBBBBBBB", "%RETRY%g1"]
@@ -283,7 +283,7 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     """CrcHelper drops the jobs it knows are done: each holds its result (a window's key columns), and a long
     walk over many windows must not keep them all (memory would grow with the log)."""
     import engine.broker.commitlog.records as records
-    import engine.ops.logread as logread
+    import engine.broker.commitlog.walk as logread
 
     store = tmp_path / "s"
     put(store, sample_messages(300), tmp_path)

@@ -59,7 +59,7 @@ def test_print_msg_bounds_are_inclusive_and_one_queue(store):
 
 def test_print_msg_reads_only_the_units_in_range(store, monkeypatch):
     """The range comes from binary searches: the units looked at are those in range plus O(log n) probes."""
-    from engine.ops import queues as q
+    from engine.broker.consumequeue import view as q
     root, _ = store
     calls = []
     orig = q.QueueView.check

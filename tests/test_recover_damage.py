@@ -143,7 +143,7 @@ def test_damaged_older_index_files_are_rebuilt(tmp_path, damage):
 
 
 def test_refuses_without_room_for_the_quarantine_and_force_goes_ahead(tmp_path, monkeypatch):
-    import engine.ops.quarantine as quarantine
+    import engine.ops.footprint.quarantine as quarantine
 
     store, acks, sent = build(tmp_path)
     p, pos = seg_file(store, acks[-3]["commitLogOffset"])

@@ -40,7 +40,7 @@ from typing import Optional
 
 from engine.broker.layout import INDEX_NAME, list_index_files
 from engine.fsutil import atomic_write, fsync_dir
-from engine.ops.leftovers import BACKUP_MARKER, mark_backup
+from engine.ops.footprint.leftovers import BACKUP_MARKER, mark_backup
 
 MANIFEST = "rmqtool-index.json"
 _RUN = r"([0-9a-f]{12})"

@@ -35,7 +35,7 @@ from engine.broker.layout import (DLQ_GROUP_TOPIC_PREFIX, POP_RETRY_SEPARATOR_V1
 from engine.broker.store import MessageStore
 from engine.errors import InvalidArgumentError
 from engine.java import fastjson
-from engine.ops.queues import QueueView, commitlog_min_offset
+from engine.broker.consumequeue.view import QueueView, commitlog_min_offset
 
 #: Units of SCHEDULE_TOPIC_XXXX whose keys are held at once, over all delay levels (about 1.4 KB each with the
 #: dicts and tuples that hold them: docs/performance.md).

@@ -16,7 +16,7 @@ from engine.broker.layout import LOCK_FILE, StoreLayout
 from engine.broker.config.lock import StoreLock
 from engine.broker.write.guard import require_writable
 from engine.errors import NotAStoreError
-from engine.ops.quarantine import QUARANTINE_DIR
+from engine.ops.footprint.quarantine import QUARANTINE_DIR
 
 class Plan(Protocol):
     fingerprint: tuple

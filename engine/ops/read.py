@@ -16,7 +16,7 @@ from engine.broker.commitlog.message import (PROP_DELAY, PROP_REAL_QID, PROP_REA
 from engine.broker.topics import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC,
                                   TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, is_system_topic, require_topic)
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.queues import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
+from engine.broker.consumequeue.view import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
 COUNT_LIMIT = 10_000_000

@@ -27,7 +27,7 @@ from engine.fsutil import atomic_write, fsync_dir
 from engine.java import fastjson
 from engine.ops import operation
 from engine.ops.configrebuild import rebuild_delay_offsets, rebuild_subscription_groups
-from engine.ops.quarantine import Quarantine
+from engine.ops.footprint.quarantine import Quarantine
 from engine.timer.rebuild import TimerRebuild, apply_timer_rebuild, plan_timer_rebuild
 
 FROM_BAK, FROM_STORE_SOURCE, EMPTY = "bak", "store", "empty"

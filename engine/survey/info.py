@@ -1,7 +1,7 @@
 """`rmqtool info`: a store at a glance, read-only and fast on any size of store.
 
 What it reads: directory listings, stat, the 40-byte header of each index file, the checkpoint, the small
-manifests and markers rmqtool leaves (engine.ops.leftovers), /proc/locks (the lock is tested without being
+manifests and markers rmqtool leaves (engine.ops.footprint.leftovers), /proc/locks (the lock is tested without being
 taken: this process never opens the lock file). The one read that grows with the store is the commit log's max
 offset, where the broker's recovery would end it: after an unclean stop (abort marker) the records from the
 segment the checkpoint names, as the broker walks them (format §7.4; CRCs checked when checkCRCOnRecover is on:
@@ -34,8 +34,8 @@ from engine.broker.config import epochfile
 from engine.broker.layout import TIERED_INDEX_DIR, StoreLayout, list_index_files
 from engine.broker.mode import StoreMode, detect_mode
 from engine.errors import StoreError
-from engine.ops.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
-from engine.ops.quarantine import QUARANTINE_DIR
+from engine.ops.footprint.leftovers import Leftover, Usage, index_backups, quarantine_runs, tree_usage
+from engine.ops.footprint.quarantine import QUARANTINE_DIR
 from engine.ops.recovery.placeholder import list_placeholders
 from engine.tiered.flat.layout import FILE_TYPE_NAMES, INDEX_TOPIC, TieredLayout, cluster_dir_name, is_dir_no_follow
 from engine.tiered.flat.metadata import bak_path, load_metadata

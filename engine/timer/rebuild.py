@@ -283,7 +283,7 @@ def _queue_offset_after(cfg: BrokerConfig, offset_py: int, size_py: int) -> int:
 
 def apply_timer_rebuild(cfg: BrokerConfig, rep: TimerRebuild, quarantine) -> None:
     """Carry the plan out (the caller holds the store lock); `quarantine` keeps what is replaced
-    (engine.ops.quarantine.Quarantine)."""
+    (engine.ops.footprint.quarantine.Quarantine)."""
     layout = TimerLayout.of(cfg)
     log_dir = layout.log_dir
     for f in rep.file_fixes:

@@ -52,7 +52,7 @@ def consumers(
     0..readQueueNums-1 from config/topics.json when it lists the topic.
     """
     from engine.broker.store import MessageStore
-    from engine.ops.consumers import consumer_progress
+    from engine.broker.config.consumers import consumer_progress
 
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
@@ -97,7 +97,7 @@ def delays(
     in the next pending unit (its store time + the level's delay). Exits 3 when a pending message cannot be read.
     """
     from engine.broker.store import MessageStore
-    from engine.ops.consumers import delay_status
+    from engine.broker.config.consumers import delay_status
 
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:

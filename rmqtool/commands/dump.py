@@ -433,7 +433,7 @@ def dump_commitlog(
     The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
     --topic and --begin/--end say.
     """
-    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries, open_dump_source
+    from engine.broker.commitlog.dump import BodyDir, DumpFilter, dump_entries, open_dump_source
 
     _check_dump_options(count, from_offset, from_alias, body, json_out)
     b, e = times.parse_range(begin, end)

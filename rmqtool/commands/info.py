@@ -1,5 +1,5 @@
 """rmqtool info and prune: a store at a glance (engine.survey.info), and removing the folders rmqtool left in it
-(engine.ops.prune)."""
+(engine.ops.footprint.prune)."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -265,7 +265,7 @@ def prune(
     touched. Takes the store lock (not with --dry-run).
     """
     from engine.fsutil import format_bytes
-    from engine.ops.prune import prune as run_prune
+    from engine.ops.footprint.prune import prune as run_prune
 
     older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
     cfg = build_config(store, broker_conf)

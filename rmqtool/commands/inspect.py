@@ -62,7 +62,7 @@ def inspect_index(
     (Tiered index files: `rmqtool tiered inspect-index`.)"""
     # (a typer command: one parameter per option)
     from engine.errors import InvalidArgumentError
-    from engine.ops.inspect_index import InspectRequest
+    from engine.broker.index.inspect import InspectRequest
 
     tiered = tiered_dir is not None or (file is not None and _is_tiered(file))
     if tiered:
@@ -110,7 +110,7 @@ def _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out: bool
 
 
 def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
-    from engine.ops.inspect_index import inspect_index_files
+    from engine.broker.index.inspect import inspect_index_files
 
     headers, damaged, failed = [], [], False
     with render.progress(None, "slot statistics") as bar:

@@ -41,6 +41,9 @@ def print_msg(
                                                    "of them); a cut is reported on stderr.")] = None,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs of the messages "
                                                "printed.")] = False,
+    scan_log: Annotated[bool, typer.Option("--scan-log", help="Read the store time of every message of the "
+                                           "queues from the commit log (the whole log) instead of bounding them "
+                                           "by the index files first: the check of the default search.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     old_max: OldMaxOpt = None,
@@ -48,16 +51,16 @@ def print_msg(
     """Messages of a topic whose store time lies in [--begin, --end] (without --end: from --begin on), found
     through the consume queues.
 
-    Two binary searches on store time per queue (as the broker's getOffsetInQueueByTime), then only the units in
-    between are read, queue by queue in queue-offset order, printed as they are found. The store time of every
-    message of the queues is read once too (8 bytes each), so that a queue whose store times go back (a broker's
-    clock stepped back) still gives every message of the range: a note names such a queue. --json prints one object
-    per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names). Exits 3 when a unit in the
-    range points at a message that cannot be read.
+    Each unit's store time is bounded by the index files' items (to the second, whatever order the times have
+    along the queue: a broker's clock may have stepped back) and, where they cannot decide, read from the
+    message's head; then only the messages in the range are read, queue by queue in queue-offset order. One line
+    on stderr says what was searched and how much of the log was read; a note names a queue whose store times go
+    back. --json prints one object per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names).
+    Exits 3 when a unit in the range points at a message that cannot be read.
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.timerange import scan_time_range
+    from engine.broker.consumequeue.timerange import scan_time_range
 
     from rmqtool.cli import count_or_old_max
 
@@ -67,7 +70,7 @@ def print_msg(
     b, e = times.parse_range(begin, end)
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
-        scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc)
+        scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc, scan_log=scan_log)
         undecoded: list[str] = []
         for n in scan.notes:
             tables.note(n)
@@ -82,6 +85,7 @@ def print_msg(
                     else f"at or after {local_time(b)}")
             tables.note(f"no message of {topic} stored {span}"
                         + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
+        tables.note(scan.searched.line())
     for u in undecoded:
         tables.note(u)
     if undecoded and not scan.problems:

@@ -53,7 +53,7 @@ def queues(
     message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
     """
     from engine.broker.store import MessageStore
-    from engine.ops.queues import queue_status
+    from engine.broker.consumequeue.view import queue_status
 
     cfg = build_config(store, broker_conf)
     with MessageStore(cfg) as st:
@@ -103,7 +103,7 @@ def dump_cq(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.queues import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+    from engine.broker.consumequeue.view import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
 
     if not 0 < count <= COUNT_LIMIT:
         raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")

@@ -54,7 +54,7 @@ def verify_cq(
     """
     from engine.broker.store import MessageStore
     from engine.errors import InvalidArgumentError
-    from engine.ops.cqverify import compare_queues, verify_queues
+    from engine.broker.consumequeue.verify import compare_queues, verify_queues
 
     if source is not None and source not in ("file", "rocksdb"):
         raise InvalidArgumentError(f"--source {source!r}: use file or rocksdb")

@@ -203,10 +203,14 @@ class CommitLog:
         return self.walk_segments(start, end, lambda seg, pos, last: self._scan_segment(
             seg, pos, last, check_crc, end, check_position))
 
-    def walk_segments(self, start: int | None, end: int | None, per_segment) -> Iterator:
-        """The one walk over the segment files from `start` (default: the first segment) that scan and the bulk
-        reader (engine.broker.commitlog.logrun) share: `per_segment(seg, pos, last)` yields a segment's entries and returns
-        True when the whole walk must stop; a missing segment is a GAP entry; one segment is mapped at a time."""
+    def walk_segments(self, start: int | None, end: int | None, per_segment, *, gaps: bool = True,
+                      release: bool = True) -> Iterator:
+        """The one walk over the segment files from `start` (default: the first segment) that every reader of the
+        log shares: scan (record by record), the bulk reader (engine.broker.commitlog.logrun: dump-commitlog, get,
+        config rebuilds) and the checking walk (engine.broker.commitlog.walk: recovery, index verification).
+        `per_segment(seg, pos, last)` yields a segment's entries and returns True when the whole walk must stop;
+        a missing segment is a GAP entry (`gaps`); one segment is mapped at a time (`release`: the checking walk
+        keeps what it mapped, its windows and the recovery after it read them again)."""
         segs = self.segments
         if not segs:
             return
@@ -226,13 +230,13 @@ class CommitLog:
             mapped_before = self.queue.is_mapped(seg)
             # From the last segment that holds data on, a zero area is the end of data (format §3.2, §7.2).
             stop = yield from per_segment(seg, pos, idx >= last_data)
-            if not mapped_before:
+            if release and not mapped_before:
                 self.queue.release(seg)  # a long walk keeps one segment mapped at a time
             if stop:
                 return
             idx += 1
             pos = 0
-            if idx < len(segs) and segs[idx].start != seg.end:
+            if gaps and idx < len(segs) and segs[idx].start != seg.end:
                 nxt = segs[idx]
                 if end is not None and seg.end >= end:
                     return

@@ -21,7 +21,7 @@ import numpy as np
 from engine.broker.commitlog.compression import COMPRESSED_FLAG, decode_body
 from engine.broker.commitlog.log import MISPLACED, CommitLog, ScanEntry, misplaced_reason
 from engine.broker.commitlog.message import BLANK, CORRUPT, LENGTH_MISMATCH, VALID, cal_msg_length, check_message
-from engine.broker.commitlog.records import SegmentEnd, body_crc_bad
+from engine.broker.commitlog.records import SegmentEnd, body_crc_bad, unsound
 from engine.broker.commitlog.records import BLANK as END_BLANK, ZERO as END_ZERO
 from engine.java.lang import rmq_crc32
 
@@ -121,8 +121,7 @@ def _runs(seg, buf, batch, check_crc: bool, check_position: bool):
     blen = batch.body_len
     bodies = _bodies(buf, batch)
     bad_crc = body_crc_bad(bodies, blen, batch.body_crc) if check_crc else np.zeros(len(batch), dtype=bool)
-    misplaced = (batch.phy != seg.start + pos) if check_position else np.zeros(len(batch), dtype=bool)
-    good = ~bad_crc & batch.length_ok & ~misplaced
+    good = ~bad_crc & ~unsound(batch, seg.start, check_position)
     if good.all():
         yield RecordRun(seg.start, seg.path.name, buf, batch, bodies)
         return
@@ -242,7 +241,7 @@ def _checked(views, buf, seg, pos: np.ndarray, check_crc: bool):
         p = np.where(good, p, p[np.flatnonzero(good)[0]])
         batch, cut = decode_positions(views, p)
     bodies = _bodies(buf, batch)
-    good &= batch.length_ok & (batch.phy == seg.start + pos)
+    good &= ~unsound(batch, seg.start)  # batch.pos is pos wherever good still holds
     if check_crc:
         good &= ~body_crc_bad(bodies, batch.body_len, batch.body_crc)
     return good, batch, bodies

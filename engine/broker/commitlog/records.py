@@ -83,6 +83,17 @@ def body_crc_bad(bodies, body_len: np.ndarray, body_crc: np.ndarray) -> np.ndarr
     return (body_len > 0) & (crcs != body_crc)
 
 
+def unsound(batch: "RecordBatch", seg_start: int, check_position: bool = True) -> np.ndarray:
+    """Which decoded records do not start a valid record where they stand (format §2.7), their body CRC aside
+    (body_crc_bad): TOTALSIZE disagrees with the length formula, or, with check_position, PHYSICALOFFSET names
+    another place than the record's own (seg_start + pos: a misplaced segment file). The one statement of the rule
+    the bulk readers share (the runs of engine.broker.commitlog.logrun, the checking walk of
+    engine.broker.commitlog.walk); one record is checked by check_message and CommitLog.check_at."""
+    if not check_position:
+        return ~batch.length_ok
+    return ~batch.length_ok | (batch.phy != seg_start + batch.pos)
+
+
 def is_zero_area(buf, pos: int, n: int) -> bool:
     """A preallocated segment's unwritten tail: the normal end of data (format §3.2), not damage."""
     return pos >= n or not any(buf[pos:min(pos + 8, n)])
@@ -336,7 +347,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     to the MAGICCODE candidates where they miss a record, so the result is the same with or without them.
 
     prefetch: a function (a, b) -> future of the MAGICCODE candidates in [a, b) of the same bytes (a helper
-    process over its own mapping of the file: engine.ops.logread.CrcHelper), or None when it is busy, asked one
+    process over its own mapping of the file: engine.broker.commitlog.walk.CrcHelper), or None when it is busy, asked one
     window ahead, so that on two cores the byte scan of window k+1 overlaps the chain and decoding of window k
     and its consumers.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.commitlog.message import VALID, check_message
-from engine.broker.commitlog.records import BLANK as END_BLANK, SegmentEnd, body_crc_bad
+from engine.broker.commitlog.records import BLANK as END_BLANK, SegmentEnd, body_crc_bad, unsound
 from engine.broker.config.checkpoint import Checkpoint
 
 #: Bytes of records validated per step of a RecoveryScan: the most it reads past what a caller asked for.
@@ -128,7 +128,7 @@ class RecoveryScan:
             self.reason = {END_BLANK: "the BLANK filler of the last segment", "zero": "end of data"}.get(
                 item.kind, item.reason or item.kind)
             return False
-        bad = ~item.length_ok
+        bad = unsound(item, seg.start, check_position=False)  # the broker does not ask where a record says it is
         if self.check_crc:
             ends = item.body_pos + np.maximum(item.body_len, 0)
             bodies = list(map(buf.__getitem__, map(slice, item.body_pos.tolist(), ends.tolist())))

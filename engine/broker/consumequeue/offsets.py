@@ -1,6 +1,6 @@
 """A consume queue's min and max queue offsets as the broker computes them (format §4, §8.3), logical
 truncation included (format §4.5, §7.2): the one rule for "which queue offsets are messages", used by every reader
-(engine.ops.queues and the commands over it: queues, consumers, print-msg, get by queue offset, dump-cq), by
+(engine.broker.consumequeue.view and the commands over it: queues, consumers, print-msg, get by queue offset, dump-cq), by
 recovery's consume-queue cut (engine.ops.recovery.scan) and by the tier-out (engine.tiered.flat.queue_dispatch,
 where a new tiered queue starts).
 

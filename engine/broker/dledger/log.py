@@ -91,7 +91,7 @@ class DLedgerLog(CommitLog):
         return super().valid_at(offset, check_crc)
 
     # ------------------------------------------------------------ walks
-    def walk_segments(self, start: int | None, end: int | None, per_segment) -> Iterator:
+    def walk_segments(self, start: int | None, end: int | None, per_segment, **kw) -> Iterator:
         """CommitLog.walk_segments, from a message's offset: in a DLedger file the walk starts at its entry."""
         if start is not None:
             seg = self.queue.find(start)
@@ -103,7 +103,7 @@ class DLedgerLog(CommitLog):
                     raise InvalidArgumentError(f"offset {start} is not a message offset of the DLedger log (no entry "
                                                "header 48 bytes before it)")
                 start -= BODY_OFFSET
-        return super().walk_segments(start, end, per_segment)
+        return super().walk_segments(start, end, per_segment, **kw)
 
     def _scan_segment(self, seg: Segment, pos: int, last: bool, check_crc: bool, end, check_position: bool):
         if not self.is_entry_segment(seg):

@@ -11,4 +11,7 @@
   keys        which keys a message indexes, broker and tiered (the one statement of both rules)
   keycolumns  the same key rules over thousands of decoded records at once (numpy columns)
   keyquery    query by key, verified against the commit log, and the broker's raw answer
+  write       index files built (or compared with a file on disk) a chunk of items at a time
+  verify      index file verification: the structural pass, then the items against the commit log in one walk
+  inspect     inspect-index: headers, a slot's chain, statistics, verification, one file at a time
 """

@@ -6,7 +6,7 @@ the end, damaged ranges replaced by placeholders or BLANK fillers, the tail zero
 then the missing units re-dispatched); the index (new files written under temporary names, forced, renamed
 over the old ones, which are hard-linked into the quarantine first); stale temporary files; the checkpoint
 once the data it describes is durable; the abort marker last. Every byte removed or overwritten is first kept
-by engine.ops.quarantine.
+by engine.ops.footprint.quarantine.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from engine.broker.commitlog.message import blank_record
 from engine.errors import CorruptFileError
 from engine.fsutil import fsync_dir, write_fully, write_zeros
 from engine.progress import Progress, no_progress
-from engine.ops.quarantine import MANIFEST, Quarantine, check_room
+from engine.ops.footprint.quarantine import MANIFEST, Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
 from engine.ops.recovery.placeholder import REPLACED_BY, manifest_path, placeholder_record
 from engine.ops.recovery.plan import BLANK_FILLER, PLACEHOLDER, RecoveryPlan

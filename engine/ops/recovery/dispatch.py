@@ -3,7 +3,7 @@ the walk's windows exactly as the broker's dispatchers would write them, with th
 
 Both run twice with the same input: while planning (counting, and comparing index files with what is on
 disk, so that a file that would come out byte-identical is kept) and while applying (writing). Memory: per
-queue a few numbers; for the index one file's slot heads (engine.ops.indexwrite) and one window of keys.
+queue a few numbers; for the index one file's slot heads (engine.broker.index.write) and one window of keys.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.commitlog.message import VALID, check_message
 from engine.broker.mode import detect_mode
 from engine.errors import InvalidArgumentError
-from engine.ops.indexwrite import IndexFileBuilder
-from engine.ops.logread import TopicGroups, Window, key_columns
+from engine.broker.index.write import IndexFileBuilder
+from engine.broker.commitlog.walk import TopicGroups, Window, key_columns
 from engine.ops.recovery.scan import ScanHooks, multi_dispatch_units
 
 KEEP, REBUILD, CREATE = "keep", "rebuild", "create"

@@ -30,15 +30,14 @@ from pathlib import Path
 
 from engine.broker.commitlog.message import (PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
                                              TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record)
+from engine.broker.commitlog.placeholder import (ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET, ORIGIN_TOPIC,  # noqa: F401
+                                                 QUARANTINE_PROPERTY, QUARANTINE_TOPIC, is_placeholder,
+                                                 placeholder_info, placeholder_note)
 from engine.errors import CorruptFileError
-from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR
+from engine.ops.footprint.quarantine import MANIFEST, QUARANTINE_DIR
 from engine.timer.layout import TIMER_TOPIC
 from engine.timer.records import PROP_TIMER_OUT_MS
 
-QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
-QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
-ORIGIN_TOPIC, ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET = ("RMQTOOL_ORIGIN_TOPIC", "RMQTOOL_ORIGIN_QUEUE_ID",
-                                                     "RMQTOOL_ORIGIN_QUEUE_OFFSET")
 #: How the quarantine manifest names what took the damaged bytes' place.
 REPLACED_BY = "a placeholder record"
 #: MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES: how often the broker asked the producer about a half message.
@@ -109,33 +108,6 @@ def placeholder_record(offset: int, length: int, store_ts: int, manifest: str, o
                 return data
             # A body of 0 bytes and of N > 0 bytes differ only by N: unreachable, kept as a guard.
     raise CorruptFileError(f"cannot fit a placeholder record into {length} bytes at offset {offset}")
-
-
-def is_placeholder(rec: MessageRecord) -> bool:
-    """A record recover wrote in place of damaged bytes (its topic, or its RMQTOOL_QUARANTINED property)."""
-    return rec.topic == QUARANTINE_TOPIC or QUARANTINE_PROPERTY in (rec.properties or {})
-
-
-def placeholder_info(rec: MessageRecord) -> dict:
-    """What a placeholder says of itself: the quarantine manifest holding the damaged bytes and the message it
-    replaces (`origin`: {topic, queueId, queueOffset}, None when the range was too small to say), for --json."""
-    props = rec.properties or {}
-    origin = None
-    if ORIGIN_TOPIC in props:
-        try:
-            origin = {"topic": props[ORIGIN_TOPIC], "queueId": int(props.get(ORIGIN_QUEUE_ID, "")),
-                      "queueOffset": int(props.get(ORIGIN_QUEUE_OFFSET, ""))}
-        except ValueError:
-            origin = None
-    return {"manifest": props.get(QUARANTINE_PROPERTY), "origin": origin}
-
-
-def placeholder_note(rec: MessageRecord) -> str:
-    """One line for stderr: what the record is and where the damaged bytes went."""
-    info = placeholder_info(rec)
-    where = f" (the damaged bytes are kept in {info['manifest']})" if info["manifest"] else ""
-    return (f"commit-log offset {rec.physical_offset} holds rmqtool recover's placeholder for a damaged message"
-            f"{where}: consumers of its queue receive it in that message's place (topic {QUARANTINE_TOPIC})")
 
 
 def manifest_path(run: str) -> str:

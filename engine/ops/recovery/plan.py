@@ -6,7 +6,7 @@ engine.ops.recovery.planner builds it (reading only); engine.ops.recovery.apply 
 How a damaged record in the middle of the log is treated (issue 10 item 4). The broker's recovery stops at the
 first record that fails its check and truncates everything after it (format §7.2), so a bad record left in
 place would cost every record after it at the broker's next recovery. rmqtool resynchronises at the next valid
-record, copies the unreadable bytes to the quarantine (engine.ops.quarantine) and overwrites them with a
+record, copies the unreadable bytes to the quarantine (engine.ops.footprint.quarantine) and overwrites them with a
 placeholder the broker accepts and its dispatchers skip:
 
 * a hole between two valid records becomes one valid record of exactly the hole's length: topic

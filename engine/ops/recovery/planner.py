@@ -35,7 +35,7 @@ from engine.broker.mode import detect_mode
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE
 from engine.broker.commitlog.records import CORRUPT, decode_segment, RecordBatch, SegmentEnd
 from engine.errors import CorruptFileError
-from engine.ops.logread import LOG_END, SEGMENT_TAIL, find_resync, walk
+from engine.broker.commitlog.walk import LOG_END, SEGMENT_TAIL, find_resync, walk
 from engine.ops.operation import fingerprint
 from engine.progress import Progress, no_progress
 from engine.ops.recovery.dispatch import QueueDispatch, QueueFeed, IndexReplay, ReplayStart

@@ -4,7 +4,7 @@
   recovery reads the log in the order the records say and renames the files back.
 * Consume queues as their own recovery finds them (format §4.4), read one file at a time, and where each must be
   cut once the commit-log end is known (format §4.5).
-* The walk (engine.ops.logread.walk) from the scan start with CRCs checked: counts, the last valid record, the
+* The walk (engine.broker.commitlog.walk.walk) from the scan start with CRCs checked: counts, the last valid record, the
   gaps (damaged records, zeroed pages, segment tails without a filler, the end), and hooks for the index checks
   of engine.ops.recovery.trust. Nothing per record is kept: memory is one decode window plus O(queues + gaps).
 """
@@ -26,7 +26,7 @@ from engine.broker.commitlog.message import NAME_VALUE_SEPARATOR, VALID, check_m
 from engine.broker.consumequeue.lmq import PROP_INNER_MULTI_DISPATCH, dispatch_targets
 from engine.broker.commitlog.segments import WRONG_SIZE, Segment, SegmentQueue
 from engine.errors import GeometryError
-from engine.ops.logread import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
+from engine.broker.commitlog.walk import HOLE, LOG_END, SEGMENT_TAIL, Filler, Gap, TopicGroups, Window, walk
 from engine.progress import Progress
 
 #: Reasons kept for the first gaps; beyond that only their offsets (24 bytes each) are kept.
@@ -468,7 +468,7 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     if not cl.segments:
         return s
     total = max(1, cl.max_file_offset() - start)
-    # A long walk checks body CRCs in a helper process while it decodes (see engine.ops.logread.CrcHelper).
+    # A long walk checks body CRCs in a helper process while it decodes (see engine.broker.commitlog.walk.CrcHelper).
     parallel = total >= PARALLEL_CRC_BYTES
     hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
     try:

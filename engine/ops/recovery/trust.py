@@ -25,9 +25,9 @@ from engine.broker.index.file import IndexFile, index_file_size, suggest_geometr
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.commitlog.message import BLANK, VALID
 from engine.errors import GeometryError
-from engine.ops.logread import Window
+from engine.broker.commitlog.walk import Window
 from engine.ops.recovery.scan import ScanHooks
-from engine.ops.verify import (VERIFY_CHUNK, ItemCursor, Structure, VerifyReport, check_structure, keys_match,
+from engine.broker.index.verify import (VERIFY_CHUNK, ItemCursor, Structure, VerifyReport, check_structure, keys_match,
                                trailing_count)
 
 #: Items per chunk of a structure check that runs beside the walk: about 25 MB of working arrays, on top of the
@@ -121,7 +121,7 @@ def check_index_files(files: list[IndexFacts], cl: CommitLog, cp: CheckpointFact
     what it did with them). A file quick_structure cannot read is checked before this returns.
     `full_from` (a walk that reads no earlier than the broker's start-up, doctor's): a file whose items all lie
     before it keeps the facts read from its items' ends, unchecked (the broker's start-up reads none of its items).
-    Memory: one check's chunk columns (OVERLAP_CHUNK items) and slot heads (engine.ops.verify)."""
+    Memory: one check's chunk columns (OVERLAP_CHUNK items) and slot heads (engine.broker.index.verify)."""
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [i for i, x in enumerate(files) if x.f is not None]

@@ -6,8 +6,8 @@ of working arrays), plus one int32 per hash slot (20 MB for the default 5,000,00
 
 Against the commit log, items are checked in one walk over the log range the file covers: items are put in
 commit-log order, so the file's items and the log's records are merged like two sorted lists; each decode window
-of records (engine.ops.logread.walk, CRCs checked) takes the items that point into it, the record's keys are
-hashed in bulk (engine.ops.logread.key_columns) and the item's hash must be one of them. An item that goes back
+of records (engine.broker.commitlog.walk.walk, CRCs checked) takes the items that point into it, the record's keys are
+hashed in bulk (engine.broker.commitlog.walk.key_columns) and the item's hash must be one of them. An item that goes back
 (a damaged file) is checked on its own with check_at, up to SLOW_CHECKS of them.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, In
 from engine.broker.config.lock import lock_held_elsewhere
 from engine.findings import ERROR, Finding
 from engine.java.lang import key_index_hash
-from engine.ops.logread import Window, key_columns, walk
+from engine.broker.commitlog.walk import Window, key_columns, walk
 from engine.progress import Progress
 
 VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most

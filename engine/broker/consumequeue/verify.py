@@ -28,8 +28,8 @@ from engine.broker.consumequeue.rocksdb import CHUNK_UNITS, RocksDBQueue
 from engine.broker.layout import StoreLayout, list_queue_dirs, CONSUMEQUEUE_DIR
 from engine.broker.topics import require_topic
 from engine.errors import InvalidArgumentError, StoreError
+from engine.broker.consumequeue.view import commitlog_min_offset
 from engine.findings import ERROR, WARNING, Finding
-from engine.ops.queues import commitlog_min_offset
 
 #: Problems named in full; the others are counted.
 FIRST = 20

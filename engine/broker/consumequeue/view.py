@@ -19,11 +19,11 @@ from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
-from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, placeholder_note
+from engine.broker.commitlog.placeholder import is_placeholder, placeholder_info, placeholder_note
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
 MAX_UNREADABLE_RUN = 256
-#: Units whose store times are read at once by store_time_chunks (memory: a few arrays of this many int64).
+#: Units read at once by unit_chunks (memory: a few arrays of this many int64).
 TIME_CHUNK = 1 << 16
 #: Bytes of a record head that hold its store time with either born-host width (format §2: STORETIMESTAMP at 56,
 #: or at 68 after an IPv6 born host).
@@ -184,26 +184,34 @@ class QueueView:
         return total
 
     # -- store times in bulk
-    def store_time_chunks(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(first queue offset, store times) of the units [lo, hi), TIME_CHUNK units at a time, read from the record
-        heads the units point at (-1 where there is no record of the unit's size: a blank, a unit outside the commit
-        log, another record). Only the heads are read, from read-only mappings; nothing is decoded."""
-        per_file = max(self.cq.file_size // CQ_STORE_UNIT_SIZE, 1)
+    def unit_chunks(self, lo: int, hi: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(first queue offset, commit-log offsets, sizes) of the units [lo, hi), TIME_CHUNK units at a time, read
+        from the consume queue only (offset -1 where no file holds the unit). A RocksDB queue is read unit by unit."""
+        files = getattr(self.cq, "queue", None)
+        per_file = max(self.cq.file_size // CQ_STORE_UNIT_SIZE, 1) if files is not None else TIME_CHUNK
         q = lo
         while q < hi:
-            seg = self.cq.queue.find(q * CQ_STORE_UNIT_SIZE)
+            seg = files.find(q * CQ_STORE_UNIT_SIZE) if files is not None else None
             first = q - q % per_file if seg is None else seg.start // CQ_STORE_UNIT_SIZE
             n = min(hi, first + per_file, q + TIME_CHUNK) - q
-            times = np.full(n, -1, dtype=np.int64)
+            offs = np.full(n, -1, dtype=np.int64)
+            sizes = np.zeros(n, dtype=np.int64)
             if seg is not None:
                 units = self.cq.units_view(seg)[q - first:q - first + n]
                 k = len(units)
-                times[:k] = self._record_times(units["offset"].astype(np.int64), units["size"].astype(np.int64))
+                offs[:k], sizes[:k] = units["offset"], units["size"]
                 del units
-            yield q, times
+            elif files is None:
+                for i in range(n):
+                    u = self.cq.unit(q + i)
+                    if u is not None:
+                        offs[i], sizes[i] = u[0], u[1]
+            yield q, offs, sizes
             q += n
 
-    def _record_times(self, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    def record_times(self, offs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The store times of the records at commit-log offsets `offs` of the given sizes, from their heads (-1
+        where no record of that size is)."""
         cl = self.store.commitlog
         segs = cl.segments
         out = np.full(len(offs), -1, dtype=np.int64)

@@ -1,6 +1,6 @@
 """The folders rmqtool leaves in a store root, recognised by what they hold, never by their name alone.
 
-* Quarantine runs, `<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` (engine.ops.quarantine): what a recover (or a
+* Quarantine runs, `<store>/quarantine/<yyyyMMdd-HHmmss>-<pid>/` (engine.ops.footprint.quarantine): what a recover (or a
   repair) removed or overwrote. Recognised by `manifest.json` whose tool is rmqtool's ("rmqtool recover",
   "rmqtool repair ...") and whose `created` is the folder's name. A run whose manifest is not complete belongs to
   an interrupted run and may hold the only copy of bytes it changed: it is listed, never pruned.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from engine.broker.layout import relative_name
 from engine.fsutil import atomic_write
-from engine.ops.quarantine import MANIFEST, QUARANTINE_DIR, QUARANTINE_TOOL_PREFIX
+from engine.ops.footprint.quarantine import MANIFEST, QUARANTINE_DIR, QUARANTINE_TOOL_PREFIX
 from engine.ops.recovery.placeholder import REPLACED_BY
 
 BACKUP_MARKER = "rmqtool-backup.json"

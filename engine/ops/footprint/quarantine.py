@@ -28,7 +28,7 @@ from engine.fsutil import atomic_write, data_ranges, fsync_dir, is_zero, pread_f
 #: The quarantine folder's name under the store root (engine.broker.layout is the natural home of this name).
 QUARANTINE_DIR = "quarantine"
 MANIFEST = "manifest.json"
-#: The manifest's `tool` starts with this ("rmqtool recover", "rmqtool repair ..."): how engine.ops.leftovers
+#: The manifest's `tool` starts with this ("rmqtool recover", "rmqtool repair ..."): how engine.ops.footprint.leftovers
 #: recognises a quarantine run (info, prune).
 QUARANTINE_TOOL_PREFIX = "rmqtool "
 _COPY_CHUNK = 1 << 20

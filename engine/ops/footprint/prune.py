@@ -1,7 +1,7 @@
 """`rmqtool prune`: remove the quarantine runs and index backups rmqtool made, and nothing else.
 
 What may go: a quarantine run whose manifest.json says rmqtool recover made it and finished it, and an
-index.bak-* directory holding rmqtool's backup marker (engine.ops.leftovers), optionally only those older than
+index.bak-* directory holding rmqtool's backup marker (engine.ops.footprint.leftovers), optionally only those older than
 a duration. What stays, and is listed with why: a folder whose manifest or marker is missing or not
 rmqtool's, a quarantine run of a recover that did not finish (it may hold the only copy of what that recover
 changed), index backups while the store has no index/ directory (a backup may then be the only index), and
@@ -21,7 +21,7 @@ from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.fsutil import fsync_dir
 from engine.ops import operation
-from engine.ops.leftovers import Leftover, index_backups, quarantine_runs
+from engine.ops.footprint.leftovers import Leftover, index_backups, quarantine_runs
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """`inspect-index` on broker index files: headers, one slot's chain, streamed slot statistics, verification
-against the commit log (engine.ops.verify), one file at a time so output streams and memory stays bounded.
+against the commit log (engine.broker.index.verify), one file at a time so output streams and memory stays bounded.
 
 A file that cannot be opened with the geometry, or whose header cannot be the broker's, is reported (damage)
 and the others are still inspected; when no file fits the geometry, the geometry is wrong: an error.
@@ -37,7 +37,7 @@ class IndexFileReport:
     damage: Optional[str] = None
     walk: Optional[dict] = None
     stats: Optional[dict] = None
-    verify: Optional[object] = None  # engine.ops.verify.VerifyReport
+    verify: Optional[object] = None  # engine.broker.index.verify.VerifyReport
 
 
 def header_row(f: IndexFile, damage: Optional[str]) -> dict:
@@ -106,7 +106,7 @@ def _check_geometry(paths: list[Path], cfg: BrokerConfig) -> None:
 
 
 def _report(f: IndexFile, damage: Optional[str], req: InspectRequest, st, progress) -> IndexFileReport:
-    from engine.ops.verify import verify_index_file
+    from engine.broker.index.verify import verify_index_file
 
     rep = IndexFileReport(f.path, header_row(f, damage), damage)
     if req.walk_slot is not None or req.walk_key is not None:

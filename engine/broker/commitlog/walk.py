@@ -1,5 +1,6 @@
-"""Reading the commit log in bulk for the operations (recovery, verify): valid records a window at a time,
-and the gaps between them.
+"""The checking walk of the commit log (recovery, index verification): valid records a window at a time, and the
+gaps between them. It goes over the segment files with the one segment walk every reader shares
+(CommitLog.walk_segments) and states which decoded records are not valid with records.unsound and body_crc_bad.
 
 walk() goes segment by segment through engine.broker.commitlog.records.decode_segment (the one bulk decoder) and checks
 every record as the broker's recovery does (format §2.7): body CRC (CRC-32 over the body ranges), the length
@@ -24,7 +25,7 @@ from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              check_message)
 from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, ZERO, RecordBatch, SegmentEnd, body_crc_bad,
-                                             decode_segment, magic_candidates)
+                                             decode_segment, magic_candidates, unsound)
 from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
@@ -96,7 +97,7 @@ def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool, crc_ba
     """(number of leading records that are valid, why the next one is not). crc_bad: the first record with a
     wrong body CRC when already known (computed elsewhere), else it is computed here."""
     n = len(batch)
-    bad = np.flatnonzero(~batch.length_ok | (batch.phy != seg_start + batch.pos))
+    bad = np.flatnonzero(unsound(batch, seg_start))
     first = int(bad[0]) if len(bad) else n
     if check_crc:
         if crc_bad is None:
@@ -411,18 +412,22 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     if first is None:
         return
     known = sorted(known_gaps or [])
-    last_ts = 0
     helper = CrcHelper(parallel_keys) if (parallel_crc or parallel_keys) and (os.cpu_count() or 1) > 1 else None
+    ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
+    at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
+
+    def per_segment(seg, pos, _last):
+        i = at["i"]
+        at["i"] += 1
+        if end is not None and seg.start >= end:
+            return True
+        stop, at["last_ts"] = yield from _walk_segment(cl, seg, pos, segs[i + 1:], at["last_ts"], ctx)
+        return stop
+
     try:
-        for i in range(first, len(segs)):
-            seg = segs[i]
-            if end is not None and seg.start >= end:
-                return
-            pos = 0 if (start is None or i != first) else start - seg.start
-            ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
-            stop, last_ts = yield from _walk_segment(cl, seg, pos, segs[i + 1:], last_ts, ctx)
-            if stop:
-                return
+        # The one segment walk (CommitLog.walk_segments); a missing segment is no entry here: the gap between two
+        # files is not a range of any file (recovery reads the segment files' problems from the queue).
+        yield from cl.walk_segments(start, end, per_segment, gaps=False, release=False)
     finally:
         if helper is not None:
             helper.close()

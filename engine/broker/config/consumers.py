@@ -1,5 +1,5 @@
 """Consumer progress (mqadmin consumerProgress) and the delay-level queues (ScheduleMessageService), from the
-broker's config/*.json files (engine.broker.config.jsonfiles) and the consume queues (engine.ops.queues).
+broker's config/*.json files (engine.broker.config.jsonfiles) and the consume queues (engine.broker.consumequeue.view).
 
 consumerProgress, per group, topic and queue, as the broker's getConsumeStats answers it: brokerOffset = the
 queue's max offset, consumerOffset = the committed offset (0 when none), diff = brokerOffset - consumerOffset,
@@ -23,7 +23,7 @@ from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.ops.queues import OK, QueueView, commitlog_min_offset, logical_truncation
+from engine.broker.consumequeue.view import OK, QueueView, commitlog_min_offset, logical_truncation
 
 # ------------------------------------------------------------------------------------------- consumers
 
