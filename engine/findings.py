@@ -1,5 +1,12 @@
-"""A located problem, as `rmqtool timer verify` and `rmqtool doctor` report it: the severities and their order,
-and the finding both build on (doctor's adds the command that fixes it)."""
+"""The one located problem every verifier returns (timer verify, tiered verify, inspect-index --verify,
+verify-cq, the DLedger checks) and doctor collects: the severities and their order, and the finding. Doctor adds
+`fix`, the command that fixes it; a verifier leaves it None. In --json every verify prints a list of them under
+"findings", each {kind, severity, file, offset, problem, brokerWill} (doctor's with "fix" too).
+
+Some lower types name a problem as a value their module acts on, not as a report, and stay: SegmentProblem
+(engine.broker.commitlog.segments: recovery renames and resizes by it, writers refuse on it), NameProblem
+(engine.broker.layout: listings skip the entry), DamagedIndexFile (engine.broker.index.service: a query's partial
+answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +26,12 @@ class Finding:
     offset: int | None
     problem: str
     broker_will: str
+    fix: str | None = None       # doctor's: an rmqtool command line runnable as printed (None: a person decides)
+
+    def line(self) -> str:
+        """One line of text: `file: offset N: problem` (no offset when it is the whole file)."""
+        return f"{self.file}: offset {self.offset}: {self.problem}" if self.offset is not None \
+            else f"{self.file}: {self.problem}"
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "severity": self.severity, "file": self.file, "offset": self.offset,

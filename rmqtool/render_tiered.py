@@ -133,7 +133,8 @@ def render_verify(r: FileInspection, json_out: bool) -> bool:
     problems = r.problems or []
     if json_out:
         render.emit_json({"verify": {"file": r.name, "layout": r.layout, "indexItemCount": r.index_item_count,
-                                     "ok": not problems, "problems": problems}})
+                                     "ok": not problems, "problemCount": len(problems),
+                                     "findings": [f.as_dict() for f in r.findings()]}})
     else:
         status = "OK" if not problems else f"{len(problems)} problem(s)"
         render.out.print(f"{r.name}: {r.layout}, {r.index_item_count} items, structure {status}", markup=False)

@@ -203,7 +203,9 @@ def test_verify_reports_a_zero_filled_index_file(tmp_path):
     f.write_bytes(bytes(f.stat().st_size))
     r = cli("inspect-index", "--store", str(store), "--verify", "--json", *SEG_GEOM, code=3)
     rep = [json.loads(line)["verify"] for line in r.stdout.splitlines()][1]
-    assert rep["zeroFilled"] and not rep["ok"] and "zero-filled" in rep["problems"][0]
+    assert rep["zeroFilled"] and not rep["ok"] and "zero-filled" in rep["findings"][0]["problem"]
+    assert {k: rep["findings"][0][k] for k in ("kind", "severity", "file", "offset")} == {
+        "kind": "index-structure", "severity": "error", "file": f"index/{f.name}", "offset": None}
 
 
 def test_verify_next_to_a_live_writer_counts_in_flight_items(tmp_path, locked_store):

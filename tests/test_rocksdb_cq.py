@@ -222,15 +222,15 @@ def test_verify_cq_names_a_wrong_store_time_and_tags_code(pair, tmp_path):
     got = _json("verify-cq", "-s", s, code=3)
     rep = json.loads(got.stdout)
     assert rep["problemCount"] == 1
-    p = rep["firstProblems"][0]
-    assert (p["topic"], p["queueId"], p["queueOffset"]) == ("TopicA", 1, 2)
-    assert "store time" in p["reason"] and "tagsCode" in p["reason"]
+    p = rep["findings"][0]
+    assert (p["kind"], p["severity"], p["file"], p["offset"]) == ("cq-unit", "error", "consumequeue/TopicA/1", 2 * 20)
+    assert "store time" in p["problem"] and "tagsCode" in p["problem"] and p["brokerWill"]
 
 
 def test_verify_cq_names_a_missing_unit(pair, tmp_path):
     s = _damaged(pair, tmp_path, lambda units: [u for u in units if u[:3] != ("TopicB", 0, 1)])
     rep = json.loads(_json("verify-cq", "-s", s, "-t", "TopicB", code=3).stdout)
-    assert [(p["topic"], p["queueId"], p["queueOffset"]) for p in rep["firstProblems"]] == [("TopicB", 0, 1)]
+    assert [(p["file"], p["offset"]) for p in rep["findings"]] == [("consumequeue/TopicB/0", 20)]
 
 
 def test_compare_cq_double_write(pair, tmp_path):
@@ -277,4 +277,4 @@ def test_doctor_on_rocksdb_queues(pair, tmp_path):
     got = json.loads(run(["doctor", "-s", s2, "--json"]).stdout)
     assert {x["kind"] for x in got["findings"]} >= {"rocksdb-cq-past-log"}
     v = run(["verify-cq", "-s", s2, "--json"])
-    assert v.exit_code == 3 and json.loads(v.stdout)["firstProblems"][0]["queueOffset"] == last[2] + 1
+    assert v.exit_code == 3 and json.loads(v.stdout)["findings"][0]["offset"] == (last[2] + 1) * 20

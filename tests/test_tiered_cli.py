@@ -17,6 +17,9 @@ import pytest
 
 from helpers import GOLDEN, assert_deprecated, assert_one_line_error, put_jsonl, run, snapshot
 
+#: The keys of a located problem (engine.findings) in every --json verify.
+FINDING_KEYS = {"kind", "severity", "file", "offset", "problem", "brokerWill"}
+
 T2 = GOLDEN / "tiered" / "t2_full"
 PARAMS = json.loads((T2 / "params.json").read_text())
 QUERIES = [json.loads(line) for line in (T2 / "queries.jsonl").read_text().splitlines() if line.strip()]
@@ -133,7 +136,7 @@ def test_verify_ok_on_golden_and_exit_3_on_damage(work):
         r = run(["tiered", "inspect-index", work / name, "--verify", "--json"])
         assert r.exit_code == 0, r.output
         v = json.loads(r.stdout)["verify"]
-        assert v["ok"] and v["problems"] == [] and v["indexItemCount"] == PARAMS["indexItemCount"]
+        assert v["ok"] and v["findings"] == [] and v["indexItemCount"] == PARAMS["indexItemCount"]
     # Unsealed: a slot head beyond indexItemCount.
     d = bytearray((work / "unsealed.bin").read_bytes())
     struct.pack_into(">i", d, 28 + 8 * 3, 150)
@@ -150,7 +153,11 @@ def test_verify_ok_on_golden_and_exit_3_on_damage(work):
     r = run(["tiered", "inspect-index", work / "bad_compacted", "--verify", "--json"])
     assert r.exit_code == 3
     v = json.loads(r.stdout.splitlines()[0])["verify"]
-    assert not v["ok"] and any("28" in p for p in v["problems"])
+    assert not v["ok"] and v["problemCount"] == len(v["findings"]) > 0
+    assert all(set(p) == FINDING_KEYS and (p["kind"], p["severity"], p["file"]) == ("tiered-index-file", "error",
+                                                                                  "bad_compacted")
+               for p in v["findings"])
+    assert any("28" in p["problem"] for p in v["findings"])
 
 
 # ---------------------------------------------------------------- compact-index

@@ -182,7 +182,7 @@ def test_verify_says_the_vector_is_whole():
     assert r.exit_code == 0 and r.stdout == ""
     assert "4 queue(s), 43 segment(s), 160 record(s), 160 unit(s): whole" in r.stderr
     j = json.loads(run(["tiered", "verify", *TIER, "--json"]).stdout)
-    assert j["ok"] and j["problems"] == [] and j["notes"] == []
+    assert j["ok"] and j["findings"] == [] and j["problemCount"] == j["noteCount"] == 0
 
 
 def test_raw_batch_read_says_what_it_left_out():

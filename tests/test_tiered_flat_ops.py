@@ -130,7 +130,11 @@ def test_verify_names_file_and_offset_of_each_problem(f1copy, how, expect):
     if how in ("phy", "unit", "qoffset", "torn", "meta_size"):
         assert ": offset " in hit
     j = json.loads(tiered("verify", "--json", tier=tier, meta=meta).stdout)
-    assert j["ok"] is False and j["problems"]
+    assert j["ok"] is False and j["problemCount"] > 0
+    problems = j["findings"][:j["problemCount"]]   # the problems, then the notes
+    assert all(set(f) == {"kind", "severity", "file", "offset", "problem", "brokerWill"} for f in j["findings"])
+    assert all(f["kind"].startswith("tiered-") and f["severity"] in ("error", "warning", "info") for f in problems)
+    assert any(expect in f["problem"] and (f["offset"] is not None) == (": offset " in hit) for f in problems)
 
 
 def test_metadata_fallbacks(f1copy, tmp_path):

@@ -338,8 +338,9 @@ def test_verify_checks_index_items_against_the_records(tmp_path):
     seg.write_bytes(bytes(data))
     r = run(["tiered", "verify", *tier_args(root), "--json"])
     assert r.exit_code == 3
-    problems = [p for p in json.loads(r.stdout)["problems"] if p["file"].endswith(seg.name)]
-    assert sorted(p["message"].split(": ")[-1] for p in problems) == [
+    problems = [p for p in json.loads(r.stdout)["findings"] if p["file"].endswith(seg.name)]
+    assert {(p["kind"], p["severity"]) for p in problems} == {("tiered-index-item", "error")}
+    assert sorted(p["problem"].split(": ")[-1] for p in problems) == [
         "its timeDiff is not the record's store second", "no record starts there",
         "the record there has another size"]
     # A segment the metadata lists longer than its file: the broker reads zeros past the end.
@@ -347,7 +348,7 @@ def test_verify_checks_index_items_against_the_records(tmp_path):
     v = run(["tiered", "inspect-index", *tier_args(root), "--verify", "--json"])
     assert v.exit_code == 3
     bad = [x["verify"] for x in jlines(v) if "verify" in x and not x["verify"]["ok"]]
-    assert bad and any("reads zeros" in p for p in bad[0]["problems"])
+    assert bad and any("reads zeros" in p["problem"] for p in bad[0]["findings"])
 
 
 def test_the_slot_count_is_the_configured_one(tmp_path):
@@ -367,4 +368,6 @@ def test_the_slot_count_is_the_configured_one(tmp_path):
     conf.write_text("brokerName=broker-a\ntieredStoreIndexFileMaxHashSlotNum=64\n")
     v = run(["tiered", "verify", *tier_args(F3), "-c", conf, "--json"])
     assert v.exit_code == 3
-    assert any("compacted with 128 hash slots, read with 64" in p["message"] for p in json.loads(v.stdout)["problems"])
+    geometry = [p for p in json.loads(v.stdout)["findings"] if p["kind"] == "tiered-index-geometry"]
+    assert geometry and geometry[0]["severity"] == "error" and geometry[0]["brokerWill"]
+    assert any("compacted with 128 hash slots, read with 64" in p["problem"] for p in geometry)

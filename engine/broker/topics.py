@@ -1,4 +1,10 @@
-"""The topics a store has, and the one answer every read command gives for a topic it does not have.
+"""The broker's routing names (the system topics, the topics a message waits in before its own, the group and
+LMQ prefixes), the topics a store has, and the one answer every read command gives for a topic it does not have.
+
+The routing names are stated here once (or imported here from the one module that states them) and checked
+against RocketMQ 8fc57f1468: TopicValidator (the system set and prefix, isSystemTopic), MixAll (%RETRY%, %DLQ%,
+%LMQ%, REPLY_TOPIC), PopAckConstants (the revive topics), TimerMessageStore (the timer topic). The tiered topic
+filter (engine.tiered.flat.topic_filter) and the reader's labels (engine.ops.read copy_role) ask is_system_topic.
 
 A store's topics are the names under consumequeue/ (every dispatched message has a consume queue, format §4)
 and the topics of config/topics.json (read as the broker reads it, .bak included; a topic created but never
@@ -10,20 +16,37 @@ from __future__ import annotations
 
 import difflib
 
-from engine.broker.layout import StoreLayout
+from engine.broker.commitlog.message import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from engine.broker.layout import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, StoreLayout
+from engine.broker.mode import LMQ_PREFIX
 from engine.errors import InvalidArgumentError
 
 #: Topics named in the error before "and N more".
 LISTED = 5
 
+# TopicValidator's topics (SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_HALF_TOPIC are the record codec's: imported above).
+AUTO_CREATE_TOPIC = "TBW102"                         # AUTO_CREATE_TOPIC_KEY_TOPIC
+BENCHMARK_TOPIC = "BenchmarkTest"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"                  # msgTraceTopicName's default
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # a transaction's commit/rollback op records
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # half messages checked too often
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+CHECKPOINT_TOPIC = "CHECKPOINT_TOPIC"                # RMQ_SYS_ROCKSDB_OFFSET_TOPIC: RocksDB queues' dispatched offset
 #: TopicValidator.SYSTEM_TOPIC_SET as the class initialises it, and SYSTEM_TOPIC_PREFIX: topics the broker defines
 #: itself (TopicConfigManager's constructor) or keeps to itself.
 SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-    "CHECKPOINT_TOPIC",
+    AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, TRANS_HALF_TOPIC, TRACE_TOPIC, TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, CHECKPOINT_TOPIC,
 })
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# Inside the prefix: topics of the broker's own services.
+TIMER_TOPIC = "rmq_sys_wheel_timer"                  # TimerMessageStore.TIMER_TOPIC: timer messages wait here
+REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"          # PopAckConstants.REVIVE_TOPIC: POP revive topics
+# MixAll's: a consumer group's redeliveries and dead letters, the reply topic's postfix ("<cluster>_REPLY_TOPIC"),
+# and the LMQ prefix (engine.broker.mode's, where the store's mode is decided).
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+ROUTING_NAMES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, LMQ_PREFIX)
 
 
 def is_system_topic(topic: str) -> bool:

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from engine.broker.index import keyquery
-from engine.broker.commitlog.message import (PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC,
-                                            TRANS_HALF_TOPIC, VALID, MessageRecord, decode_offset_msg_id)
-from engine.broker.layout import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from engine.broker.topics import require_topic
+from engine.broker.commitlog.message import (PROP_DELAY, PROP_REAL_QID, PROP_REAL_TOPIC, VALID, MessageRecord,
+                                            decode_offset_msg_id)
+from engine.broker.topics import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC,
+                                  TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, is_system_topic, require_topic)
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.view import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
-from engine.timer.layout import TIMER_TOPIC
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
 COUNT_LIMIT = 10_000_000
@@ -26,8 +25,7 @@ MAX_TOPICS_SEARCHED = 10_000
 #: Copies of one UNIQ_KEY looked for in each topic (retries and delays of one message can repeat in a topic).
 MAX_COPIES_PER_TOPIC = 64
 
-# The topics the broker moves a message through before (or instead of) delivering it to its own topic.
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+#: The property a redelivery carries its original topic in (MessageConst.PROPERTY_RETRY_TOPIC).
 RETRY_TOPIC = "RETRY_TOPIC"
 
 
@@ -154,7 +152,7 @@ def copy_role(rec: MessageRecord) -> tuple[str, bool]:
                 + (f", from {p[RETRY_TOPIC]})" if RETRY_TOPIC in p else ")")), False
     if t.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return f"dead letter of consumer group {t[len(DLQ_GROUP_TOPIC_PREFIX):]}", False
-    if t.startswith(("rmq_sys_", "RMQ_SYS_")) or t in ("TBW102", "BenchmarkTest", "OFFSET_MOVED_EVENT"):
+    if is_system_topic(t):
         return "a system topic's record", False
     return f"the message as delivered to {t}/{rec.queue_id}", True
 

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from engine.broker.commitlog.segments import pick_segment_size
 from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker import topics
 from engine.broker.layout import SEGMENT_NAME, TIMER_LOG_DIR, TIMER_WHEEL_FILE, StoreLayout, relative_name
 from engine.timer.codec import MIN_BLANK_LEN, UNIT_SIZE
 
 TIMER_CHECK_FILE = "timercheck"          # under config/
 TIMER_METRICS_FILE = "timermetrics"      # under config/, with a .bak
-#: The system topic timer messages wait in, queue 0 (TimerMessageStore.TIMER_TOPIC).
-TIMER_TOPIC = "rmq_sys_wheel_timer"
+#: The system topic timer messages wait in, queue 0 (TimerMessageStore.TIMER_TOPIC; a broker routing name).
+TIMER_TOPIC = topics.TIMER_TOPIC
 TIMER_QUEUE_ID = 0
 
 #: TimerMessageStore.TIMER_WHEEL_TTL_DAY x DAY_SECS: slots per half of the wheel, whatever the precision.

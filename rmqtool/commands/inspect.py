@@ -203,4 +203,4 @@ def _render_verify(rep) -> None:
     status = "OK" if rep.ok else f"{rep.problem_count} problem(s)"
     render.line(f"{rep.file}: {rep.items_checked} items checked, {status}")
     for p in rep.problems:
-        render.line(f"  {p}")
+        render.line(f"  {p.problem}")

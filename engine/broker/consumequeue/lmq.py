@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.broker.commitlog.message import SCHEDULE_TOPIC
+from engine.broker import topics
 from engine.broker.layout import RETRY_GROUP_TOPIC_PREFIX, stored_topic_problem
 from engine.broker.mode import LMQ_PREFIX
 
@@ -22,8 +23,8 @@ PROP_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
 #: MixAll.LMQ_DISPATCH_SEPARATOR, MixAll.LMQ_QUEUE_ID.
 LMQ_DISPATCH_SEPARATOR = ","
 LMQ_QUEUE_ID = 0
-#: TopicValidator.SYSTEM_TOPIC_PREFIX.
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+#: TopicValidator.SYSTEM_TOPIC_PREFIX (engine.broker.topics).
+SYSTEM_TOPIC_PREFIX = topics.SYSTEM_TOPIC_PREFIX
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 

@@ -29,6 +29,7 @@ from engine.broker.layout import StoreLayout, list_queue_dirs, CONSUMEQUEUE_DIR
 from engine.broker.topics import require_topic
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.view import commitlog_min_offset
+from engine.findings import ERROR, WARNING, Finding
 
 #: Problems named in full; the others are counted.
 FIRST = 20
@@ -45,6 +46,30 @@ class CqProblem:
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
+    def finding(self, where: str) -> Finding:
+        """This problem located (engine.findings): the queue as `where`/<topic>/<queueId>, a unit at its queue
+        offset x 20 (the byte offset in the queue's files taken as one stream, as doctor names units); an entry
+        outside the broker's key layout at `where` itself."""
+        if not self.topic:
+            return Finding(CQ_ENTRY, WARNING, where, None, self.reason, BROKER_WILL[CQ_ENTRY])
+        kind = CQ_UNIT if self.queueOffset is not None else CQ_QUEUE
+        problem = self.reason if self.commitLogOffset is None else \
+            f"unit at commit-log offset {self.commitLogOffset}: {self.reason}"
+        return Finding(kind, ERROR, f"{where}/{self.topic}/{self.queueId}",
+                       None if self.queueOffset is None else self.queueOffset * CQ_STORE_UNIT_SIZE, problem,
+                       BROKER_WILL[kind])
+
+
+#: The kinds of verify-cq's located problems, and what the broker does with each at its next start.
+CQ_UNIT = "cq-unit"          # a unit that points at no record of its topic, queue, offset and size
+CQ_QUEUE = "cq-queue"        # a queue that cannot be read, or units of a queue the offset table does not name
+CQ_ENTRY = "cq-entry"        # a RocksDB entry outside the broker's key layout
+BROKER_WILL = {
+    CQ_UNIT: "serves the unit as it is: a consumer at that queue offset gets no message or another one",
+    CQ_QUEUE: "serves the queue from what it can read of it (or not at all)",
+    CQ_ENTRY: "never reads the entry (its keys are outside the layout the broker asks for)",
+}
+
 
 @dataclass
 class CqVerifyReport:
@@ -54,6 +79,7 @@ class CqVerifyReport:
     problemCount: int = 0
     firstProblems: list[CqProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    where: str = "consumequeue"       # the queues' root as findings name it (the RocksDB directory for rocksdb)
 
     def add(self, p: CqProblem, limit: int = FIRST) -> None:
         self.problemCount += 1
@@ -62,7 +88,7 @@ class CqVerifyReport:
 
     def as_dict(self) -> dict:
         return {"source": self.source, "queues": self.queues, "units": self.units, "problemCount": self.problemCount,
-                "firstProblems": [p.as_dict() for p in self.firstProblems], "notes": self.notes}
+                "findings": [p.finding(self.where).as_dict() for p in self.firstProblems], "notes": self.notes}
 
 
 def verify_queues(store, topic: str | None = None, source: str | None = None, check_crc: bool = True,
@@ -76,6 +102,7 @@ def verify_queues(store, topic: str | None = None, source: str | None = None, ch
     rep = CqVerifyReport(src)
     if src == "rocksdb":
         rdb = store.rocksdb_queues
+        rep.where = rdb.rel.rstrip("/")
         names = sorted(k for k, e in rdb.offset_table.items() if e.max is not None and (topic is None or k[0] == topic))
         if topic is not None and not names:
             require_topic(store.layout, topic)

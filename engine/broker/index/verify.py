@@ -20,8 +20,9 @@ import numpy as np
 
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.commitlog.message import VALID
-from engine.broker.index.file import IndexFile
+from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, IndexFile
 from engine.broker.config.lock import lock_held_elsewhere
+from engine.findings import ERROR, Finding
 from engine.java.lang import key_index_hash
 from engine.broker.commitlog.walk import Window, key_columns, walk
 from engine.progress import Progress
@@ -32,11 +33,26 @@ PARALLEL_BYTES = 256 << 20     # a log range at least this big has a helper proc
 _LISTED = 50                    # problems of one kind listed before they are only counted
 
 
+#: The kinds of the located problems (engine.findings) an index file's check reports.
+INDEX_STRUCTURE = "index-structure"      # the file's own chains, counts, header fields (no commit log needed)
+INDEX_ITEM = "index-item"                # items against the commit-log records they point at
+#: kind -> what the broker does at its next start (IndexService.load maps every file as it is; a query follows
+#: the slot's chain and reads the records the items name).
+#: Byte offsets of the header fields a finding names (IndexHeader: begin/end timestamp, begin/end phyOffset,
+#: hashSlotCount, indexCount).
+_BEGIN_PHY_AT, _END_PHY_AT, _SLOT_COUNT_AT, _INDEX_COUNT_AT = 16, 24, 32, 36
+BROKER_WILL = {
+    INDEX_STRUCTURE: "loads the file as it is (IndexService.load): key queries that reach it follow the broken "
+                     "chains and answer wrongly or not at all",
+    INDEX_ITEM: "returns these items to key queries: the query misses the message or reads another one",
+}
+
+
 @dataclass
 class VerifyReport:
     file: str
     items_checked: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
     problem_count: int = 0
     max_listed: int = 200
     expired_items: int = 0          # items below the commit log's minimum offset (deleted by clean): not problems
@@ -44,10 +60,22 @@ class VerifyReport:
     live: bool = False              # another process held the store lock (a writer) while verifying
     zero_filled: bool = False
 
-    def add(self, msg: str, count: int = 1) -> None:
+    where: str = ""                 # the file as findings name it (index/<name> in a store); default: file
+    items_base: int = 0             # where item 0 would start (header + slots); 0: item offsets unknown
+
+    def add(self, msg: str, count: int = 1, kind: str = INDEX_STRUCTURE, offset: int | None = None) -> None:
         self.problem_count += count
         if len(self.problems) < self.max_listed:
-            self.problems.append(msg)
+            self.problems.append(Finding(kind, ERROR, self.where or self.file, offset, msg, BROKER_WILL[kind]))
+
+    def at_item(self, n: int) -> int | None:
+        """The byte offset of item n (1-based, as prevIndex counts: the broker puts item n at header + slots +
+        n x 20)."""
+        return self.items_base + ITEM_SIZE * int(n) if self.items_base else None
+
+    def add_item(self, msg: str, count: int = 1, item: int | None = None) -> None:
+        """A problem of an item (number `item`, when one) against the commit log."""
+        self.add(msg, count, INDEX_ITEM, None if item is None else self.at_item(item))
 
     @property
     def ok(self) -> bool:
@@ -55,7 +83,7 @@ class VerifyReport:
 
     def as_dict(self) -> dict:
         return {"file": self.file, "itemsChecked": self.items_checked, "ok": self.ok,
-                "problemCount": self.problem_count, "problems": self.problems,
+                "problemCount": self.problem_count, "findings": [p.as_dict() for p in self.problems],
                 "expiredItems": self.expired_items, "inFlight": self.in_flight, "liveWriter": self.live,
                 "zeroFilled": self.zero_filled}
 
@@ -74,11 +102,12 @@ class Structure:
     zero_filled: bool = False
 
 
-def _listed(rep: VerifyReport, idx: np.ndarray, fmt: Callable[[int], str], listed: list[int]) -> None:
-    """Add one problem per index in idx, listing at most _LISTED of this kind in total."""
+def _listed(rep: VerifyReport, idx: np.ndarray, fmt: Callable[[int], str], listed: list[int],
+            first: int | None = None) -> None:
+    """Add one problem per index in idx, listing at most _LISTED of this kind in total; index i is item first + i."""
     room = max(0, _LISTED - listed[0])
     for i in idx[:room].tolist():
-        rep.add(fmt(i))
+        rep.add(fmt(i), offset=None if first is None else rep.at_item(first + i))
     listed[0] += min(room, len(idx))
     if len(idx) > room:
         rep.problem_count += len(idx) - room
@@ -96,7 +125,7 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
     s = Structure()
     raw_head = f.raw_header()
     if f.on_disk_index_count < 0 or h.indexCount > f.index_num:
-        rep.add(f"header indexCount {f.on_disk_index_count} is outside 0..{f.index_num}")
+        rep.add(f"header indexCount {f.on_disk_index_count} is outside 0..{f.index_num}", offset=_INDEX_COUNT_AT)
     if not any(raw_head) and not np.count_nonzero(f.slots_array()):
         s.zero_filled = rep.zero_filled = True
         if live:
@@ -126,12 +155,13 @@ def check_structure(f: IndexFile, rep: VerifyReport, live: bool = False,
                 "chains are broken or merged")
     if n:
         if h.beginPhyOffset != s.first_phy:
-            rep.add(f"header beginPhyOffset {h.beginPhyOffset} but item 1 is at {s.first_phy}")
+            rep.add(f"header beginPhyOffset {h.beginPhyOffset} but item 1 is at {s.first_phy}", offset=_BEGIN_PHY_AT)
         if h.endPhyOffset != s.last_phy:
             if live:
                 rep.in_flight += 1
             else:
-                rep.add(f"header endPhyOffset {h.endPhyOffset} but the last item is at {s.last_phy}")
+                rep.add(f"header endPhyOffset {h.endPhyOffset} but the last item is at {s.last_phy}",
+                        offset=_END_PHY_AT)
         s.trailing = trailing_count(items, s.last_phy)
     return s
 
@@ -170,22 +200,23 @@ def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
     del part
     nums = np.arange(lo + 1, hi + 1, dtype=np.int64)
     _listed(rep, np.flatnonzero(hashes < 0), lambda i: f"item {lo + i + 1}: negative key hash {hashes[i]} "
-            "(the broker stores abs(hash))", listed["hash"])
+            "(the broker stores abs(hash))", listed["hash"], lo + 1)
     slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0)
     bad_prev = (prev < 0) | (prev >= nums)
     _listed(rep, np.flatnonzero(bad_prev), lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} does not point "
-            "at an older item", listed["prev"])
+            "at an older item", listed["prev"], lo + 1)
     linked = np.flatnonzero(~bad_prev & (prev > 0))
     p = prev[linked]
     their = items["hash"][p - 1].astype(np.int64)
     wrong = linked[np.where(their >= 0, their % f.hash_slot_num, 0) != slots[linked]]
-    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot", listed["prev"])
+    _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot", listed["prev"],
+            lo + 1)
     st["seen"][p] = True  # compared with the number of links at the end: no item may be linked from two
     st["links"] += len(p)
     st["roots"] += int(np.count_nonzero(prev == 0))
     st["heads"][slots] = nums  # items come in order: the last write per slot is its newest item
     _listed(rep, np.flatnonzero(tdiff < 0), lambda i: f"item {lo + i + 1}: negative timeDiff {tdiff[i]}",
-            listed["tdiff"])
+            listed["tdiff"], lo + 1)
     if len(phys):
         if s.first_phy < 0:
             s.first_phy = int(phys[0])
@@ -195,7 +226,7 @@ def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
         if len(down):
             s.monotone = False
             _listed(rep, down, lambda i: f"item {lo + i + 1}: phyOffset {phys[i]} is below the item before it "
-                    "(items are put in commit-log order)", listed["order"])
+                    "(items are put in commit-log order)", listed["order"], lo + 1)
         s.last_phy = int(phys[-1])
         return int(phys[-1])
     return last
@@ -215,7 +246,8 @@ def _check_heads(f, expected, rep, live, s: Structure) -> None:
             rep.in_flight += int(np.count_nonzero(ahead))
             bad = bad[~ahead]
         for i in bad[:max(0, _LISTED - bad_total)].tolist():
-            rep.add(f"slot {lo + i}: head is item {have[i]}, expected item {want[i]}")
+            rep.add(f"slot {lo + i}: head is item {have[i]}, expected item {want[i]}",
+                    offset=INDEX_HEADER_SIZE + SLOT_SIZE * (lo + i))
         if len(bad) > max(0, _LISTED - bad_total):
             rep.problem_count += len(bad) - max(0, _LISTED - bad_total)
         bad_total += len(bad)
@@ -224,7 +256,8 @@ def _check_heads(f, expected, rep, live, s: Structure) -> None:
         if live and f.header.hashSlotCount > s.distinct_slots:
             rep.in_flight += 1
         else:
-            rep.add(f"header hashSlotCount {f.header.hashSlotCount} but {s.distinct_slots} slots are in use")
+            rep.add(f"header hashSlotCount {f.header.hashSlotCount} but {s.distinct_slots} slots are in use",
+                    offset=_SLOT_COUNT_AT)
 
 
 # ==================================================================== against the commit log
@@ -245,7 +278,8 @@ def verify_index_file(f: IndexFile, commitlog: CommitLog | None, seeded_item1: b
     header fields may run ahead of what this reader saw and are counted as in flight, not as problems.
     seeded_item1 is accepted for compatibility and unused (item 1 is always checked against the begin time).
     """
-    rep = VerifyReport(f.path.name)
+    where = f"index/{f.path.name}" if f.path.parent.name == "index" else str(f.path)
+    rep = VerifyReport(f.path.name, where=where, items_base=INDEX_HEADER_SIZE + SLOT_SIZE * f.hash_slot_num)
     if live is None:
         live = commitlog is not None and store_is_live(f.path)
     rep.live = live
@@ -335,7 +369,7 @@ def keys_match(w: Window, r: np.ndarray, ih: np.ndarray) -> np.ndarray:
 def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyReport) -> None:
     r, hit = _record_of_window(w, phy)
     for i in np.flatnonzero(~hit)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: phyOffset {phy[i]} is not the start of a valid message")
+        rep.add_item(f"item {nums[i] + 1}: phyOffset {phy[i]} is not the start of a valid message", item=nums[i] + 1)
     if (~hit).sum() > 50:
         rep.problem_count += int((~hit).sum()) - 50
     if not hit.any():
@@ -343,29 +377,30 @@ def _check_window(w: Window, nums, phy, ih, tdiff, f: IndexFile, rep: VerifyRepo
     nums, phy, ih, tdiff, r = nums[hit], phy[hit], ih[hit], tdiff[hit], r[hit]
     found = keys_match(w, r, ih)
     for i in np.flatnonzero(~found)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: no key of the message at {phy[i]} has hash {ih[i]}")
+        rep.add_item(f"item {nums[i] + 1}: no key of the message at {phy[i]} has hash {ih[i]}", item=nums[i] + 1)
     if (~found).sum() > 50:
         rep.problem_count += int((~found).sum()) - 50
     ts = w.batch.store_ts[r].astype(np.int64)
     h = f.header
     first = nums == 0
     for i in np.flatnonzero(first & (ts != h.beginTimestamp)).tolist():
-        rep.add(f"item 1: header beginTimestamp {h.beginTimestamp} but the message was stored at {ts[i]}")
+        rep.add_item(f"item 1: header beginTimestamp {h.beginTimestamp} but the message was stored at {ts[i]}",
+                     item=1)
     dec = h.beginTimestamp + tdiff * 1000
     # Item 1's timeDiff is relative to the seed of a rolled file (format §5.6); older messages decode as 0.
     bad = ~first & (h.beginTimestamp > 0) & (ts >= h.beginTimestamp) & ~((dec <= ts) & (ts < dec + 1000))
     for i in np.flatnonzero(bad)[:50].tolist():
-        rep.add(f"item {nums[i] + 1}: decoded time {dec[i]} does not match store time {ts[i]}")
+        rep.add_item(f"item {nums[i] + 1}: decoded time {dec[i]} does not match store time {ts[i]}", item=nums[i] + 1)
 
 
 def _slow_check(cl: CommitLog, num: int, off: int, ih: int, rep: VerifyReport) -> int | None:
     """One item checked with check_at (items out of commit-log order); returns the message's store time."""
     r = cl.check_at(off, check_crc=True)
     if r.status != VALID or r.record.physical_offset != off:
-        rep.add(f"item {num + 1}: phyOffset {off} is not a valid message ({r.reason or r.status})")
+        rep.add_item(f"item {num + 1}: phyOffset {off} is not a valid message ({r.reason or r.status})", item=num + 1)
         return None
     if ih not in {key_index_hash(k) for k in r.record.index_keys()}:
-        rep.add(f"item {num + 1}: no key of the message at {off} ({r.record.topic}) has hash {ih}")
+        rep.add_item(f"item {num + 1}: no key of the message at {off} ({r.record.topic}) has hash {ih}", item=num + 1)
     return r.record.store_timestamp
 
 
@@ -429,15 +464,15 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
         if progress:
             progress("verify", cur.pos, s.count)
     if slow > SLOW_CHECKS:
-        rep.add(f"{slow - SLOW_CHECKS} more items out of commit-log order were not checked one by one",
-                slow - SLOW_CHECKS)
+        rep.add_item(f"{slow - SLOW_CHECKS} more items out of commit-log order were not checked one by one",
+                     slow - SLOW_CHECKS)
     _past_end(cur, rep, live, end_of_log)
     if last_ts is not None and f.header.endTimestamp != last_ts:
         if live:
             rep.in_flight += 1
         else:
-            rep.add(f"header endTimestamp {f.header.endTimestamp} but the last item's message was stored at "
-                    f"{last_ts}")
+            rep.add_item(f"header endTimestamp {f.header.endTimestamp} but the last item's message was stored at "
+                         f"{last_ts}")
 
 
 def _past_end(cur: ItemCursor, rep: VerifyReport, live: bool, end_of_log: int) -> None:
@@ -449,6 +484,7 @@ def _past_end(cur: ItemCursor, rep: VerifyReport, live: bool, end_of_log: int) -
         rep.in_flight += len(nums)
         return
     for i in range(min(50, len(nums))):
-        rep.add(f"item {nums[i] + 1}: phyOffset {phy[i]} is not a valid message (past the end of the valid log)")
+        rep.add_item(f"item {nums[i] + 1}: phyOffset {phy[i]} is not a valid message (past the end of the valid log)",
+                     item=nums[i] + 1)
     if len(nums) > 50:
         rep.problem_count += len(nums) - 50

@@ -189,7 +189,7 @@ class StructureChecks:
             x.full = h.indexCount >= self.index_num
             x.flushed = self.cp.ok and h.endTimestamp <= self.cp.cp.indexMsgTimestamp
             if rep is not None and not rep.ok:
-                x.problem = "; ".join(rep.problems[:3]) + (" ..." if rep.problem_count > 3 else "")
+                x.problem = "; ".join(p.problem for p in rep.problems[:3]) + (" ..." if rep.problem_count > 3 else "")
             elif s.count == 0:
                 x.problem = "" if x is self.files[-1] else "holds no items but is not the newest file"
             else:

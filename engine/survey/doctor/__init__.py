@@ -1,7 +1,7 @@
 """`rmqtool doctor`: every check the broker makes when it loads a store, plus rmqtool's own, each finding
 located, with what the broker does at its next start and the rmqtool command that fixes it (docs/doctor.md).
 
-    report.py       Finding, DoctorReport, Fixes (the command lines)
+    report.py       DoctorReport (engine.findings.Finding with fix), Fixes (the command lines)
     dledgerchecks.py  a DLedger store's entry log, its index and the queues over it (instead of recovery's plan)
     storechecks.py  the lock, abort marker and checkpoint, commit log, consume queues, index (recovery's plan,
                     read-only)

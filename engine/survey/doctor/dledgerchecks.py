@@ -32,7 +32,7 @@ def check_dledger(cfg: BrokerConfig, mode: StoreMode, layout: StoreLayout, rep: 
                                             "refuses to load its data files (MmapFileList.load/checkSelf) and "
                                             "does not start", None))
             dl = check_log(cl, mode.dledger_dir, rel, check_crc=cfg.checkCRCOnRecover, whole=deep)
-            rep.findings += [Finding(**vars(f), fix=None) for f in dl.findings]
+            rep.findings += dl.findings
             rep.read.update(commitLogFrom=dl.min_offset, commitLogTo=dl.end_offset,
                             commitLogBytes=max(0, dl.end_offset - dl.min_offset), records=dl.records,
                             brokerWindow=not deep, dledger=dl.as_dict())

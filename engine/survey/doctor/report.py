@@ -6,17 +6,10 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.findings import ERROR, INFO, RANK, WARNING, Finding as LocatedFinding
+from engine.findings import ERROR, INFO, RANK, WARNING, Finding
 
-
-@dataclass
-class Finding(LocatedFinding):
-    """A located problem (engine.findings) and `fix`: an rmqtool command line runnable as printed, or None when only
-    a person can decide (then `problem` says the manual step)."""
-    fix: str | None = None
-
-    def as_dict(self) -> dict:
-        return {**super().as_dict(), "fix": self.fix}
+#: Doctor's findings are engine.findings.Finding, the verifiers' type, with `fix` set: an rmqtool command line
+#: runnable as printed, or None when only a person can decide (then `problem` says the manual step).
 
 
 @dataclass
@@ -62,7 +55,8 @@ class DoctorReport:
                 "mode": self.mode,
                 "summary": {**self.counts(), "findings": len(self.findings), "checked": self.checked,
                             "estimates": self.estimates, "read": self.read},
-                "findings": [f.as_dict() for f in self.findings], "commands": self.commands(), "notes": self.notes}
+                "findings": [{**f.as_dict(), "fix": f.fix} for f in self.findings], "commands": self.commands(),
+                "notes": self.notes}
 
 
 class Fixes:

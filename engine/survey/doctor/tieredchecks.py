@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from engine.broker.config.brokerconf import read_properties_file
@@ -39,78 +40,36 @@ _REBUILD = "rebuild"      # the manual step of a metadata rebuild (see _rebuild_
 _RESTORE = "restore the file from a backup of the tier"
 _MOVE_OUT = "move the file out of the tier (the broker never reads it)"
 
-#: kind -> (severity, what the broker does at its next start, the manual step). Problems of `tiered verify`.
-PROBLEMS = {
-    fv.CLUSTER_DIR: (WARNING, "never reads this directory (it reads <md5(cluster)[0:8]>_<cluster>): what it holds is "
-                     "not part of the tier", "rename the directory if it holds this cluster's files, else move it "
-                     "out of the tier"),
-    fv.QUEUE_UNLOADED: (WARNING, "does not load this queue (FlatFileStore.recover walks the topic and queue "
-                        "entries of the metadata only): its tiered messages are never read, and the next dispatch "
-                        "of the queue starts its flat file again over these files", _REBUILD),
-    fv.SEGMENT_NAME: (INFO, "ignores the file (segments are found through the metadata)", _MOVE_OUT),
-    fv.SEGMENT_UNLISTED: (WARNING, "ignores the file until it dispatches a segment at that base offset; then it "
-                          "writes into it from its start as it is (PosixFileSegment) and, after a restart, takes "
-                          "the file's length as the segment's size, stale bytes included", _MOVE_OUT),
-    fv.SEGMENT_MISSING: (ERROR, "creates the file empty when it loads the queue (PosixFileSegment.createFile): "
-                         "reads of the segment's range return nothing, those tiered messages are lost to readers",
-                         _RESTORE),
-    fv.SEGMENT_SIZE: (ERROR, "takes the metadata's size for every segment but the last and the file's length for "
-                      "the last (FlatAppendFile.recoverFileSize): reads past the file fail, bytes past the listed "
-                      "size are never read", _REBUILD),
-    fv.SEGMENT_SIZE_LAST: (INFO, "takes the file's length as the last segment's size (FlatAppendFile."
-                           "recoverFileSize) and writes the corrected size at its next commit", "nothing to do: the "
-                           "records and units of the segment are checked on their own"),
-    fv.SEGMENT_GAP: (ERROR, "reads that cross the gap or overlap fail or return the wrong record (a read picks the "
-                     "last segment at or below its offset)", _RESTORE),
-    fv.CQ_TORN: (ERROR, "reads the torn unit as a unit (its message cannot be read) and appends the next units "
-                 "after it", _RESTORE),
-    fv.RECORD_DAMAGED: (ERROR, "leaves the damaged records out of its reads (a size or magic that does not "
-                        "match): consumers never receive them", _RESTORE),
-    fv.RECORD_OFFSET: (ERROR, "returns the records with this commitLogOffset (the PHYSICALOFFSET bytes): a client "
-                       "that reads one back by its offset gets another message", _RESTORE),
-    fv.RECORD_QUEUE: (ERROR, "delivers records of another queue as this queue's", _RESTORE),
-    fv.QUEUE_OFFSET: (ERROR, "delivers records whose QUEUEOFFSET is not their position in the queue: consumers "
-                      "commit wrong offsets", _RESTORE),
-    fv.SEGMENT_TIMES: (WARNING, "looks messages up by time and applies retention with the metadata's times "
-                       "(getOffsetInQueueByTime, destroyExpiredFile): time lookups land in the wrong segment and "
-                       "segments are deleted too early or too late", _REBUILD),
-    fv.CQ_UNIT: (ERROR, "finds no such record when it reads the unit: the message at that queue offset cannot be "
-                 "delivered", _RESTORE),
-    fv.COMMITLOG_PAST_CQ: (WARNING, "dispatches after the last unit and appends the next records after these "
-                           "bytes: they stay in the COMMIT_LOG, read by nothing (an interrupted dispatch)",
-                           "nothing to do for reads; the bytes cost their space until retention removes the segment"),
-    INDEX_GEOMETRY: (ERROR, "reads the uploaded index files with tieredStoreIndexFileMaxHashSlotNum as the slot "
-                     "count (format pitfall 40): key queries look in the wrong slots and miss the messages",
-                     "if the broker ran with the slot count the files were compacted with, set "
-                     "tieredStoreIndexFileMaxHashSlotNum to it in broker.conf; else rebuild the tiered index "
-                     "(`rmqtool tiered reindex`)"),
-    INDEX_SEGMENT: (ERROR, "reads the uploaded index file as its metadata entry and "
-                       "tieredStoreIndexFileMaxHashSlotNum say: key queries that reach it return nothing or items "
-                       "of other keys", "rebuild the tiered index (`rmqtool tiered reindex`) and upload it in place "
-                       "of the INDEX flat file, or accept that key queries miss these messages (they stay readable "
-                       "by queue offset and time)"),
-    iv.INDEX_FILE: (ERROR, "answers key queries from a damaged index file: messages are missed or wrong ones "
-                    "returned", "move the file out of tiered_index_file/ or the INDEX directory and rebuild the "
-                    "tiered index (`rmqtool tiered reindex`)"),
-    iv.INDEX_LOCAL_UNLOADABLE: (ERROR, "maps the file at the size tieredStoreIndexFile* give "
-                                "(IndexStoreFile(config, timestamp): a short file grows) and reads its bytes as an "
-                                "index file: key queries over it return nothing or wrong items, and while it is "
-                                "the newest file new keys are put into it",
-                                "move the file out of tiered_index_file/ with the broker stopped (its keys are lost "
-                                "to key queries either way; `rmqtool tiered reindex` rebuilds them)"),
-    iv.INDEX_ITEM: (ERROR, "returns these items to key queries, and the reads of their records fail or return "
-                    "another message", "rebuild the tiered index (`rmqtool tiered reindex`)"),
-}
-#: What the broker does with what `tiered verify` notes (worth knowing, nothing lost by it).
-NOTES = {
-    fv.QUEUE_STALLED: "keeps the empty segment; if a record larger than tieredStoreCommitLogMaxSize stalls the "
-                      "queue there, nothing after it is ever tiered",
-    fv.IPV6_STORE_TIME: "uses the bytes at record offset 56 as the store time (address bytes for an IPv6 born "
-                        "host) for segment times, time lookups and retention",
-    fv.UNITS_PAST_RETENTION: "never reaches these units: the queue's min offset is above them",
-    INDEX_SEGMENT: "reads the segment as its metadata entry says",
-    iv.INDEX_ITEM: "skips these items in key queries, or fails their reads",
-    iv.INDEX_ORPHAN: "never reads files its metadata does not list",
+#: kind -> the manual step, for the problems of `tiered verify` (their severity and what the broker does at its
+#: next start come with each finding: engine.tiered.flat.verify and engine.tiered.index.operations state them).
+STEPS = {
+    fv.CLUSTER_DIR: "rename the directory if it holds this cluster's files, else move it out of the tier",
+    fv.QUEUE_UNLOADED: _REBUILD,
+    fv.SEGMENT_NAME: _MOVE_OUT,
+    fv.SEGMENT_UNLISTED: _MOVE_OUT,
+    fv.SEGMENT_MISSING: _RESTORE,
+    fv.SEGMENT_SIZE: _REBUILD,
+    fv.SEGMENT_SIZE_LAST: "nothing to do: the records and units of the segment are checked on their own",
+    fv.SEGMENT_GAP: _RESTORE,
+    fv.CQ_TORN: _RESTORE,
+    fv.RECORD_DAMAGED: _RESTORE,
+    fv.RECORD_OFFSET: _RESTORE,
+    fv.RECORD_QUEUE: _RESTORE,
+    fv.QUEUE_OFFSET: _RESTORE,
+    fv.SEGMENT_TIMES: _REBUILD,
+    fv.CQ_UNIT: _RESTORE,
+    fv.COMMITLOG_PAST_CQ: "nothing to do for reads; the bytes cost their space until retention removes the segment",
+    INDEX_GEOMETRY: "if the broker ran with the slot count the files were compacted with, set "
+                    "tieredStoreIndexFileMaxHashSlotNum to it in broker.conf; else rebuild the tiered index "
+                    "(`rmqtool tiered reindex`)",
+    INDEX_SEGMENT: "rebuild the tiered index (`rmqtool tiered reindex`) and upload it in place of the INDEX flat "
+                   "file, or accept that key queries miss these messages (they stay readable by queue offset and "
+                   "time)",
+    iv.INDEX_FILE: "move the file out of tiered_index_file/ or the INDEX directory and rebuild the tiered index "
+                   "(`rmqtool tiered reindex`)",
+    iv.INDEX_LOCAL_UNLOADABLE: "move the file out of tiered_index_file/ with the broker stopped (its keys are lost "
+                               "to key queries either way; `rmqtool tiered reindex` rebuilds them)",
+    iv.INDEX_ITEM: "rebuild the tiered index (`rmqtool tiered reindex`)",
 }
 
 
@@ -266,13 +225,11 @@ def _verify(layout: StoreLayout, root: Path, cluster: str, broker: str, cfg: Tie
     for f in v.problems:
         if f.kind == fv.METADATA:
             continue   # said by _metadata, as the broker loads it
-        severity, will, manual = PROBLEMS.get(f.kind, (ERROR, "reads the tiered files as they are", _RESTORE))
-        step = rebuild if manual == _REBUILD else manual
-        rep.findings.append(Finding(f.kind or "tiered-problem", severity, _tier_rel(f.file, layout, root), f.offset,
-                                    f"{f.message}; only a person can decide: {step}", will, None))
-    for n in v.notes:
-        rep.findings.append(Finding(n.kind or "tiered-note", INFO, _tier_rel(n.file, layout, root), n.offset,
-                                    n.message, NOTES.get(n.kind, "reads the tiered files as they are"), None))
+        step = STEPS.get(f.kind, _RESTORE)
+        step = rebuild if step == _REBUILD else step
+        rep.findings.append(replace(f, file=_tier_rel(f.file, layout, root),
+                                    problem=f"{f.problem}; only a person can decide: {step}", fix=None))
+    rep.findings += [replace(n, file=_tier_rel(n.file, layout, root)) for n in v.notes]
 
 
 def _tier_rel(file: str, layout: StoreLayout, root: Path) -> str:

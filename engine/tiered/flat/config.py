@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from engine.broker.config.brokerconf import (CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file,
                                              set_from_properties)
+from engine.broker.topics import TRACE_TOPIC
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
 
@@ -38,7 +39,7 @@ class TieredConfig:
     maxTransferBytesOnMessageInMemory: int = 256 * 1024   # the local store's key; the fetcher's read-ahead stops there
     readAheadCacheEnable: bool = True
     traceTopicEnable: bool = False                      # the broker's keys: its trace topic is a system topic
-    msgTraceTopicName: str = "RMQ_SYS_TRACE_TOPIC"
+    msgTraceTopicName: str = TRACE_TOPIC                # TopicValidator.RMQ_SYS_TRACE_TOPIC
     given: frozenset = field(default=frozenset(), compare=False)   # the keys broker.conf or an option set
     broker_conf: str | None = field(default=None, compare=False)   # the broker.conf read, if any
 

@@ -14,12 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from engine.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS  # TopicValidator's, stated once
+from engine.broker.topics import (LMQ_PREFIX, REPLY_TOPIC_POSTFIX, REVIVE_TOPIC_PREFIX,  # the broker's, stated once
+                                  is_system_topic)
 from engine.java.lang import java_is_blank
-
-REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC
-LMQ_PREFIX = "%LMQ%"                         # MixAll.LMQ_PREFIX
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"          # MixAll.REPLY_TOPIC_POSTFIX
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class TieredTopicFilter:
             return "blank topic"
         if topic.startswith(REVIVE_TOPIC_PREFIX):
             return "POP revive topic"
-        if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
+        if is_system_topic(topic):
             return "system topic"
         if topic in (self.cluster, self.broker):
             return "named like the cluster or the broker"

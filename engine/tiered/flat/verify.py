@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.findings import ERROR, INFO, WARNING, Finding
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import (CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
                                        md5_prefix)
@@ -45,19 +46,68 @@ IPV6_STORE_TIME = "tiered-ipv6-store-time"          # note: byte 56 is no store 
 UNITS_PAST_RETENTION = "tiered-units-past-retention"  # note: units whose records retention deleted
 
 
-@dataclass
-class Finding:
-    file: str
-    offset: int | None
-    message: str
-    kind: str = ""
+#: kind -> (severity, what the broker does with it at its next start), for the problems above. What the broker
+#: does was read from RocketMQ's tieredstore sources (8fc57f1468): FlatFileStore.load/recover, FlatAppendFile,
+#: PosixFileSegment, DefaultMetadataStore (flat-store §6).
+BROKER_WILL = {
+    METADATA: (ERROR, "loads the metadata from its .bak when the file does not parse, and with no usable .bak "
+               "starts with empty tables and forgets every tiered segment (DefaultMetadataStore)"),
+    CLUSTER_DIR: (WARNING, "never reads this directory (it reads <md5(cluster)[0:8]>_<cluster>): what it holds is "
+                  "not part of the tier"),
+    QUEUE_UNLOADED: (WARNING, "does not load this queue (FlatFileStore.recover walks the topic and queue "
+                     "entries of the metadata only): its tiered messages are never read, and the next dispatch "
+                     "of the queue starts its flat file again over these files"),
+    SEGMENT_NAME: (INFO, "ignores the file (segments are found through the metadata)"),
+    SEGMENT_UNLISTED: (WARNING, "ignores the file until it dispatches a segment at that base offset; then it "
+                       "writes into it from its start as it is (PosixFileSegment) and, after a restart, takes "
+                       "the file's length as the segment's size, stale bytes included"),
+    SEGMENT_MISSING: (ERROR, "creates the file empty when it loads the queue (PosixFileSegment.createFile): "
+                      "reads of the segment's range return nothing, those tiered messages are lost to readers"),
+    SEGMENT_SIZE: (ERROR, "takes the metadata's size for every segment but the last and the file's length for "
+                   "the last (FlatAppendFile.recoverFileSize): reads past the file fail, bytes past the listed "
+                   "size are never read"),
+    SEGMENT_SIZE_LAST: (INFO, "takes the file's length as the last segment's size (FlatAppendFile."
+                        "recoverFileSize) and writes the corrected size at its next commit"),
+    SEGMENT_GAP: (ERROR, "reads that cross the gap or overlap fail or return the wrong record (a read picks the "
+                  "last segment at or below its offset)"),
+    CQ_TORN: (ERROR, "reads the torn unit as a unit (its message cannot be read) and appends the next units "
+              "after it"),
+    RECORD_DAMAGED: (ERROR, "leaves the damaged records out of its reads (a size or magic that does not "
+                     "match): consumers never receive them"),
+    RECORD_OFFSET: (ERROR, "returns the records with this commitLogOffset (the PHYSICALOFFSET bytes): a client "
+                    "that reads one back by its offset gets another message"),
+    RECORD_QUEUE: (ERROR, "delivers records of another queue as this queue's"),
+    QUEUE_OFFSET: (ERROR, "delivers records whose QUEUEOFFSET is not their position in the queue: consumers "
+                   "commit wrong offsets"),
+    SEGMENT_TIMES: (WARNING, "looks messages up by time and applies retention with the metadata's times "
+                    "(getOffsetInQueueByTime, destroyExpiredFile): time lookups land in the wrong segment and "
+                    "segments are deleted too early or too late"),
+    CQ_UNIT: (ERROR, "finds no such record when it reads the unit: the message at that queue offset cannot be "
+              "delivered"),
+    COMMITLOG_PAST_CQ: (WARNING, "dispatches after the last unit and appends the next records after these "
+                        "bytes: they stay in the COMMIT_LOG, read by nothing (an interrupted dispatch)"),
+}
+#: kind -> what the broker does, for the notes (severity info: worth knowing, nothing lost by it).
+NOTE_WILL = {
+    QUEUE_STALLED: "keeps the empty segment; if a record larger than tieredStoreCommitLogMaxSize stalls the "
+                   "queue there, nothing after it is ever tiered",
+    IPV6_STORE_TIME: "uses the bytes at record offset 56 as the store time (address bytes for an IPv6 born "
+                     "host) for segment times, time lookups and retention",
+    UNITS_PAST_RETENTION: "never reaches these units: the queue's min offset is above them",
+}
+#: What the broker does with a problem of a kind no table names.
+UNKNOWN_WILL = (ERROR, "reads the tiered files as they are")
 
-    def line(self) -> str:
-        return f"{self.file}: offset {self.offset}: {self.message}" if self.offset is not None \
-            else f"{self.file}: {self.message}"
 
-    def as_dict(self) -> dict:
-        return {"kind": self.kind or None, "file": self.file, "offset": self.offset, "message": self.message}
+def problem(file: str, offset: int | None, message: str, kind: str, wills: dict = BROKER_WILL) -> Finding:
+    """A problem of `tiered verify` (the tier is not whole), its severity and brokerWill from `wills` by kind."""
+    severity, will = wills.get(kind, UNKNOWN_WILL)
+    return Finding(kind, severity, file, offset, message, will)
+
+
+def note(file: str, offset: int | None, message: str, kind: str, wills: dict = NOTE_WILL) -> Finding:
+    """A note of `tiered verify` (severity info)."""
+    return Finding(kind, INFO, file, offset, message, wills.get(kind, UNKNOWN_WILL[1]))
 
 
 @dataclass
@@ -74,9 +124,10 @@ class VerifyReport:
         return not self.problems
 
     def as_dict(self) -> dict:
+        """The problems, then the notes (severity info), as located findings under "findings"."""
         return {"ok": self.ok, "queues": self.queues, "segments": self.segments, "records": self.records,
-                "units": self.units, "problems": [p.as_dict() for p in self.problems],
-                "notes": [n.as_dict() for n in self.notes]}
+                "units": self.units, "problemCount": len(self.problems), "noteCount": len(self.notes),
+                "findings": [f.as_dict() for f in self.problems + self.notes]}
 
 
 def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
@@ -84,14 +135,14 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
     lay = store.layout
     for cluster, dirname in list_clusters(lay.root):
         if dirname != cluster_dir_name(cluster):
-            rep.problems.append(Finding(dirname, None, f"cluster directory prefix should be {md5_prefix(cluster)} "
+            rep.problems.append(problem(dirname, None, f"cluster directory prefix should be {md5_prefix(cluster)} "
                                         f"(MD5 of {cluster!r}); the broker never reads this directory", CLUSTER_DIR))
     if store.metadata is None or store.loaded.source != store.loaded.path:
         for w in store.loaded.warnings:
-            rep.problems.append(Finding(str(store.loaded.path or "metadata"), None, w, METADATA))
+            rep.problems.append(problem(str(store.loaded.path or "metadata"), None, w, METADATA))
     for path in store.unloaded_paths():
         if topic is None or path.split("/")[1] == topic:
-            rep.problems.append(Finding(path, None, "flat files or metadata entries of a queue the broker does not "
+            rep.problems.append(problem(path, None, "flat files or metadata entries of a queue the broker does not "
                                         "load (no topic or queue metadata)", QUEUE_UNLOADED))
     for t, q in store.queue_ids(topic):
         fq = store.queue(t, q)
@@ -112,12 +163,12 @@ def _rel(store: TieredStore, p) -> str:
 def _names(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
     for line in store.name_problems(t, q):
         f, _, why = line.partition(": ")
-        rep.problems.append(Finding(f, None, why, SEGMENT_NAME))
+        rep.problems.append(problem(f, None, why, SEGMENT_NAME))
 
 
 def _orphans(store: TieredStore, t: str, q: int, rep: VerifyReport) -> None:
     for ft, p, base, length in store.orphan_files(t, q):
-        rep.problems.append(Finding(_rel(store, p), None, f"{length}-byte {FILE_TYPE_NAMES[ft]} segment file that "
+        rep.problems.append(problem(_rel(store, p), None, f"{length}-byte {FILE_TYPE_NAMES[ft]} segment file that "
                                     "the metadata does not list: the broker ignores it (an interrupted dispatch or "
                                     "clean; rerun it)", SEGMENT_UNLISTED))
 
@@ -130,18 +181,18 @@ def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
         rel = _rel(store, s.path)
         last = i == len(segs) - 1
         if s.file_len is None:
-            rep.problems.append(Finding(rel, None, "listed in the metadata but missing (the broker would create it "
+            rep.problems.append(problem(rel, None, "listed in the metadata but missing (the broker would create it "
                                         "empty)" if s.meta_size is not None else "missing", SEGMENT_MISSING))
         elif s.meta_size is not None and s.file_len != s.meta_size:
             what = "the broker takes the file length for the last segment" if last else "reads use the metadata size"
-            rep.problems.append(Finding(rel, s.meta_size, f"file is {s.file_len} bytes but the metadata says "
+            rep.problems.append(problem(rel, s.meta_size, f"file is {s.file_len} bytes but the metadata says "
                                         f"{s.meta_size} ({what})", SEGMENT_SIZE_LAST if last else SEGMENT_SIZE))
         if i and segs[i - 1].end != s.base:
             prev = segs[i - 1]
             kind = "gap" if prev.end < s.base else "overlap"
-            rep.problems.append(Finding(rel, s.base, f"{kind}: the previous segment ends at {prev.end}", SEGMENT_GAP))
+            rep.problems.append(problem(rel, s.base, f"{kind}: the previous segment ends at {prev.end}", SEGMENT_GAP))
         if f.file_type == CONSUME_QUEUE and (s.base % CQ_UNIT_SIZE or (s.file_len or 0) % CQ_UNIT_SIZE):
-            rep.problems.append(Finding(rel, (s.file_len or 0) // CQ_UNIT_SIZE * CQ_UNIT_SIZE,
+            rep.problems.append(problem(rel, (s.file_len or 0) // CQ_UNIT_SIZE * CQ_UNIT_SIZE,
                                         "not a whole number of 20-byte units (a torn unit)", CQ_TORN))
 
 
@@ -152,7 +203,7 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
     for i, s in enumerate(segs):
         if not s.file_len:
             if s.size == 0 and i == len(segs) - 1 and i > 0:
-                rep.notes.append(Finding(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
+                rep.notes.append(note(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
                                          "a time roll left it, or a record larger than tieredStoreCommitLogMaxSize "
                                          "stalls the queue here (flat-store §5)", QUEUE_STALLED))
             _times(store, s, np.empty(0, np.int64), rep)
@@ -161,18 +212,18 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
         recs = scan_commitlog_file(s.path, s.base, min(s.size, s.file_len))
         rep.records += len(recs)
         if recs.data_end != min(s.size, s.file_len):
-            rep.problems.append(Finding(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
+            rep.problems.append(problem(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
                                         f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)",
                                         RECORD_DAMAGED))
         bad = np.flatnonzero(recs.phy != s.base + recs.pos)
         if len(bad):
             k = int(bad[0])
-            rep.problems.append(Finding(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
+            rep.problems.append(problem(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
                                         f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)",
                                         RECORD_OFFSET))
         bad = np.flatnonzero(recs.queue_id != fq.queue_id)
         if len(bad):
-            rep.problems.append(Finding(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
+            rep.problems.append(problem(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
                                         f"in queue {fq.queue_id} ({len(bad)} record(s) like this)", RECORD_QUEUE))
         if len(recs):
             seq = recs.queue_offset
@@ -180,12 +231,12 @@ def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
             bad = np.flatnonzero(seq != expect)
             if len(bad):
                 k = int(bad[0])
-                rep.problems.append(Finding(rel, int(recs.pos[k]), f"QUEUEOFFSET {int(seq[k])} breaks the sequence "
+                rep.problems.append(problem(rel, int(recs.pos[k]), f"QUEUEOFFSET {int(seq[k])} breaks the sequence "
                                             f"(expected {int(expect[k])})", QUEUE_OFFSET))
             prev_qo = int(seq[-1])
             v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
             if v6:
-                rep.notes.append(Finding(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
+                rep.notes.append(note(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
                                          "store time at byte 56, which holds address bytes (flat-store pitfall 14)",
                                          IPV6_STORE_TIME))
         _times(store, s, recs.ts56, rep)
@@ -196,7 +247,7 @@ def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
         return
     lo, hi = segment_times(ts)
     if (s.min_ts, s.max_ts) != (lo, hi):
-        rep.problems.append(Finding(_rel(store, s.path), None, f"metadata times {s.min_ts}..{s.max_ts} differ from "
+        rep.problems.append(problem(_rel(store, s.path), None, f"metadata times {s.min_ts}..{s.max_ts} differ from "
                                     f"the records' {lo}..{hi}", SEGMENT_TIMES))
 
 
@@ -224,26 +275,26 @@ def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None
             k = int(bad[0])
             what = (f"points at COMMIT_LOG {int(offs[k])} (size {int(sizes[k])}) where no such record starts"
                     if not found[k] else f"points at a record whose QUEUEOFFSET is {int(qo[k])}, not {int(qs[k])}")
-            rep.problems.append(Finding(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
+            rep.problems.append(problem(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
                                         f"({len(bad)} unit(s) like this)", CQ_UNIT))
         if found.any() and s.meta_size is not None:
             lo, hi = segment_times(ts[found])
             if not deleted.any() and (s.min_ts, s.max_ts) != (lo, hi):
-                rep.problems.append(Finding(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
+                rep.problems.append(problem(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
                                             f"records' {lo}..{hi}", SEGMENT_TIMES))
         elif not len(units) and s.meta_size is not None and (s.min_ts, s.max_ts) != (LONG_MAX, LONG_MAX):
-            rep.problems.append(Finding(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE",
+            rep.problems.append(problem(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE",
                                         SEGMENT_TIMES))
         if len(units):
             last_end = int(offs[-1] + sizes[-1])
     if gone:
-        rep.notes.append(Finding(f"{store.layout.file_path(fq.topic, fq.queue_id)}/CONSUME_QUEUE", None,
+        rep.notes.append(note(f"{store.layout.file_path(fq.topic, fq.queue_id)}/CONSUME_QUEUE", None,
                                  f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
                                  f"{fq.min_offset}; readers never reach them)", UNITS_PAST_RETENTION))
     cl_end = fq.commit_log.commit_offset
     if last_end is not None and last_end < cl_end and fq.commit_log.segments:
         seg = fq.commit_log.segments[-1]
-        rep.problems.append(Finding(_rel(store, seg.path), last_end - seg.base if last_end >= seg.base else None,
+        rep.problems.append(problem(_rel(store, seg.path), last_end - seg.base if last_end >= seg.base else None,
                                     f"{cl_end - last_end} COMMIT_LOG bytes past the record of the last consume-queue "
                                     "unit (an interrupted dispatch; the broker would append after them)",
                                     COMMITLOG_PAST_CQ))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from engine.errors import InvalidArgumentError
+from engine.findings import ERROR, Finding
 from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
 from engine.tiered.index.flatfile import (INDEX_GEOMETRY, INDEX_SEGMENT, index_segment_findings,
@@ -30,6 +31,11 @@ class FileInspection:
     walk: Optional[SlotWalk] = None
     stats: Optional[dict] = None
     problems: Optional[list[str]] = None  # the structural check's problems (empty = consistent)
+
+    def findings(self) -> list[Finding]:
+        """The structural check's problems as located findings (engine.findings), each of kind INDEX_FILE."""
+        severity, will = BROKER_WILL[INDEX_FILE]
+        return [Finding(INDEX_FILE, severity, self.name, None, p, will) for p in self.problems or []]
 
 
 def inspect_files(paths: Iterable[Path], *, hash_slot_num: Optional[int] = None, index_num: Optional[int] = None,
@@ -168,6 +174,30 @@ INDEX_LOCAL_UNLOADABLE = "tiered-index-local-unloadable"  # a local file that is
 INDEX_ITEM = "tiered-index-item"                # items against the records they point at
 INDEX_ORPHAN = "tiered-index-orphan"            # note: a file in the INDEX directory the metadata does not list
 
+#: kind -> (severity, what the broker does at its next start), for the tiered index's problems (IndexStoreService,
+#: IndexStoreFile at 8fc57f1468).
+BROKER_WILL = {
+    INDEX_GEOMETRY: (ERROR, "reads the uploaded index files with tieredStoreIndexFileMaxHashSlotNum as the slot "
+                     "count (format pitfall 40): key queries look in the wrong slots and miss the messages"),
+    INDEX_SEGMENT: (ERROR, "reads the uploaded index file as its metadata entry and "
+                    "tieredStoreIndexFileMaxHashSlotNum say: key queries that reach it return nothing or items "
+                    "of other keys"),
+    INDEX_FILE: (ERROR, "answers key queries from a damaged index file: messages are missed or wrong ones "
+                 "returned"),
+    INDEX_LOCAL_UNLOADABLE: (ERROR, "maps the file at the size tieredStoreIndexFile* give "
+                             "(IndexStoreFile(config, timestamp): a short file grows) and reads its bytes as an "
+                             "index file: key queries over it return nothing or wrong items, and while it is "
+                             "the newest file new keys are put into it"),
+    INDEX_ITEM: (ERROR, "returns these items to key queries, and the reads of their records fail or return "
+                 "another message"),
+}
+#: kind -> what the broker does, for the tiered index's notes.
+NOTE_WILL = {
+    INDEX_SEGMENT: "reads the segment as its metadata entry says",
+    INDEX_ITEM: "skips these items in key queries, or fails their reads",
+    INDEX_ORPHAN: "never reads files its metadata does not list",
+}
+
 
 def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(problems, notes), each (kind, file, text), of the tier's index: the INDEX flat file against its metadata and
@@ -194,7 +224,7 @@ def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[
 def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
     """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
     tiered index's (verify_index) in the same report; every finding carries its kind."""
-    from engine.tiered.flat.verify import Finding, verify
+    from engine.tiered.flat.verify import note, problem, verify
 
     rep = verify(store, topic)
     if topic is None:
@@ -203,8 +233,8 @@ def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = 
             problems, notes = verify_index(ti)
         finally:
             ti.service.close()
-        rep.problems += [Finding(f, None, t, k) for k, f, t in problems]
-        rep.notes += [Finding(f, None, t, k) for k, f, t in notes]
+        rep.problems += [problem(f, None, t, k, BROKER_WILL) for k, f, t in problems]
+        rep.notes += [note(f, None, t, k, NOTE_WILL) for k, f, t in notes]
         rep.segments += len(ti.index_segments)
     return rep
 
