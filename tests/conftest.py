@@ -29,6 +29,27 @@ def _rmqtool_cache(tmp_path_factory):
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_command():
+    """typer's CliRunner turns the Typer app into its click command on every invoke (about 0.3 s of signature
+    and type-hint evaluation for rmqtool's 20 commands, more than most commands take on a test store); the
+    command is built once per app instead and reused, as one process running the CLI uses it."""
+    import typer.testing
+
+    built: dict[int, tuple[object, object]] = {}
+    build = typer.testing._get_command
+
+    def get_command(app):
+        got = built.get(id(app))
+        if got is None or got[0] is not app:
+            got = built[id(app)] = (app, build(app))
+        return got[1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", get_command)
+        yield
+
+
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN

@@ -260,8 +260,9 @@ def test_repair_timer_keeps_the_pending_list(tmp_path):
     assert r.exit_code == 0, r.stderr
     got = run(["timer", "list", "-c", conf, "--json"])
     assert sorted(want.stdout.splitlines()) == sorted(got.stdout.splitlines())
-    again = run(["repair", "timer", "-c", conf])
-    assert "nothing to do" in again.stdout
+    again = run(["repair", "timer", "-c", conf, "--json"])
+    d = json.loads(again.stdout)
+    assert again.exit_code == 0 and d["nothingToDo"] is True and d["changed"] is False and d["actions"] == []
 
 
 # ------------------------------------------------------------------------------------------- the contract

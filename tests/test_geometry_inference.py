@@ -11,7 +11,7 @@ import pytest
 
 from engine.broker.config.brokerconf import load_config
 from engine.broker.index.file import index_file_size
-from engine.broker.index.geometry import Candidates, _facts, infer_index_geometry, resolve_index_geometry
+from engine.broker.index.geometry import Candidates, index_file_facts, infer_index_geometry, resolve_index_geometry
 from engine.broker.index.file import IndexFile
 from engine.errors import GeometryError
 from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
@@ -31,7 +31,7 @@ def params(scenario):
 def test_golden_files_tell_their_geometry(scenario):
     p = GOLDEN / "indexfile" / scenario / "index.bin"
     want = params(scenario)
-    f = _facts(p)
+    f = index_file_facts(p)
     assert f[1] == want["fileTotalSize"] == index_file_size(want["hashSlotNum"], want["indexNum"])
     assert infer_index_geometry([f], f[1]) == (want["hashSlotNum"], want["indexNum"])
     cfg = resolve_index_geometry(load_config(None), [p])
@@ -41,7 +41,7 @@ def test_golden_files_tell_their_geometry(scenario):
 def test_golden_c_seeded_needs_the_items_to_decide():
     """32 slots x 64 items is not the 1:4 ratio and its size fits dozens of geometries: the items decide."""
     p = GOLDEN / "indexfile" / "c_seeded" / "index.bin"
-    f = _facts(p)
+    f = index_file_facts(p)
     assert len(Candidates(f[1], f[2], f[3])) > 10 and Candidates(f[1], f[2], f[3]).ratio() is None
 
 
@@ -192,7 +192,7 @@ def test_a_large_ambiguous_size_is_decided_by_the_items(tmp_path):
     for i in range(3000):
         f.put_key(f"T#key-{i % 1234}", 1000 + 100 * i, 1_700_000_000_000 + i)
     f.close()
-    facts = _facts(p)
+    facts = index_file_facts(p)
     assert len(Candidates(facts[1], facts[2], facts[3])) > 100
     assert infer_index_geometry([facts], facts[1]) == (5000, 7000)
     r = run(["inspect-index", p, "--walk-key", "T#key-7", "--json"])
@@ -205,7 +205,7 @@ def _fits_one_read_per_field(path, geometry, index_count):
     import os
 
     from engine.broker.index.file import INDEX_HEADER_SIZE
-    from engine.broker.index.geometry import _sample
+    from engine.broker.index.geometry import sample_items
 
     s, i = geometry
     fd = os.open(path, os.O_RDONLY)
@@ -216,7 +216,7 @@ def _fits_one_read_per_field(path, geometry, index_count):
         base = INDEX_HEADER_SIZE + 4 * s
         if os.pread(fd, 20, base) != bytes(20):
             return False
-        for k in _sample(index_count):
+        for k in sample_items(index_count):
             if k >= i:
                 return False
             item = base + 20 * k

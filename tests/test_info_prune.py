@@ -6,11 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from engine import clock
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.lock import StoreLock
 from engine.broker.index.file import IndexFile
@@ -175,12 +175,15 @@ def test_prune_keeps_what_it_cannot_recognise_and_says_why(store):
     assert (store / "index.bak-20240101000000").exists() and run_dir.exists() and (store / "quarantine" / "mine").exists()
 
 
-def test_prune_older_than(store):
+def test_prune_older_than(store, monkeypatch):
     d = json.loads(run(["prune", "-s", store, "--older-than", "7d", "--json"]).stdout)
     assert d["remove"] == [] and {x["why"] for x in d["keep"]} == {"newer than --older-than"}
     assert d["olderThanSeconds"] == 7 * 86400
-    time.sleep(1.1)
-    d = json.loads(run(["prune", "-s", store, "--older-than", "1s", "--json"]).stdout)
+    d = json.loads(run(["prune", "-s", store, "--older-than", "1h", "--json"]).stdout)
+    assert d["remove"] == [] and len(d["keep"]) == 2
+    now = clock.now_ms()
+    monkeypatch.setattr(clock, "now_ms", lambda: now + 3_600_000 + 1_000)  # an hour and a second later
+    d = json.loads(run(["prune", "-s", store, "--older-than", "1h", "--json"]).stdout)
     assert len(d["remove"]) == 2 and not list((store / "quarantine").glob("2*"))
     assert info(store)["backups"] == []
     assert_one_line_error(run(["prune", "-s", store, "--older-than", "7"]), 2, "is not a duration")

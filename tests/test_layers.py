@@ -101,3 +101,10 @@ def test_the_checker_sees_imports_inside_functions_and_private_names(tmp_path):
     assert sorted(imports(mods)) == [("engine.a", "engine.b"), ("engine.b", "engine.a")]
     assert cycles(imports(mods)) == [["engine.a", "engine.b", "engine.a"]]
     assert private_imports(mods) == ["engine.b imports engine.a._hidden"]
+
+
+def test_tests_import_no_private_names():
+    """The tests use the engine's and the CLI's public names only (issue 31 item 7): what a test needs is API."""
+    tests = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in (ROOT / "tests").rglob("*.py")}
+    found = [line for line in private_imports({**modules(), **tests}) if line.startswith("tests.")]
+    assert found == []

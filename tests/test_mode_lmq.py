@@ -25,7 +25,9 @@ def _conf(tmp_path: Path, lmq: bool = True, extra: str = "") -> tuple[Path, Path
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
     flags = "enableLmq=true\nenableMultiDispatch=true\n" if lmq else ""
-    conf.write_text(f"storePathRootDir={store}\nmappedFileSizeConsumeQueue=6000\n{flags}{extra}")
+    # 1 MiB commit-log files: the broker's default 1 GiB file costs each snapshot() a gigabyte read and hash
+    conf.write_text(f"storePathRootDir={store}\nmappedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\n"
+                    f"{flags}{extra}")
     return store, conf
 
 

@@ -358,7 +358,7 @@ def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path
     """Clean properties are turned into JSON by replacing the separators; anything json escapes, or a name given
     twice, takes the per-entry path. Both must give json_line's text."""
     from engine.broker.commitlog.logrun import RecordRun, scan_runs
-    from engine.views.recordjson import PROP_RE, _is_clean
+    from engine.views.recordjson import CLEAN_PROPS, PROP_RE
     from engine.views.runjson import run_json_lines
 
     cfg = load_config(None, storePathRootDir=str(tmp_path / "s"))
@@ -377,7 +377,8 @@ def test_run_json_lines_fast_properties_path_equals_the_one_record_view(tmp_path
                 assert run_json_lines(e) == [json_line(e.buf, p) for p in e.batch.pos.tolist()]
                 seen += len(e.batch.pos)
         assert seen == 3 * len(odd)
+    # clean: CLEAN_PROPS matches and no name is given twice (PROP_RE finds one entry per \x02)
     dup = "a\x01b\x02a\x01c\x02"
-    assert not _is_clean(dup, dict(PROP_RE.findall(dup)))
-    assert _is_clean("a\x01b\x02c\x01d\x02", {"a": "b", "c": "d"}) and _is_clean("", {})
-    assert not _is_clean('a\x01"\x02', {"a": '"'}) and not _is_clean("a\x01b\x01c\x02", {"a": "b\x01c"})
+    assert CLEAN_PROPS.fullmatch(dup) and len(dict(PROP_RE.findall(dup))) < dup.count("\x02")
+    assert CLEAN_PROPS.fullmatch("a\x01b\x02c\x01d\x02") and CLEAN_PROPS.fullmatch("")
+    assert not CLEAN_PROPS.fullmatch('a\x01"\x02') and not CLEAN_PROPS.fullmatch("a\x01b\x01c\x02")

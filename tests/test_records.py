@@ -9,7 +9,7 @@ import pytest
 
 from engine.broker.commitlog import records
 from engine.broker.commitlog.message import BLANK_MAGIC_CODE, MessageRecord, encode_record
-from engine.broker.commitlog.records import BufferViews, _chain, _chain_vector, decode_segment
+from engine.broker.commitlog.records import BufferViews, record_chain, record_chain_vector, decode_segment
 
 
 def _record(rnd: random.Random, pos: int, fake_chain: bool = False) -> bytes:
@@ -46,7 +46,7 @@ def _buffer(seed: int) -> bytearray:
         out += _record(rnd, len(out))[:rnd.randrange(8, 60)]
     elif ending != "none" and out:
         # damage one record in the middle (its successors stay, and must not be returned)
-        starts, _, _ = _chain(bytes(out), 0, len(out), len(out))
+        starts, _, _ = record_chain(bytes(out), 0, len(out), len(out))
         at = rnd.choice(starts)
         if ending == "magic":
             out[at + 4:at + 8] = b"\x00\x00\x00\x01"
@@ -71,12 +71,12 @@ def test_vector_walk_equals_per_record_walk(tiny_blocks, seed):
     rnd = random.Random(1000 + seed)
     v = BufferViews(buf)
     n = len(buf)
-    plain_starts, _, _ = _chain(buf, 0, n, n + 1)
+    plain_starts, _, _ = record_chain(buf, 0, n, n + 1)
     starts_from = [0] + rnd.sample(plain_starts, min(3, len(plain_starts)))
     for pos in starts_from:
         for limit in (n + 1, pos + rnd.randrange(1, max(2, n - pos + 1)), pos + 1):
-            want_starts, want_pos, want_end = _chain(buf, pos, n, limit)
-            got_starts, got_pos, got_end = _chain_vector(v, buf, pos, limit)
+            want_starts, want_pos, want_end = record_chain(buf, pos, n, limit)
+            got_starts, got_pos, got_end = record_chain_vector(v, buf, pos, limit)
             assert got_starts.tolist() == want_starts
             assert got_pos == want_pos
             assert got_end == want_end
@@ -91,7 +91,7 @@ def test_false_magic_candidates_are_jumped_over(tiny_blocks):
     buf = bytes(buf)
     v = BufferViews(buf)
     cand = records.magic_candidates(v.b, 0, len(buf) - 7)
-    starts = _chain_vector(v, buf, 0, len(buf) + 1)[0]
+    starts = record_chain_vector(v, buf, 0, len(buf) + 1)[0]
     assert len(cand) > len(starts) == 30  # the bodies' headers are candidates, and are not records
     v.close()
 
@@ -147,7 +147,7 @@ def test_prefetched_candidates_give_the_same_batches(tiny_blocks, seed):
         def prefetch(a, hi):  # "busy" every third time: that block is scanned by the walk itself
             asked.append((a, hi))
             return None if len(asked) % 3 == 0 else pool.submit(records.magic_candidates, b, a, hi)
-        for start in (0, _chain(buf, 0, len(buf), len(buf) // 3)[1]):
+        for start in (0, record_chain(buf, 0, len(buf), len(buf) // 3)[1]):
             if start >= len(buf):
                 continue
             got = _batches(decode_segment(buf, start, window=700, prefetch=prefetch))
@@ -183,7 +183,7 @@ def test_hints_change_nothing(tiny_blocks, seed):
     exactly the batches it yields without them."""
     buf = bytes(_buffer(seed)) + bytes(40)
     rnd = random.Random(seed)
-    true_starts, _, _ = _chain(buf, 0, len(buf), len(buf))
+    true_starts, _, _ = record_chain(buf, 0, len(buf), len(buf))
     keep = rnd.choice([1.0, 0.9, 0.5, 0.0])
     h = [s for s in true_starts if rnd.random() < keep]
     h += [rnd.randrange(len(buf)) for _ in range(rnd.randrange(0, 20))] + [-5, len(buf) + 3]

@@ -306,8 +306,8 @@ def test_dry_run_writes_nothing(store, tmp_path):
     res = json.loads(r.stdout)
     assert res["dryRun"] and res["indexFiles"] == len(list_index_files(store / "index"))
     assert snapshot(store) == before
-    r = reindex(store, "--dry-run", "--out", tmp_path / "nowhere")
-    assert r.exit_code == 0 and "dry run" in r.stdout and not (tmp_path / "nowhere").exists()
+    r = reindex(store, "--dry-run", "--out", tmp_path / "nowhere", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["dryRun"] is True and not (tmp_path / "nowhere").exists()
     assert snapshot(store) == before
 
 

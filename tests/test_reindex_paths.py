@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.broker.index.build import _slot_order
-from engine.broker.index.keycolumns import _by_length
+from engine.broker.index.build import slot_order
+from engine.broker.index.keycolumns import by_length
 from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.jobs.broker_plan import (accepted_count, entry_columns, entry_records, file_pieces, make_plan,
                                      probe_range)
@@ -22,7 +22,7 @@ def test_slot_order_is_the_stable_order_by_slot(dtype):
     for top, n in [(1, 50), (7, 1000), (65535, 4000), (65537, 4000), (2**31 - 1, 5000), (5_000_000, 200_000)]:
         slots = rnd.integers(0, top, n).astype(dtype)
         slots[: n // 10] = slots[n // 2: n // 2 + n // 10]  # plenty of shared slots: ties keep put order
-        got = _slot_order(slots)
+        got = slot_order(slots)
         assert np.array_equal(got, np.argsort(slots, kind="stable"))
 
 
@@ -44,8 +44,8 @@ def test_length_order_is_the_stable_order_for_any_length():
     rnd = np.random.default_rng(12)
     for top in (1, 40, 65535, 65536, 1 << 20):
         lengths = rnd.integers(0, top + 1, 3000)
-        assert np.array_equal(_by_length(lengths), np.argsort(lengths, kind="stable"))
-    assert len(_by_length(np.empty(0, dtype=np.int64))) == 0
+        assert np.array_equal(by_length(lengths), np.argsort(lengths, kind="stable"))
+    assert len(by_length(np.empty(0, dtype=np.int64))) == 0
 
 
 def test_entry_columns_and_pieces_equal_the_record_gather(tmp_path):

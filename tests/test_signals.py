@@ -35,8 +35,14 @@ def _children(pid: int) -> list[int]:
 def _stop(p: subprocess.Popen, sig: int, kids: set[int]) -> tuple[int, str, str]:
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)
-    time.sleep(0.3)
-    alive = [k for k in kids if os.path.exists(f"/proc/{k}") and "zombie" not in _state(k)]
+    # the children get the signal too and end on their own: wait for that (a generous bound, not a guess at
+    # how long it takes on a loaded machine)
+    deadline = time.monotonic() + 30
+    while True:
+        alive = [k for k in kids if os.path.exists(f"/proc/{k}") and "zombie" not in _state(k)]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert not alive, f"child processes left: {alive}"
     return p.returncode, out, err
 

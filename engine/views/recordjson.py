@@ -158,10 +158,6 @@ def _run_fields(run):
 CLEAN_PROPS = re.compile('(?:[^\x00-\x1f"\\\\]+\x01[^\x00-\x1f"\\\\]+\x02)*')
 
 
-def _is_clean(text: str, d: dict) -> bool:
-    return len(d) == text.count("\x02") and CLEAN_PROPS.fullmatch(text) is not None
-
-
 def props_json(text: str, d: dict, clean: bool) -> str:
     if clean:
         return '{"' + text[:-1].replace("\x01", '": "').replace("\x02", '", "') + '"}' if d else "{}"

@@ -10,7 +10,7 @@ Phase A is vectorised all the same: every position of a window whose MAGICCODE b
 (found with array compares, about 0.3 ns a byte), each candidate's TOTALSIZE says where its successor must
 start, and the chain from the known start follows the candidates that link up, jumping over false ones (a
 body that happens to hold the magic bytes) with a binary search. Where the chain reaches a position that is
-not a candidate, the per-record walk (_chain) takes one step and says why the data ends there, so both walks
+not a candidate, the per-record walk (record_chain) takes one step and says why the data ends there, so both walks
 return the same starts and the same end, byte for byte. Every other field is gathered for a whole window of
 records at once (phase B). A record whose fields run past its TOTALSIZE ends the walk there, exactly where
 check_message would stop.
@@ -173,7 +173,7 @@ def decode_at(v: BufferViews, s: np.ndarray) -> tuple[RecordBatch, np.ndarray]:
     return batch, ok
 
 
-def _chain(buf, pos: int, n: int, limit: int) -> tuple[list[int], int, SegmentEnd | None]:
+def record_chain(buf, pos: int, n: int, limit: int) -> tuple[list[int], int, SegmentEnd | None]:
     """Phase A: record starts from pos until `limit` bytes are passed or the data ends."""
     unpack = _HEAD.unpack_from
     m1, m2, blank = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
@@ -287,7 +287,7 @@ def _follow(v: "BufferViews", cand: np.ndarray, pos: int, limit: int) -> tuple[l
     if not len(cand):
         return [], pos, True
     total = v.i32[cand].astype(np.int64)
-    good = (total >= 4) & (total <= n - cand)  # the TOTALSIZE test of _chain
+    good = (total >= 4) & (total <= n - cand)  # the TOTALSIZE test of record_chain
     nxt = cand + total
     # run ends: the candidates whose successor is not the next candidate (or that are not good themselves)
     linked = np.empty(len(cand), bool)
@@ -311,9 +311,9 @@ def _joined(pieces: list) -> np.ndarray:
     return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
-def _chain_vector(v: "BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
+def record_chain_vector(v: "BufferViews", buf, pos: int, limit: int, per_record: float = 0.0,
                   candidates: _Candidates | None = None, hints=None) -> tuple[np.ndarray, int, SegmentEnd | None]:
-    """Phase A over whole arrays: what _chain(buf, pos, n, limit) returns, the starts as an int64 array.
+    """Phase A over whole arrays: what record_chain(buf, pos, n, limit) returns, the starts as an int64 array.
     per_record: the mean record size seen so far (0: unknown), which picks the cheaper of the two walks;
     candidates: where the MAGICCODE candidates come from (computed here when None); hints: a function
     (pos, hi) -> sorted positions where records are believed to start (decode_segment), followed first: where
@@ -333,7 +333,7 @@ def _chain_vector(v: "BufferViews", buf, pos: int, limit: int, per_record: float
         if not stuck:
             return _joined(pieces), pos, None
     # not a record start the candidates vouch for (or a short stretch): the per-record walk says why
-    starts, pos, end = _chain(buf, pos, n, limit)
+    starts, pos, end = record_chain(buf, pos, n, limit)
     pieces.append(np.array(starts, dtype=np.int64))
     return _joined(pieces), pos, end
 
@@ -377,7 +377,7 @@ def decode_segment(buf, start: int = 0, window: int = SCAN_WINDOW, prefetch=None
     try:
         while True:
             was = pos
-            starts, pos, end = _chain_vector(views, buf, pos, pos + step, per_record, candidates, hints)
+            starts, pos, end = record_chain_vector(views, buf, pos, pos + step, per_record, candidates, hints)
             step = min(window, step * 2)
             if len(starts):
                 per_record = (pos - was) / len(starts)

@@ -45,7 +45,7 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
     if paths is None:
         from engine.broker.layout import StoreLayout
         paths = list_index_files(StoreLayout.of(cfg).index_dir)
-    facts = [f for f in map(_facts, paths) if f is not None]
+    facts = [f for f in map(index_file_facts, paths) if f is not None]
     if not facts:
         return cfg
     sizes = Counter(f[1] for f in facts)
@@ -106,7 +106,7 @@ def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: s
                                    "maxHashSlotNum and maxIndexNum in --broker-conf)")
     index_dir = StoreLayout.of(cfg).index_dir
     paths = list_index_files(index_dir)
-    facts = [f for f in map(_facts, paths) if f is not None]
+    facts = [f for f in map(index_file_facts, paths) if f is not None]
     if new_geometry or not facts:
         return cfg
     if not given:
@@ -136,11 +136,11 @@ def _files_geometry(facts: list) -> str:
 
 def existing_index_size(index_dir: Path) -> int | None:
     """The size most index files of a directory have (None without index files)."""
-    sizes = Counter(f[1] for f in map(_facts, list_index_files(index_dir)) if f is not None)
+    sizes = Counter(f[1] for f in map(index_file_facts, list_index_files(index_dir)) if f is not None)
     return sizes.most_common(1)[0][0] if sizes else None
 
 
-def _facts(path: Path):
+def index_file_facts(path: Path):
     """(path, size, hashSlotCount, indexCount) of one index file, None when it cannot be read or is too short."""
     try:
         with open(path, "rb") as fh:
@@ -244,7 +244,7 @@ def _given(slots, items) -> str:
     return f" with {' and '.join(parts)}" if parts else ""
 
 
-def _sample(n: int) -> list[int]:
+def sample_items(n: int) -> list[int]:
     """The items checked: the first and the last SAMPLE_ITEMS written (1 <= k < n)."""
     return sorted(set(range(1, min(n, SAMPLE_ITEMS + 1))) | set(range(max(1, n - SAMPLE_ITEMS), n)))
 
@@ -267,7 +267,7 @@ def fits(path: Path, geometry: tuple[int, int], index_count: int) -> bool:
         base = INDEX_HEADER_SIZE + SLOT_SIZE * s
         if os.pread(fd, ITEM_SIZE, base) != bytes(ITEM_SIZE):
             return False  # item 0 is never written (pitfall 20)
-        ks = _sample(index_count)
+        ks = sample_items(index_count)
         if any(k >= i for k in ks):
             return False
         fields = _item_fields(fd, base, ks)  # k -> (keyHash, timeDiff, prevIndex); -1 where the file ends
@@ -324,7 +324,7 @@ def _content_check(path: Path, cands: np.ndarray, index_count: int) -> np.ndarra
         keep = _items_fit(view, cands, np.array([n - 1], dtype=np.int64))
         cands = cands[keep]
         if len(cands) > 1:
-            cands = cands[_items_fit(view, cands, np.array(_sample(n), dtype=np.int64))]
+            cands = cands[_items_fit(view, cands, np.array(sample_items(n), dtype=np.int64))]
         del view
         return cands
     finally:

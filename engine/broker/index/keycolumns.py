@@ -36,7 +36,7 @@ def pow31(n: int) -> np.ndarray:
     return np.cumprod(p, dtype=np.uint32)
 
 
-def _by_length(lengths: np.ndarray) -> np.ndarray:
+def by_length(lengths: np.ndarray) -> np.ndarray:
     """The stable order of ranges by length: a counting (radix) sort of 16-bit lengths where they fit, which is
     linear, instead of a merge sort of 64-bit ones; same order either way."""
     if len(lengths) and 0 <= int(lengths.min()) and int(lengths.max()) < 1 << 16:
@@ -66,7 +66,7 @@ def hash_ranges(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple
     ascii_ = np.ones(m, dtype=bool)
     if m == 0:
         return h, ascii_
-    order = _by_length(lengths)
+    order = by_length(lengths)
     srt = lengths[order]
     cuts = np.flatnonzero(srt[1:] != srt[:-1]) + 1
     for a0, b0 in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [m])).tolist()):
@@ -104,7 +104,7 @@ def row_matrix(b: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
 
 def length_batches(lengths: np.ndarray, budget: int = MATRIX_BUDGET):
     """Row indices grouped by similar length (sorted), each batch's rows x max length within the budget."""
-    order = _by_length(lengths)
+    order = by_length(lengths)
     srt = lengths[order]
     a, n = 0, len(order)
     while a < n:

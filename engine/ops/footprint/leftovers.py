@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from engine import clock
 from engine.broker.layout import relative_name
 from engine.fsutil import atomic_write
 from engine.ops.footprint.quarantine import MANIFEST, QUARANTINE_DIR, QUARANTINE_TOOL_PREFIX
@@ -89,7 +89,7 @@ class Leftover:
     def age_ms(self, now_ms: int | None = None) -> int | None:
         if self.created_ms is None:
             return None
-        return max(0, (int(time.time() * 1000) if now_ms is None else now_ms) - self.created_ms)
+        return max(0, (clock.now_ms() if now_ms is None else now_ms) - self.created_ms)
 
     def as_dict(self, root: Path | None = None, now_ms: int | None = None) -> dict:
         path = str(self.path) if root is None else relative_name(self.path, root)
@@ -186,7 +186,7 @@ def quarantine_run(path: Path) -> Leftover:
 
 def backup_marker(run_id: str, by: str, created_ms: int | None = None) -> dict:
     """The marker of an index backup (written into the swapped-out index directory before it is renamed)."""
-    ms = int(time.time() * 1000) if created_ms is None else created_ms
+    ms = clock.now_ms() if created_ms is None else created_ms
     return {"tool": "rmqtool", "kind": BACKUP_KIND, "of": "index", "by": by, "runId": run_id, "created": ms}
 
 

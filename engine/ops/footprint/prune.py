@@ -13,10 +13,10 @@ the store changed since (engine.ops.operation), so what is removed is what was l
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine import clock
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout
 from engine.fsutil import fsync_dir
@@ -54,7 +54,7 @@ def plan_prune(cfg: BrokerConfig, older_than_ms: int | None = None, now_ms: int 
     """What prune would remove and what it keeps (reads only)."""
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
-    plan = PrunePlan(layout.root, older_than_ms, int(time.time() * 1000) if now_ms is None else now_ms,
+    plan = PrunePlan(layout.root, older_than_ms, clock.now_ms() if now_ms is None else now_ms,
                      fingerprint=operation.fingerprint(cfg))
     no_index = not layout.index_dir.is_dir()
     for x in quarantine_runs(layout.root) + index_backups(layout.root):
