@@ -57,9 +57,9 @@ def test_one_command_is_built_alone_and_behaves_like_the_full_app():
 
 def test_reindex_default_master_matches_the_engine():
     from engine.jobs.framework import DEFAULT_MASTER
-    from rmqtool.commands import reindex
+    from rmqtool.commands import spark_reindex
 
-    assert reindex.DEFAULT_MASTER == DEFAULT_MASTER
+    assert spark_reindex.DEFAULT_MASTER == DEFAULT_MASTER
 
 
 def test_query_key_reads_a_store_without_numpy_or_pydantic(tmp_path):

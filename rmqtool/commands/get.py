@@ -1,8 +1,7 @@
-"""rmqtool get and dump-commitlog: read messages straight from the commit log.
+"""rmqtool get: messages by commit-log offset, message id or queue offset, read straight from the commit log.
 
-Both stream: every record is formatted from its bytes and written as it is read (NDJSON, or a table with one
-row per line, planned by rmqtool.tables), so memory does not grow with the number of messages and `| head`
-answers at once. Damage is reported where it is met (a CORRUPT, MISPLACED or GAP entry) and in the exit code.
+Several messages stream (rmqtool.records): memory does not grow with their number and `| head` answers at once.
+Damage is reported where it is met and in the exit code.
 """
 from __future__ import annotations
 
@@ -14,46 +13,11 @@ from typing import Annotated, List, Optional
 import typer
 
 from engine.views.times import local_time
-from rmqtool import render, times
+from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
-                             build_config, expand_path, values)
-
-DUMP_LIMIT = 1_000_000_000
-
-
-def table_columns() -> list:
-    """The streamed table of get and dump-commitlog: one row per entry (a message, or damage met on the way)."""
-    from rmqtool.tables import FIXED, NUM, Column
-
-    return [Column("offset", "offset", NUM), Column("type", "type", FIXED), Column("size", "size", NUM, drop=2),
-            Column("storeTime", "storeTime", FIXED, drop=4), Column("topic", "topic", FIXED, drop=3),
-            Column("queueId", "queueId", NUM, drop=7), Column("queueOffset", "queueOffset", NUM, drop=6),
-            Column("note", "msgId / note", FIXED), Column("keys", "keys", FIXED, drop=5)]
-
-
-#: The widths a row is planned for (wider values push their row on): a Java long, a kind, a local ISO time with
-#: milliseconds (engine.views.times.local_time), a topic, an int, a long, an offset message id (32 hex digits).
-TABLE_HINTS = {"offset": 20, "type": 15, "size": 7, "storeTime": 23, "topic": 24, "queueId": 7, "queueOffset": 11,
-               "note": 32}
-MESSAGE = {"type": "MESSAGE"}
-
-
-def open_table(json_out: bool):
-    """(the LineWriter every line goes through, the RowStream of the table or None with --json)."""
-    from rmqtool.tables import LineWriter, RowStream
-
-    out = LineWriter()
-    if json_out:
-        return out, None
-    table = RowStream(table_columns(), TABLE_HINTS, out)
-    table.start()
-    return out, table
-
-
-def _warn_problems(st) -> None:
-    for p in st.problems:
-        render.problem(f"warning: {p.detail}")
+                             build_config, expand_path)
+from rmqtool.records import MESSAGE, open_table, undecoded_note, undecoded_notes, warn_problems
 
 
 def _show_message(rec) -> None:
@@ -74,15 +38,6 @@ def _show_message(rec) -> None:
         pairs.append(("body" + (" (base64)" if j.get("bodyEncoding") else ""), j["body"]))
     render.kv_table(f"message at {rec.physical_offset}", pairs)
 
-
-def undecoded_note(rec) -> bool:
-    """Say on stderr that a message's compressed body does not decode (the consumer could not read it); True if so."""
-    dec = rec.decoded_body()
-    if dec.ok:
-        return False
-    render.note(f"error: message at commit-log offset {rec.physical_offset}: its {dec.codec} body does not decode "
-                f"({dec.error}); the consumer cannot read it")
-    return True
 
 
 #: Bytes of a --from-file list read at once (a few thousand lines: memory does not grow with the list).
@@ -176,7 +131,7 @@ def get(
         if len(offset or []) + len(msg_id or []) == 1 and from_file is None:
             _get_one(st, *next(asked), topic, json_out)
             return
-        _warn_problems(st)
+        warn_problems(st)
         with render.gc_paused():
             bad, absent, total = _get_many(st, asked, json_out, topic)
     if bad:
@@ -192,7 +147,7 @@ def _get_one(st, kinds: list[str], texts: list[str], topic: Optional[str], json_
     kind, text = kinds[0], texts[0]
     found = None if kind == "offset" else find_msg_id(st, text, topic)
     rec = st.get(int(text)) if found is None else found.record
-    _warn_problems(st)  # after the answer: a failed lookup stays one error line
+    warn_problems(st)  # after the answer: a failed lookup stays one error line
     _show_one(rec, json_out)
     for n in found.notes() if found is not None else ():
         render.note(n)
@@ -249,7 +204,7 @@ def _get_by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optio
     from engine.ops.read import read_by_queue_offset
 
     qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
-    _warn_problems(st)
+    warn_problems(st)
     if qr.note:
         render.note(qr.note)
     if count is None:
@@ -355,7 +310,7 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
                     out.data(run_json_text(item))
                 else:
                     table.rows(run_table_rows(item), MESSAGE)
-                bad += _undecoded_notes(out, item)
+                bad += undecoded_notes(out, item)
                 continue
             i, reason = item
             kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
@@ -379,142 +334,3 @@ def _get_many(st, asked, json_out: bool, topic: Optional[str] = None) -> tuple[i
     return bad, absent, total
 
 
-def _undecoded_notes(out, run) -> int:
-    """Notes for the compressed bodies of a run that do not decode (after the lines written so far); how many."""
-    found = run.undecodable()
-    if found:
-        out.flush()
-    for off, codec, why in found:
-        render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); the "
-                    "consumer cannot read it")
-    return len(found)
-
-
-
-# one parameter per option: typer builds the command from the signature
-@handles_errors
-def dump_commitlog(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only messages of this topic.")] = None,
-    begin: Annotated[Optional[str], typer.Option("--begin", "-b", help=times.BEGIN_HELP)] = None,
-    end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP)] = None,
-    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Start at this commit-log offset, a "
-                                                       "record boundary (default: the first segment).")] = None,
-    from_alias: Annotated[Optional[int], typer.Option("--from", hidden=True, help="Same as --from-offset.")] = None,
-    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Stop before this commit-log offset "
-                                                     "(exclusive).")] = None,
-    files: Annotated[Optional[List[str]], typer.Option("--files", help="Only these segment files of the store "
-                                                       "(20-digit names; repeatable or comma-separated, as "
-                                                       "kafka-dump-log --files). Without --store: segment files "
-                                                       "read on their own (copied out of a store), the segment "
-                                                       "size taken from the file.")] = None,
-    count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
-    body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
-                                      "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
-                                      metavar="none|utf8|hex|base64",
-                                      autocompletion=values("none", "utf8", "hex", "base64"))] = "auto",
-    body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
-                                                     "commit-log offset>.body (DIR outside the store, new or "
-                                                     "empty).", file_okay=False)] = None,
-    max_message_size: Annotated[Optional[int], typer.Option("--max-message-size", help="A record whose TOTALSIZE "
-                                                            "is above this is reported CORRUPT, not trusted (the rest "
-                                                            "of its segment is skipped).")] = None,
-    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-    commitlog_file_size: CommitLogSizeOpt = None,
-) -> None:
-    """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
-    (not skipped silently); filtered by topic, store time, offset range or segment files.
-
-    Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
-
-    The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
-    --topic and --begin/--end say.
-    """
-    from engine.ops.dumplog import BodyDir, DumpFilter, dump_entries, open_dump_source
-
-    _check_dump_options(count, from_offset, from_alias, body, json_out)
-    b, e = times.parse_range(begin, end)
-    alone = store is None and broker_conf is None and bool(files)  # segment files read on their own
-    flt = DumpFilter(topic, b, e, from_offset if from_alias is None else from_alias, to_offset,
-                     None if alone else files, max_message_size, not no_check_crc,
-                     "--from-offset" if from_alias is None else "--from")
-    flt.check()
-    cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    with open_dump_source(cfg, files if alone else None, commitlog_file_size) as st:
-        bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
-        entries = dump_entries(st, flt)
-        _warn_problems(st)
-        if bodies is not None:
-            bodies.create()
-        with render.gc_paused():
-            bad, undecoded = _dump(entries, count, json_out, body, bodies)
-    _dump_summary(bodies, body_dir, bad, undecoded)
-
-
-def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) -> None:
-    """The bodies written, the damage met and the bodies that do not decode, on stderr; exit 3 after damage."""
-    if bodies is not None:
-        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
-                    + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
-                       if bodies.undecoded else ""))
-    if bad:
-        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
-    if undecoded:
-        render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
-    if bad or undecoded:
-        raise typer.Exit(3)
-
-
-def _check_dump_options(count, from_offset, from_alias, body: str, json_out: bool) -> None:
-    """The options dump-commitlog checks itself (the filter, DumpFilter.check, checks the offsets and the rest)."""
-    from engine.views.recordjson import BODY_MODES
-    from engine.errors import InvalidArgumentError
-
-    if count is not None and not 0 < count <= DUMP_LIMIT:
-        raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
-    if from_alias is not None and from_offset is not None:
-        raise InvalidArgumentError("give --from-offset or --from, not both")
-    if body not in BODY_MODES:
-        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
-    if body != "auto" and not json_out:
-        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
-                                   "or use --body-dir")
-
-
-def _dump(entries, count, json_out: bool, body: str, bodies) -> tuple[int, int]:
-    """Write the entries; returns how many were damage (not VALID, not BLANK) and how many compressed bodies do
-    not decode."""
-    from engine.broker.commitlog.logrun import RecordRun
-    from engine.broker.commitlog.message import BLANK
-    from engine.views.recordjson import run_table_rows
-    from engine.views.runjson import run_json_text
-
-    out, table = open_table(json_out)
-    bad = n = undecoded = 0
-    for e in entries:
-        if count is not None and n >= count:
-            break
-        if isinstance(e, RecordRun):
-            if count is not None and n + len(e) > count:
-                e = e.head(count - n)
-            n += len(e)
-            if bodies is not None:
-                bodies.write_run(e)
-            if json_out:
-                out.data(run_json_text(e, ', "type": "MESSAGE"', body))
-            else:
-                table.rows(run_table_rows(e), MESSAGE)
-            undecoded += _undecoded_notes(out, e)
-            continue
-        n += 1
-        bad += e.kind != BLANK
-        if json_out:
-            out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
-                                 "reason": e.reason}, ensure_ascii=False))
-        else:
-            table.values({"offset": e.offset, "type": e.kind, "size": e.size if e.size >= 0 else "", "note": e.reason})
-    out.flush()
-    return bad, undecoded
