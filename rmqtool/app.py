@@ -26,10 +26,10 @@ HELP = ("Offline toolkit for Apache RocketMQ broker stores: put, query by key, i
 # come from rmqtool/examples.py (one place for all of them).
 COMMAND_TABLE = {
     "put": ("put", "put"),
-    "query-key": ("query", "query_key"),
+    "query-key": ("query_key", "query_key"),
     "get": ("get", "get"),
     "dump-commitlog": ("dump_commitlog", "dump_commitlog"),
-    "inspect-index": ("inspect", "inspect_index"),
+    "inspect-index": ("inspect_index", "inspect_index"),
     "recover": ("recover", "recover"),
     "clean": ("clean", "clean"),
     "spark-reindex": ("spark_reindex", "spark_reindex"),
