@@ -39,12 +39,9 @@ def consumers(
     from consumerOffset.json.bak, as the broker does, and said so on stderr. The queues of a topic are
     0..readQueueNums-1 from config/topics.json when it lists the topic.
     """
-    from engine.broker.store import MessageStore
-    from engine.ops.consumers import consumer_progress
+    from engine.commands.consumers import consumers as consumer_progress
 
-    cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        rep = consumer_progress(st, group)
+    rep = consumer_progress(build_config(store, broker_conf), group)
     for n in rep.notes:
         tables.note(n)
     if json_out:

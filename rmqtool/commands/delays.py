@@ -35,12 +35,9 @@ def delays(
     (or its .bak), clamped into the queue as the broker does at load. nextDelivery is the delivery time stored
     in the next pending unit (its store time + the level's delay). Exits 3 when a pending message cannot be read.
     """
-    from engine.broker.store import MessageStore
-    from engine.ops.consumers import delay_status
+    from engine.commands.delays import delays as delay_status
 
-    cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        rep = delay_status(st, broker_conf)
+    rep = delay_status(build_config(store, broker_conf), broker_conf)
     for n in rep.notes:
         tables.note(n)
     problems = [f"delay level {lv.delayLevel}: {p}" for lv in rep.levels for p in lv.problems]

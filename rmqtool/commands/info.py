@@ -62,7 +62,7 @@ def _mode_pairs(m: dict) -> list[tuple[str, str]]:
 
 
 def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
-    from engine.fsutil import format_bytes
+    from engine.views.sizes import format_bytes
 
     if not cl["segments"]:
         return [("commit log", "no segment files")]
@@ -127,7 +127,7 @@ def _config_files_pair(cf: list[dict]) -> tuple[str, str]:
 def _leftover_pairs(d: dict) -> list[tuple[str, str]]:
     """What rmqtool left in the store: quarantine runs, index backups, recovery placeholders, an unfinished
     reindex."""
-    from engine.fsutil import format_bytes
+    from engine.views.sizes import format_bytes
 
     pairs = []
     for key, label in (("quarantine", "quarantine"), ("backups", "index backups")):
@@ -195,7 +195,7 @@ def info(
     commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
     Exits 3 when something could not be read (listed on stderr).
     """
-    from engine.survey.info import store_info
+    from engine.commands.info import info as store_info
 
     cfg = build_config(store, broker_conf)
     res = store_info(cfg, tier=tier_source(tiered_store_path, None, store, broker_conf))

@@ -28,8 +28,8 @@ def prune(
     finish, index backups while the store has no index/, and folders newer than --older-than. Nothing else is
     touched. Takes the store lock (not with --dry-run).
     """
-    from engine.fsutil import format_bytes
-    from engine.ops.prune import prune as run_prune
+    from engine.commands.prune import prune as run_prune
+    from engine.views.sizes import format_bytes
 
     older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
     cfg = build_config(store, broker_conf)

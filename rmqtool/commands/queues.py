@@ -38,14 +38,12 @@ def queues(
     says so and --json counts them as truncatedUnits). Reads every unit between min and max (20 bytes per
     message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
     """
-    from engine.broker.store import MessageStore
-    from engine.ops.queues import queue_status
+    from engine.commands.queues import queues as queue_status
 
     cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        with render.progress(None, "queues") as bar:
-            task = bar.add_task("queues", total=None)
-            rep = queue_status(st, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with render.progress(None, "queues") as bar:
+        task = bar.add_task("queues", total=None)
+        rep = queue_status(cfg, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
     for p in rep.skipped:
         tables.note(f"{p.path}: {p.reason}; skipped")
     if rep.truncation:

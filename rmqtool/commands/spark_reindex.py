@@ -118,8 +118,6 @@ def spark_reindex(
     (Tiered index files: `rmqtool tiered reindex`.)
     """
     # (a typer command: one parameter per option)
-    from engine.errors import InvalidArgumentError
-
     job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=spark_conf_pairs(spark_conf))
     from engine.jobs import broker_index
 
