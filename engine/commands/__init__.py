@@ -12,6 +12,7 @@ tests/test_commands_floor.py keeps it so, and lists the commands that do not sta
   queues.py     rmqtool queues: consume-queue status (mqadmin topicStatus)
   consumers.py  rmqtool consumers: consumer progress (mqadmin consumerProgress)
   delays.py     rmqtool delays: the delay-level queues
+  verify_cq.py  rmqtool verify-cq: the units checked against their records, or files and RocksDB compared
   info.py, prune.py, doctor.py, clean.py   the survey or operation of engine/survey, engine/ops each runs
 
 The other commands do not stand on it yet (tests/test_commands_floor.py NOT_YET lists them).
