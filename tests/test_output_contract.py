@@ -237,7 +237,7 @@ def test_parser_errors_are_one_line(tmp_path, path, cmd):
 
 
 def option_types() -> dict[str, dict[str, list[str]]]:
-    """long option name -> {type name: [command paths]} over every command (hidden old spellings too)."""
+    """long option name -> {type name: [command paths]} over every command."""
     out: dict[str, dict[str, list[str]]] = {}
     for path, cmd in COMMANDS:
         for p in cmd.params:
@@ -251,10 +251,7 @@ def option_types() -> dict[str, dict[str, list[str]]]:
 
 
 #: Long options whose commands differ in type, and why that is right.
-TYPE_EXCEPTIONS: dict[str, str] = {
-    "--from": "dump-commitlog's hidden old spelling of --from-offset (an offset); tiered rebuild-metadata's older "
-              "metadata file: shown in one command only",
-}
+TYPE_EXCEPTIONS: dict[str, str] = {}
 
 
 def test_an_option_name_takes_one_type_everywhere():
@@ -266,7 +263,6 @@ def test_an_option_name_takes_one_type_everywhere():
 SHORT_EXCEPTIONS = {
     "-o": "--offset in get (a commit-log offset, as mqadmin queryMsgByOffset's -o), --out where a command writes",
     "-n": "how many: --count of a stream, --max of a search, --messages of demo",
-    "-f": "--from-file in get, --format in spark-reindex",
     "-k": "--key of query-key (the key looked up), --keys of put (the message's keys)",
 }
 

@@ -1,4 +1,5 @@
-"""One vocabulary (issue 14 item 7): the same flag for the same thing, old spellings kept hidden, cuts reported."""
+"""One vocabulary (issue 14 item 7): the same flag for the same thing, old spellings gone (CHANGELOG.md), cuts
+reported."""
 from __future__ import annotations
 
 import json
