@@ -16,7 +16,7 @@ _rmqtool() {
     _rmqtool_words() { mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur"); }
     case "$cmd" in
         "")
-            _rmqtool_words "clean compact-index consumers delays demo doctor dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover repair spark-reindex tiered timer verify-cq --version -V --debug --install-completion --show-completion --help" ;;
+            _rmqtool_words "clean consumers delays demo doctor dump-commitlog dump-cq get info inspect-index print-msg prune put query-key queues recover repair spark-reindex tiered timer verify-cq --version -V --debug --install-completion --show-completion --help" ;;
         "clean")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -24,12 +24,6 @@ _rmqtool() {
                 --reserved-hours|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
             _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
-        "compact-index")
-            case "$prev" in
-                --out|-o|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
-            esac
-            _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --broker-conf -c --new-geometry --help" ;;
         "consumers")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

@@ -26,34 +26,54 @@ HELP = ("Offline toolkit for Apache RocketMQ broker stores: put, query by key, i
 # come from rmqtool/examples.py (one place for all of them).
 COMMAND_TABLE = {
     "put": ("put", "put"),
-    "query-key": ("query", "query_key"),
-    "get": ("dump", "get"),
-    "dump-commitlog": ("dump", "dump_commitlog"),
-    "inspect-index": ("inspect", "inspect_index"),
+    "query-key": ("query_key", "query_key"),
+    "get": ("get", "get"),
+    "dump-commitlog": ("dump_commitlog", "dump_commitlog"),
+    "inspect-index": ("inspect_index", "inspect_index"),
     "recover": ("recover", "recover"),
     "clean": ("clean", "clean"),
-    "spark-reindex": ("reindex", "spark_reindex_cmd"),
+    "spark-reindex": ("spark_reindex", "spark_reindex"),
     "demo": ("demo", "demo"),
     "print-msg": ("print_msg", "print_msg"),
     "queues": ("queues", "queues"),
-    "dump-cq": ("queues", "dump_cq"),
+    "dump-cq": ("dump_cq", "dump_cq"),
     "verify-cq": ("verify_cq", "verify_cq"),
     "consumers": ("consumers", "consumers"),
-    "delays": ("consumers", "delays"),
+    "delays": ("delays", "delays"),
     "info": ("info", "info"),
-    "prune": ("info", "prune"),
+    "prune": ("prune", "prune"),
     "doctor": ("doctor", "doctor"),
 }
-GROUP_TABLE = {"tiered": "tiered", "timer": "timer", "repair": "repair"}  # command groups: the module whose `app` holds the subcommands
-# Subcommands a group takes from another module: the tiered index commands live beside the flat-store ones.
-GROUP_COMMANDS = {"tiered": {
-    "query-key": ("tiered_index", "query_key"),
-    "inspect-index": ("tiered_index", "inspect_index"),
-    "compact-index": ("tiered_index", "compact_index"),
-    "reindex": ("tiered_index", "reindex"),
-}}
-# Old spellings kept for one release: they run (with a note on stderr) but are not listed.
-HIDDEN = {"compact-index": ("tiered_index", "compact_index_old")}
+GROUP_TABLE = {"tiered": "tiered", "timer": "timer", "repair": "repair"}  # command groups: the package whose `app` is the group
+# Each group's subcommands, in the order the help lists them: (module under rmqtool.commands, function); a group is a
+# package with one module per subcommand, named for it.
+GROUP_COMMANDS = {
+    "tiered": {
+        "queues": ("tiered.queues", "queues"),
+        "segments": ("tiered.segments", "segments"),
+        "get": ("tiered.get", "get"),
+        "offset-by-time": ("tiered.offset_by_time", "offset_by_time"),
+        "dump-cq": ("tiered.dump_cq", "dump_cq"),
+        "verify": ("tiered.verify", "verify"),
+        "dispatch": ("tiered.dispatch", "dispatch"),
+        "clean": ("tiered.clean", "clean"),
+        "rebuild-metadata": ("tiered.rebuild_metadata", "rebuild_metadata"),
+        "query-key": ("tiered.query_key", "query_key"),
+        "inspect-index": ("tiered.inspect_index", "inspect_index"),
+        "compact-index": ("tiered.compact_index", "compact_index"),
+        "reindex": ("tiered.reindex", "reindex"),
+    },
+    "timer": {
+        "inspect": ("timer.inspect", "inspect_cmd"),
+        "list": ("timer.list", "list_cmd"),
+        "verify": ("timer.verify", "verify_cmd"),
+    },
+    "repair": {
+        "config": ("repair.config", "config_cmd"),
+        "consume-queue": ("repair.consume_queue", "consume_queue_cmd"),
+        "timer": ("repair.timer", "timer_cmd"),
+    },
+}
 
 
 class _Lazy(Mapping):
@@ -96,7 +116,7 @@ def _group(module: str):
     return group
 
 
-COMMANDS = _Lazy({**COMMAND_TABLE, **HIDDEN}, _command)
+COMMANDS = _Lazy(COMMAND_TABLE, _command)
 GROUPS = _Lazy(GROUP_TABLE, _group)
 
 
@@ -175,10 +195,7 @@ def build(names=None, listing: bool = False) -> typer.Typer:
     )
     a.callback()(_main)
     for name in names:
-        if name in HIDDEN:
-            if not listing:
-                a.command(name, hidden=True)(COMMANDS[name])
-        elif name in COMMANDS:
+        if name in COMMANDS:
             a.command(name, epilog=examples.epilog(name))(_listed(name) if listing else COMMANDS[name])
         else:
             a.add_typer(_listed(name) if listing else GROUPS[name], name=name, epilog=examples.epilog(name),

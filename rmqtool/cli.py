@@ -151,21 +151,6 @@ def handles_errors(fn):
     return wrapper
 
 
-def deprecated(old: str, new: str) -> None:
-    """The one-line note an old spelling prints before it runs (kept for one release, hidden from help)."""
-    from rmqtool import render
-
-    render.note(f"warning: `rmqtool {old}` is deprecated and goes away in the next release; use `rmqtool {new}`")
-
-
-def count_or_old_max(count, old_max, command: str):
-    """--count, or the old --max spelling's value when it was given (after its deprecation note)."""
-    if old_max is None:
-        return count
-    deprecated(f"{command} --max", f"{command} --count")
-    return old_max
-
-
 def usage_error_line(e) -> str:
     """click's usage error (a bad number, a missing option, a file where a directory is expected, an unknown
     option or command) as the one line every other error is: `error: ... (see rmqtool CMD --help)`."""

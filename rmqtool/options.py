@@ -45,11 +45,6 @@ EndOpt = Annotated[Optional[str], typer.Option(
     "--end", "-e", help="End of the time range, inclusive: epoch milliseconds or ISO-8601 (default: no limit).")]
 
 
-#: The old spelling of --count on the commands that took --max (query-key, print-msg, inspect-index, tiered
-#: query-key, tiered inspect-index): hidden, kept one release with a note (rmqtool.cli.count_or_old_max).
-OldMaxOpt = Annotated[Optional[int], typer.Option("--max", hidden=True, help="Old spelling of --count.")]
-
-
 def values(*choices: str):
     """The values an option's completion offers (scripts/regen.py writes them into completions/): for options
     that take one of a few words, or any Spark master URL beside the usual ones."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from engine.tiered.index import MAX_QUERY_COUNT, FileInspection, SlotWalk, TieredKeyAnswer
+from engine.tiered.index import MAX_QUERY_COUNT, FileInspection, SlotWalk
 from engine.views.times import local_time
 from rmqtool import render
 
@@ -163,47 +163,6 @@ def render_compaction(summary: dict, name: str, json_out: bool) -> None:
                     "compaction does")
     if summary["bytesAfter"] == 0:
         render.note("no item is reachable: the broker uploads 0 bytes for this file")
-
-
-# ------------------------------------------------------------------ query-key --tiered-dir
-
-
-def render_key_answer(ans: TieredKeyAnswer, topic: str, key: str, json_out: bool, explain: bool) -> None:
-    """The kept items (and with --explain the rejected ones), then the engine's notes on stderr."""
-    if json_out:
-        for k in ans.items:
-            render.emit_json(k)
-        if explain:
-            for r in ans.rejected:
-                render.emit_json({"rejected": r})
-    else:
-        _render_items(ans.items, ans.rejected if explain else [], topic, key, ans.mode)
-    for n in ans.notes:
-        render.note(n)
-
-
-def _render_items(kept: list[dict], rejected: list[dict], topic: str, key: str, mode: str) -> None:
-    base = ["queueId", "offset", "size", "hashCode", "topicId", "time", "file"]
-    rows = []
-    if mode == "unverified":
-        for k in kept:
-            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], local_time(k["time"]),
-                         k["file"]])
-        render.table(f"{len(kept)} tiered index item(s) for {topic}#{key} (not verified)", base, rows)
-    else:
-        for k in kept:
-            m = k.get("message") or {}
-            rows.append([k["queueId"], k["offset"], k["size"], k["hashCode"], k["topicId"], local_time(k["time"]),
-                         k["file"], k["verifiedBy"] or f"no: {k.get('unverifiedReason', '')}",
-                         local_time(m.get("storeTimestamp")) if m else "", " ".join(m.get("keys", [])),
-                         m.get("uniqKey") or "", render.body_preview(m) if m else ""])
-        nv = sum(1 for k in kept if k.get("verifiedBy"))
-        render.table(f"{len(kept)} tiered index item(s) for {topic}#{key}, {nv} verified against the message "
-                     f"({mode})", base +
-                     ["verified", "storeTime", "keys", "uniqKey", "body"], rows)
-    if rejected:
-        render.table("rejected tiered index items", ["queueId", "offset", "size", "file", "reason"],
-                     [[r["queueId"], r["offset"], r["size"], r["file"], r["reason"]] for r in rejected])
 
 
 # ------------------------------------------------------------------ tiered reindex

@@ -27,8 +27,7 @@ def click_root():
 
 def commands():
     root = click_root()
-    return root, [(name, root.commands[name]) for name in sorted(root.commands)
-                  if not getattr(root.commands[name], "hidden", False)]   # old spellings are not listed
+    return root, [(name, root.commands[name]) for name in sorted(root.commands)]
 
 
 def help_text(args: list[str]) -> str:

@@ -151,26 +151,14 @@ def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None)
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
-DEPRECATED = "is deprecated and goes away in the next release; use `rmqtool "
-
-
-def assert_deprecated(r, new: str) -> None:
-    """An old spelling ran: its first stderr line is the one-line note naming the new spelling."""
-    first = r.stderr.splitlines()[0] if r.stderr else ""
-    assert first.startswith("warning: `rmqtool ") and f"{DEPRECATED}{new}`" in first, r.stderr
-
-
-def assert_one_line_error(r, code: int = 2, contains: str | None = None, deprecated: str | None = None):
-    """One line `error: ...` on stderr (after the deprecation note of an old spelling when `deprecated` names the
-    new one), exit `code` (2, bad input, unless the case is another: output contract), no traceback."""
+def assert_one_line_error(r, code: int = 2, contains: str | None = None):
+    """One line `error: ...` on stderr, exit `code` (2, bad input, unless the case is another: output contract),
+    no traceback."""
     assert r.exit_code == code, (r.exit_code, r.output)
     err = r.stderr.strip()
     assert err, "expected an error message on stderr"
     assert "Traceback" not in r.output and "Traceback" not in err
     lines = err.splitlines()
-    if deprecated is not None:
-        assert_deprecated(r, deprecated)
-        lines = lines[1:]
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: "), lines[0]
     if contains:

@@ -341,7 +341,7 @@ def test_dump_reports_corrupt_records_and_exits_3(store):
 
 def test_dump_from_and_count(store):
     acks = put_jsonl(store, [msg("T", ["k"], T0 + i) for i in range(5)])
-    r = run(["dump-commitlog", "--store", store, "--from", acks[2]["commitLogOffset"], "--count", "2", "--json"])
+    r = run(["dump-commitlog", "--store", store, "--from-offset", acks[2]["commitLogOffset"], "--count", "2", "--json"])
     got = [json.loads(l)["commitLogOffset"] for l in r.stdout.splitlines()]
     assert got == [acks[2]["commitLogOffset"], acks[3]["commitLogOffset"]]
     r = run(["dump-commitlog", "--store", store])
@@ -403,7 +403,7 @@ def test_bad_inputs_one_line_errors(store, tmp_path):
         (["get", "--store", store, "--msg-id", "ZZZ"], "message id"),
         (["get", "--store", store], "--offset"),
         (["dump-commitlog", "--store", store, "--count", "-1"], "--count"),
-        (["dump-commitlog", "--store", store, "--from", "5"], "record boundary"),
+        (["dump-commitlog", "--store", store, "--from-offset", "5"], "record boundary"),
         (["inspect-index", "--store", store, "--hash-slots", "0"], "geometry"),
         (["inspect-index", "--store", store, "--hash-slots", "100000000", "--max-index", "100000000"], "int"),
         (["put", "--store", store, *SMALL], "--topic"),

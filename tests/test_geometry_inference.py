@@ -54,7 +54,7 @@ def test_inspect_index_walks_golden_files_without_flags(scenario):
     full = [q for q in queries if q["begin"] == 0 and q["end"] == 2**63 - 1 and q["maxNum"] >= 64]
     assert full
     for q in full[:4]:
-        r = run(["inspect-index", p, "--walk-key", q["key"], "--json", "--limit", "1000"])
+        r = run(["inspect-index", p, "--walk-key", q["key"], "--json", "--count", "1000"])
         assert r.exit_code == 0, r.output
         walk = jlines(r)[0]
         kh = abs(q["keyHashCode"]) if q["keyHashCode"] != -2**31 else 0

@@ -35,7 +35,6 @@ SAMPLES: dict[str, list[tuple[list[str], str]]] = {
             (["-s", "{store}", "-t", "TopicA", "-q", "0", "-i", "0", "-n", "2"], STREAM)],
     "dump-commitlog": [(["-s", "{store}", "-n", "12"], STREAM)],
     "inspect-index": [(["-s", "{store}"], STREAM), (["-s", "{store}", "--stats", "--verify"], STREAM)],
-    "compact-index": [(["{tfile}", "-o", "{out}"], DOC)],
     "recover": [(["-s", "{store}", "--dry-run"], DOC)],
     "clean": [(["-s", "{store}", "--dry-run"], DOC)],
     "spark-reindex": [(["-s", "{store}", *READ_GEOM, "--master", "inline", "-o", "{out}"], DOC)],
@@ -89,8 +88,6 @@ OWN_QUIET = {"put": "--quiet leaves out the acknowledgements (put's data); its s
 DATA_MAPS = {"properties", "chainLengthHistogram", "segments", "bytes", "newSegments", "entriesByHow", "sources",
              "problems", "offsetTable", "segmentsDeleted"}
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
-#: The one warning an old spelling prints (rmqtool.cli.deprecated): a warning, so --quiet keeps it.
-DEPRECATED = re.compile(r"^warning: `rmqtool .*` is deprecated ")
 ISO_T = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 
@@ -197,7 +194,7 @@ def test_quiet_silences_notes_and_keeps_the_data(ws, tmp_path, path, i):
     quiet = run([*args_of(path, template, fresh(ws, tmp_path)), "--quiet"], env={"COLUMNS": "80"})
     assert loud.exit_code == quiet.exit_code == 0, quiet.output
     assert masked(quiet.stdout) == masked(loud.stdout)
-    said = [line for line in quiet.stderr.splitlines() if not DEPRECATED.match(line)]
+    said = quiet.stderr.splitlines()
     assert said == [], f"{path} --quiet still says: {said}"
 
 
@@ -241,7 +238,7 @@ def test_parser_errors_are_one_line(tmp_path, path, cmd):
 
 
 def option_types() -> dict[str, dict[str, list[str]]]:
-    """long option name -> {type name: [command paths]} over every command (hidden old spellings too)."""
+    """long option name -> {type name: [command paths]} over every command."""
     out: dict[str, dict[str, list[str]]] = {}
     for path, cmd in COMMANDS:
         for p in cmd.params:
@@ -255,10 +252,7 @@ def option_types() -> dict[str, dict[str, list[str]]]:
 
 
 #: Long options whose commands differ in type, and why that is right.
-TYPE_EXCEPTIONS: dict[str, str] = {
-    "--from": "dump-commitlog's hidden old spelling of --from-offset (an offset); tiered rebuild-metadata's older "
-              "metadata file: shown in one command only",
-}
+TYPE_EXCEPTIONS: dict[str, str] = {}
 
 
 def test_an_option_name_takes_one_type_everywhere():
@@ -270,7 +264,6 @@ def test_an_option_name_takes_one_type_everywhere():
 SHORT_EXCEPTIONS = {
     "-o": "--offset in get (a commit-log offset, as mqadmin queryMsgByOffset's -o), --out where a command writes",
     "-n": "how many: --count of a stream, --max of a search, --messages of demo",
-    "-f": "--from-file in get, --format in spark-reindex",
     "-k": "--key of query-key (the key looked up), --keys of put (the message's keys)",
 }
 

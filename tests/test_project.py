@@ -45,8 +45,7 @@ def test_readme_reference_and_completions_are_current():
 
 def test_completions_cover_every_command():
     _, cmds = all_commands()
-    cmds = [(n, c) for n, c in cmds if not c.hidden]   # old spellings are neither listed nor completed
-    assert cmds and len(cmds) < len(all_commands()[1])
+    assert cmds and not [n for n, c in cmds if c.hidden]   # no hidden old spelling (CHANGELOG.md)
     texts = {n: (ROOT / "completions" / n).read_text() for n in ("rmqtool.bash", "_rmqtool", "rmqtool.fish")}
     for name, cmd in cmds:
         for t in texts.values():
@@ -134,7 +133,7 @@ def test_each_module_imports_in_a_fresh_interpreter(import_servers, mod):
 # know nothing of each other: neither imports the other.
 LAYERS = (("engine.clock", "engine.errors", "engine.findings", "engine.fsutil", "engine.progress", "engine.workers"),
           ("engine.java",), ("engine.broker",), ("engine.timer",), ("engine.views", "engine.exec"),
-          ("engine.ops", "engine.tiered"), ("engine.survey",), ("engine.jobs",))
+          ("engine.ops", "engine.tiered"), ("engine.survey",), ("engine.jobs",), ("engine.commands",))
 BESIDE = (("engine.views", "engine.exec"), ("engine.ops", "engine.tiered"))
 
 

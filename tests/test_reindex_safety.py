@@ -67,9 +67,9 @@ def test_outputs_over_store_data_are_refused_and_nothing_is_written(store, where
     (store / "config" / "topics.json").write_text("{}")
     before = snapshot(store)
     target = (store / where)
-    for extra in ([], ["--replace"], ["--format", "tiered"]):
+    for extra in ([], ["--replace"]):
         r = reindex(store, "--out", target, *extra)
-        assert_one_line_error(r, code=2, contains="--out", deprecated="tiered reindex" if extra[1:] else None)
+        assert_one_line_error(r, code=2, contains="--out")
     r = run(["tiered", "reindex", "--store", store, "--broker-name", "b", "--master", "inline", "--out", target])
     assert_one_line_error(r, code=2, contains="--out")
     assert snapshot(store) == before                      # no lock file, no abort marker, nothing

@@ -1,4 +1,4 @@
-"""tiered reindex (old spelling: spark-reindex --format tiered): compacted tiered index files from the commit log,
+"""tiered reindex: compacted tiered index files from the commit log,
 against the reference loop
 (engine.tiered.index.file.IndexStoreFile.put_key per message, with IndexStoreService.putKey's retries, then compact())."""
 from __future__ import annotations
@@ -365,15 +365,20 @@ def test_cli_inline_equals_reference_and_answers_queries(put_store, store, tmp_p
     for (topic, key), items in expected_items(msgs, acks).items():
         if key not in ("c1", "k7", "x10", "") and not key.startswith("k4"):
             continue
-        q = run(["query-key", "--tiered-dir", tmp_path / "out", "--topic", topic, "--key", key, "--json",
-                 "--count", "64", "--raw", "--tiered-hash-slots", "16"])
-        assert q.exit_code == 0, q.output
-        got = {(i["queueId"], i["offset"], i["size"]) for i in map(json.loads, q.stdout.splitlines())}
+        q = ask_tiered(tmp_path / "out", topic, key, raw=True, tiered_hash_slots=16)
+        got = {(i["queueId"], i["offset"], i["size"]) for i in q.items}
         assert got == items, (topic, key)
     # Each file passes the structural check.
     for name, _ in want:
-        v = run(["inspect-index", tmp_path / "out" / name, "--verify"])
+        v = run(["tiered", "inspect-index", tmp_path / "out" / name, "--verify"])
         assert v.exit_code == 0, v.output
+
+
+def ask_tiered(d, topic: str, key: str, **fields):
+    """The key query of a directory of tiered index files (engine.tiered.index.query_tiered_key), up to 64 items."""
+    from engine.tiered.index import TieredKeyQuery, query_tiered_key
+
+    return query_tiered_key(TieredKeyQuery(d, topic, key, 64, 0, 2**63 - 1, **fields))
 
 
 def md5_8(s: str) -> str:
@@ -404,12 +409,9 @@ def test_items_point_at_the_records_in_a_tiered_commit_log(put_store, store, tmp
         (d / f"{md5_8('0')}{0:020d}").write_bytes(bytes(buf))
     for key in ("c0", "c3", "k20", "x31"):
         for topic in ("TopicA", "TopicB"):
-            q = run(["query-key", "--tiered-dir", tmp_path / "out", "-t", topic, "-k", key, "--json", "--count", "64",
-                     "--tiered-store-path", tsp, "--tiered-hash-slots", "16", "--explain"])
-            assert q.exit_code == 0, q.output
-            lines = [json.loads(x) for x in q.stdout.splitlines()]
-            assert not [x for x in lines if "rejected" in x], lines
-            assert all(x["verifiedBy"] == "tiered-commitlog" for x in lines)
+            q = ask_tiered(tmp_path / "out", topic, key, tiered_store_path=tsp, tiered_hash_slots=16)
+            assert not q.rejected, q.rejected
+            assert all(x["verifiedBy"] == "tiered-commitlog" for x in q.items)
 
 
 def test_metadata_topic_ids_and_query_filter(store, tmp_path):
@@ -427,10 +429,8 @@ def test_metadata_topic_ids_and_query_filter(store, tmp_path):
     want = reference(decoded(store), 16, 32, tmp_path / "want", topic_ids={"TopicB": 4, "Gone": 9}, next_id=13)
     assert built(tmp_path / "out") == want
     # query-key --store reads the same metadata: TopicB's items carry its id and are kept.
-    q = run(["query-key", "--tiered-dir", tmp_path / "out", "--store", store, "-t", "TopicB", "-k", "c1",
-             "--json", "--raw", "--tiered-hash-slots", "16"])
-    assert q.exit_code == 0 and q.stdout.strip()
-    assert {json.loads(x)["topicId"] for x in q.stdout.splitlines()} == {4}
+    q = ask_tiered(tmp_path / "out", "TopicB", "c1", store=store, raw=True, tiered_hash_slots=16)
+    assert q.items and {x["topicId"] for x in q.items} == {4}
     # --tiered-metadata points elsewhere.
     other = tmp_path / "m.json"
     other.write_text('{"topicMetadataTable":{"TopicA":{"topicId":2}}}')
@@ -481,8 +481,6 @@ def test_bad_inputs_give_one_line_errors(store, tmp_path):
                                "--master", "inline"]), contains="int")
     assert_one_line_error(treindex(store, tmp_path / "o", "--metadata", tmp_path / "missing.json"),
                           contains="metadata")
-    assert_one_line_error(run(["spark-reindex", "--store", store, "--tiered-metadata", tmp_path / "m.json",
-                               "--master", "inline"]), contains="--format tiered")
     (store / "abort").write_text("1")
     assert_one_line_error(treindex(store, tmp_path / "o"), contains="recover")
     assert not (tmp_path / "o").exists()
@@ -523,11 +521,8 @@ def test_spark_multi_segment_irregular_key_sets(spark, tmp_path):
 
 def test_the_broker_name_decides_the_topic_filter(store, tmp_path):
     """Issue 25 item 8(d): the tier never holds a topic named like the broker. Without the broker's name that topic
-    cannot be told apart, so the job refuses (old spelling included); given the name, the topic is left out."""
+    cannot be told apart, so the job refuses; given the name, the topic is left out."""
     put_jsonl(store, [{"topic": "broker-x", "keys": "kb", "body": "b", "storeTimestamp": T0 + 99_000}])
-    old = ["spark-reindex", "--store", store, "--format", "tiered", *GEOM, "--master", "inline"]
-    assert_one_line_error(run([*old, "--out", tmp_path / "o"]), contains="--broker-name",
-                          deprecated="tiered reindex")
     assert_one_line_error(run(["tiered", "reindex", "--store", store, *GEOM, "--master", "inline", "--out",
                                tmp_path / "o"]), contains="--broker-name")
     assert not (tmp_path / "o").exists()
@@ -535,12 +530,12 @@ def test_the_broker_name_decides_the_topic_filter(store, tmp_path):
     other = json.loads(treindex(store, None, "--broker-name", "broker-y", "--dry-run").stdout)
     assert "broker-x" not in {t["topic"] for t in named["topics"]} and named["systemTopicRecords"] == 5
     assert "broker-x" in {t["topic"] for t in other["topics"]} and other["systemTopicRecords"] == 4
-    # broker.conf's brokerName (the old spelling has no --broker-name): the same files as the new spelling.
+    # broker.conf's brokerName: the same files as --broker-name.
     conf = tmp_path / "broker.conf"
     conf.write_text(f"storePathRootDir={store}\nbrokerName=broker-x\n")
-    r = run(["spark-reindex", "--broker-conf", conf, "--format", "tiered", *GEOM, "--master", "inline", "--out",
-             tmp_path / "old", "--json"])
+    r = run(["tiered", "reindex", "--broker-conf", conf, *GEOM, "--master", "inline", "--out", tmp_path / "conf",
+             "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["index_files"] >= 3   # the old spelling's output keeps its old names
+    assert json.loads(r.stdout)["indexFiles"] >= 3
     assert treindex(store, tmp_path / "new", "--broker-name", "broker-x").exit_code == 0
-    assert built(tmp_path / "old") == built(tmp_path / "new")
+    assert built(tmp_path / "conf") == built(tmp_path / "new")

@@ -57,9 +57,9 @@ def test_one_command_is_built_alone_and_behaves_like_the_full_app():
 
 def test_reindex_default_master_matches_the_engine():
     from engine.jobs.framework import DEFAULT_MASTER
-    from rmqtool.commands import reindex
+    from rmqtool.commands import spark_reindex
 
-    assert reindex.DEFAULT_MASTER == DEFAULT_MASTER
+    assert spark_reindex.DEFAULT_MASTER == DEFAULT_MASTER
 
 
 def test_query_key_reads_a_store_without_numpy_or_pydantic(tmp_path):
@@ -109,7 +109,7 @@ def test_top_level_help_and_version_through_the_entry_point_equal_the_full_app()
         assert r.stdout == full.stdout and r.stdout.strip(), args
     mods = _modules_after("import sys\nsys.argv = ['rmqtool', '--help']\nfrom rmqtool.app import main\n"
                           "try:\n    main()\nexcept SystemExit:\n    pass")
-    assert "rmqtool.commands.query" in mods  # the listing reads each command's help from its module
+    assert "rmqtool.commands.query_key" in mods  # the listing reads each command's help from its module
 
 
 def test_progress_on_a_piped_stderr_draws_nothing_and_imports_no_rich():

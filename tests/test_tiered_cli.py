@@ -1,5 +1,6 @@
 """CLI tests for tiered index files: tiered inspect-index and tiered compact-index on files and directories, and the
-old spellings kept for one release (inspect-index on tiered files, compact-index, query-key --tiered-dir).
+key query of a tiered_index_file directory (engine.tiered.index.query_tiered_key; its old CLI spelling,
+query-key --tiered-dir, is gone: CHANGELOG.md).
 
 Expectations come from the golden vectors written by RocketMQ's own Java classes (tests/golden/tiered/t2_full)
 and from format §9; the flat commit log used for verification is laid out here by hand after
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import GOLDEN, assert_deprecated, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
 
 #: The keys of a located problem (engine.findings) in every --json verify.
 FINDING_KEYS = {"kind", "severity", "file", "offset", "problem", "brokerWill"}
@@ -215,11 +216,49 @@ def test_compact_index_bad_inputs_write_nothing(work, tmp_path):
 # ---------------------------------------------------------------- query-key --tiered-dir
 
 
+#: The answers' options as TieredKeyQuery fields (the old `query-key --tiered-dir` spelled them so).
+ASK_OPTIONS = {"--begin": ("begin", int), "--end": ("end", int), "--count": ("max_num", int),
+               "--tiered-metadata": ("tiered_metadata", Path), "--topic-id": ("topic_id", int),
+               "--store": ("store", Path), "--tiered-store-path": ("tiered_store_path", Path),
+               "--cluster-name": ("cluster_name", str), "--hash-slots": ("hash_slots", int),
+               "--max-index": ("max_index", int), "--tiered-hash-slots": ("tiered_hash_slots", int)}
+
+
+def ask(tdir, topic, key, *extra):
+    """query_tiered_key over a tiered_index_file directory, answered as a run: its items (and with --explain its
+    rejected ones) as JSON lines on stdout, its notes on stderr; exit 2 with one error line on bad input."""
+    from types import SimpleNamespace
+
+    from engine.errors import StoreError
+    from engine.tiered.index import TieredKeyQuery, query_tiered_key
+
+    fields = dict(max_num=64, begin=0, end=2**63 - 1)
+    flags, args = {"--raw": "raw", "--unique-key": "unique", "--explain": None}, list(extra)
+    explain = False
+    while args:
+        opt = args.pop(0)
+        if opt in flags:
+            explain |= opt == "--explain"
+            if flags[opt]:
+                fields[flags[opt]] = True
+            continue
+        name, conv = ASK_OPTIONS[opt]
+        fields[name] = conv(args.pop(0))
+    try:
+        ans = query_tiered_key(TieredKeyQuery(Path(tdir), topic, key, **fields))
+    except (StoreError, OSError, ValueError) as e:  # what rmqtool.cli.handles_errors answers with exit 2
+        return SimpleNamespace(exit_code=2, stdout="", stderr=f"error: {e}\n", output=f"error: {e}\n",
+                               exception=None)
+    lines = [json.dumps(i) for i in ans.items] + ([json.dumps({"rejected": r}) for r in ans.rejected]
+                                                  if explain else [])
+    return SimpleNamespace(exit_code=0, stdout="".join(f"{x}\n" for x in lines), stderr="".join(
+        f"{n}\n" for n in ans.notes), output="", exception=None)
+
+
 def tquery(tdir, key, *extra, topic="TopicF"):
-    """The old spelling `query-key --tiered-dir` (one release of grace): it still answers, after its note."""
-    r = run(["query-key", "--tiered-dir", tdir, "--topic", topic, "--key", key, "--json", *extra])
+    """The answer of query_tiered_key and its kept items."""
+    r = ask(tdir, topic, key, *extra)
     assert r.exit_code == 0, r.output
-    assert_deprecated(r, "tiered query-key")
     return r, [x for x in jlines(r) if "rejected" not in x]
 
 
@@ -358,8 +397,6 @@ def test_query_verified_in_tiered_commitlog(tdir, tmp_path):
         m = i["message"]
         assert m["topic"] == "TopicF" and "k0" in m["keys"] and m["queueId"] == i["queueId"]
         assert m["commitLogOffset"] == i["offset"] and m["storeSize"] == i["size"]
-    t = run(["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0", "--tiered-store-path", tsp])
-    assert t.exit_code == 0 and "tiered-commitlog" in t.stdout
     # UNIQ_KEY: the tiered index holds it beside the KEYS (format §9.6), so the default check finds it as the
     # broker does; --unique-key accepts the UNIQ_KEY only, and a KEYS token is then rejected.
     assert len(tquery(tdir, "u1", "--tiered-store-path", tsp, "--unique-key")[1]) == 1
@@ -388,12 +425,10 @@ def test_tiered_commitlog_drops_collisions(tdir, tmp_path):
     assert off not in {i["offset"] for i in items}
     assert any(x["rejected"]["offset"] == off and "magic" in x["rejected"]["reason"] for x in jlines(r)
                if "rejected" in x)
-    assert_one_line_error(run(["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0",
-                               "--tiered-store-path", tmp_path / "nope"]), contains="not a directory",
-                          deprecated="tiered query-key")
-    assert_one_line_error(run(["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0",
-                               "--tiered-store-path", tsp, "--cluster-name", "Other"]), contains="Other",
-                          deprecated="tiered query-key")
+    assert_one_line_error(ask(tdir, "TopicF", "k0", "--tiered-store-path", tmp_path / "nope"),
+                          contains="not a directory")
+    assert_one_line_error(ask(tdir, "TopicF", "k0", "--tiered-store-path", tsp, "--cluster-name", "Other"),
+                          contains="Other")
 
 
 def test_query_verified_through_local_store(tmp_path):
@@ -415,8 +450,7 @@ def test_query_verified_through_local_store(tmp_path):
         f.put_key("TL", 3, 0, ["kk"], 9000, 222, t0 + 50_000)
         f.put_key("TL", 3, 0, ["kk"], 9500, acks[6]["storeSize"], acks[6]["storeTimestamp"])
     before = snapshot(tmp_path)
-    r = run(["query-key", "--tiered-dir", d, "--store", store, "--hash-slots", "16", "--max-index", "64",
-             "-t", "TL", "-k", "kk", "--json"])
+    r = ask(d, "TL", "kk", "--store", store, "--hash-slots", "16", "--max-index", "64")
     assert r.exit_code == 0, r.output
     items = jlines(r)
     assert len(items) == 8
@@ -441,11 +475,11 @@ def test_read_only_tiered_commands_leave_files_identical(work, tdir, tmp_path):
         ["tiered", "inspect-index", work / "unsealed.bin"], ["tiered", "inspect-index", work / "compacted.bin", "--verify"],
         ["tiered", "inspect-index", work / "unsealed.bin", "--stats", "--walk-slot", "2"],
         ["tiered", "inspect-index", "--tiered-dir", tdir, "--verify", "--stats"],
-        ["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0", "--tiered-metadata", meta],
     ]
     for c in cmds:
         r = run(c)
         assert r.exit_code == 0, (c, r.output)
+    assert ask(tdir, "TopicF", "k0", "--tiered-metadata", meta).exit_code == 0
     assert snapshot(tmp_path) == before
     for p in (work / "unsealed.bin", tdir / str(BEGIN)):
         p.chmod(0o444)
@@ -464,7 +498,6 @@ def test_bad_inputs_one_line_errors(work, tdir, tmp_path):
     (work / "trunc").write_bytes((T2 / "unsealed.bin").read_bytes()[:3000])
     (work / "short").write_bytes((T2 / "unsealed.bin").read_bytes()[:20])
     (tmp_path / "bad.json").write_text("{not json")
-    q = ["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0"]
     cases = [
         (["tiered", "inspect-index", work / "trunc"], "truncated"),
         (["tiered", "inspect-index", work / "short"], "28-byte"),
@@ -475,41 +508,32 @@ def test_bad_inputs_one_line_errors(work, tdir, tmp_path):
         (["tiered", "inspect-index"], "--tiered-store-path"),
         (["tiered", "inspect-index", "--tiered-dir", tmp_path / "missing"], "does not exist"),
         (["tiered", "inspect-index", work / "unsealed.bin", "--tiered-dir", tdir], "not both"),
-        ([*q[:2], broker_dir, *q[3:]], "not a tiered index file"),
-        ([*q, "--begin", "1706659200000", "--end", "1706659100000"], "after"),
-        ([*q, "--count", "0"], "--count"),
-        ([*q, "--count", "99999999999"], "--count"),
-        ([*q, "--tiered-metadata", tmp_path / "bad.json"], "tiered metadata"),
-        ([*q, "--tiered-metadata", tmp_path / "absent.json"], "does not exist"),
-        ([*q, "--tiered-hash-slots", "15"], "hash_slot_num=15"),
-        (["query-key", "-t", "TopicF", "-k", "k0", "--topic-id", "7", "--store", tmp_path], "--tiered-dir"),
     ]
+    asked = [((broker_dir,), "not a tiered index file"),
+             ((tdir, "--tiered-metadata", tmp_path / "bad.json"), "tiered metadata"),
+             ((tdir, "--tiered-metadata", tmp_path / "absent.json"), "does not exist"),
+             ((tdir, "--tiered-hash-slots", "15"), "hash_slot_num=15")]
     before = snapshot(tmp_path)
     for args, text in cases:
-        old = args[0] == "query-key" and "--tiered-dir" in args
-        assert_one_line_error(run(args), contains=text, deprecated="tiered query-key" if old else None)
+        assert_one_line_error(run(args), contains=text)
+    for (d, *extra), text in asked:
+        assert_one_line_error(ask(d, "TopicF", "k0", *extra), contains=text)
     assert snapshot(tmp_path) == before
 
 
-# ---------------------------------------------------------------- old spellings, kept one release
+# ---------------------------------------------------------------- the old spellings are gone
 
 
-def test_old_spellings_run_with_a_note_and_are_hidden(work, tdir):
-    """compact-index, inspect-index on tiered files and query-key --tiered-dir still answer as the `tiered`
-    commands do, each after one deprecation line on stderr; the help no longer lists them."""
-    new = run(["tiered", "compact-index", work / "unsealed.bin", "-o", work / "new.bin", "--json"])
-    old = run(["compact-index", work / "unsealed.bin", "-o", work / "old.bin", "--json"])
-    assert new.exit_code == old.exit_code == 0, old.output
-    assert_deprecated(old, "tiered compact-index")
-    assert (work / "old.bin").read_bytes() == (work / "new.bin").read_bytes() == (T2 / "compacted.bin").read_bytes()
-    assert "deprecated" not in new.stderr
-    for args in ([work / "unsealed.bin", "--stats", "--json"], ["--tiered-dir", tdir, "--json"]):
-        o, n = run(["inspect-index", *args]), run(["tiered", "inspect-index", *args])
-        assert o.exit_code == n.exit_code == 0, o.output
-        assert_deprecated(o, "tiered inspect-index")
-        assert o.stdout == n.stdout
+def test_old_spellings_are_refused(work, tdir):
+    """compact-index, inspect-index on tiered files, query-key --tiered-dir and spark-reindex --format were the
+    spellings of before the `tiered` group; the tool was never released, so they are gone (CHANGELOG.md): each is
+    a usage error (exit 2) that changes nothing."""
+    before = snapshot(work)
+    assert_one_line_error(run(["compact-index", work / "unsealed.bin", "-o", work / "old.bin"]), 2)
+    assert_one_line_error(run(["inspect-index", work / "unsealed.bin", "--stats"]), 2, "tiered inspect-index")
+    assert_one_line_error(run(["inspect-index", "--tiered-dir", tdir]), 2)
+    assert_one_line_error(run(["query-key", "--tiered-dir", tdir, "-t", "TopicF", "-k", "k0"]), 2)
+    assert_one_line_error(run(["spark-reindex", "-s", work, "--format", "tiered"]), 2)
+    assert snapshot(work) == before
     top = run(["--help"]).stdout
     assert "compact-index" not in top and "tiered" in top
-    assert "--tiered-dir" not in run(["query-key", "--help"]).stdout
-    assert "--tiered-dir" not in run(["inspect-index", "--help"]).stdout
-    assert "--format" not in run(["spark-reindex", "--help"]).stdout

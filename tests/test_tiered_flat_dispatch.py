@@ -85,14 +85,14 @@ def test_mixed_store_reads_back_every_message(mixed):
     for (topic, qid), want in by_queue.items():
         if topic not in ("TopicA", RETRY, LONG):
             continue
-        g = json.loads(cli(d, "get", "--topic", topic, "-q", qid, "-o", "0", "-n", "100", "--json").stdout)
+        g = json.loads(cli(d, "get", "--topic", topic, "-q", qid, "-i", "0", "-n", "100", "--json").stdout)
         assert g["status"] == "FOUND" and g["nextBeginOffset"] == len(want) == g["maxOffset"]
         for m, w in zip(g["messages"], want):
             body = base64.b64decode(m["body"]) if m.get("bodyEncoding") else m["body"].encode()
             assert body == w.body and m["keys"] == w.keys and m["storeTimestamp"] == w.store_timestamp
             assert m["topic"] == topic and m["magicVersion"] == "V1"
     # The IPv6 record: the plugin reads its store time at byte 56, i.e. the born address's last 8 bytes (23).
-    g = json.loads(cli(d, "get", "--topic", "TopicA", "-q", 5, "-o", 3, "--json").stdout)
+    g = json.loads(cli(d, "get", "--topic", "TopicA", "-q", 5, "-i", 3, "--json").stdout)
     assert g["messages"][0]["bornHost"].startswith("[2001:db8") and g["messages"][0]["storeTimestamp"] > T0
     segs = jlines(cli(d, "segments", "--topic", "TopicA", "-q", 5, "--json"))
     assert any(s["fileType"] == "COMMIT_LOG" and s["beginTimestamp"] == 23 for s in segs)
@@ -144,9 +144,9 @@ def test_queue_whose_tiering_starts_past_zero(tmp_path):
         offset_to_file_name(start * 20)
     assert (qdir / "COMMIT_LOG" / offset_to_file_name(0)).exists()
     t = ["--tiered-store-path", tmp_path / "tier", "--store", local, "--topic", "late", "-q", "0"]
-    g = json.loads(run(["tiered", "get", *t, "-o", start - 1, "--json"]).stdout)
+    g = json.loads(run(["tiered", "get", *t, "-i", start - 1, "--json"]).stdout)
     assert g["status"] == "OFFSET_TOO_SMALL" and g["minOffset"] == start and g["maxOffset"] == 300
-    g = json.loads(run(["tiered", "get", *t, "-o", start, "--json"]).stdout)
+    g = json.loads(run(["tiered", "get", *t, "-i", start, "--json"]).stdout)
     assert g["messages"][0]["queueOffset"] == start and g["messages"][0]["commitLogOffset"] == 0
     assert json.loads(run(["tiered", "offset-by-time", *t, "--timestamp", "0", "--json"]).stdout)["result"] == start
     assert run(["tiered", "verify", "--tiered-store-path", tmp_path / "tier", "--store", local]).exit_code == 0
@@ -215,14 +215,14 @@ def test_time_roll_and_empty_segment_are_read_as_the_broker_does(tmp_path):
     assert "empty COMMIT_LOG segment" in v.stderr
     q0 = ["--topic", "TopicTest", "-q", "0"]
     for o in range(40):
-        g = json.loads(run(["tiered", "get", *t, *q0, "-o", o, "--json"]).stdout)
+        g = json.loads(run(["tiered", "get", *t, *q0, "-i", o, "--json"]).stdout)
         assert g["status"] == "FOUND" and g["messages"][0]["queueOffset"] == o
-    b = json.loads(run(["tiered", "get", *t, *q0, "-o", "0", "-n", "4096", "--raw", "--json"]).stdout)
+    b = json.loads(run(["tiered", "get", *t, *q0, "-i", "0", "-n", "4096", "--raw", "--json"]).stdout)
     assert b["nextBeginOffset"] == 20 and len(b["messages"]) == 8   # the cut now falls after the second segment
     rows = {r["queueId"]: r for r in jlines(run(["tiered", "queues", *t, "--topic", "TopicTest", "--json"]))}
     assert rows[1]["maxStoreTimestamp"] == 2**63 - 1 and rows[0]["segments"]["COMMIT_LOG"] == 7
     assert tail.size == 0
-    c = json.loads(run(["tiered", "clean", *t, "--reserve-hours", "1", "--now", str(2 * 1795394242349),
+    c = json.loads(run(["tiered", "clean", *t, "--reserved-hours", "1", "--now", str(2 * 1795394242349),
                         "--json"]).stdout)
     assert c["files"] == 4 * 4 + 7 + 8 + 7 + 7 and not list(qdir.rglob("*/*/?*"))
 

@@ -29,7 +29,7 @@ def f1copy(tmp_path):
 def test_clean_dry_run_then_for_real(f1copy):
     tier, meta = f1copy
     before = snapshot(tier.parent)
-    r = tiered("clean", "--reserve-hours", "72", "--now", str(NOW), "--dry-run", "--json", tier=tier, meta=meta)
+    r = tiered("clean", "--reserved-hours", "72", "--now", str(NOW), "--dry-run", "--json", tier=tier, meta=meta)
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)
     assert snapshot(tier.parent) == before
@@ -37,7 +37,7 @@ def test_clean_dry_run_then_for_real(f1copy):
     assert [(d["fileType"], d["baseOffset"]) for d in tt0] == [("CONSUME_QUEUE", 0), ("COMMIT_LOG", 0),
                                                                ("COMMIT_LOG", 3925)]
     assert all(d["endTimestamp"] < CUT for d in plan["delete"])
-    r = tiered("clean", "--reserve-hours", "72", "--now", str(NOW), "--json", tier=tier, meta=meta)
+    r = tiered("clean", "--reserved-hours", "72", "--now", str(NOW), "--json", tier=tier, meta=meta)
     assert r.exit_code == 0 and json.loads(r.stdout)["delete"] == plan["delete"]
     for d in plan["delete"]:
         assert not (tier / d["file"]).exists()
@@ -50,7 +50,7 @@ def test_clean_dry_run_then_for_real(f1copy):
     (row,) = [json.loads(x) for x in tiered("queues", "--topic", "TopicTest", "--json", tier=tier, meta=meta)
               .stdout.splitlines() if json.loads(x)["queueId"] == 0]
     assert row["consumeQueueMinOffset"] == 14 and row["commitLogMinOffset"] == 7947
-    g = json.loads(tiered("get", "--topic", "TopicTest", "-q", "0", "-o", "11", "--json", tier=tier, meta=meta).stdout)
+    g = json.loads(tiered("get", "--topic", "TopicTest", "-q", "0", "-i", "11", "--json", tier=tier, meta=meta).stdout)
     assert g["status"] == "OFFSET_TOO_SMALL" and g["nextBeginOffset"] == 14
     units = [json.loads(x) for x in tiered("dump-cq", "--topic", "TopicTest", "-q", "0", "--json", tier=tier,
                                            meta=meta).stdout.splitlines()]
@@ -63,14 +63,14 @@ def test_clean_dry_run_then_for_real(f1copy):
     v = tiered("verify", tier=tier, meta=meta)
     assert v.exit_code == 0, v.output
     assert "point at records retention deleted" in v.stderr
-    again = tiered("clean", "--reserve-hours", "72", "--now", str(NOW), "--json", tier=tier, meta=meta)
+    again = tiered("clean", "--reserved-hours", "72", "--now", str(NOW), "--json", tier=tier, meta=meta)
     assert json.loads(again.stdout)["files"] == 0
 
 
 def test_clean_honours_topic_reserve_time_and_removes_everything_expired(f1copy):
     tier, meta = f1copy
     edit_metadata(meta, lambda md: setattr(md.topic("tiered_orders"), "reserve_time", 1))
-    r = tiered("clean", "--reserve-hours", "100000", "--now", str(NOW), "--json", tier=tier, meta=meta)
+    r = tiered("clean", "--reserved-hours", "100000", "--now", str(NOW), "--json", tier=tier, meta=meta)
     plan = json.loads(r.stdout)
     assert {d["topic"] for d in plan["delete"]} == {"tiered_orders"} and plan["files"] == 2 * (7 + 4)
     assert not list((tier / "212d6b50_DefaultCluster/broker-a/tiered_orders").rglob("*/*/*"))
@@ -151,7 +151,7 @@ def test_metadata_fallbacks(f1copy, tmp_path):
     r = tiered("queues", "--json", tier=tier, meta=meta)
     assert r.exit_code == 0 and "segment lists come from the files" in r.stderr
     assert [json.loads(x)["consumeQueueMaxOffset"] for x in r.stdout.splitlines()] == [40] * 4
-    g = json.loads(tiered("get", "--topic", "TopicTest", "-q", "1", "-o", "39", "--json", tier=tier, meta=meta).stdout)
+    g = json.loads(tiered("get", "--topic", "TopicTest", "-q", "1", "-i", "39", "--json", tier=tier, meta=meta).stdout)
     assert g["status"] == "FOUND" and g["messages"][0]["queueOffset"] == 39
     r = run(["tiered", "queues", "--tiered-store-path", tier, "--json"])
     assert r.exit_code == 0 and "no metadata file given" in r.stderr and len(r.stdout.splitlines()) == 4
@@ -171,7 +171,7 @@ def test_bad_input_is_one_line_exit_2(f1copy, tmp_path):
     assert_one_line_error(tiered("segments", "--topic", "Nope", "-q", "0"), 2, "not tiered")
     assert_one_line_error(tiered("segments", "--topic", "TopicTest", "-q", "9"), 2, "queues: 0, 1")
     assert_one_line_error(tiered("segments", "--topic", "../x", "-q", "0"), 2)
-    assert_one_line_error(tiered("get", "--topic", "TopicTest", "-q", "0", "-o", "0", "--count", "0"), 2)
+    assert_one_line_error(tiered("get", "--topic", "TopicTest", "-q", "0", "-i", "0", "--count", "0"), 2)
     assert_one_line_error(tiered("offset-by-time", "--topic", "TopicTest", "-q", "0", "--timestamp", "x"), 2)
     assert_one_line_error(tiered("offset-by-time", "--topic", "TopicTest", "-q", "0", "--timestamp", "1",
                                  "--boundary", "middle"), 2, "lower or upper")
@@ -184,7 +184,7 @@ def test_bad_input_is_one_line_exit_2(f1copy, tmp_path):
     # A segment file whose name does not parse: read commands skip it with a warning, verify reports it.
     (tier / Q0 / "CONSUME_QUEUE" / "garbage").write_bytes(b"x")
     dc = ["--cluster-name", "DefaultCluster"]
-    r = tiered("get", "--topic", "TopicTest", "-q", "0", "-o", "3", "--json", *dc, tier=tier, meta=meta)
+    r = tiered("get", "--topic", "TopicTest", "-q", "0", "-i", "3", "--json", *dc, tier=tier, meta=meta)
     assert r.exit_code == 0 and "garbage" in r.stderr and "warning" in r.stderr
     v = tiered("verify", *dc, tier=tier, meta=meta)
     assert v.exit_code == 3 and "garbage: not a segment name" in v.stdout
@@ -216,9 +216,9 @@ def test_read_commands_never_open_a_file_writable(monkeypatch, f1copy):
     monkeypatch.setattr(mmap, "mmap", mm)
     before = snapshot(tier.parent)
     q = ["--topic", "TopicTest", "-q", "1"]
-    for args in (["queues"], ["segments", *q], ["get", *q, "-o", "5", "-n", "30"], ["get", *q, "-o", "0", "--raw"],
+    for args in (["queues"], ["segments", *q], ["get", *q, "-i", "5", "-n", "30"], ["get", *q, "-i", "0", "--raw"],
                  ["offset-by-time", *q, "--timestamp", "1795394240930"], ["dump-cq", *q], ["verify"],
-                 ["clean", "--reserve-hours", "1", "--dry-run"]):
+                 ["clean", "--reserved-hours", "1", "--dry-run"]):
         r = tiered(*args, tier=tier, meta=meta)
         assert r.exit_code == 0, (args, r.output)
     assert seen == [] and snapshot(tier.parent) == before
@@ -229,7 +229,7 @@ def test_rebuild_after_partial_retention_keeps_the_recorded_begin(f1copy, tmp_pa
     broker keeps that segment's recorded beginTimestamp; rebuild-metadata --from keeps it too, while without --from
     it can only take the oldest surviving record's (and says so)."""
     tier, meta = f1copy
-    assert tiered("clean", "--reserve-hours", "72", "--now", str(NOW), tier=tier, meta=meta).exit_code == 0
+    assert tiered("clean", "--reserved-hours", "72", "--now", str(NOW), tier=tier, meta=meta).exit_code == 0
     old = TieredMetadata.decode(meta.read_bytes())
     (recorded,) = [e for e in old.segment_entries("broker-a/TopicTest/0", 1) if e.base_offset == 200]
     out = tmp_path / "rebuilt.json"

@@ -14,7 +14,7 @@ import pytest
 
 from engine.broker.commitlog.message import VALID
 from engine.broker.config.brokerconf import load_config
-from engine.ops.quarantine import MANIFEST, Quarantine
+from engine.ops.footprint.quarantine import MANIFEST, Quarantine
 from engine.timer.codec import UNIT_SIZE
 from engine.timer.files import read_checkpoint
 from engine.timer.layout import SLOT_SIZE, TimerLayout

@@ -1,4 +1,5 @@
-"""One vocabulary (issue 14 item 7): the same flag for the same thing, old spellings kept hidden, cuts reported."""
+"""One vocabulary (issue 14 item 7): the same flag for the same thing, old spellings gone (CHANGELOG.md), cuts
+reported."""
 from __future__ import annotations
 
 import json
@@ -31,10 +32,12 @@ def test_query_key_times_use_the_one_grammar(tmp_path):
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1, r.output
 
 
-def test_inspect_index_max_and_its_old_spelling(tmp_path):
+def test_inspect_index_count_and_no_old_spelling(tmp_path):
     store = tmp_path / "s"
     put_jsonl(store, [{"topic": "T", "keys": "k", "body": f"m{i}"} for i in range(6)])
-    for flag in ("--count", "-n", "--limit", "--max"):
+    for flag in ("--limit", "--max"):  # the old spellings are gone (the tool was never released: CHANGELOG.md)
+        assert run(["inspect-index", "-s", store, "--walk-key", "T#k", flag, "2", *READ_GEOM]).exit_code == 2
+    for flag in ("--count", "-n"):
         r = run(["inspect-index", "-s", store, "--walk-key", "T#k", flag, "2", "--json", *READ_GEOM])
         assert r.exit_code == 0, r.output
         walk = json.loads(r.stdout.splitlines()[0])
@@ -61,8 +64,8 @@ def test_tiered_t_is_topic_and_a_path_given_to_it_is_refused(tmp_path):
     assert "--reserved-hours" in clean_help and "--reserve-hours" not in clean_help
 
 
-# One long name for a limit (issue 33 item 8): --count everywhere, -n its short form; --max, the spelling of
-# query-key, print-msg, inspect-index and the tiered ones, is a hidden alias for one release, with a note.
+# One long name for a limit (issue 33 item 8): --count everywhere, -n its short form; --max, the old spelling of
+# query-key, print-msg, inspect-index and the tiered ones, is gone (the tool was never released: CHANGELOG.md).
 LIMITED = [["query-key", "-t", "T", "-k", "k"], ["print-msg", "-t", "T", "--begin", "0"],
            ["inspect-index", "--walk-key", "T#k"], ["dump-cq", "-t", "T", "-q", "0"], ["dump-commitlog"],
            ["get", "-t", "T", "-q", "0", "--queue-offset", "0"]]
@@ -74,8 +77,8 @@ def _records(r) -> int:
     return len(r.stdout.splitlines())
 
 
-def test_every_limit_is_count_and_the_old_max_still_runs_with_a_note(tmp_path):
-    from helpers import assert_deprecated, command_paths
+def test_every_limit_is_count_and_the_old_max_is_refused(tmp_path):
+    from helpers import command_paths
 
     store = tmp_path / "s"
     put_jsonl(store, [{"topic": "T", "keys": "k", "body": f"m{i}"} for i in range(6)])
@@ -85,15 +88,21 @@ def test_every_limit_is_count_and_the_old_max_still_runs_with_a_note(tmp_path):
         new = run([*args, "--count", "2"])
         assert new.exit_code == 0, (cmd, new.output)
         assert _records(new) == 2, (cmd, new.stdout)
-        assert "is deprecated" not in new.stderr
         if cmd[0] in ("query-key", "print-msg", "inspect-index"):
-            old = run([*args, "--max", "2"])
-            assert old.exit_code == 0, (cmd, old.output)
-            assert old.stdout == new.stdout
-            assert_deprecated(old, f"{cmd[0]} --count")
+            assert run([*args, "--max", "2"]).exit_code == 2, cmd
     for path, command in command_paths():
-        names = {o for p in getattr(command, "params", []) if not getattr(p, "hidden", False) for o in p.opts}
-        assert "--max" not in names, path  # no command shows --max any more
+        names = {o for p in getattr(command, "params", []) for o in p.opts}
+        assert "--max" not in names, path  # no command takes --max any more
+
+
+def test_no_command_has_a_hidden_option_or_a_hidden_name():
+    """The old spellings are gone, not hidden (CHANGELOG.md): every option and command is in the help."""
+    from helpers import command_paths
+
+    for path, command in command_paths():
+        assert not getattr(command, "hidden", False), path
+        hidden = [p.opts for p in getattr(command, "params", []) if getattr(p, "hidden", False)]
+        assert not hidden, (path, hidden)
 
 
 def test_tiered_limits_are_count_too():
@@ -103,4 +112,4 @@ def test_tiered_limits_are_count_too():
     for path in ("tiered query-key", "tiered inspect-index"):
         params = {o: p for p in commands[path].params for o in p.opts}
         assert "--count" in params and "-n" in params["--count"].opts
-        assert params["--max"].hidden
+        assert "--max" not in params

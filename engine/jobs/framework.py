@@ -1,4 +1,4 @@
-"""The job framework both index jobs stand on (spark-reindex --format broker, and --format tiered).
+"""The job framework both index jobs stand on (spark-reindex, and tiered reindex).
 
 A job, in order:
 
@@ -97,18 +97,6 @@ class ReindexResult:
         return d
 
 
-    def legacy_dict(self) -> dict:
-        """The 0.1 snake_case names, kept only for `spark-reindex --format tiered`, the old spelling of `tiered
-        reindex`, until it goes (docs/output-contract.md)."""
-        d = asdict(self)
-        same = d.pop("same_as_before")
-        if self.format == "broker":
-            d["sameAsBefore"] = same
-        d["throughput_bytes_per_s"] = round(self.throughput, 1)
-        d["scan_throughput_bytes_per_s"] = round(self.scan_throughput, 1)
-        return d
-
-
 def camel(name: str) -> str:
     """keys_indexed -> keysIndexed."""
     head, *rest = name.split("_")
@@ -178,7 +166,7 @@ def resolve_output(layout: StoreLayout, out: Optional[Path], fmt: str, replace: 
         if fmt == "tiered":
             if dry_run:
                 return None
-            raise InvalidArgumentError("--format tiered needs --out DIR: the compacted files are uploaded segments, "
+            raise InvalidArgumentError("tiered reindex needs --out DIR: the compacted files are uploaded segments, "
                                        "which have no place in the local store")
         return _target(index_dir, True, replace, index_file_size)
     d = Path(os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(out)))))

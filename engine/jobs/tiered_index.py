@@ -1,4 +1,4 @@
-"""spark-reindex --format tiered: compacted tiered-storage index files (format §9) built from the commit log.
+"""tiered reindex: compacted tiered-storage index files (format §9) built from the commit log.
 
 What a RocketMQ 5 tiered store would have indexed and uploaded, had every queue been copied to tiered storage
 from its first message, computed straight from the local commit log:

@@ -98,7 +98,7 @@ def clean(
     Takes the store lock. Never deletes or follows anything outside the store: symlinks are reported and left.
     """
     # Index geometry is accepted like every store command takes it; clean reads only index headers.
-    from engine.ops.clean import clean as run_clean
+    from engine.commands.clean import clean as run_clean
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     with render.phase_progress("clean") as progress:

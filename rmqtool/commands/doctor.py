@@ -151,7 +151,7 @@ def doctor(
     first, and ends with the commands to run; --json prints one document. Never writes; a running broker is
     reported and left alone. Exits 0 when there is no error finding, 3 when there is one.
     """
-    from engine.survey.doctor import doctor as run_doctor
+    from engine.commands.doctor import doctor as run_doctor
     from rmqtool import times
 
     at = times.parse_time(now, "--now") if now is not None else None

@@ -1,14 +1,12 @@
-"""rmqtool info and prune: a store at a glance (engine.survey.info), and removing the folders rmqtool left in it
-(engine.ops.footprint.prune)."""
+"""rmqtool info: a store at a glance (engine.survey.info)."""
 from __future__ import annotations
-
-from typing import Annotated, Optional
 
 import typer
 
 from engine.views.times import local_time
-from rmqtool import render, tables, times
+from rmqtool import render, tables
 from rmqtool.cli import handles_errors
+from rmqtool.leftovers import leftover_table, size_text
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, TieredPathOpt, build_config, tier_source
 
 PLACEHOLDER_COLUMNS = [
@@ -18,20 +16,6 @@ PLACEHOLDER_COLUMNS = [
     tables.Column("present", "present"),
     tables.Column("run", "quarantine run", tables.FIXED, drop=1),
 ]
-LEFTOVER_COLUMNS = [
-    tables.Column("name", "folder", tables.FIXED),
-    tables.Column("age", "age", tables.FIXED),
-    tables.Column("size", "on disk", tables.FIXED),
-    tables.Column("what", "what", tables.TEXT, min_width=16),
-]
-
-
-def _size(u: dict, short: bool = False) -> str:
-    from engine.fsutil import format_bytes
-
-    if short or u["apparent"] == u["allocated"]:
-        return format_bytes(u["allocated"])
-    return f"{format_bytes(u['allocated'])} on disk ({format_bytes(u['apparent'])} apparent)"
 
 
 def _t(ms) -> str:
@@ -40,17 +24,6 @@ def _t(ms) -> str:
 
 def _origin(o: dict | None) -> str:
     return "-" if not o else f"{o['topic']}/{o['queueId']}@{o['queueOffset']}"
-
-
-def _leftover_what(x: dict) -> str:
-    if not x["recognised"]:
-        return f"not rmqtool's: {x['notRecognisedBecause']}"
-    m = x["manifest"]
-    if x["kind"] == "quarantine":
-        return (f"{m['tool'].replace('rmqtool ', '')} run, {'complete' if x['complete'] else 'NOT complete'}, "
-                f"{m['entries']} entr"
-                f"{'y' if m['entries'] == 1 else 'ies'}, {x['placeholderCount']} placeholder(s)")
-    return f"index backup ({m.get('by') or 'rmqtool'})"
 
 
 def _pairs(d: dict) -> list[tuple[str, str]]:
@@ -89,13 +62,13 @@ def _mode_pairs(m: dict) -> list[tuple[str, str]]:
 
 
 def _commit_log_pairs(cl: dict) -> list[tuple[str, str]]:
-    from engine.fsutil import format_bytes
+    from engine.views.sizes import format_bytes
 
     if not cl["segments"]:
         return [("commit log", "no segment files")]
     pairs = [("commit log", f"{cl['segments']} segment(s) of {format_bytes(cl['segmentSize'])}, "
                             f"{cl['firstSegment']} .. {cl['lastSegment']}"),
-             ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {_size(cl['bytes'])}")]
+             ("", f"offsets {cl['minOffset']} .. {cl['maxOffset']}; {size_text(cl['bytes'])}")]
     if cl.get("endReason") and not cl["endReason"].startswith("end of data"):
         pairs.append(("", f"the log ends there: {cl['endReason']}"))
     dl = cl.get("dledger")
@@ -110,7 +83,7 @@ def _consume_queues_pair(cq: dict) -> tuple[str, str]:
         return ("consume queues", "not read (see mode)")
     return ("consume queues", ("in RocksDB: " if cq.get("source") == "rocksdb" else "")
             + f"{cq['topics']} topic(s), {cq['queues']} queue(s), {cq['files']} file(s); "
-                              f"{_size(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
+                              f"{size_text(cq['bytes'])}" + (f"; {cq['skipped']} entr(ies) skipped"
                                                           if cq["skipped"] else ""))
 
 
@@ -120,7 +93,7 @@ def _index_pairs(ix: dict) -> list[tuple[str, str]]:
     geom = (f"{ix['hashSlotNum']} slots x {ix['indexNum']} items (from the {ix['geometryFrom']})"
             if ix["hashSlotNum"] is not None else "geometry unknown (see the problems)")
     return [("index", f"{ix['files']} file(s), {geom}, "
-                      f"{ix['items'] if ix['items'] is not None else '?'} item(s); {_size(ix['bytes'])}"),
+                      f"{ix['items'] if ix['items'] is not None else '?'} item(s); {size_text(ix['bytes'])}"),
             ("", f"store times {_t(ix['firstStoreTimestamp'])} .. {_t(ix['lastStoreTimestamp'])}")]
 
 
@@ -154,7 +127,7 @@ def _config_files_pair(cf: list[dict]) -> tuple[str, str]:
 def _leftover_pairs(d: dict) -> list[tuple[str, str]]:
     """What rmqtool left in the store: quarantine runs, index backups, recovery placeholders, an unfinished
     reindex."""
-    from engine.fsutil import format_bytes
+    from engine.views.sizes import format_bytes
 
     pairs = []
     for key, label in (("quarantine", "quarantine"), ("backups", "index backups")):
@@ -174,7 +147,7 @@ def _leftover_pairs(d: dict) -> list[tuple[str, str]]:
 def _tiered_pairs(t: dict | None) -> list[tuple[str, str]]:
     if t is None:
         return []
-    pairs = [("tiered", f"{t['indexFiles']} local tiered index file(s), {_size(t['indexBytes'])}; "
+    pairs = [("tiered", f"{t['indexFiles']} local tiered index file(s), {size_text(t['indexBytes'])}; "
                         f"metadata {'present' if t['metadata'] is not None else 'missing'}"
                         + (" (+.bak)" if t["metadataBak"] is not None else ""))]
     if t["flatStore"] is not None:
@@ -185,8 +158,8 @@ def _tiered_pairs(t: dict | None) -> list[tuple[str, str]]:
 def _timer_pairs(tm: dict | None) -> list[tuple[str, str]]:
     if tm is None:
         return []
-    return [("timer", f"timerwheel {_size(tm['wheel']) if tm['wheel'] else 'missing'}; "
-                      f"timerlog {tm['logFiles']} file(s), {_size(tm['logBytes'])}; timercheck "
+    return [("timer", f"timerwheel {size_text(tm['wheel']) if tm['wheel'] else 'missing'}; "
+                      f"timerlog {tm['logFiles']} file(s), {size_text(tm['logBytes'])}; timercheck "
                       f"{'present' if tm['checkpoint'] is not None else 'missing'}")]
 
 
@@ -199,7 +172,7 @@ def _flat_pairs(f: dict) -> list[tuple[str, str]]:
     else:
         seg = ", ".join(f"{n} {k}" for k, n in f["segments"].items())
         pairs += [("", f"{f['brokerDir']}: {f['topics']} topic(s), {f['queues']} queue(s)"),
-                  ("", f"segments: {seg}; {_size(f['bytes'])}")]
+                  ("", f"segments: {seg}; {size_text(f['bytes'])}")]
     if f["metadataTopics"] is not None:
         pairs.append(("", f"metadata ({f['metadataSource']}): {f['metadataTopics']} topic(s), "
                           f"{f['metadataQueues']} queue(s) loaded"))
@@ -222,7 +195,7 @@ def info(
     commit log's max offset reads record headers of the last segment only. The lock is tested, never taken.
     Exits 3 when something could not be read (listed on stderr).
     """
-    from engine.survey.info import store_info
+    from engine.commands.info import info as store_info
 
     cfg = build_config(store, broker_conf)
     res = store_info(cfg, tier=tier_source(tiered_store_path, None, store, broker_conf))
@@ -234,7 +207,7 @@ def info(
         xs = d["quarantine"] + d["backups"]
         if xs:
             render.line()
-            _leftover_table(xs, "folders rmqtool left (prune removes those it recognises as its own)")
+            leftover_table(xs, "folders rmqtool left (prune removes those it recognises as its own)")
         holders = d["placeholders"]
         if holders:
             render.line()
@@ -245,54 +218,3 @@ def info(
         render.problem(f"problem: {p}")
     if res.problems:
         raise typer.Exit(3)
-
-
-@handles_errors
-def prune(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    older_than: Annotated[Optional[str], typer.Option(
-        "--older-than", help=f"Only folders older than this: {times.DURATION_GRAMMAR} (default: every one).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; change nothing.")] = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Remove the quarantine runs and index backups rmqtool left in a store (recognised by the manifest or
-    marker rmqtool wrote into them, never by their name alone); list them first.
-
-    Kept, and listed with why: folders that are not rmqtool's, the quarantine run of a recover that did not
-    finish, index backups while the store has no index/, and folders newer than --older-than. Nothing else is
-    touched. Takes the store lock (not with --dry-run).
-    """
-    from engine.fsutil import format_bytes
-    from engine.ops.footprint.prune import prune as run_prune
-
-    older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
-    cfg = build_config(store, broker_conf)
-    listed = []
-
-    def listing(plan) -> None:  # what is about to go, printed before the first folder is removed
-        listed.append(True)
-        _leftover_table(plan.as_dict()["remove"], f"removing {len(plan.remove)} folder(s)")
-
-    plan = run_prune(cfg, older, dry_run, before=None if json_out else listing)
-    d = plan.as_dict()
-    if json_out:
-        d["dryRun"] = dry_run
-        d["removed"] = [x.name for x in plan.removed]
-        render.emit_json(d)
-        return
-    verb = "would remove" if dry_run else "removed"
-    if not listed:
-        _leftover_table(d["remove"], f"{verb} {len(d['remove'])} folder(s)")
-    if d["keep"]:
-        render.line()
-        _leftover_table(d["keep"], f"kept {len(d['keep'])} folder(s)", why=True)
-    render.note(f"{verb} {len(plan.removed) if not dry_run else len(d['remove'])} folder(s), "
-                f"{format_bytes(d['bytes']['allocated'])} on disk" + (" (dry run: nothing changed)" if dry_run else ""))
-
-
-def _leftover_table(xs: list[dict], title: str, why: bool = False) -> None:
-    rows = [{"name": x["path"], "age": times.format_duration(None if x["ageSeconds"] is None else x["ageSeconds"] * 1000),
-             "size": _size(x["bytes"], short=True), "what": x["why"] if why else _leftover_what(x)} for x in xs]
-    tables.table(rows, LEFTOVER_COLUMNS, title=title, empty="(nothing to remove)")

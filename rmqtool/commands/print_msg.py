@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, OldMaxOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
 MAX_LIMIT = 1_000_000_000
 SHOWN_PROBLEMS = 20
@@ -46,7 +46,6 @@ def print_msg(
                                            "by the index files first: the check of the default search.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    old_max: OldMaxOpt = None,
 ) -> None:
     """Messages of a topic whose store time lies in [--begin, --end] (without --end: from --begin on), found
     through the consume queues.
@@ -62,9 +61,6 @@ def print_msg(
     from engine.errors import InvalidArgumentError
     from engine.broker.consumequeue.timerange import scan_time_range
 
-    from rmqtool.cli import count_or_old_max
-
-    max_num = count_or_old_max(max_num, old_max, "print-msg")
     if max_num is not None and not 0 < max_num <= MAX_LIMIT:
         raise InvalidArgumentError(f"--count {max_num} is out of range 1..{MAX_LIMIT}")
     b, e = times.parse_range(begin, end)

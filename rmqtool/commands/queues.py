@@ -1,4 +1,4 @@
-"""rmqtool queues and dump-cq: consume-queue status (mqadmin topicStatus) and units (mqadmin queryCq)."""
+"""rmqtool queues: consume-queue status (mqadmin topicStatus)."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -10,8 +10,6 @@ from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
-COUNT_LIMIT = 1_000_000_000
-
 QUEUE_COLUMNS = [
     tables.Column("topic", "topic", tables.TEXT, min_width=14),
     tables.Column("queueId", "queueId"),
@@ -21,18 +19,6 @@ QUEUE_COLUMNS = [
     tables.Column("bytes", "bytes", drop=3),
     tables.Column("firstStoreTime", "firstStoreTime", tables.FIXED, drop=5),
     tables.Column("lastStoreTime", "lastStoreTime", tables.FIXED, drop=2),
-]
-
-UNIT_COLUMNS = [
-    tables.Column("queueOffset", "queueOffset"),
-    tables.Column("commitLogOffset", "commitLogOffset"),
-    tables.Column("size", "size"),
-    tables.Column("tagsCode", "tagsCode", drop=5),
-    tables.Column("status", "status", tables.FIXED),
-    tables.Column("storeTime", "storeTime", tables.FIXED, drop=1),
-    tables.Column("tags", "tags", tables.TEXT, drop=3, min_width=6),
-    tables.Column("keys", "keys", tables.TEXT, drop=4, min_width=8),
-    tables.Column("note", "note", tables.TEXT, drop=2, min_width=12),
 ]
 
 
@@ -52,14 +38,12 @@ def queues(
     says so and --json counts them as truncatedUnits). Reads every unit between min and max (20 bytes per
     message) to add up the bytes. Exits 3 when the first or last message of a queue cannot be read.
     """
-    from engine.broker.store import MessageStore
-    from engine.broker.consumequeue.view import queue_status
+    from engine.commands.queues import queues as queue_status
 
     cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        with render.progress(None, "queues") as bar:
-            task = bar.add_task("queues", total=None)
-            rep = queue_status(st, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with render.progress(None, "queues") as bar:
+        task = bar.add_task("queues", total=None)
+        rep = queue_status(cfg, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))
     for p in rep.skipped:
         tables.note(f"{p.path}: {p.reason}; skipped")
     if rep.truncation:
@@ -75,79 +59,3 @@ def queues(
         render.problem(f"note: {p}")
     if problems:
         raise typer.Exit(3)
-
-
-@handles_errors
-def dump_cq(
-    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the queue.")],
-    queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")],
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="First unit to show (default: "
-                                                        "the queue's min offset; lower units still in the files "
-                                                        "can be asked for).")] = None,
-    count: Annotated[int, typer.Option("--count", "-n", help="How many units from the start position (default 10, "
-                                       "as mqadmin queryCq).")] = 10,
-    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Consume-queue units with the message each points at (mqadmin queryCq).
-
-    Each unit shows its commit-log offset, size and tagsCode, and the message there (store time, tags, keys),
-    or why it cannot be read: EXPIRED (below the commit log's min offset: deleted), OUTSIDE (past the commit
-    log, or not a valid unit), UNREADABLE (no valid record there), MISMATCH (a record of another queue or size),
-    BLANK (a pre-fill unit), CUT (past the broker's max offset: a broker starting on the store cuts it, logical
-    truncation; shown when --queue-offset asks for it). Exits 3 when a unit shown points outside the commit log or
-    cannot be read, or when a damaged file ends the queue early (non-zero bytes after its last unit).
-    """
-    from engine.broker.store import MessageStore
-    from engine.errors import InvalidArgumentError
-    from engine.broker.consumequeue.view import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
-
-    if not 0 < count <= COUNT_LIMIT:
-        raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
-    if queue_offset is not None and queue_offset < 0:
-        raise InvalidArgumentError(f"--queue-offset {queue_offset} is negative")
-    cfg = build_config(store, broker_conf)
-    bad: dict[str, int] = {}
-    with MessageStore(cfg) as st:
-        d = engine_dump_cq(st, topic, queue_id, queue_offset, count, check_crc=not no_check_crc)
-        tables.note(f"{topic}/{queue_id}: min offset {d.minOffset}, max offset {d.maxOffset}; the files hold units "
-                    f"from {d.firstUnit}" + (f" to {d.unitsEnd}" if d.unitsEnd > d.maxOffset else ""))
-        if d.note:
-            tables.note(d.note)
-        out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
-        for c in d.units:
-            if c.status not in (OK, "BLANK", CUT, PLACEHOLDER):
-                bad[c.status] = bad.get(c.status, 0) + 1
-            if json_out:
-                render.emit_json(c.as_dict())
-            else:
-                out.row(_unit_row(c))
-                if c.reason and not out.shows("note"):
-                    render.problem(f"note: queue offset {c.queue_offset}: {c.status}: {c.reason}")
-        if out is not None:
-            out.finish(empty="(no unit at or after this queue offset)")
-    for p in d.damage:
-        render.problem(f"problem: {topic}/{queue_id}: {p}")
-    if bad:
-        outside = sum(n for s, n in bad.items() if s in POINTS_OUTSIDE)
-        detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
-        render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
-    if bad or d.damage:
-        raise typer.Exit(3)
-
-
-def _unit_row(c) -> dict:
-    r = c.record
-    return {"queueOffset": c.queue_offset, "commitLogOffset": c.commit_log_offset, "size": c.size,
-            "tagsCode": c.tags_code, "status": c.status,
-            "storeTime": local_time(r.store_timestamp) if r else "",
-            "tags": r.tags if r else "", "keys": " ".join(r.keys) if r else "",
-            "note": c.reason}
-
-
-def _hints(st, d) -> dict:
-    return {"queueOffset": len(str(d.maxOffset)), "commitLogOffset": len(str(st.commitlog.max_file_offset())),
-            "size": 6, "tagsCode": 11, "status": 10, "storeTime": 23, "tags": 10, "keys": 16, "note": 30}

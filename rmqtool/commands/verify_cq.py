@@ -52,21 +52,13 @@ def verify_cq(
     are problems. With --compare, the file queues and the RocksDB queues are compared with each other (no
     commit log read). Exits 3 when a problem or a difference is found, naming the first ones.
     """
-    from engine.broker.store import MessageStore
-    from engine.errors import InvalidArgumentError
-    from engine.broker.consumequeue.verify import compare_queues, verify_queues
+    from engine.commands.verify_cq import verify_cq as run_verify
 
-    if source is not None and source not in ("file", "rocksdb"):
-        raise InvalidArgumentError(f"--source {source!r}: use file or rocksdb")
-    if compare and source is not None:
-        raise InvalidArgumentError("--compare reads both the files and RocksDB: leave out --source")
     cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        with render.progress(None, "queues") as bar:
-            task = bar.add_task("queues", total=None)
-            tick = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
-            rep = (compare_queues(st, topic, progress=tick) if compare
-                   else verify_queues(st, topic, source, check_crc=not no_check_crc, progress=tick))
+    with render.progress(None, "queues") as bar:
+        task = bar.add_task("queues", total=None)
+        tick = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+        rep = run_verify(cfg, topic, source, compare, check_crc=not no_check_crc, progress=tick)
     if compare:
         if json_out:
             render.emit_json(rep.as_dict())

@@ -1,8 +1,7 @@
 """rmqtool query-key: find messages by key through the index, verified against the commit log."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -10,7 +9,7 @@ from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             OldMaxOpt, QuietOpt, StoreOpt, build_config)
+                             QuietOpt, StoreOpt, build_config)
 
 PARTIAL = 3  # exit code: an answer from the healthy index files only
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
@@ -23,22 +22,6 @@ RawOpt = Annotated[bool, typer.Option(
     "maxMsgsNumBatch clamp.")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also list index candidates that were rejected and why "
                                           "(hash collisions, stale entries).")]
-# Old spellings, hidden: the tiered index is `rmqtool tiered query-key` now (kept one release, with a note).
-TieredDirOpt = Annotated[Optional[Path], typer.Option("--tiered-dir", hidden=True, file_okay=False,
-                                                      help="Old: `rmqtool tiered query-key`.")]
-TieredMetadataOpt = Annotated[Optional[Path], typer.Option("--tiered-metadata", hidden=True, dir_okay=False,
-                                                           help="Old: tiered query-key --metadata.")]
-TopicIdOpt = Annotated[Optional[int], typer.Option("--topic-id", hidden=True, help="Old: the topic's tiered id.")]
-TieredStorePathOpt = Annotated[Optional[Path], typer.Option("--tiered-store-path", hidden=True, file_okay=False,
-                                                            help="Old: tiered query-key --tiered-store-path.")]
-ClusterNameOpt = Annotated[Optional[str], typer.Option("--cluster-name", hidden=True, help="Old: tiered query-key "
-                                                       "--cluster-name.")]
-BrokerNameOpt = Annotated[Optional[str], typer.Option("--broker-name", hidden=True, help="Old: tiered query-key "
-                                                      "--broker-name.")]
-TieredHashSlotsOpt = Annotated[Optional[int], typer.Option("--tiered-hash-slots", hidden=True,
-                                                           help="Old: tiered query-key --hash-slots.")]
-TieredMaxIndexOpt = Annotated[Optional[int], typer.Option("--tiered-max-index", hidden=True,
-                                                          help="Old: tiered query-key --max-index.")]
 
 
 @handles_errors
@@ -59,15 +42,6 @@ def query_key(
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    tiered_dir: TieredDirOpt = None,
-    tiered_metadata: TieredMetadataOpt = None,
-    topic_id: TopicIdOpt = None,
-    tiered_store_path: TieredStorePathOpt = None,
-    cluster_name: ClusterNameOpt = None,
-    broker_name: BrokerNameOpt = None,
-    tiered_hash_slots: TieredHashSlotsOpt = None,
-    tiered_max_index: TieredMaxIndexOpt = None,
-    old_max: OldMaxOpt = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
     time really match (no hash-collision false positives, exact time range). (The tiered index:
@@ -75,25 +49,9 @@ def query_key(
     # (a typer command: one parameter per option)
     from engine.broker.index import keyquery
     from engine.broker.store import query_store
-    from rmqtool.cli import count_or_old_max
 
-    max_num = count_or_old_max(max_num, old_max, "query-key")
-    if tiered_dir is not None:
-        from rmqtool.cli import deprecated
-
-        deprecated("query-key --tiered-dir", "tiered query-key")
     b, e = times.parse_range(begin, end)
     keyquery.check_query_args(max_num, b, e)
-    tiered = dict(tiered_metadata=tiered_metadata, topic_id=topic_id, tiered_store_path=tiered_store_path,
-                  cluster_name=cluster_name, broker_name=broker_name, tiered_hash_slots=tiered_hash_slots,
-                  tiered_max_index=tiered_max_index)
-    if tiered_dir is not None:
-        tiered.update(tiered_dir=tiered_dir, topic=topic, key=key, max_num=max_num, begin=b, end=e, unique=unique_key,
-                      raw=raw, store=store, broker_conf=broker_conf, hash_slots=hash_slots, max_index=max_index,
-                      commitlog_file_size=commitlog_file_size)
-        _query_tiered(tiered, json_out, explain)
-        return
-    _refuse_tiered_only(tiered)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
     res = query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     if raw:
@@ -105,23 +63,6 @@ def query_key(
     else:
         _render_messages(res, topic, key, explain, json_out, max_num)
     _warn_partial(res, topic, key, raw)
-
-
-def _refuse_tiered_only(tiered: dict) -> None:
-    given = [k for k, v in tiered.items() if v is not None]
-    if given:
-        from engine.errors import InvalidArgumentError
-
-        raise InvalidArgumentError(f"--{given[0].replace('_', '-')} only applies with --tiered-dir")
-
-
-def _query_tiered(fields: dict, json_out: bool, explain: bool) -> None:
-    """One tiered query: `fields` are those of engine.tiered.index.TieredKeyQuery."""
-    from engine.tiered.index import TieredKeyQuery, query_tiered_key
-    from rmqtool.render_tiered import render_key_answer
-
-    answer = query_tiered_key(TieredKeyQuery(**fields))
-    render_key_answer(answer, fields["topic"], fields["key"], json_out, explain)
 
 
 def _warn_partial(res, topic: str, key: str, raw: bool) -> None:

@@ -8,7 +8,7 @@ import typer
 
 from engine.views.times import local_time
 from rmqtool import render
-from rmqtool.cli import deprecated, handles_errors
+from rmqtool.cli import handles_errors
 from rmqtool.jobview import run_job, spark_conf_pairs
 from rmqtool.options import (GEOMETRY_PANEL, MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt,
                              MaxIndexOpt, QuietOpt, StoreOpt, build_config)
@@ -16,7 +16,6 @@ from rmqtool.options import WorkersOpt
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
 SPARK_PANEL = "Spark"
-FORMATS = ("broker", "tiered")
 
 
 def _render(r) -> None:
@@ -84,15 +83,10 @@ NewGeometryOpt = Annotated[bool, typer.Option(
     help="Rebuild the index in the geometry given by --hash-slots and --max-index (or broker.conf) even though "
          "the store's index files have another one. Without it spark-reindex keeps the store's geometry: it "
          "refuses a configured geometry that the store's index files do not have.")]
-# Old spellings, hidden: `--format tiered` is `rmqtool tiered reindex` now (one release of grace).
-FormatOpt = Annotated[str, typer.Option("--format", "-f", hidden=True, help="Old: --format tiered is `rmqtool tiered "
-                                        "reindex`.")]
-TieredMetadataOpt = Annotated[Optional[Path], typer.Option("--tiered-metadata", hidden=True, help="Old: the "
-                                                           "--metadata of `rmqtool tiered reindex`.")]
 
 
 @handles_errors
-def spark_reindex_cmd(
+def spark_reindex(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     out: OutOpt = None,
@@ -105,8 +99,6 @@ def spark_reindex_cmd(
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    fmt: FormatOpt = "broker",
-    tiered_metadata: TieredMetadataOpt = None,
     new_geometry: NewGeometryOpt = False,
     workers: WorkersOpt = None,
 ) -> None:
@@ -128,35 +120,9 @@ def spark_reindex_cmd(
     (Tiered index files: `rmqtool tiered reindex`.)
     """
     # (a typer command: one parameter per option)
-    from engine.errors import InvalidArgumentError
-
-    if fmt not in FORMATS:
-        raise InvalidArgumentError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=spark_conf_pairs(spark_conf))
-    if fmt == "tiered":
-        if new_geometry:
-            raise InvalidArgumentError("--new-geometry applies to the broker's index files, not to `tiered reindex`")
-        deprecated("spark-reindex --format tiered", "tiered reindex")
-        _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job,
-                        json_out)
-        return
-    if tiered_metadata is not None:
-        raise InvalidArgumentError("--tiered-metadata only applies with --format tiered")
-    from engine.jobs.broker_index import spark_reindex
+    from engine.jobs import broker_index
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    run_job(lambda progress: spark_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
+    run_job(lambda progress: broker_index.spark_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
             {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)
-
-
-def _reindex_tiered(store, broker_conf, hash_slots, max_index, commitlog_file_size, tiered_metadata, job: dict,
-                    json_out: bool) -> None:
-    """The old spelling: `rmqtool tiered reindex` with --tiered-metadata as its --metadata."""
-    from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
-    from rmqtool.render_tiered import render_tiered_reindex
-
-    req = TieredReindexRequest(store=store, broker_conf=broker_conf, metadata=tiered_metadata, hash_slots=hash_slots,
-                               max_index=max_index, commitlog_file_size=commitlog_file_size, **job)
-    run_job(lambda progress: tiered_reindex_request(req, progress),
-            {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
-            as_json=lambda r: r.legacy_dict())  # the old spelling keeps its old names until it goes

@@ -9,7 +9,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, OldMaxOpt, QuietOpt,
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
                              StoreOpt, build_config)
 from rmqtool.options import WorkersOpt
 
@@ -22,13 +22,9 @@ WalkSlotOpt = Annotated[Optional[int], typer.Option("--walk-slot", help="Print t
 WalkKeyOpt = Annotated[Optional[str], typer.Option("--walk-key", help="Print the chain of the slot of TOPIC#KEY.")]
 MaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many chain items per walk (default 10000); "
                                      "a cut is reported on stderr.", min=1)]
-LimitAlias = Annotated[Optional[int], typer.Option("--limit", hidden=True, min=1, help="Old spelling of --count.")]
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Slot occupancy, chain-length histogram, longest chains.")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check every item against the commit log; exit 3 on "
                                          "problems.")]
-# Old spelling, hidden: tiered index files are `rmqtool tiered inspect-index` now (kept one release, with a note).
-TieredDirOpt = Annotated[Optional[Path], typer.Option("--tiered-dir", hidden=True, file_okay=False,
-                                                      help="Old: `rmqtool tiered inspect-index --tiered-dir`.")]
 
 
 def _render_headers(rows: list[dict]) -> None:
@@ -55,9 +51,6 @@ def inspect_index(
     hash_slots: HashSlotsOpt = None,
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
-    tiered_dir: TieredDirOpt = None,
-    limit: LimitAlias = None,
-    old_max: OldMaxOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
@@ -66,21 +59,11 @@ def inspect_index(
     from engine.errors import InvalidArgumentError
     from engine.broker.index.inspect import InspectRequest
 
-    tiered = tiered_dir is not None or (file is not None and _is_tiered(file))
-    if tiered:
-        from rmqtool.cli import deprecated
-
-        deprecated("inspect-index" + (" --tiered-dir" if tiered_dir is not None else " on a tiered file"),
-                   "tiered inspect-index")
+    if file is not None and _is_tiered(file):
+        raise InvalidArgumentError(f"{file} is a tiered index file: use `rmqtool tiered inspect-index`")
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
-    from rmqtool.cli import count_or_old_max
-
-    max_items = count_or_old_max(max_items, old_max, "inspect-index")
-    req = InspectRequest(walk_slot, walk_key, limit if limit is not None else max_items, stats, verify)
-    if tiered:
-        _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out)
-        return
+    req = InspectRequest(walk_slot, walk_key, max_items, stats, verify)
     with_store = not (file is not None and store is None and broker_conf is None)
     if with_store:
         cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
@@ -89,26 +72,6 @@ def inspect_index(
 
         cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
     _inspect_broker(cfg, file, with_store, req, json_out)
-
-
-def _inspect_tiered(file, tiered_dir, req, hash_slots, max_index, json_out: bool) -> None:
-    from engine.errors import InvalidArgumentError
-    from engine.tiered.index import inspect_files, list_tiered_index_files
-    from rmqtool.render_tiered import render_inspection
-
-    if tiered_dir is not None:
-        if file is not None:
-            raise InvalidArgumentError("give FILE or --tiered-dir, not both")
-        paths = [p for _ts, p in list_tiered_index_files(tiered_dir)]
-        if not paths:
-            raise InvalidArgumentError(f"no tiered index files (numeric names) in {tiered_dir}")
-    else:
-        paths = [file]
-    if render_inspection(inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, walk_slot=req.walk_slot,
-                                       walk_key=req.walk_key, limit=req.limit, stats=req.stats, verify=req.verify),
-                         json_out):
-        render.problem("verification found problems")
-        raise typer.Exit(VERIFY_FAILED)
 
 
 def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:

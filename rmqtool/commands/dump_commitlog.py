@@ -1,0 +1,174 @@
+"""rmqtool dump-commitlog: the commit log in order, damage reported where it is met (a CORRUPT, MISPLACED or GAP
+entry) and in the exit code.
+
+It streams (rmqtool.records): memory does not grow with the number of messages and `| head` answers at once.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from rmqtool import render, times
+from rmqtool.cli import handles_errors
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, JsonOpt, QuietOpt, StoreOpt, WorkersOpt, build_config,
+                              values)
+from rmqtool.records import MESSAGE, open_table, undecoded_notes, warn_problems
+
+DUMP_LIMIT = 1_000_000_000
+
+
+# one parameter per option: typer builds the command from the signature
+@handles_errors
+def dump_commitlog(
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only messages of this topic.")] = None,
+    begin: Annotated[Optional[str], typer.Option("--begin", "-b", help=times.BEGIN_HELP)] = None,
+    end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP)] = None,
+    from_offset: Annotated[Optional[int], typer.Option("--from-offset", help="Start at this commit-log offset, a "
+                                                       "record boundary (default: the first segment).")] = None,
+    to_offset: Annotated[Optional[int], typer.Option("--to-offset", help="Stop before this commit-log offset "
+                                                     "(exclusive).")] = None,
+    files: Annotated[Optional[List[str]], typer.Option("--files", help="Only these segment files of the store "
+                                                       "(20-digit names; repeatable or comma-separated, as "
+                                                       "kafka-dump-log --files). Without --store: segment files "
+                                                       "read on their own (copied out of a store), the segment "
+                                                       "size taken from the file.")] = None,
+    count: Annotated[Optional[int], typer.Option("--count", "-n", help="At most this many entries.")] = None,
+    body: Annotated[str, typer.Option("--body", help="How --json shows bodies: utf8 (undecodable bytes "
+                                      "replaced), hex, base64 or none (default: UTF-8 text, else base64).",
+                                      metavar="none|utf8|hex|base64",
+                                      autocompletion=values("none", "utf8", "hex", "base64"))] = "auto",
+    body_dir: Annotated[Optional[Path], typer.Option("--body-dir", help="Also write each body to DIR/<20-digit "
+                                                     "commit-log offset>.body (DIR outside the store, new or "
+                                                     "empty).", file_okay=False)] = None,
+    max_message_size: Annotated[Optional[int], typer.Option("--max-message-size", help="A record whose TOTALSIZE "
+                                                            "is above this is reported CORRUPT, not trusted (the rest "
+                                                            "of its segment is skipped).")] = None,
+    no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    commitlog_file_size: CommitLogSizeOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
+    (not skipped silently); filtered by topic, store time, offset range or segment files.
+
+    Streams NDJSON (--json) or a plain table, one row per line. Exits 3 when something damaged was met.
+
+    The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
+    --topic and --begin/--end say.
+    """
+    from engine.broker.commitlog.dump import BodyDir, DumpFilter, dump_entries, open_dump_source, parallel_dump_wanted
+
+    _check_dump_options(count, body, json_out)
+    b, e = times.parse_range(begin, end)
+    alone = store is None and broker_conf is None and bool(files)  # segment files read on their own
+    flt = DumpFilter(topic, b, e, from_offset, to_offset, None if alone else files, max_message_size,
+                     not no_check_crc, "--from-offset")
+    flt.check()
+    cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+    with open_dump_source(cfg, files if alone else None, commitlog_file_size) as st:
+        bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
+        if json_out and bodies is None and count is None and not alone and parallel_dump_wanted(st):
+            _dump_spooled(st, flt, body)  # segments formatted by worker processes, written in log order
+            return
+        entries = dump_entries(st, flt)
+        warn_problems(st)
+        if bodies is not None:
+            bodies.create()
+        with render.gc_paused():
+            bad, undecoded = _dump(entries, count, json_out, body, bodies)
+    _dump_summary(bodies, body_dir, bad, undecoded)
+
+
+def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) -> None:
+    """The bodies written, the damage met and the bodies that do not decode, on stderr; exit 3 after damage."""
+    if bodies is not None:
+        render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
+                    + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
+                       if bodies.undecoded else ""))
+    if bad:
+        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
+    if undecoded:
+        render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
+    if bad or undecoded:
+        raise typer.Exit(3)
+
+
+def _dump_spooled(st, flt, body: str) -> None:
+    """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines and exit."""
+    from engine.broker.commitlog.dump import dump_json_spooled, entry_json
+    from engine.views.runjson import run_json_text
+
+    out, _ = open_table(True)
+    entries = dump_json_spooled(st, flt, body, run_json_text)
+    warn_problems(st)
+    bad = undecoded = 0
+    for e in entries:
+        if hasattr(e, "chunks"):
+            for chunk in e.chunks():
+                out.data(chunk)
+            bad += e.damaged
+            undecoded += len(e.notes)
+            for off, codec, why in e.notes:
+                render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); "
+                            "the consumer cannot read it")
+            continue
+        bad += 1  # a GAP between segment files
+        out.line(entry_json(e))
+    out.flush()
+    _dump_summary(None, None, bad, undecoded)
+
+
+def _check_dump_options(count, body: str, json_out: bool) -> None:
+    """The options dump-commitlog checks itself (the filter, DumpFilter.check, checks the offsets and the rest)."""
+    from engine.views.recordjson import BODY_MODES
+    from engine.errors import InvalidArgumentError
+
+    if count is not None and not 0 < count <= DUMP_LIMIT:
+        raise InvalidArgumentError(f"--count {count} is out of range 1..{DUMP_LIMIT}")
+    if body not in BODY_MODES:
+        raise InvalidArgumentError(f"--body {body!r} is not one of none, utf8, hex, base64")
+    if body != "auto" and not json_out:
+        raise InvalidArgumentError("--body shapes the --json output (the table has no body column): add --json, "
+                                   "or use --body-dir")
+
+
+def _dump(entries, count, json_out: bool, body: str, bodies) -> tuple[int, int]:
+    """Write the entries; returns how many were damage (not VALID, not BLANK) and how many compressed bodies do
+    not decode."""
+    from engine.broker.commitlog.logrun import RecordRun
+    from engine.broker.commitlog.message import BLANK
+    from engine.views.recordjson import run_table_rows
+    from engine.views.runjson import run_json_text
+
+    out, table = open_table(json_out)
+    bad = n = undecoded = 0
+    for e in entries:
+        if count is not None and n >= count:
+            break
+        if isinstance(e, RecordRun):
+            if count is not None and n + len(e) > count:
+                e = e.head(count - n)
+            n += len(e)
+            if bodies is not None:
+                bodies.write_run(e)
+            if json_out:
+                out.data(run_json_text(e, ', "type": "MESSAGE"', body))
+            else:
+                table.rows(run_table_rows(e), MESSAGE)
+            undecoded += undecoded_notes(out, e)
+            continue
+        n += 1
+        bad += e.kind != BLANK
+        if json_out:
+            out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
+                                 "reason": e.reason}, ensure_ascii=False))
+        else:
+            table.values({"offset": e.offset, "type": e.kind, "size": e.size if e.size >= 0 else "", "note": e.reason})
+    out.flush()
+    return bad, undecoded

@@ -1,0 +1,49 @@
+"""rmqtool repair config: repair one config/*.json file the broker loads at start-up: from its .bak, from the store, or
+by accepting the empty table. The file replaced or removed is kept in the quarantine."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rmqtool.cli import handles_errors
+from rmqtool.commands.repair import DryRunOpt, show_plan
+from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
+                             StoreOpt, build_config)
+
+
+@handles_errors
+def config_cmd(
+    name: Annotated[str, typer.Argument(help="The config file, as named under config/ (topics.json, "
+                                        "consumerOffset.json, subscriptionGroup.json, delayOffset.json, ..., and the tiered store's "
+                                        "tieredStoreMetadata.json).")],
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    from_bak: Annotated[bool, typer.Option("--from-bak", help="Write the file as a copy of its readable .bak "
+                                           "(what the broker would load).")] = False,
+    from_store: Annotated[bool, typer.Option("--from-store", help="Rebuild it from the store: topics.json (the "
+                                             "topics readable in it or its .bak, plus one per consume-queue "
+                                             "directory), delayOffset.json (each delay level at its first "
+                                             "message not yet delivered), subscriptionGroup.json (the groups the "
+                                             "store names, with default settings).")] = False,
+    empty: Annotated[bool, typer.Option("--empty", help="Move the file and its .bak to the quarantine: the broker "
+                                        "starts with an empty table (what it does silently with a torn file and "
+                                        "an empty .bak).")] = False,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    hash_slots: HashSlotsOpt = None,
+    max_index: MaxIndexOpt = None,
+    commitlog_file_size: CommitLogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+) -> None:
+    """Repair one config/*.json file the broker loads at start-up: from its .bak, from the store, or by accepting
+    the empty table. The file replaced or removed is kept in the quarantine."""
+    from engine.errors import InvalidArgumentError
+    from engine.ops.repair import EMPTY, FROM_BAK, FROM_STORE_SOURCE, repair_config
+
+    chosen = [s for s, on in ((FROM_BAK, from_bak), (FROM_STORE_SOURCE, from_store), (EMPTY, empty)) if on]
+    if len(chosen) != 1:
+        raise InvalidArgumentError("give exactly one of --from-bak, --from-store, --empty")
+    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    show_plan(repair_config(cfg, name, chosen[0], dry_run), dry_run, json_out)

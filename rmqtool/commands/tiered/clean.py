@@ -1,0 +1,48 @@
+"""rmqtool tiered clean: retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rmqtool import render, times
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import TopicFilterOpt, java_time, note, opened, required, time_text
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
+                             TieredPathOpt)
+
+
+@handles_errors
+def clean(reserved_hours: Annotated[Optional[float], typer.Option(
+              "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
+              "reserveTime (required).")] = None,
+          now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
+                                                     f"{times.GRAMMAR} (default: now).")] = None,
+          dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+          tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+          broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+          topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
+          ) -> None:
+    """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
+    from engine.errors import InvalidArgumentError
+    from engine.tiered.flat.retention import apply_clean, plan_clean
+
+    reserve_hours = required("--reserved-hours", reserved_hours)
+    now_ms = times.now_ms() if now is None else java_time(now, "--now")
+    if not -(2**31) <= reserve_hours <= 2**31 - 1:
+        raise InvalidArgumentError(f"--reserved-hours {reserve_hours:g} is out of range (a Java int of hours)")
+    if float(reserve_hours).is_integer():
+        reserve_hours = int(reserve_hours)  # whole hours stay an int in the plan, as the broker's setting
+    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
+        if not dry_run:
+            apply_clean(st, plan)
+        d = plan.as_dict(st.layout.rel)
+    if json_out:
+        render.emit_json(d)
+    else:
+        render.table(("would delete" if dry_run else "deleted") + f" (now {now_ms})",
+                     ["topic", "queueId", "fileType", "baseOffset", "size", "endTimestamp", "file", "reason"],
+                     [[r["topic"], r["queueId"], r["fileType"], r["baseOffset"], r["size"], time_text(r["endTimestamp"]),
+                       r["file"], r["reason"]] for r in d["delete"]])
+        note(f"{d['files']} file(s), {d['bytes']} bytes" + (" (dry run: nothing changed)" if dry_run else ""))

@@ -1,0 +1,27 @@
+"""rmqtool tiered dump-cq: every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp
+-1)."""
+from __future__ import annotations
+
+from rmqtool import render
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import QueueIdOpt, TopicOpt, emit_rows, opened
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
+                             TieredPathOpt)
+
+
+@handles_errors
+def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
+            metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
+            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
+            quiet: QuietOpt = False) -> None:
+    """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
+    from engine.tiered.flat.answers import cq_rows
+
+    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = cq_rows(st, topic, queue_id)
+        if json_out:
+            for r in rows:
+                render.emit_json(r)
+        else:
+            emit_rows(False, f"consume queue of {topic}/{queue_id}", list(rows),
+                       ["queueOffset", "commitLogOffset", "size", "tagsCode", "storeTimestamp"])

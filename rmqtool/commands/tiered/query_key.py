@@ -1,0 +1,128 @@
+"""rmqtool tiered query-key: messages by key from the tier, as the broker's tiered store answers
+(IndexStoreService.queryAsync, then MessageStoreFetcherImpl.queryMessageAsync): the uploaded index files (INDEX flat
+file) and the local ones whose begin timestamp lies in [--begin, --end], newest first, merged by queueId-offset up
+to --count, items of other topics dropped, each message read from its queue's tiered commit log."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqtool import render, times
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import PARTIAL, print_notes
+from rmqtool.options import (BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, EndOpt, JsonOpt, MetadataOpt, QuietOpt,
+                             StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
+
+
+BAD_INPUT = 2
+DEFAULT_MAX = 64     # as mqadmin queryMsgByKey
+INT_MAX = 2**31 - 1
+
+KeyTopicOpt = Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the messages (required without "
+                                                 "--from-jsonl).")]
+KeyOpt = Annotated[Optional[str], typer.Option("--key", "-k", help="A key: a KEYS token or the UNIQ_KEY (both are "
+                                               "indexed; required without --from-jsonl).")]
+MaxOpt = Annotated[int, typer.Option("--count", "-n", help="maxCount, as the broker takes it (default 64).")]
+UniqueKeyOpt = Annotated[bool, typer.Option("--unique-key", help="Keep only messages whose UNIQ_KEY is the key "
+                                            "(default: its UNIQ_KEY or one of its KEYS).")]
+RawOpt = Annotated[bool, typer.Option("--raw", help="The index items (IndexStoreService.queryAsync), not the "
+                                      "messages; items the broker's fetcher skips say why.")]
+AsBrokerOpt = Annotated[bool, typer.Option("--as-broker", help="The broker's answer as it is (queryMessageAsync): "
+                                           "unchecked, hash collisions included.")]
+ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also show what was left out and why: messages that "
+                                          "are not the key's, items the fetcher skipped, each file's answer.")]
+
+FromJsonlOpt = Annotated[Optional[Path], typer.Option(
+    "--from-jsonl", help="Answer many questions in one process: one JSON object per line ({topic, key, maxCount?, "
+    "begin?, end?}; missing values from --count/--begin/--end), '-' for stdin. One answer line per question, in "
+    "order: the broker's answer {topic, key, maxCount, begin, end, messages: [...]} (as --as-broker), or with "
+    "--raw {..., items, perFile}.", dir_okay=False)]
+
+
+@handles_errors
+def query_key(
+    topic: KeyTopicOpt = None,
+    key: KeyOpt = None,
+    begin: BeginOpt = None,
+    end: EndOpt = None,
+    max_num: MaxOpt = DEFAULT_MAX,
+    unique_key: UniqueKeyOpt = False,
+    raw: RawOpt = False,
+    as_broker: AsBrokerOpt = False,
+    explain: ExplainOpt = False,
+    from_jsonl: FromJsonlOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    tiered_store_path: TieredPathOpt = None,
+    metadata: MetadataOpt = None,
+    cluster_name: ClusterOpt = None,
+    broker_name: BrokerOpt = None,
+    tiered_dir: TieredDirOpt = None,
+    hash_slots: TieredSlotsOpt = None,
+    max_index: TieredItemsOpt = None,
+) -> None:
+    """Messages by key from the tier, as the broker's tiered store answers (IndexStoreService.queryAsync, then
+    MessageStoreFetcherImpl.queryMessageAsync): the uploaded index files (INDEX flat file) and the local ones
+    whose begin timestamp lies in [--begin, --end], newest first, merged by queueId-offset up to --count, items of
+    other topics dropped, each message read from its queue's tiered commit log.
+
+    By default each message is checked (a whole record of the topic, stored within the range, whose UNIQ_KEY or
+    KEYS hold the key): hash collisions and index seconds outside the range are left out (see --explain).
+    Exits 3 when a file or a read failed (the broker's answer fails or lacks that file)."""
+    # (a typer command: one parameter per option)
+    from engine.errors import InvalidArgumentError
+    from engine.tiered.index.fetcher import KeyQuestion, open_tier_index
+
+    render.set_quiet(quiet)
+    if raw and as_broker:
+        raise InvalidArgumentError("give --raw or --as-broker, not both")
+    src = tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name)
+    if from_jsonl is not None:
+        if topic is not None or key is not None:
+            raise InvalidArgumentError("--from-jsonl takes the topics and keys from the file: no --topic/--key")
+        b, e = times.parse_range(begin, end)
+        with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
+            print_notes(ti.notes)
+            _answer_jsonl(ti, from_jsonl, KeyQuestion("", "", max_num, b, e), raw)
+        return
+    if topic is None or key is None:
+        raise InvalidArgumentError("give --topic and --key (or --from-jsonl FILE)")
+    if not 0 < max_num <= INT_MAX:
+        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{INT_MAX}")
+    b, e = times.parse_range(begin, end)
+    with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
+        ans = ti.ask(KeyQuestion(topic, key, max_num, b, e), require_topic=True).check(unique_key)
+        print_notes(ti.notes)  # after the question: an unknown topic is one error line, nothing before it
+    from rmqtool.render_tiered import render_tier_key_answer
+
+    render_tier_key_answer(ans, "raw" if raw else "broker" if as_broker else "checked", json_out, explain)
+    if ans.failed or any(f.error for f in ans.index.per_file):
+        raise typer.Exit(PARTIAL)
+
+
+def _answer_jsonl(ti, path: Path, defaults, raw: bool) -> None:
+    """One answer line per question line, written as it comes; bad lines answer {"line", "error"} and make the
+    exit status 2, failed answers 3."""
+    import contextlib
+    import sys
+
+    from engine.tiered.index.fetcher import answer_lines
+
+    bad = failed = 0
+    with contextlib.ExitStack() as stack:
+        fh = sys.stdin if str(path) == "-" else stack.enter_context(open(path, encoding="utf-8"))
+        for d in answer_lines(ti, fh, defaults, raw):
+            render.emit_json(d)
+            if "line" in d:
+                bad += 1
+                render.note(f"error: line {d['line']}: {d['error']}")
+            elif d.get("error") or any(f.get("error") for f in d.get("perFile", [])):
+                failed += 1
+    if failed:
+        render.note(f"warning: {failed} answer(s) failed or lack a file (see their \"error\")")
+    if bad or failed:
+        raise typer.Exit(BAD_INPUT if bad else PARTIAL)

@@ -1,0 +1,28 @@
+"""rmqtool tiered queues: one line per tiered queue the broker loads: offsets, store times, segments and bytes per file
+type."""
+from __future__ import annotations
+
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import TopicFilterOpt, emit_rows, opened, time_text
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
+                             TieredPathOpt)
+
+
+@handles_errors
+def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
+    from engine.tiered.flat.answers import queue_rows
+
+    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = list(queue_rows(st, topic))
+
+        def fmt(r, c):
+            if c in ("segments", "bytes"):
+                return " / ".join(str(v) for v in r[c].values())
+            return time_text(r[c]) if c.endswith("Timestamp") else r.get(c)
+        emit_rows(json_out, f"tiered queues of {st.layout.broker}", rows,
+                   ["topic", "queueId", "topicId", "consumeQueueMinOffset", "consumeQueueMaxOffset",
+                    "commitLogMinOffset", "commitLogMaxOffset", "minStoreTimestamp", "maxStoreTimestamp",
+                    "segments", "bytes"], fmt)

@@ -1,0 +1,38 @@
+"""rmqtool tiered rebuild-metadata: rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqtool import render
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import note
+from rmqtool.options import BrokerOpt, ClusterOpt, JsonOpt, QuietOpt, TieredPathOpt
+
+
+@handles_errors
+def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the rebuilt metadata (must not "
+                                                       "exist).", dir_okay=False)],
+                     tiered_store_path: TieredPathOpt = None, broker_name: BrokerOpt = None,
+                     cluster_name: ClusterOpt = None,
+                     from_file: Annotated[Optional[Path], typer.Option(
+                         "--from", help="An older tieredStoreMetadata.json or its .bak: topic ids, wall-clock times, "
+                         "and times of segments whose records are gone.", dir_okay=False)] = None,
+                     json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
+    from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
+
+    if tiered_store_path is None:
+        from engine.errors import InvalidArgumentError
+
+        raise InvalidArgumentError("pass --tiered-store-path DIR")
+    res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
+    for w in res.warnings:
+        render.problem(f"warning: {w}")
+    if json_out:
+        render.emit_json(res.as_dict())
+    else:
+        note(f"wrote {res.out}: {res.topics} topic(s), {res.queues} queue(s), "
+                    + ", ".join(f"{v} {k}" for k, v in res.segments.items()) + " segment(s)")

@@ -1,0 +1,23 @@
+"""rmqtool tiered segments: one line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it
+differs."""
+from __future__ import annotations
+
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import QueueIdOpt, TopicOpt, emit_rows, opened, time_text
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
+                             TieredPathOpt)
+
+
+@handles_errors
+def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
+             metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
+             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
+            quiet: QuietOpt = False) -> None:
+    """One line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it differs."""
+    from engine.tiered.flat.answers import segment_rows
+
+    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rows = segment_rows(st, topic, queue_id)
+        emit_rows(json_out, f"segments of {topic}/{queue_id}", rows,
+                   ["fileType", "baseOffset", "size", "beginTimestamp", "endTimestamp", "fileName", "fileBytes",
+                    "metadata"], lambda r, c: time_text(r[c]) if c.endswith("Timestamp") else r.get(c))

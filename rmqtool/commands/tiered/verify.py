@@ -1,0 +1,35 @@
+"""rmqtool tiered verify: check names, segments, metadata, records and units, and (without --topic) the tiered index:
+the INDEX segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
+from __future__ import annotations
+
+import typer
+
+from rmqtool import render
+from rmqtool.cli import handles_errors
+from rmqtool.commands.tiered import TopicFilterOpt, note, opened
+from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
+                             TieredPathOpt)
+
+
+@handles_errors
+def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
+           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
+    segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
+    from engine.tiered.index.operations import verify_tier
+
+    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+        rep = verify_tier(st, topic)
+        st.warnings.clear()   # verify reports them as problems
+        if json_out:
+            render.emit_json(rep.as_dict())
+        else:
+            for p in rep.problems:
+                render.line(p.line())
+            for n in rep.notes:
+                note(f"note: {n.line()}")
+            note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
+                        f"{rep.units} unit(s): " + ("whole" if rep.ok else f"{len(rep.problems)} problem(s)"))
+    if not rep.ok:
+        raise typer.Exit(3)
