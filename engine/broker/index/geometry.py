@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # numpy is imported where an ambiguous size is checked: query
 SAMPLE_ITEMS = 64
 #: Candidates listed in the error of an ambiguous size.
 LISTED = 5
+#: The broker's default geometry (maxHashSlotNum, maxIndexNum): a file of its size whose items fit no geometry
+#: (a damaged file) is taken to have it; doctor and recover then name the file (index-untrusted).
+BROKER_DEFAULT = (5_000_000, 20_000_000)
 
 
 def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -> BrokerConfig:
@@ -228,6 +231,8 @@ def infer_index_geometry(facts: list, size: int, slots: int | None = None, items
         return passing[0]
     if passing:
         _ambiguous(richest, size, passing[:LISTED], len(passing), "")
+    if ratio == BROKER_DEFAULT and (slots, items) == (None, None):
+        return ratio  # a damaged file of the broker's default size (a zeroed slot table): doctor names the file
     _ambiguous(richest, size, cands.first(LISTED), len(cands),
                " (under none of them do its items read as the broker writes them: the file may be damaged)")
 
