@@ -349,16 +349,18 @@ def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes
             if n == size or (n == 0 and i == len(fs) - 1):
                 continue  # the broker deletes an empty last file and loads the queue without it
             last = i == len(fs) - 1
-            step = (f"if it is the queue's last file, pad it with zeros to {size} bytes (`truncate -s {size} "
-                    f"{rel}/{name}`): the units it holds are kept and `rmqtool doctor` then says what the rest "
-                    "needs" if last and n < size else
-                    "only a person can decide: restore it from a backup (its units cannot be told from the bytes "
-                    "past or before its cut)")
+            if last and n < size:
+                step, cure = (f"pad it with zeros to {size} bytes (`truncate -s {size} {rel}/{name}`): the units it "
+                              "holds are kept and `rmqtool doctor` then says what the rest needs"), None
+            else:  # cut in the middle, or too long: the queue is dispatched again from the commit log
+                step = ("the queue's files are moved to the quarantine and the queue is dispatched again from the "
+                        "commit log (each unit at its record's queue offset)")
+                cure = fix("repair", "consume-queue", "--topic", topic, "--queue-id", str(qid), "--rebuild")
             rep.findings.append(Finding(
                 "cq-file-size", ERROR, f"{rel}/{name}", None,
                 f"consume-queue file {rel}/{name} is {n} bytes, not {size} ({source}); {step}",
                 "refuses to load the consume queues (MappedFileQueue.doLoad: length not matched) and does not start",
-                None))
+                cure))
 
 
 def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> int:
