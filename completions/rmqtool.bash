@@ -142,7 +142,7 @@ _rmqtool() {
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --topic|-t|--queue-id|-q|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --topic -t --queue-id -q --dry-run --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --topic -t --queue-id -q --rebuild --dry-run --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
         "repair timer")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

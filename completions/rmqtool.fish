@@ -332,6 +332,7 @@ complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l topic -x -d 'Only 
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -s t -x -d 'Only this topics queues (default: every queue).'
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l queue-id -x -d 'Only this queue (needs --topic).'
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -s q -x -d 'Only this queue (needs --topic).'
+complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l rebuild -d 'Move every file of the queue (--topic, --queue-id) to the quarantine and dispatch it again from the commit log: the fix of a queue file cut in its middle.'
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l dry-run -d 'Print the plan; change nothing.'
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l json -d 'Machine-readable output: camelCase names, one JSON document per answer, NDJSON (one object per line) for streams of records.'
 complete -c rmqtool -n '__rmqtool_at repair consume-queue' -l quiet -d 'No notes on stderr (empty answers, cuts, columns left out, summaries, progress); data, warnings and errors still print.'

@@ -194,13 +194,18 @@ _FROM_STORE_PLANS = {TOPICS: _plan_topics, DELAY_OFFSET: _plan_delay_offsets,
 # ------------------------------------------------------------------------------------------- consume queue
 
 
-def plan_consume_queue(cfg: BrokerConfig, topic: str | None, queue_id: int | None) -> RepairPlan:
+def plan_consume_queue(cfg: BrokerConfig, topic: str | None, queue_id: int | None,
+                       rebuild: bool = False) -> RepairPlan:
     layout = StoreLayout.of(cfg)
     layout.require_store(allow_markers=True)
     if queue_id is not None:
         validate_queue_id(queue_id)
         if topic is None:
             raise InvalidArgumentError("--queue-id needs --topic")
+    if rebuild and queue_id is None:
+        raise InvalidArgumentError("--rebuild needs --topic and --queue-id (one queue)")
+    if rebuild:
+        return _plan_queue_rebuild(cfg, layout, topic, queue_id)
     queues = [(t, q) for t, q in layout.list_queues().queues
               if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
     if topic is not None and not queues:
@@ -214,6 +219,26 @@ def plan_consume_queue(cfg: BrokerConfig, topic: str | None, queue_id: int | Non
             plan.files_out.append(rel)
             plan.actions.append(f"move {rel} (no unit: a file the queue rolled into and never wrote) to the "
                                 "quarantine")
+    plan.detail["filesMoved"] = list(plan.files_out)
+    return plan
+
+
+def _plan_queue_rebuild(cfg: BrokerConfig, layout: StoreLayout, topic: str, queue_id: int) -> RepairPlan:
+    """Every file of one queue moved to the quarantine; repair_consume_queue then dispatches the queue again from
+    the commit log (a full-scan recovery: each record's own queue offset), the fix of a queue file cut in its
+    middle, which neither the broker nor a padding can give back."""
+    d = layout.cq_dir(topic, queue_id)
+    if not d.is_dir():
+        raise InvalidArgumentError(f"no consume queue {topic}/{queue_id} in the store")
+    plan = RepairPlan("consume-queue", str(cfg.root), fingerprint=operation.fingerprint(cfg),
+                      detail={"queuesChecked": 1, "rebuild": f"{topic}/{queue_id}"})
+    for p in sorted(d.iterdir()):
+        if p.is_file() and not p.is_symlink():
+            rel = str(p.relative_to(layout.root))
+            plan.files_out.append(rel)
+            plan.actions.append(f"move {rel} to the quarantine")
+    plan.actions.append(f"dispatch {topic}/{queue_id} again from the commit log, each unit at its record's queue "
+                        "offset (as `rmqtool recover --full-scan`)")
     plan.detail["filesMoved"] = list(plan.files_out)
     return plan
 
@@ -261,8 +286,17 @@ def repair_config(cfg: BrokerConfig, name: str, source: str, dry_run: bool = Fal
 
 
 def repair_consume_queue(cfg: BrokerConfig, topic: str | None = None, queue_id: int | None = None,
-                         dry_run: bool = False) -> RepairPlan:
-    return _run(cfg, lambda: plan_consume_queue(cfg, topic, queue_id), dry_run, "repair consume-queue")
+                         dry_run: bool = False, rebuild: bool = False) -> RepairPlan:
+    """rebuild: every file of the queue to the quarantine, then a full-scan recovery dispatches it again (stopped
+    between the two, the queue has no file: doctor's cq-no-files, whose fix is that recovery)."""
+    plan = _run(cfg, lambda: plan_consume_queue(cfg, topic, queue_id, rebuild), dry_run, "repair consume-queue")
+    if rebuild and not dry_run:
+        from engine.ops.recovery import recover
+
+        rp = recover(cfg, full_scan=True)
+        plan.detail["unitsAdded"] = sum(q.units_added for q in rp.queues
+                                        if (q.topic, q.queue_id) == (topic, queue_id))
+    return plan
 
 
 def repair_timer(cfg: BrokerConfig, dry_run: bool = False) -> RepairPlan:

@@ -385,10 +385,34 @@ def _plan_lost(ts: TimerStore, rep: TimerRepair, res: PendingScan, removed: _Rem
         key = (build_delete_key(m.topic, m.uniq_key), m.fire_at_ms)
         if key in lost_markers and key not in kept_markers and not gone(m.timer_log_position, m.commit_log_offset):
             rep.resurrected.append(key[0])
+    lost = _one_per_record(lost)
     lost.sort(key=lambda x: (x.fire_at_ms is None, x.fire_at_ms or 0, x.commit_log_offset))
     rep.lost_total = len(lost)
     rep.lost = lost[:MAX_LOST_LISTED]
     _note_lost(rep, lost)
+
+
+def _one_per_record(lost: list[LostMessage]) -> list[LostMessage]:
+    """One entry per message: a message both in the wheel (a timer-log unit) and still to enqueue (a unit of
+    rmq_sys_wheel_timer/0 after the timer checkpoint) is one message that loses its record, not two. The wheel's
+    entry stays, with what the other knows and it does not."""
+    by: dict[tuple[str, int], LostMessage] = {}
+    out: list[LostMessage] = []
+    for x in lost:
+        key = (x.what, x.commit_log_offset)
+        first = by.get(key) if x.commit_log_offset >= 0 else None
+        if first is None:
+            by[key] = x
+            out.append(x)
+            continue
+        keep, other = (first, x) if first.timer_log_position is not None or x.timer_log_position is None else (x, first)
+        for name in ("timer_log_position", "queue_offset", "slot_time_ms", "uniq_key", "topic", "fire_at_ms"):
+            if getattr(keep, name) is None:
+                setattr(keep, name, getattr(other, name))
+        if keep is not first:
+            out[out.index(first)] = keep
+            by[key] = keep
+    return out
 
 
 class _Gone:

@@ -74,8 +74,7 @@ class Acks:
         text = self.header + self.lines(res)
         self.header = ""
         with shielded():  # a signal never leaves half a line: the lines out are whole acknowledgements
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            render.write_whole(text)
 
 
 def _note_time_back(results: list) -> None:

@@ -234,7 +234,7 @@ class IndexFile:
 
     def header_damage(self, newest: bool, previous: Optional[IndexHeader] = None,
                       live_writer: Optional[Callable[[], bool]] = None) -> Optional[str]:
-        """Why this file cannot be one the broker wrote, or None. Reads the header and one item only.
+        """Why this file cannot be one the broker wrote, or None. Reads the header, two items and one slot only.
 
         newest: whether it is the newest file of its directory. The broker rolls to a new file only when the
         current one is full (format §5.8), so every older file holds indexNum-1 items; an older file with fewer
@@ -261,6 +261,12 @@ class IndexFile:
             if self.refresh_header(wait=True):
                 return self.header_damage(newest, previous, live_writer)  # a writer appended meanwhile: look again
             return f"item {h.indexCount} past the header's indexCount is written (the header was not written back)"
+        if items:  # the newest item's slot holds it (or a newer item): a zeroed slot table fails here
+            key_hash = self.read_item(items)[0]
+            head = self.slot_value(key_hash % self.hash_slot_num) if key_hash >= 0 else -1
+            if not items <= head < self.index_num:
+                return (f"slot {key_hash % self.hash_slot_num if key_hash >= 0 else '?'} holds item {head}, not item "
+                        f"{items} (the newest) or a newer one: the slot table is damaged")
         if not items and previous is not None:
             seed_ts = max(previous.endTimestamp, 0)
             seed_phy = max(previous.endPhyOffset, 0)

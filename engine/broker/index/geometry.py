@@ -222,6 +222,11 @@ def infer_index_geometry(facts: list, size: int, slots: int | None = None, items
         _ambiguous(richest, size, cands.first(LISTED), len(cands), "")
     if ratio and fits(richest[0], ratio, richest[3]):
         return ratio  # the broker's default shape, confirmed by the items (no numpy on this, the usual, path)
+    if ratio and fits(richest[0], ratio, richest[3], heads=False):
+        # Its items and their chains read as the broker's under the default shape, only the slot table does not
+        # (a zeroed slot table): the shape stands (a search over every candidate would take seconds and find
+        # none); doctor, recover and the readers name the file as damaged (IndexFile.header_damage).
+        return ratio
     passing = [c for c in (_content_check(richest[0], ch, richest[3]) for ch in cands.chunks()) if len(c)]
     passing = [tuple(map(int, row)) for c in passing for row in c.tolist()]
     if len(passing) == 1:
@@ -249,11 +254,11 @@ def sample_items(n: int) -> list[int]:
     return sorted(set(range(1, min(n, SAMPLE_ITEMS + 1))) | set(range(max(1, n - SAMPLE_ITEMS), n)))
 
 
-def fits(path: Path, geometry: tuple[int, int], index_count: int) -> bool:
+def fits(path: Path, geometry: tuple[int, int], index_count: int, heads: bool = True) -> bool:
     """One candidate checked as _items_fit checks many, in plain Python: the sampled items are read in one call
     per run of consecutive items, then one small read per slot head and per previous item outside the runs
     (about 150 reads for the default sample, where one read per field took 640: every command that infers the
-    geometry pays them at start-up)."""
+    geometry pays them at start-up). heads=False: the slot heads are not asked (the items and chains only)."""
     s, i = geometry
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -276,7 +281,7 @@ def fits(path: Path, geometry: tuple[int, int], index_count: int) -> bool:
             if key_hash < 0 or time_diff < 0 or not 0 <= prev < k:
                 return False
             slot = key_hash % s
-            if not k <= i32(INDEX_HEADER_SIZE + SLOT_SIZE * slot) < i:
+            if heads and not k <= i32(INDEX_HEADER_SIZE + SLOT_SIZE * slot) < i:
                 return False
             if prev:
                 their = fields[prev][0] if prev in fields else i32(base + ITEM_SIZE * prev)

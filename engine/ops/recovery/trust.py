@@ -210,8 +210,24 @@ def quick_structure(f: IndexFile) -> Structure | None:
     if n:
         s.first_phy, s.last_phy = int(items["phy"][0]), int(items["phy"][n - 1])
         s.trailing = trailing_count(items, s.last_phy)
+        if not _tail_heads_fit(f, items):
+            return None  # a zeroed or damaged slot table: the full check names it (plain doctor too)
     s.distinct_slots = f.header.hashSlotCount
     return s
+
+
+#: The newest items whose slot heads quick_structure checks (a few reads: a zeroed slot table fails the first).
+QUICK_HEADS = 16
+
+
+def _tail_heads_fit(f: IndexFile, items) -> bool:
+    """The newest items' slots hold them or newer items (item k is items[k - 1]), as the broker's put leaves them."""
+    n = len(items)
+    first = max(0, n - QUICK_HEADS)
+    for k, h in enumerate(items["hash"][first:].tolist(), start=first + 1):
+        if h < 0 or not k <= f.slot_value(h % f.hash_slot_num) < f.index_num:
+            return False
+    return True
 
 
 def _outside_segments(x: IndexFacts, count: int, cl: CommitLog) -> str:

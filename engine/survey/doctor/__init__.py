@@ -28,7 +28,8 @@ from engine.survey.doctor.modechecks import check_mode, withdraw_refused_fixes
 from engine.survey.doctor.rocksdbchecks import check_rocksdb_queues
 from engine.survey.doctor.report import ERROR, INFO, WARNING, DoctorReport, Finding, Fixes
 from engine.survey.doctor.storechecks import (check_commitlog_files, check_commitlog_present,
-                                           check_consume_queue_files, check_consume_queue_tails, check_index_dir,
+                                           check_consume_queue_files, check_consume_queue_order,
+                                           check_consume_queue_tails, check_index_dir,
                                            check_lock, check_recovery)
 from engine.survey.doctor.tieredchecks import check_tiered
 from engine.survey.doctor.timerchecks import check_timer
@@ -95,6 +96,8 @@ def _check_file_log(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doc
     else:
         check_consume_queue_files(cfg, layout, fix, rep)
         check_consume_queue_tails(cfg, layout, fix, rep)
+        if plan is not None:
+            check_consume_queue_order(cfg, layout, fix, rep)
     if plan is None:  # the commit log is missing: nothing that points into it can be judged, recover refuses
         rep.notes.append("the commit log is missing: the timer store and what recover would do were not checked")
         for f in rep.findings:

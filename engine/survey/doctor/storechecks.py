@@ -349,16 +349,61 @@ def check_consume_queue_files(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes
             if n == size or (n == 0 and i == len(fs) - 1):
                 continue  # the broker deletes an empty last file and loads the queue without it
             last = i == len(fs) - 1
-            step = (f"if it is the queue's last file, pad it with zeros to {size} bytes (`truncate -s {size} "
-                    f"{rel}/{name}`): the units it holds are kept and `rmqtool doctor` then says what the rest "
-                    "needs" if last and n < size else
-                    "only a person can decide: restore it from a backup (its units cannot be told from the bytes "
-                    "past or before its cut)")
+            if last and n < size:
+                step, cure = (f"pad it with zeros to {size} bytes (`truncate -s {size} {rel}/{name}`): the units it "
+                              "holds are kept and `rmqtool doctor` then says what the rest needs"), None
+            else:  # cut in the middle, or too long: the queue is dispatched again from the commit log
+                step = ("the queue's files are moved to the quarantine and the queue is dispatched again from the "
+                        "commit log (each unit at its record's queue offset)")
+                cure = fix("repair", "consume-queue", "--topic", topic, "--queue-id", str(qid), "--rebuild")
             rep.findings.append(Finding(
                 "cq-file-size", ERROR, f"{rel}/{name}", None,
                 f"consume-queue file {rel}/{name} is {n} bytes, not {size} ({source}); {step}",
                 "refuses to load the consume queues (MappedFileQueue.doLoad: length not matched) and does not start",
-                None))
+                cure))
+
+
+def check_consume_queue_order(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> None:
+    """Consume-queue files in the wrong place of their queue (swapped, renamed): the first unit of each file must
+    point at a record of the queue whose queue offset is the file's first (its name / 20). The broker serves such
+    a file's units at the wrong queue offsets and recover's cut loses them; the fix dispatches the queue again
+    from the commit log. One unit and one record read per file; units a record of another queue answers (LMQ,
+    multi-dispatch) and units outside the log are left to the other checks."""
+    from engine.broker.commitlog.message import VALID
+    from engine.ops.recovery.scan import open_log
+
+    cq_unit = 20
+    cl, _ = open_log(cfg)
+    try:
+        lo, hi = cl.min_offset, cl.max_file_offset()
+        for topic, qid in layout.list_queues().queues:
+            d = layout.consumequeue_dir / topic / str(qid)
+            for name, n in _queue_files(d):
+                if n < cq_unit or int(name) % cq_unit:
+                    continue
+                with open(d / name, "rb") as fh:
+                    unit = fh.read(cq_unit)
+                off, size = int.from_bytes(unit[:8], "big", signed=True), int.from_bytes(unit[8:12], "big")
+                if not size or not lo <= off < hi:
+                    continue
+                r = cl.check_at(off, check_crc=False)
+                if r.status != VALID or r.record is None or (r.record.topic, r.record.queue_id) != (topic, qid):
+                    continue
+                want = int(name) // cq_unit
+                if r.record.queue_offset != want:
+                    rel = f"consumequeue/{topic}/{qid}/{name}"
+                    rep.findings.append(Finding(
+                        "cq-file-misplaced", ERROR, rel, 0,
+                        f"consume-queue file {rel} starts at queue offset {want} by its name, but its first unit "
+                        f"points at the record of queue offset {r.record.queue_offset} (the queue's files are "
+                        "swapped or renamed); the queue's files are moved to the quarantine and the queue is "
+                        "dispatched again from the commit log",
+                        "serves the file's units at the queue offsets its name gives: consumers get the wrong "
+                        "messages or skip some; its recovery may cut the queue there",
+                        fix("repair", "consume-queue", "--topic", topic, "--queue-id", str(qid), "--rebuild")))
+                    break  # one finding per queue: the fix rebuilds all of it
+    finally:
+        cl.close()
 
 
 def check_consume_queue_tails(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: DoctorReport) -> int:

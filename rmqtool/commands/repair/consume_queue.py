@@ -1,5 +1,6 @@
 """rmqtool repair consume-queue: move out the last consume-queue files that hold no unit (a file the queue rolled into
-and never wrote, RocketMQ #9728, #10108), so the queue ends at its last written file."""
+and never wrote, RocketMQ #9728, #10108), so the queue ends at its last written file; or, with --rebuild, one
+queue's files moved out and dispatched again from the commit log."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -20,6 +21,9 @@ def consume_queue_cmd(
                                                  "every queue).")] = None,
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Only this queue (needs --topic).")]
     = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Move every file of the queue (--topic, --queue-id) "
+                                          "to the quarantine and dispatch it again from the commit log: the fix of "
+                                          "a queue file cut in its middle.")] = False,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -29,8 +33,8 @@ def consume_queue_cmd(
     cq_file_size: CqSizeOpt = None,
 ) -> None:
     """Move out the last consume-queue files that hold no unit (a file the queue rolled into and never wrote,
-    RocketMQ #9728, #10108), so the queue ends at its last written file."""
+    RocketMQ #9728, #10108), so the queue ends at its last written file; or rebuild one queue from the log."""
     from engine.ops.repair import repair_consume_queue
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    show_plan(repair_consume_queue(cfg, topic, queue_id, dry_run), dry_run, json_out)
+    show_plan(repair_consume_queue(cfg, topic, queue_id, dry_run, rebuild), dry_run, json_out)
