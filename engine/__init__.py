@@ -8,7 +8,7 @@ The entry points the command line calls, one per command or concern:
                          (messages to put), engine.broker.write.jsonl (put --from-jsonl), engine.broker.config.lock
   reading the log        engine.broker.commitlog.logrun.scan_runs / lookup_runs, engine.views.runjson.run_json_text,
                          engine.views.recordjson.run_table_rows (dump-commitlog, get), engine.broker.commitlog.dump
-                         (dump-commitlog's filters), engine.ops.read.read_by_queue_offset / find_by_msg_id (get by
+                         (dump-commitlog's filters), engine.broker.read.read_by_queue_offset / find_by_msg_id (get by
                          queue offset, by offset message id or UNIQ_KEY)
   store geometry         engine.broker.index.geometry.resolve_index_geometry (index slots and items from the files)
   query by key           engine.broker.index.keyquery (broker index), engine.tiered.index.query_tiered_key (tiered)

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from engine.ops.read import COUNT_LIMIT
+from engine.broker.read import COUNT_LIMIT
 from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, snapshot
 
 UNIT = struct.Struct(">qiq")

@@ -1,13 +1,13 @@
 """The broker's system topics, stated once in engine.broker.topics (TopicValidator at RocketMQ 8fc57f1468), and the
 two rules that ask them: the tiered topic filter (MessageStoreTopicFilter) and the reader's label of a record
-carrying a message's UNIQ_KEY (engine.ops.read copy_role). The three agree on a few topics."""
+carrying a message's UNIQ_KEY (engine.broker.read copy_role). The three agree on a few topics."""
 from __future__ import annotations
 
 import pytest
 
 from engine.broker.commitlog.message import MessageRecord
 from engine.broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, is_system_topic
-from engine.ops.read import copy_role
+from engine.broker.read import copy_role
 from engine.tiered.flat.topic_filter import TieredTopicFilter
 
 #: TopicValidator.SYSTEM_TOPIC_SET at the golden commit (its static initialiser: ten names).

@@ -4,7 +4,7 @@ LMQ prefixes), the topics a store has, and the one answer every read command giv
 The routing names are stated here once (or imported here from the one module that states them) and checked
 against RocketMQ 8fc57f1468: TopicValidator (the system set and prefix, isSystemTopic), MixAll (%RETRY%, %DLQ%,
 %LMQ%, REPLY_TOPIC), PopAckConstants (the revive topics), TimerMessageStore (the timer topic). The tiered topic
-filter (engine.tiered.flat.topic_filter) and the reader's labels (engine.ops.read copy_role) ask is_system_topic.
+filter (engine.tiered.flat.topic_filter) and the reader's labels (engine.broker.read copy_role) ask is_system_topic.
 
 A store's topics are the names under consumequeue/ (every dispatched message has a consume queue, format §4)
 and the topics of config/topics.json (read as the broker reads it, .bak included; a topic created but never

@@ -7,7 +7,7 @@ decided here: 3 when a message asked for is damaged (or its compressed body does
 failure is an address that does not exist (outside the commit log, not a message id), else 0.
 
 Where each rule lives: message ids are decoded by engine.broker.commitlog.message.decode_offset_msg_id; an id
-that is not a valid offset message id is looked up as a UNIQ_KEY through the index (engine.ops.read.find_msg_id);
+that is not a valid offset message id is looked up as a UNIQ_KEY through the index (engine.broker.read.find_msg_id);
 several offsets are read a stretch at a time (engine.broker.commitlog.logrun.lookup_runs).
 """
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _undecoded(rec) -> Optional[Said]:
 
 def _one(st, kinds: list[str], texts: list[str], topic: Optional[str]) -> Iterator[Event]:
     """The one message asked for, in full (exit 3 when its body does not decode)."""
-    from engine.ops.read import find_msg_id
+    from engine.broker.read import find_msg_id
 
     kind, text = kinds[0], texts[0]
     found = None if kind == "offset" else find_msg_id(st, text, topic)
@@ -179,9 +179,9 @@ def _one(st, kinds: list[str], texts: list[str], topic: Optional[str]) -> Iterat
 
 
 def _by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[int]) -> Iterator[Event]:
-    """Units from a queue offset and their messages (engine.ops.read.read_by_queue_offset): one in full without
+    """Units from a queue offset and their messages (engine.broker.read.read_by_queue_offset): one in full without
     `count`, else streamed. A unit that cannot be answered with its message is damage (exit 3)."""
-    from engine.ops.read import read_by_queue_offset
+    from engine.broker.read import read_by_queue_offset
 
     qr = read_by_queue_offset(st, topic, queue_id, queue_offset, 1 if count is None else count)
     yield from _warnings(st)
@@ -210,9 +210,9 @@ def _by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[
 
 
 def _uniq_fallback(st, text: str, topic: Optional[str]) -> tuple:
-    """(the answer for the UNIQ_KEY `text` (engine.ops.read.MsgIdAnswer), "") for an id that is no valid offset
+    """(the answer for the UNIQ_KEY `text` (engine.broker.read.MsgIdAnswer), "") for an id that is no valid offset
     message id, else (None, why neither form found a message)."""
-    from engine.ops.read import find_msg_id
+    from engine.broker.read import find_msg_id
 
     try:
         return find_msg_id(st, text, topic), ""
