@@ -107,15 +107,16 @@ def expand_path(p):
 def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int] = None,
                  max_index: Optional[int] = None, commitlog_file_size: Optional[int] = None,
                  cq_file_size: Optional[int] = None) -> BrokerConfig:
-    """Defaults < broker.conf < command-line options."""
+    """The store options of a command as one settled, frozen configuration: defaults < broker.conf < options
+    (engine.broker.config.brokerconf.load_config, which records where each geometry value came from). The paths
+    arrive expanded (`~`: rmqtool.cli.handles_errors expands every path option once) and stay Paths."""
     from engine.errors import InvalidArgumentError
 
     if store is None and broker_conf is None:
         raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
-    store, broker_conf = expand_path(store), expand_path(broker_conf)
     return load_config(
         broker_conf,
-        storePathRootDir=str(store) if store is not None else None,
+        storePathRootDir=store,
         maxHashSlotNum=hash_slots,
         maxIndexNum=max_index,
         mappedFileSizeCommitLog=commitlog_file_size,

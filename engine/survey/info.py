@@ -18,7 +18,6 @@ what the metadata lists (the metadata file is parsed; no segment is read).
 """
 from __future__ import annotations
 
-import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -253,7 +252,7 @@ def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
            "bytes": _usage_of(files).as_dict()}
     given = cfg.hashSlotNumGiven and cfg.indexNumGiven
     try:
-        g = resolve_index_geometry(copy.copy(cfg), files)
+        g = resolve_index_geometry(cfg, files)
         out.update(hashSlotNum=g.maxHashSlotNum, indexNum=g.maxIndexNum,
                    geometryFrom="broker.conf or options" if given else ("index files" if files else "defaults"))
     except StoreError as e:

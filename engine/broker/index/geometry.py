@@ -36,10 +36,11 @@ LISTED = 5
 
 
 def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -> BrokerConfig:
-    """THE geometry inference of the read commands: set cfg.maxHashSlotNum / cfg.maxIndexNum from the index
-    files (`paths`, default: every file of the store's index directory) where neither broker.conf nor a flag
-    gave them. Without index files nothing changes (the defaults stand: there is nothing to read). Raises
-    GeometryError when the files fit several geometries, naming the flags and the candidates. Returns cfg."""
+    """THE geometry inference of the read commands: cfg with maxHashSlotNum / maxIndexNum settled from the
+    index files (`paths`, default: every file of the store's index directory) where neither broker.conf nor a
+    flag gave them (a new BrokerConfig whose sources say "files"; cfg itself is never changed). Without index
+    files cfg is returned as it is (the defaults stand: there is nothing to read). Raises GeometryError when the
+    files fit several geometries, naming the flags and the candidates."""
     if cfg.hashSlotNumGiven and cfg.indexNumGiven:
         return cfg
     if paths is None:
@@ -60,9 +61,10 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
         if len(same) < 2:
             raise
         s, i = _majority_geometry(same, size, slots, items)
-    cfg.maxHashSlotNum, cfg.maxIndexNum = s, i
-    cfg.hashSlotNumGiven = cfg.indexNumGiven = True  # settled: later opens use it as they would a flag
-    return cfg
+    # settled: later opens use it as they would a flag; a value a flag or broker.conf gave keeps its source
+    settled = {k: v for k, v, given in (("maxHashSlotNum", s, cfg.hashSlotNumGiven),
+                                         ("maxIndexNum", i, cfg.indexNumGiven)) if not given}
+    return cfg.settled_with(**settled, hashSlotNumGiven=True, indexNumGiven=True)
 
 
 #: Files asked one by one when the files of the common size cannot be told together (one damaged file among them).
@@ -96,7 +98,8 @@ def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: s
     files: resolve_index_geometry, which refuses files it cannot tell apart), and never write a geometry other
     than the one of the store's index files: a configured geometry that no index file of the store has is
     refused (GeometryError naming both), unless the user asked for a new one explicitly (new_geometry, with
-    both numbers configured). Without index files the configured (or default) geometry stands. Returns cfg."""
+    both numbers configured). Without index files the configured (or default) geometry stands. Returns the
+    settled configuration (cfg itself is never changed)."""
     from engine.broker.layout import StoreLayout
     from engine.errors import InvalidArgumentError
 
