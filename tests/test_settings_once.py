@@ -27,6 +27,12 @@ def store(tmp_path) -> Path:
     return root
 
 
+def settings(cfg: BrokerConfig) -> tuple:
+    """Every setting of a configuration (its fields as given, not what it caches)."""
+    return tuple(getattr(cfg, f.name) if f.name not in ("sources", "properties") else dict(getattr(cfg, f.name) or {})
+                 for f in dataclasses.fields(cfg) if f.init)
+
+
 def test_config_is_frozen_with_a_path_root(tmp_path):
     cfg = load_config(None, storePathRootDir=str(tmp_path))
     assert isinstance(cfg.storePathRootDir, Path) and cfg.root == tmp_path
@@ -62,12 +68,12 @@ def test_resolving_the_geometry_leaves_the_callers_config(store):
 
 def test_opening_a_store_leaves_the_callers_config(store):
     cfg = load_config(None, storePathRootDir=store)
-    before = dataclasses.astuple(cfg)
+    before = settings(cfg)
     with MessageStore(cfg) as st:
         assert st.index is not None
         assert (st.config.maxHashSlotNum, st.config.maxIndexNum) == (16, 64)
         assert st.config.source("maxHashSlotNum") == FROM_FILES
-    assert dataclasses.astuple(cfg) == before
+    assert settings(cfg) == before
     assert (cfg.maxHashSlotNum, cfg.maxIndexNum) == (BrokerConfig.maxHashSlotNum, BrokerConfig.maxIndexNum)
 
 
@@ -80,9 +86,9 @@ def test_a_flag_keeps_its_source_when_the_files_settle_the_other(store):
 
 def test_timer_geometry_leaves_the_callers_config(tmp_path):
     cfg = load_config(None, storePathRootDir=tmp_path)
-    before = dataclasses.astuple(cfg)
+    before = settings(cfg)
     TimerGeometry.of(cfg)
-    assert dataclasses.astuple(cfg) == before
+    assert settings(cfg) == before
 
 
 def test_mode_is_decided_once_per_settled_config(store):
@@ -127,3 +133,18 @@ def test_info_json_says_where_the_geometry_came_from(store, tmp_path):
     geo = out["index"]["geometry"]
     assert geo["hashSlots"] == {"value": 16, "from": FROM_CONF}
     assert geo["maxIndex"] == {"value": 64, "from": FROM_FILES}
+
+
+def test_the_index_files_are_read_once_per_settled_config(store, monkeypatch):
+    import engine.broker.index.geometry as geometry
+
+    read: list = []
+    real = geometry.index_file_facts
+    monkeypatch.setattr(geometry, "index_file_facts", lambda p: read.append(p) or real(p))
+    cfg = load_config(None, storePathRootDir=store)
+    first = resolve_index_geometry(cfg)
+    n = len(read)
+    again = resolve_index_geometry(cfg)
+    assert n > 0 and len(read) == n
+    assert (again.maxHashSlotNum, again.maxIndexNum, again.source("maxIndexNum")) == (16, 64, FROM_FILES)
+    assert (first.maxHashSlotNum, first.maxIndexNum) == (16, 64)

@@ -132,9 +132,10 @@ class BrokerConfig:
         return out
 
     def cached(self, key: str, make: Callable[[], object]):
-        """What make() answers for this settled configuration, worked out once (the store's mode)."""
+        """What make() answers for this settled configuration, worked out once (the store's mode, the index
+        geometry its files say); a None answer is not kept (asked again)."""
         memo = self._memo
-        if key not in memo:
+        if memo.get(key) is None:
             memo[key] = make()
         return memo[key]
 
