@@ -148,3 +148,19 @@ def test_the_index_files_are_read_once_per_settled_config(store, monkeypatch):
     assert n > 0 and len(read) == n
     assert (again.maxHashSlotNum, again.maxIndexNum, again.source("maxIndexNum")) == (16, 64, FROM_FILES)
     assert (first.maxHashSlotNum, first.maxIndexNum) == (16, 64)
+
+
+def test_the_tiered_geometry_says_where_each_value_came_from(tmp_path):
+    from engine.tiered.flat.config import load_tiered_config
+    from engine.tiered.index.table import resolve_geometry
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("tieredStoreIndexFileMaxHashSlotNum=128\ntieredStoreIndexFileMaxIndexNum=2000\n")
+    by_conf = resolve_geometry(load_tiered_config(conf, tieredStoreIndexFileMaxIndexNum=4000), [], [])
+    assert (by_conf.hash_slot_num, by_conf.index_num) == (128, 4000)
+    assert by_conf.sources == {"hashSlots": FROM_CONF, "maxIndex": FROM_OPTION}
+    by_option = resolve_geometry(load_tiered_config(None, tieredStoreIndexFileMaxHashSlotNum=64), [], [])
+    assert by_option.index_num is None  # each local file's capacity from its size
+    assert by_option.sources == {"hashSlots": FROM_OPTION, "maxIndex": FROM_FILES}
+    assert resolve_geometry(load_tiered_config(None), [], []).sources == {"hashSlots": FROM_DEFAULT,
+                                                                          "maxIndex": FROM_DEFAULT}
