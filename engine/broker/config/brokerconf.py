@@ -223,7 +223,7 @@ def parse_properties(cls, props: dict[str, str], source, skip=lambda name: False
     an InvalidArgumentError naming `source`."""
     out: dict[str, object] = {}
     for f in fields(cls):
-        if f.name not in props or skip(f.name):
+        if f.name not in props or skip(f.name) or not f.init:
             continue
         raw = props[f.name]
         try:
