@@ -114,6 +114,8 @@ def _count_modes(monkeypatch) -> list:
 @pytest.mark.parametrize("args", [
     ["put", "--json", "--topic", "T", "--body", "b", *SEG_GEOM],
     ["recover", "--dry-run", "--json", *SEG_GEOM],
+    ["recover", "--json", *SEG_GEOM],
+    ["verify-cq", "--json"],
     ["doctor", "--json", *SEG_GEOM],
     ["dump-cq", "--topic", "TopicA", "--queue-id", "0", "--json"],
     ["query-key", "--topic", "TopicA", "--key", "k0", "--json"],
