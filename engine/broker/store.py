@@ -90,7 +90,8 @@ class MessageStore:
             from engine.broker.write.guard import require_writable
             self._mode = require_writable(config, "put")  # the mode a writable store was allowed in
             if self.root.is_dir():
-                self.config = config = settle_cq_file_size(config, "put")  # a new queue gets the store's file size (issue 34 item 12)
+                # a new queue gets the store's file size (issue 34 item 12); the caller's config is left as it is
+                self.config = config = settle_cq_file_size(config, "put")
         if create:
             if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
                     and any(os.scandir(self.root)):
