@@ -60,8 +60,10 @@ def test_sources_follow_option_over_conf_over_default(tmp_path):
 def test_resolving_the_geometry_leaves_the_callers_config(store):
     cfg = load_config(None, storePathRootDir=store)
     before = (cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.hashSlotNumGiven, dict(cfg.sources))
+    assert not cfg.hashSlotNumGiven and not cfg.indexNumGiven
     settled = resolve_index_geometry(cfg)
     assert (settled.maxHashSlotNum, settled.maxIndexNum) == (16, 64)
+    assert settled.hashSlotNumGiven and settled.indexNumGiven  # settled: later opens take it as given
     assert settled.source("maxHashSlotNum") == FROM_FILES and settled.source("maxIndexNum") == FROM_FILES
     assert (cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.hashSlotNumGiven, dict(cfg.sources)) == before
 

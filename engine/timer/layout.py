@@ -86,7 +86,7 @@ def settle_timer_log_size(cfg: BrokerConfig) -> BrokerConfig:
         return cfg
     size = pick_segment_size(sorted(found))
     if size is not None and size > MIN_BLANK_LEN + UNIT_SIZE:
-        return cfg.settled_with(mappedFileSizeTimerLog=size, timerLogSizeGiven=True)
+        return cfg.settled_with(mappedFileSizeTimerLog=size)
     return cfg
 
 

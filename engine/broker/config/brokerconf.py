@@ -83,18 +83,6 @@ class BrokerConfig:
     timerSkipUnknownError: bool = False
     # The delay levels of ScheduleMessageService (SCHEDULE_TOPIC_XXXX queue id = level - 1).
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
-    # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
-    commitLogSizeGiven: bool = False
-    # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files
-    # (engine.broker.index.geometry.resolve_index_geometry) rather than defaulted.
-    hashSlotNumGiven: bool = False
-    indexNumGiven: bool = False
-    # True when mappedFileSizeTimerLog was given (conf or option) or settled from the timer-log files
-    # (engine.timer.layout.settle_timer_log_size) rather than defaulted.
-    timerLogSizeGiven: bool = False
-    # True when mappedFileSizeConsumeQueue was given (conf or option) or settled from the queue files
-    # (engine.broker.consumequeue.geometry.settle_cq_file_size) rather than defaulted.
-    cqFileSizeGiven: bool = False
     # Every key broker.conf sets, as written (None when no broker.conf was read): the store's mode is decided from
     # keys rmqtool has no field for (engine.broker.mode.detect_mode).
     properties: Mapping[str, str] | None = field(default=None, compare=False)
@@ -119,10 +107,34 @@ class BrokerConfig:
         """Where the geometry value `key` (one of GEOMETRY_KEYS) came from."""
         return self.sources[key]
 
+    # Whether a geometry value was given (conf or option) or settled from the files rather than defaulted: the
+    # index geometry by engine.broker.index.geometry.resolve_index_geometry, the queue-file size by
+    # engine.broker.consumequeue.geometry.settle_cq_file_size, the timer-log size by
+    # engine.timer.layout.settle_timer_log_size (the commit log's segments take theirs from the files themselves).
+    @property
+    def commitLogSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeCommitLog"] != FROM_DEFAULT
+
+    @property
+    def hashSlotNumGiven(self) -> bool:
+        return self.sources["maxHashSlotNum"] != FROM_DEFAULT
+
+    @property
+    def indexNumGiven(self) -> bool:
+        return self.sources["maxIndexNum"] != FROM_DEFAULT
+
+    @property
+    def timerLogSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeTimerLog"] != FROM_DEFAULT
+
+    @property
+    def cqFileSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeConsumeQueue"] != FROM_DEFAULT
+
     def settled_with(self, source: str = FROM_FILES, **values) -> "BrokerConfig":
         """This configuration with geometry values settled (from the files, by default): a new BrokerConfig
         sharing this one's cached mode; this one is left as it is."""
-        bad = set(values) - set(GEOMETRY_KEYS) - {f.name for f in fields(self) if f.name.endswith("Given")}
+        bad = set(values) - set(GEOMETRY_KEYS)
         if bad:
             raise ValueError(f"settled_with sets geometry only, not {sorted(bad)}")
         sources = dict(self.sources)
@@ -239,12 +251,6 @@ def parse_properties(cls, props: dict[str, str], source, skip=lambda name: False
     return out
 
 
-#: The *Given flag of each geometry key (set when broker.conf or an option gave it, or the files settled it).
-GIVEN_FLAGS = {"mappedFileSizeCommitLog": "commitLogSizeGiven", "maxHashSlotNum": "hashSlotNumGiven",
-               "maxIndexNum": "indexNumGiven", "mappedFileSizeTimerLog": "timerLogSizeGiven",
-               "mappedFileSizeConsumeQueue": "cqFileSizeGiven"}
-
-
 def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> BrokerConfig:
     """Defaults, then broker.conf, then explicit overrides (None values ignored): the settled, frozen
     configuration, with where each geometry value came from (BrokerConfig.sources)."""
@@ -253,7 +259,7 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
         values = parse_properties(BrokerConfig, props, broker_conf,
-                                  lambda name: name.endswith("Given") or name in ("properties", "sources"))
+                                  lambda name: name in ("properties", "sources"))
         values["properties"] = dict(props)
         sources.update({k: FROM_CONF for k in GEOMETRY_KEYS if k in props})
     for k, v in overrides.items():
@@ -261,8 +267,6 @@ def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> Br
             values[k] = v
             if k in GEOMETRY_KEYS:
                 sources[k] = FROM_OPTION
-    for k, flag in GIVEN_FLAGS.items():
-        values[flag] = k in sources
     cfg = BrokerConfig(**values, sources=sources)
     cfg.validate()
     return cfg

@@ -62,5 +62,5 @@ def settle_cq_file_size(cfg: BrokerConfig, writer: str | None = None) -> BrokerC
                             "doctor`, or pass the store's size (--cq-file-size or broker.conf)")
     size = pick_segment_size([(0, Path(), n) for n in sizes.elements()])
     if size and size % CQ_STORE_UNIT_SIZE == 0:
-        return cfg.settled_with(mappedFileSizeConsumeQueue=size, cqFileSizeGiven=True)
+        return cfg.settled_with(mappedFileSizeConsumeQueue=size)
     return cfg

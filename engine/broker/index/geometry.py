@@ -48,7 +48,7 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
         settled = cfg.cached("index-geometry", lambda: _settle_from_files(cfg, None))
     else:
         settled = _settle_from_files(cfg, paths)
-    return cfg if settled is None else cfg.settled_with(**settled, hashSlotNumGiven=True, indexNumGiven=True)
+    return cfg if settled is None else cfg.settled_with(**settled)
 
 
 def _settle_from_files(cfg: BrokerConfig, paths: list[Path] | None) -> dict[str, int] | None:
