@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -104,23 +105,53 @@ def expand_path(p):
     return p
 
 
+@dataclass(frozen=True)
+class StoreOptions:
+    """The store option group every command shares (StoreOpt, BrokerConfOpt and the geometry options above, as
+    given; None: not given): settled once into the store's configuration (settle), repeated by the fixes doctor
+    prints (args)."""
+
+    store: Optional[Path] = None
+    broker_conf: Optional[Path] = None
+    hash_slots: Optional[int] = None
+    max_index: Optional[int] = None
+    commitlog_file_size: Optional[int] = None
+    cq_file_size: Optional[int] = None
+
+    #: Each geometry option's flag and the broker.conf key it sets.
+    GEOMETRY = (("hash_slots", "--hash-slots", "maxHashSlotNum"), ("max_index", "--max-index", "maxIndexNum"),
+                ("commitlog_file_size", "--commitlog-file-size", "mappedFileSizeCommitLog"),
+                ("cq_file_size", "--cq-file-size", "mappedFileSizeConsumeQueue"))
+
+    def settle(self) -> BrokerConfig:
+        """The settled, frozen configuration: defaults < broker.conf < options
+        (engine.broker.config.brokerconf.load_config, which records where each geometry value came from). The
+        paths arrive expanded (`~`: rmqtool.cli.handles_errors expands every path option once) and stay Paths."""
+        from engine.errors import InvalidArgumentError
+
+        if self.store is None and self.broker_conf is None:
+            raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
+        return load_config(self.broker_conf, storePathRootDir=self.store,
+                           **{key: getattr(self, name) for name, _flag, key in self.GEOMETRY})
+
+    def args(self) -> list[str]:
+        """The options as a command line repeats them (absolute paths: runnable anywhere)."""
+        out: list[str] = []
+        if self.broker_conf is not None:
+            out += ["-c", str(Path(expand_path(self.broker_conf)).absolute())]
+        if self.store is not None:
+            out += ["-s", str(Path(expand_path(self.store)).absolute())]
+        for name, flag, _key in self.GEOMETRY:
+            if getattr(self, name) is not None:
+                out += [flag, str(getattr(self, name))]
+        return out
+
+
 def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int] = None,
                  max_index: Optional[int] = None, commitlog_file_size: Optional[int] = None,
                  cq_file_size: Optional[int] = None) -> BrokerConfig:
-    """Defaults < broker.conf < command-line options."""
-    from engine.errors import InvalidArgumentError
-
-    if store is None and broker_conf is None:
-        raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
-    store, broker_conf = expand_path(store), expand_path(broker_conf)
-    return load_config(
-        broker_conf,
-        storePathRootDir=str(store) if store is not None else None,
-        maxHashSlotNum=hash_slots,
-        maxIndexNum=max_index,
-        mappedFileSizeCommitLog=commitlog_file_size,
-        mappedFileSizeConsumeQueue=cq_file_size,
-    )
+    """THE settlement of every command's store options (StoreOptions.settle): the one call a command makes."""
+    return StoreOptions(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size).settle()
 
 
 def _use_workers(n: Optional[int]) -> Optional[int]:

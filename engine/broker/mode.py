@@ -359,7 +359,15 @@ def _conf_true(cfg: BrokerConfig, key: str) -> bool | None:
 def detect_mode(cfg: BrokerConfig) -> StoreMode:
     """The store's mode from broker.conf (cfg.properties, when a broker.conf was read) and the files. Where they
     disagree the files win for what is there and the disagreement is a conflict; a mode only broker.conf can say
-    (LMQ, controller) is taken from it."""
+    (LMQ, controller) is taken from it. Decided once per settled configuration (BrokerConfig.cached): every
+    reader and writer guard of one command shares the answer."""
+    cached = getattr(cfg, "cached", None)
+    if cached is None:  # a configuration of another kind: decided each time
+        return _decide_mode(cfg)
+    return cached("mode", lambda: _decide_mode(cfg))
+
+
+def _decide_mode(cfg: BrokerConfig) -> StoreMode:
     root = Path(cfg.root)
     m = StoreMode(root=root)
     _detect_dledger(cfg, m)

@@ -90,7 +90,8 @@ class MessageStore:
             from engine.broker.write.guard import require_writable
             self._mode = require_writable(config, "put")  # the mode a writable store was allowed in
             if self.root.is_dir():
-                settle_cq_file_size(config, "put")  # a new queue gets the store's file size (issue 34 item 12)
+                # a new queue gets the store's file size (issue 34 item 12); the caller's config is left as it is
+                self.config = config = settle_cq_file_size(config, "put")
         if create:
             if self.root.is_dir() and not create_in_nonempty and not self.layout.holds_store() \
                     and any(os.scandir(self.root)):
@@ -138,9 +139,9 @@ class MessageStore:
         if self._index is None:
             from engine.broker.index.geometry import resolve_index_geometry, writer_index_geometry
             if self.writable:  # as a reader takes it, and never another geometry beside the store's files
-                writer_index_geometry(self.config, what="put")
+                self.config = writer_index_geometry(self.config, what="put")
             else:
-                resolve_index_geometry(self.config)  # a reader needs no --hash-slots when the files tell
+                self.config = resolve_index_geometry(self.config)  # no --hash-slots needed when the files tell
             self._index = IndexService(self.index_dir, self.config.maxHashSlotNum, self.config.maxIndexNum,
                                        writable=self.writable, on_full_flush=self._on_index_full_flush)
         return self._index

@@ -201,7 +201,7 @@ def spark_reindex(config: BrokerConfig, out: Optional[Path] = None, master: str 
     require_writable(config, "spark-reindex --replace" if replace else "spark-reindex")
     layout = check_store(config)
     old_size = existing_index_size(layout.index_dir)
-    writer_index_geometry(config, new_geometry, "spark-reindex")
+    config = writer_index_geometry(config, new_geometry, "spark-reindex")
     hash_slot_num, index_num = config.maxHashSlotNum, config.maxIndexNum
     check_index_geometry(hash_slot_num, index_num)
     check_master(master)

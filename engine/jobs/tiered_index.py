@@ -504,7 +504,7 @@ def tiered_reindex_request(req: TieredReindexRequest, progress: Optional[Progres
 
     if req.store is None and req.broker_conf is None:
         raise InvalidArgumentError("no store given: pass --store DIR or --broker-conf FILE")
-    config = load_config(req.broker_conf, storePathRootDir=str(req.store) if req.store is not None else None,
+    config = load_config(req.broker_conf, storePathRootDir=req.store,
                          mappedFileSizeCommitLog=req.commitlog_file_size)
     tcfg = load_tiered_config(req.broker_conf, tieredStoreIndexFileMaxHashSlotNum=req.hash_slots,
                               tieredStoreIndexFileMaxIndexNum=req.max_index)

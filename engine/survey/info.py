@@ -18,7 +18,6 @@ what the metadata lists (the metadata file is parsed; no segment is read).
 """
 from __future__ import annotations
 
-import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -249,13 +248,15 @@ def _header(path: Path) -> tuple[int, int, int] | None:
 def _index(cfg: BrokerConfig, layout: StoreLayout, info: StoreInfo) -> dict:
     files = list_index_files(layout.index_dir) if layout.index_dir.is_dir() else []
     out = {"present": layout.index_dir.is_dir(), "files": len(files), "hashSlotNum": None, "indexNum": None,
-           "geometryFrom": None, "items": 0, "firstStoreTimestamp": None, "lastStoreTimestamp": None,
+           "geometryFrom": None, "geometry": None, "items": 0, "firstStoreTimestamp": None, "lastStoreTimestamp": None,
            "bytes": _usage_of(files).as_dict()}
     given = cfg.hashSlotNumGiven and cfg.indexNumGiven
     try:
-        g = resolve_index_geometry(copy.copy(cfg), files)
+        g = resolve_index_geometry(cfg, files)
         out.update(hashSlotNum=g.maxHashSlotNum, indexNum=g.maxIndexNum,
-                   geometryFrom="broker.conf or options" if given else ("index files" if files else "defaults"))
+                   geometryFrom="broker.conf or options" if given else ("index files" if files else "defaults"),
+                   geometry={name: {"value": getattr(g, key), "from": g.source(key)}  # the resolver's record
+                             for name, key in (("hashSlots", "maxHashSlotNum"), ("maxIndex", "maxIndexNum"))})
     except StoreError as e:
         info.problems.append(f"index geometry: {e}")
     read = files if len(files) <= MAX_HEADERS else files[:1] + files[-1:]

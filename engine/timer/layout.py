@@ -47,7 +47,7 @@ class TimerGeometry:
 
     @classmethod
     def of(cls, cfg: BrokerConfig) -> "TimerGeometry":
-        settle_timer_log_size(cfg)
+        cfg = settle_timer_log_size(cfg)
         roll = cfg.timerRollWindowSlot
         if roll > SLOTS_TOTAL - TIMER_BLANK_SLOTS or roll < 2:  # the constructor's clamp
             roll = SLOTS_TOTAL - TIMER_BLANK_SLOTS
@@ -69,13 +69,13 @@ class TimerGeometry:
         return f - (f - MIN_BLANK_LEN) % UNIT_SIZE - MIN_BLANK_LEN - UNIT_SIZE
 
 
-def settle_timer_log_size(cfg: BrokerConfig) -> None:
+def settle_timer_log_size(cfg: BrokerConfig) -> BrokerConfig:
     """Without mappedFileSizeTimerLog in broker.conf or an option, the timer-log files say it, by the rule the commit
     log's segments follow (the size they agree on; engine.broker.commitlog.segments.pick_segment_size): a store is
     read with its own geometry, not the default, and a file whose size differs from the others' is still found
-    wrong. Sets cfg.mappedFileSizeTimerLog and timerLogSizeGiven once."""
+    wrong. Returns cfg with mappedFileSizeTimerLog settled (a new BrokerConfig; cfg itself is never changed)."""
     if cfg.timerLogSizeGiven:
-        return
+        return cfg
     found = []
     try:
         with os.scandir(cfg.root / TIMER_LOG_DIR) as it:
@@ -83,11 +83,11 @@ def settle_timer_log_size(cfg: BrokerConfig) -> None:
                 if SEGMENT_NAME.match(e.name) and e.is_file(follow_symlinks=False):
                     found.append((int(e.name), Path(e.path), e.stat(follow_symlinks=False).st_size))
     except OSError:
-        return
+        return cfg
     size = pick_segment_size(sorted(found))
     if size is not None and size > MIN_BLANK_LEN + UNIT_SIZE:
-        cfg.mappedFileSizeTimerLog = size
-        cfg.timerLogSizeGiven = True
+        return cfg.settled_with(mappedFileSizeTimerLog=size)
+    return cfg
 
 
 class TimerLayout:

@@ -37,7 +37,7 @@ from engine.fsutil import fsync_dir, write_fully, zero_data
 from engine.timer.chain import walk_chain
 from engine.timer.codec import (TOMBSTONE_OFFSET, UNIT_PRE_SIZE_FOR_MSG, UNIT_SIZE, Slot, TimerCheckpoint,
                                 is_delete)
-from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout
+from engine.timer.layout import SLOT_SIZE, WHEEL_LENGTH, TimerLayout, settle_timer_log_size
 from engine.timer.pending import PendingScan, message_at, scan_pending
 from engine.timer.records import (EXPIRED, NOT_A_RECORD, NOT_TIMER, PAST_LOG, SIZE_MISMATCH, build_delete_key,
                                   timer_record)
@@ -483,6 +483,7 @@ def apply_timer_repair(cfg: BrokerConfig, rep: TimerRepair, quarantine) -> None:
     the tombstones, then the checkpoint; every byte changed is kept in `quarantine` first."""
     if rep.skipped or not rep.changed:
         return
+    cfg = settle_timer_log_size(cfg)  # the timer-log file size the repair was planned with (TimerGeometry.of)
     layout = TimerLayout.of(cfg)
     log_dir = layout.log_dir
     if rep.zero_to > rep.zero_from and rep.zero_file:

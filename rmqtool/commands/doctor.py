@@ -3,7 +3,6 @@ command that fixes each problem. Read-only: parses options, calls engine.survey.
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -11,26 +10,11 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, TieredPathOpt, build_config, expand_path, tier_source)
+                             StoreOpt, StoreOptions, TieredPathOpt, tier_source)
 from rmqtool.options import WorkersOpt
 
 WIDTH = 80  # at most: the terminal's width when it is narrower (COLUMNS=40), see width()
 _LABEL = {"error": "ERROR", "warning": "WARN ", "info": "info "}
-
-
-def store_args(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int],
-               max_index: Optional[int], commitlog_file_size: Optional[int], cq_file_size: Optional[int]) -> list[str]:
-    """The options that name the store, as the fixes must repeat them (absolute paths: runnable anywhere)."""
-    out: list[str] = []
-    if broker_conf is not None:
-        out += ["-c", str(Path(expand_path(broker_conf)).absolute())]
-    if store is not None:
-        out += ["-s", str(Path(expand_path(store)).absolute())]
-    for opt, v in (("--hash-slots", hash_slots), ("--max-index", max_index),
-                   ("--commitlog-file-size", commitlog_file_size), ("--cq-file-size", cq_file_size)):
-        if v is not None:
-            out += [opt, str(v)]
-    return out
 
 
 def width() -> int:
@@ -155,8 +139,8 @@ def doctor(
     from rmqtool import times
 
     at = times.parse_time(now, "--now") if now is not None else None
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    args = store_args(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    opts = StoreOptions(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg, args = opts.settle(), opts.args()  # the fixes repeat the options that name the store
     with render.progress(None, "doctor") as bar:
         task = bar.add_task("doctor", total=None)
 

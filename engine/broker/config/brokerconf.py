@@ -1,9 +1,17 @@
-"""Broker configuration: the store-related keys of broker.conf, with RocketMQ's defaults."""
+"""Broker configuration: the store-related keys of broker.conf, with RocketMQ's defaults.
+
+A BrokerConfig is frozen: it is settled once (defaults < broker.conf < options: load_config; then the
+geometry the store's files say where neither gave it: settled_with) and nothing downstream writes into it. A
+settling step returns a new BrokerConfig (settled_with), never changes the caller's; `sources` records where each
+geometry value came from ("option", "broker.conf", "files", "default"), and the store's mode, decided once per
+settled configuration (engine.broker.mode.detect_mode), travels with it (cached).
+"""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Callable, Iterator, Mapping
 
 from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS
 from engine.broker.index.file import check_index_geometry
@@ -24,11 +32,37 @@ TIMER_MAX_DELAY_SEC = 3600 * 24 * 3
 TIMER_PRECISIONS = (100, 200, 500, 1000)
 
 
-@dataclass
-class BrokerConfig:
-    """The subset of MessageStoreConfig rmqtool reads; names are the broker.conf keys."""
+class FrozenMap(Mapping):
+    """A read-only mapping (picklable, unlike MappingProxyType: a configuration goes to worker processes)."""
 
-    storePathRootDir: str = str(Path.home() / "store")
+    def __init__(self, items=()):
+        self._items = dict(items)
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._items!r})"
+
+
+#: The geometry keys whose source a settled configuration records (BrokerConfig.sources).
+GEOMETRY_KEYS = ("maxHashSlotNum", "maxIndexNum", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
+                 "mappedFileSizeTimerLog")
+#: Where a geometry value came from, strongest first: the rule "option > broker.conf > files > default".
+FROM_OPTION, FROM_CONF, FROM_FILES, FROM_DEFAULT = "option", "broker.conf", "files", "default"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The subset of MessageStoreConfig rmqtool reads; names are the broker.conf keys. Frozen: settled once."""
+
+    storePathRootDir: Path = Path.home() / "store"  # a str given here (broker.conf's text) is held as a Path
     storePathCommitLog: str | None = None
     mappedFileSizeCommitLog: int = COMMITLOG_FILE_SIZE
     mappedFileSizeConsumeQueue: int = CONSUME_QUEUE_FILE_SIZE
@@ -49,25 +83,73 @@ class BrokerConfig:
     timerSkipUnknownError: bool = False
     # The delay levels of ScheduleMessageService (SCHEDULE_TOPIC_XXXX queue id = level - 1).
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
-    # True when mappedFileSizeCommitLog was given (conf or option) rather than defaulted.
-    commitLogSizeGiven: bool = False
-    # True when maxHashSlotNum / maxIndexNum were given (conf or option) or settled from the index files
-    # (engine.broker.index.geometry.resolve_index_geometry) rather than defaulted.
-    hashSlotNumGiven: bool = False
-    indexNumGiven: bool = False
-    # True when mappedFileSizeTimerLog was given (conf or option) or settled from the timer-log files
-    # (engine.timer.layout.settle_timer_log_size) rather than defaulted.
-    timerLogSizeGiven: bool = False
-    # True when mappedFileSizeConsumeQueue was given (conf or option) or settled from the queue files
-    # (engine.broker.consumequeue.geometry.settle_cq_file_size) rather than defaulted.
-    cqFileSizeGiven: bool = False
     # Every key broker.conf sets, as written (None when no broker.conf was read): the store's mode is decided from
     # keys rmqtool has no field for (engine.broker.mode.detect_mode).
-    properties: dict | None = field(default=None, compare=False)
+    properties: Mapping[str, str] | None = field(default=None, compare=False)
+    # Where each of GEOMETRY_KEYS came from (FROM_OPTION, FROM_CONF, FROM_FILES, FROM_DEFAULT).
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # What is worked out once per settled configuration (the store's mode: cached()); shared by the configurations
+    # settled_with() derives from this one, which differ only in geometry.
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: the constructor's own normalisation
+        set_(self, "storePathRootDir", Path(self.storePathRootDir))
+        if self.properties is not None and not isinstance(self.properties, FrozenMap):
+            set_(self, "properties", FrozenMap(self.properties))
+        set_(self, "sources", FrozenMap({k: self.sources.get(k, FROM_DEFAULT) for k in GEOMETRY_KEYS}))
 
     @property
     def root(self) -> Path:
-        return Path(self.storePathRootDir)
+        return self.storePathRootDir
+
+    def source(self, key: str) -> str:
+        """Where the geometry value `key` (one of GEOMETRY_KEYS) came from."""
+        return self.sources[key]
+
+    # Whether a geometry value was given (conf or option) or settled from the files rather than defaulted: the
+    # index geometry by engine.broker.index.geometry.resolve_index_geometry, the queue-file size by
+    # engine.broker.consumequeue.geometry.settle_cq_file_size, the timer-log size by
+    # engine.timer.layout.settle_timer_log_size (the commit log's segments take theirs from the files themselves).
+    @property
+    def commitLogSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeCommitLog"] != FROM_DEFAULT
+
+    @property
+    def hashSlotNumGiven(self) -> bool:
+        return self.sources["maxHashSlotNum"] != FROM_DEFAULT
+
+    @property
+    def indexNumGiven(self) -> bool:
+        return self.sources["maxIndexNum"] != FROM_DEFAULT
+
+    @property
+    def timerLogSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeTimerLog"] != FROM_DEFAULT
+
+    @property
+    def cqFileSizeGiven(self) -> bool:
+        return self.sources["mappedFileSizeConsumeQueue"] != FROM_DEFAULT
+
+    def settled_with(self, source: str = FROM_FILES, **values) -> "BrokerConfig":
+        """This configuration with geometry values settled (from the files, by default): a new BrokerConfig
+        sharing this one's cached mode; this one is left as it is."""
+        bad = set(values) - set(GEOMETRY_KEYS)
+        if bad:
+            raise ValueError(f"settled_with sets geometry only, not {sorted(bad)}")
+        sources = dict(self.sources)
+        sources.update({k: source for k in values if k in GEOMETRY_KEYS})
+        out = replace(self, sources=sources, **values)
+        object.__setattr__(out, "_memo", self._memo)
+        return out
+
+    def cached(self, key: str, make: Callable[[], object]):
+        """What make() answers for this settled configuration, worked out once (the store's mode, the index
+        geometry its files say); a None answer is not kept (asked again)."""
+        memo = self._memo
+        if memo.get(key) is None:
+            memo[key] = make()
+        return memo[key]
 
     @property
     def commitlog_dirs(self) -> list[Path]:
@@ -141,9 +223,19 @@ def set_from_properties(cfg, props: dict[str, str], source, skip=lambda name: Fa
     """Set each field of the dataclass `cfg` that `props` names, except those skip(name) keeps out: an int, a
     bool as Boolean.parseBoolean reads it, else the text. Returns the names set; a number that does not parse is
     an InvalidArgumentError naming `source`."""
-    given = set()
-    for f in fields(cfg):
-        if f.name not in props or skip(f.name):
+    values = parse_properties(cfg, props, source, skip)
+    for name, val in values.items():
+        setattr(cfg, name, val)
+    return set(values)
+
+
+def parse_properties(cls, props: dict[str, str], source, skip=lambda name: False) -> dict[str, object]:
+    """The values `props` gives the fields of the dataclass (class or instance) `cls`, except those skip(name)
+    keeps out: an int, a bool as Boolean.parseBoolean reads it, else the text; a number that does not parse is
+    an InvalidArgumentError naming `source`."""
+    out: dict[str, object] = {}
+    for f in fields(cls):
+        if f.name not in props or skip(f.name) or not f.init:
             continue
         raw = props[f.name]
         try:
@@ -155,33 +247,26 @@ def set_from_properties(cfg, props: dict[str, str], source, skip=lambda name: Fa
                 val = raw
         except ValueError:
             raise InvalidArgumentError(f"{source}: {f.name}={raw!r} is not a valid number") from None
-        setattr(cfg, f.name, val)
-        given.add(f.name)
-    return given
+        out[f.name] = val
+    return out
 
 
 def load_config(broker_conf: str | os.PathLike | None = None, **overrides) -> BrokerConfig:
-    """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
-    cfg = BrokerConfig()
-    given_size = False
+    """Defaults, then broker.conf, then explicit overrides (None values ignored): the settled, frozen
+    configuration, with where each geometry value came from (BrokerConfig.sources)."""
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {}
     if broker_conf is not None:
         props = read_properties_file(broker_conf)
-        set_from_properties(cfg, props, broker_conf, lambda name: name.endswith("Given") or name == "properties")
-        cfg.properties = dict(props)
-        given_size = "mappedFileSizeCommitLog" in props
-        cfg.hashSlotNumGiven = "maxHashSlotNum" in props
-        cfg.indexNumGiven = "maxIndexNum" in props
-        cfg.timerLogSizeGiven = "mappedFileSizeTimerLog" in props
-        cfg.cqFileSizeGiven = "mappedFileSizeConsumeQueue" in props
+        values = parse_properties(BrokerConfig, props, broker_conf,
+                                  lambda name: name in ("properties", "sources"))
+        values["properties"] = dict(props)
+        sources.update({k: FROM_CONF for k in GEOMETRY_KEYS if k in props})
     for k, v in overrides.items():
         if v is not None:
-            setattr(cfg, k, v)
-    if overrides.get("mappedFileSizeCommitLog") is not None:
-        given_size = True
-    cfg.commitLogSizeGiven = given_size
-    cfg.hashSlotNumGiven |= overrides.get("maxHashSlotNum") is not None
-    cfg.indexNumGiven |= overrides.get("maxIndexNum") is not None
-    cfg.timerLogSizeGiven |= overrides.get("mappedFileSizeTimerLog") is not None
-    cfg.cqFileSizeGiven |= overrides.get("mappedFileSizeConsumeQueue") is not None
+            values[k] = v
+            if k in GEOMETRY_KEYS:
+                sources[k] = FROM_OPTION
+    cfg = BrokerConfig(**values, sources=sources)
     cfg.validate()
     return cfg

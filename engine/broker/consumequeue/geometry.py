@@ -41,25 +41,26 @@ def queue_file_sizes(cfg: BrokerConfig) -> Counter:
     return sizes
 
 
-def settle_cq_file_size(cfg: BrokerConfig, writer: str | None = None) -> None:
-    """Set cfg.mappedFileSizeConsumeQueue from the store's queue files when neither broker.conf nor an option
-    gave it. A writer (`writer` names it) refuses, with GeometryError and nothing changed, a store whose queue
-    files disagree on their size, or whose files all contradict the size it was given."""
+def settle_cq_file_size(cfg: BrokerConfig, writer: str | None = None) -> BrokerConfig:
+    """cfg with mappedFileSizeConsumeQueue settled from the store's queue files when neither broker.conf nor an
+    option gave it (a new BrokerConfig; cfg itself is never changed). A writer (`writer` names it) refuses,
+    with GeometryError and nothing changed, a store whose queue files disagree on their size, or whose files all
+    contradict the size it was given."""
     sizes = queue_file_sizes(cfg)
     if not sizes:
-        return
+        return cfg
     what = f"{writer} refuses to write: " if writer else ""
     if cfg.cqFileSizeGiven:
         if writer and cfg.cq_file_size not in sizes:
             listing = ", ".join(f"{n} bytes" for n in sorted(sizes))
             raise GeometryError(f"{what}the consume-queue files are {listing}, not mappedFileSizeConsumeQueue "
                                 f"{cfg.cq_file_size}; pass the store's size (--cq-file-size or broker.conf)")
-        return
+        return cfg
     if writer and len(sizes) > 1:
         listing = ", ".join(f"{c} file(s) of {n} bytes" for n, c in sorted(sizes.items()))
         raise GeometryError(f"{what}the consume-queue files disagree on their size ({listing}); run `rmqtool "
                             "doctor`, or pass the store's size (--cq-file-size or broker.conf)")
     size = pick_segment_size([(0, Path(), n) for n in sizes.elements()])
     if size and size % CQ_STORE_UNIT_SIZE == 0:
-        cfg.mappedFileSizeConsumeQueue = size
-        cfg.cqFileSizeGiven = True
+        return cfg.settled_with(mappedFileSizeConsumeQueue=size)
+    return cfg

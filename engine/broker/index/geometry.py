@@ -36,18 +36,30 @@ LISTED = 5
 
 
 def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -> BrokerConfig:
-    """THE geometry inference of the read commands: set cfg.maxHashSlotNum / cfg.maxIndexNum from the index
-    files (`paths`, default: every file of the store's index directory) where neither broker.conf nor a flag
-    gave them. Without index files nothing changes (the defaults stand: there is nothing to read). Raises
-    GeometryError when the files fit several geometries, naming the flags and the candidates. Returns cfg."""
+    """THE geometry inference of the read commands: cfg with maxHashSlotNum / maxIndexNum settled from the
+    index files (`paths`, default: every file of the store's index directory) where neither broker.conf nor a
+    flag gave them (a new BrokerConfig whose sources say "files"; cfg itself is never changed). Without index
+    files cfg is returned as it is (the defaults stand: there is nothing to read). Raises GeometryError when the
+    files fit several geometries, naming the flags and the candidates. The store's own files are read once per
+    settled configuration (BrokerConfig.cached), as the broker reads its index directory once at start-up."""
     if cfg.hashSlotNumGiven and cfg.indexNumGiven:
         return cfg
+    if paths is None:
+        settled = cfg.cached("index-geometry", lambda: _settle_from_files(cfg, None))
+    else:
+        settled = _settle_from_files(cfg, paths)
+    return cfg if settled is None else cfg.settled_with(**settled)
+
+
+def _settle_from_files(cfg: BrokerConfig, paths: list[Path] | None) -> dict[str, int] | None:
+    """The values resolve_index_geometry settles from the files, None without index files (asked again once
+    there are some)."""
     if paths is None:
         from engine.broker.layout import StoreLayout
         paths = list_index_files(StoreLayout.of(cfg).index_dir)
     facts = [f for f in map(index_file_facts, paths) if f is not None]
     if not facts:
-        return cfg
+        return None
     sizes = Counter(f[1] for f in facts)
     best = max(sizes.values())
     size = next(f[1] for f in reversed(facts) if sizes[f[1]] == best)  # the most common size; newest on a tie
@@ -60,9 +72,9 @@ def resolve_index_geometry(cfg: BrokerConfig, paths: list[Path] | None = None) -
         if len(same) < 2:
             raise
         s, i = _majority_geometry(same, size, slots, items)
-    cfg.maxHashSlotNum, cfg.maxIndexNum = s, i
-    cfg.hashSlotNumGiven = cfg.indexNumGiven = True  # settled: later opens use it as they would a flag
-    return cfg
+    # settled: later opens use it as they would a flag; a value a flag or broker.conf gave keeps its source
+    return {k: v for k, v, given in (("maxHashSlotNum", s, cfg.hashSlotNumGiven),
+                                     ("maxIndexNum", i, cfg.indexNumGiven)) if not given}
 
 
 #: Files asked one by one when the files of the common size cannot be told together (one damaged file among them).
@@ -96,7 +108,8 @@ def writer_index_geometry(cfg: BrokerConfig, new_geometry: bool = False, what: s
     files: resolve_index_geometry, which refuses files it cannot tell apart), and never write a geometry other
     than the one of the store's index files: a configured geometry that no index file of the store has is
     refused (GeometryError naming both), unless the user asked for a new one explicitly (new_geometry, with
-    both numbers configured). Without index files the configured (or default) geometry stands. Returns cfg."""
+    both numbers configured). Without index files the configured (or default) geometry stands. Returns the
+    settled configuration (cfg itself is never changed)."""
     from engine.broker.layout import StoreLayout
     from engine.errors import InvalidArgumentError
 

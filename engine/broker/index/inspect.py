@@ -72,7 +72,7 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
         paths = [file] if file is not None else list_index_files(st.index_dir)
         if not paths:
             raise InvalidArgumentError(f"no index files in {st.index_dir}")
-        resolve_index_geometry(cfg, paths)  # what broker.conf and the flags leave open, from the files
+        cfg = resolve_index_geometry(cfg, paths)  # what broker.conf and the flags leave open, from the files
         if file is None:
             _check_geometry(paths, cfg)
         previous = None

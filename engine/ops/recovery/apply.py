@@ -26,7 +26,7 @@ from engine.ops.footprint.quarantine import MANIFEST, Quarantine, check_room
 from engine.ops.recovery.dispatch import KEEP, IndexReplay, QueueDispatch, QueueFeed
 from engine.ops.recovery.placeholder import REPLACED_BY, manifest_path, placeholder_record
 from engine.ops.recovery.plan import BLANK_FILLER, PLACEHOLDER, RecoveryPlan
-from engine.ops.recovery.planner import redispatch
+from engine.ops.recovery.planner import redispatch, settle_recovery_config
 from engine.ops.recovery.scan import RENAME_SUFFIX
 from engine.timer.repair import apply_timer_repair
 
@@ -61,6 +61,7 @@ def _segment_paths(cfg: BrokerConfig) -> dict[str, Path]:
 def execute(cfg: BrokerConfig, plan: RecoveryPlan, progress: Progress | None = None) -> None:
     """Carry out `plan` (the caller holds the store lock and has re-planned if the store changed)."""
     progress = progress or no_progress
+    cfg = settle_recovery_config(cfg)  # the geometry the plan was made with (plan_recovery settles it alike)
     layout = StoreLayout.of(cfg)
     if not plan.force:
         check_room(cfg.root, plan.quarantine_bytes, plan.removals())

@@ -29,6 +29,7 @@ from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE, BrokerConfig
 from engine.broker.consumequeue.geometry import settle_cq_file_size
+from engine.broker.index.geometry import writer_index_geometry
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import StoreLayout, index_file_name
 from engine.broker.mode import detect_mode
@@ -54,6 +55,13 @@ from engine.timer.repair import plan_timer_repair
 _TMP_NAME = re.compile(r"^(\d+|checkpoint)\.tmp\d+$")
 
 
+def settle_recovery_config(cfg: BrokerConfig) -> BrokerConfig:
+    """The configuration a plan is applied with, settled from the store's files as plan_recovery settles it (the
+    consume-queue file size, the index geometry); cfg itself is left as it is."""
+    cfg = settle_cq_file_size(cfg, "recover")
+    return writer_index_geometry(cfg, what="recover") if cfg.messageIndexEnable else cfg
+
+
 def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = False, full_scan: bool = False,
                   progress: Progress | None = None, force: bool = False, broker_window: bool = False) -> RecoveryPlan:
     """Work out what recovery does. Reads only; every file is opened read-only.
@@ -66,7 +74,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
     # An abort marker or a checkpoint alone is a store whose writer died before its first write.
     layout.require_store(allow_markers=True)
     # A queue re-dispatch creates gets the store's queue-file size (issue 34 item 12); doctor's plan only reads.
-    settle_cq_file_size(cfg, None if broker_window else "recover")
+    cfg = settle_cq_file_size(cfg, None if broker_window else "recover")  # settled here: the caller's is left as is
     fp = fingerprint(cfg)
     mode = "abnormal" if layout.abort.exists() else "normal"
     cpf = read_checkpoint(layout)
@@ -93,6 +101,7 @@ def plan_recovery(cfg: BrokerConfig, check_crc: bool = True, index_safe: bool = 
             broker_window=broker_window and not full_scan)
         _note_misfits(plan, listing.problems, misfits)
         if cfg.messageIndexEnable:
+            cfg = writer_index_geometry(cfg, what="recover")  # as readers take it; never another geometry
             files = open_index_files(cfg, layout.index_dir)
             # The files' structure checks run while the log is walked, the walk assuming they pass; when one
             # does not, the walk is done again with the verdicts (a damaged index file costs a second walk).

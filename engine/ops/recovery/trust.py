@@ -20,7 +20,6 @@ import numpy as np
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.log import CommitLog
 from engine.broker.config.brokerconf import BrokerConfig
-from engine.broker.index.geometry import writer_index_geometry
 from engine.broker.index.file import IndexFile, index_file_size, suggest_geometry
 from engine.broker.layout import StoreLayout, list_index_files
 from engine.broker.commitlog.message import BLANK, VALID
@@ -84,8 +83,8 @@ class IndexFacts:
 
 
 def open_index_files(cfg: BrokerConfig, index_dir: Path) -> list[IndexFacts]:
+    """The index files, opened in cfg's geometry (settled by the caller: writer_index_geometry)."""
     paths = list_index_files(index_dir)
-    writer_index_geometry(cfg, what="recover")  # as readers take it; never another geometry than the files
     expected = index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum)
     sizes = {}
     for p in paths:

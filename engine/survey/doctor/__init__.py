@@ -20,6 +20,7 @@ Public surface: doctor, DoctorReport, Finding.
 from __future__ import annotations
 
 from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.consumequeue.geometry import settle_cq_file_size
 from engine.broker.layout import StoreLayout
 from engine.broker.mode import DLEDGER
 from engine.survey.doctor.configs import check_configs
@@ -88,6 +89,7 @@ def _check_file_log(cfg: BrokerConfig, layout: StoreLayout, fix: Fixes, rep: Doc
     plan = None
     if check_commitlog_present(cfg, layout, rep):
         plan = check_recovery(cfg, layout, fix, rep, deep, progress, file_queues=not rocks_cq)
+        cfg = settle_cq_file_size(cfg)  # the queue-file size recovery's plan was made with, for the queues' checks
         rep.checked += ["abort marker and checkpoint", "commit log", "consume queues", "index"]
     check_index_dir(layout, rep, plan.stale_temp_files if plan is not None else [])
     if rocks_cq:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from engine.broker.config.brokerconf import (CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, read_properties_file,
-                                             set_from_properties)
+from engine.broker.config.brokerconf import (CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, FROM_CONF, FROM_DEFAULT,
+                                             FROM_OPTION, read_properties_file, set_from_properties)
 from engine.broker.topics import TRACE_TOPIC
 from engine.errors import InvalidArgumentError
 from engine.java.lang import INT_MAX, INT_MIN, LONG_MAX
@@ -41,6 +41,7 @@ class TieredConfig:
     traceTopicEnable: bool = False                      # the broker's keys: its trace topic is a system topic
     msgTraceTopicName: str = TRACE_TOPIC                # TopicValidator.RMQ_SYS_TRACE_TOPIC
     given: frozenset = field(default=frozenset(), compare=False)   # the keys broker.conf or an option set
+    options: frozenset = field(default=frozenset(), compare=False)  # the keys an option set (over broker.conf)
     broker_conf: str | None = field(default=None, compare=False)   # the broker.conf read, if any
 
     def validate(self) -> None:
@@ -66,6 +67,11 @@ class TieredConfig:
         """Whether broker.conf or an option set `key` (else RocketMQ's default is in force)."""
         return key in self.given
 
+    def source(self, key: str) -> str:
+        """Where `key`'s value came from, in the words of engine.broker.config.brokerconf (BrokerConfig.sources):
+        an option, broker.conf, else RocketMQ's default."""
+        return FROM_OPTION if key in self.options else FROM_CONF if key in self.given else FROM_DEFAULT
+
 
 def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides) -> TieredConfig:
     """Defaults, then broker.conf, then explicit overrides (None values ignored)."""
@@ -73,12 +79,13 @@ def load_tiered_config(broker_conf: str | os.PathLike | None = None, **overrides
     given = set()
     if broker_conf is not None:
         given |= set_from_properties(cfg, read_properties_file(broker_conf), broker_conf,
-                                     lambda name: name in ("given", "broker_conf"))
+                                     lambda name: name in ("given", "options", "broker_conf"))
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
             given.add(k)
     cfg.given = frozenset(given)
+    cfg.options = frozenset(k for k, v in overrides.items() if v is not None)
     cfg.broker_conf = os.fspath(broker_conf) if broker_conf is not None else None
     cfg.validate()
     return cfg

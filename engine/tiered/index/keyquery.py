@@ -151,7 +151,7 @@ def _resolve_topic_id(q: TieredKeyQuery, root: Optional[Path]
 def _open_local_store(q: TieredKeyQuery):
     from engine.broker.store import MessageStore  # imported only when a local store is asked for
 
-    cfg = load_config(q.broker_conf, storePathRootDir=str(q.store) if q.store is not None else None,
+    cfg = load_config(q.broker_conf, storePathRootDir=q.store,
                       maxHashSlotNum=q.hash_slots, maxIndexNum=q.max_index,
                       mappedFileSizeCommitLog=q.commitlog_file_size)
     return MessageStore(cfg)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from engine.broker.config.brokerconf import FROM_DEFAULT, FROM_FILES
 from engine.errors import GeometryError, InvalidArgumentError
 from engine.java.lang import INT_MAX, LONG_MAX, java_string_hash, tiered_hash
 from engine.tiered.flat.segments import FlatAppendFile, TieredReadError
@@ -74,11 +75,14 @@ def _legacy_timestamp(p: Path) -> Optional[int]:
 class Geometry:
     """The tiered index geometry the service reads with (format pitfall 40: uploaded files are read with the
     configured slot count): hash_slot_num, index_num (None: each local file's from its size), and where they
-    came from ("configured", "inferred" from the files, or RocketMQ's "default")."""
+    came from ("configured", "inferred" from the files, or RocketMQ's "default"); `sources`: where each value
+    came from, in the words of the broker index's (engine.broker.config.brokerconf.BrokerConfig.sources:
+    "option", "broker.conf", "files", "default"), keyed hashSlots and maxIndex."""
 
     hash_slot_num: int
     index_num: Optional[int]
     source: str
+    sources: dict = field(default_factory=dict, compare=False)
 
     @property
     def reported_index_num(self) -> int:
@@ -92,9 +96,10 @@ def resolve_geometry(config, segments: list[IndexSegment], local: list[tuple[int
     that disagree are an error: the broker reads them all with one configuration."""
     slots_given, items_given = config.is_given(SLOTS_KEY), config.is_given(ITEMS_KEY)
     if slots_given or config.broker_conf is not None:   # a broker.conf without the key: RocketMQ's default rules
-        return Geometry(config.tieredStoreIndexFileMaxHashSlotNum,
-                        config.tieredStoreIndexFileMaxIndexNum if items_given or not slots_given else None,
-                        "configured")
+        items = config.tieredStoreIndexFileMaxIndexNum if items_given or not slots_given else None
+        items_from = config.source(ITEMS_KEY) if items is not None else FROM_FILES  # None: each file's size
+        return Geometry(config.tieredStoreIndexFileMaxHashSlotNum, items, "configured",
+                        _sources(config.source(SLOTS_KEY), items_from))
     seen = _segment_slot_counts(segments)
     for _ts, p in local:
         try:
@@ -108,8 +113,12 @@ def resolve_geometry(config, segments: list[IndexSegment], local: list[tuple[int
                                    "pass --hash-slots (tieredStoreIndexFileMaxHashSlotNum) as the broker has it")
     if seen:
         return Geometry(next(iter(seen)), config.tieredStoreIndexFileMaxIndexNum if items_given else None,
-                        "inferred")
-    return Geometry(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, "default")
+                        "inferred", _sources(FROM_FILES, config.source(ITEMS_KEY) if items_given else FROM_FILES))
+    return Geometry(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, "default", _sources(FROM_DEFAULT, FROM_DEFAULT))
+
+
+def _sources(slots: str, items: str) -> dict[str, str]:
+    return {"hashSlots": slots, "maxIndex": items}
 
 
 def writer_tiered_geometry(config, segments: list[IndexSegment], local: list[tuple[int, Path]],
@@ -126,7 +135,7 @@ def writer_tiered_geometry(config, segments: list[IndexSegment], local: list[tup
             raise InvalidArgumentError("--new-geometry needs the new geometry: give --hash-slots and --max-index (or "
                                        f"{SLOTS_KEY} and {ITEMS_KEY} in --broker-conf)")
         return Geometry(config.tieredStoreIndexFileMaxHashSlotNum, config.tieredStoreIndexFileMaxIndexNum,
-                        "configured")
+                        "configured", _sources(config.source(SLOTS_KEY), config.source(ITEMS_KEY)))
     conf = config.broker_conf is not None     # a broker.conf without the keys: RocketMQ's defaults are in force
     slots_given, items_given = conf or config.is_given(SLOTS_KEY), conf or config.is_given(ITEMS_KEY)
     want_slots = config.tieredStoreIndexFileMaxHashSlotNum if slots_given else None
@@ -155,7 +164,10 @@ def writer_tiered_geometry(config, segments: list[IndexSegment], local: list[tup
         raise GeometryError(f"the INDEX segments tell the slot count ({s}) but not the item capacity of the tiered "
                             f"index files; give --max-index ({ITEMS_KEY}) as the broker has it")
     source = "configured" if slots_given or items_given else ("inferred" if slots else "default")
-    return Geometry(DEFAULT_HASH_SLOT_NUM if s is None else s, DEFAULT_INDEX_NUM if m is None else m, source)
+    slots_from = config.source(SLOTS_KEY) if slots_given else FROM_FILES if s is not None else FROM_DEFAULT
+    items_from = config.source(ITEMS_KEY) if items_given else FROM_FILES if m is not None else FROM_DEFAULT
+    return Geometry(DEFAULT_HASH_SLOT_NUM if s is None else s, DEFAULT_INDEX_NUM if m is None else m, source,
+                    _sources(slots_from, items_from))
 
 
 def _files_geometry(segments: list[IndexSegment], local: list[tuple[int, Path]], want_slots: Optional[int],

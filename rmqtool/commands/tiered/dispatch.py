@@ -32,7 +32,7 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
     from engine.tiered.flat.config import load_tiered_config
     from engine.tiered.flat.dispatch import DispatchRequest, dispatch as run_dispatch
 
-    local = load_config(broker_conf, storePathRootDir=str(store) if store is not None else None)
+    local = load_config(broker_conf, storePathRootDir=store)
     from engine.errors import InvalidArgumentError
 
     if store is None and broker_conf is None:
