@@ -17,7 +17,6 @@ NOT_YET = {
     "tiered", "tiered.clean", "tiered.compact_index", "tiered.dispatch", "tiered.dump_cq", "tiered.get",
     "tiered.inspect_index", "tiered.offset_by_time", "tiered.query_key", "tiered.queues", "tiered.rebuild_metadata",
     "tiered.reindex", "tiered.segments", "tiered.verify",
-    "timer.inspect", "timer.list", "timer.verify",
 }
 
 
