@@ -62,31 +62,31 @@ def dump_commitlog(
     The offset range and --files seek (nothing before them is read); damage inside them is shown whatever
     --topic and --begin/--end say.
     """
-    from engine.broker.commitlog.dump import BodyDir, DumpFilter, dump_entries, open_dump_source, parallel_dump_wanted
+    from engine.commands.dump_commitlog import dump_commitlog as run_dump, dump_filter
 
     _check_dump_options(count, body, json_out)
     b, e = times.parse_range(begin, end)
     alone = store is None and broker_conf is None and bool(files)  # segment files read on their own
-    flt = DumpFilter(topic, b, e, from_offset, to_offset, None if alone else files, max_message_size,
-                     not no_check_crc, "--from-offset")
-    flt.check()
+    flt = dump_filter(topic, b, e, from_offset, to_offset, None if alone else files, max_message_size,
+                      not no_check_crc)
     cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    with open_dump_source(cfg, files if alone else None, commitlog_file_size) as st:
-        bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
-        if json_out and bodies is None and count is None and not alone and parallel_dump_wanted(st):
-            _dump_spooled(st, flt, body)  # segments formatted by worker processes, written in log order
+    with run_dump(cfg, flt, files if alone else None, commitlog_file_size, body_dir, body, json_out, count) as ans:
+        if ans.spooled:
+            _dump_spooled(ans)  # segments formatted by worker processes, written in log order
             return
-        entries = dump_entries(st, flt)
-        warn_problems(st)
+        warn_problems(ans.source)
+        bodies = ans.bodies
         if bodies is not None:
             bodies.create()
         with render.gc_paused():
-            bad, undecoded = _dump(entries, count, json_out, body, bodies)
+            bad, undecoded = _dump(ans.entries, count, json_out, body, bodies)
     _dump_summary(bodies, body_dir, bad, undecoded)
 
 
 def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) -> None:
     """The bodies written, the damage met and the bodies that do not decode, on stderr; exit 3 after damage."""
+    from engine.commands.dump_commitlog import exit_code
+
     if bodies is not None:
         render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
                     + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
@@ -95,18 +95,17 @@ def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) ->
         render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
     if undecoded:
         render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
-    if bad or undecoded:
-        raise typer.Exit(3)
+    if exit_code(bad, undecoded):
+        raise typer.Exit(exit_code(bad, undecoded))
 
 
-def _dump_spooled(st, flt, body: str) -> None:
+def _dump_spooled(ans) -> None:
     """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines and exit."""
-    from engine.broker.commitlog.dump import dump_json_spooled, entry_json
-    from engine.views.runjson import run_json_text
+    from engine.commands.dump_commitlog import entry_json
 
     out, _ = open_table(True)
-    entries = dump_json_spooled(st, flt, body, run_json_text)
-    warn_problems(st)
+    entries = ans.entries
+    warn_problems(ans.source)
     bad = undecoded = 0
     for e in entries:
         if hasattr(e, "chunks"):
@@ -141,8 +140,7 @@ def _check_dump_options(count, body: str, json_out: bool) -> None:
 def _dump(entries, count, json_out: bool, body: str, bodies) -> tuple[int, int]:
     """Write the entries; returns how many were damage (not VALID, not BLANK) and how many compressed bodies do
     not decode."""
-    from engine.broker.commitlog.logrun import RecordRun
-    from engine.broker.commitlog.message import BLANK
+    from engine.commands.dump_commitlog import RecordRun, is_damage
     from engine.views.recordjson import run_table_rows
     from engine.views.runjson import run_json_text
 
@@ -164,7 +162,7 @@ def _dump(entries, count, json_out: bool, body: str, bodies) -> tuple[int, int]:
             undecoded += undecoded_notes(out, e)
             continue
         n += 1
-        bad += e.kind != BLANK
+        bad += is_damage(e)
         if json_out:
             out.line(json.dumps({"type": e.kind, "commitLogOffset": e.offset, "size": e.size, "segment": e.segment,
                                  "reason": e.reason}, ensure_ascii=False))

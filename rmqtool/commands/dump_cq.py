@@ -10,8 +10,6 @@ from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
-COUNT_LIMIT = 1_000_000_000
-
 UNIT_COLUMNS = [
     tables.Column("queueOffset", "queueOffset"),
     tables.Column("commitLogOffset", "commitLogOffset"),
@@ -49,25 +47,20 @@ def dump_cq(
     truncation; shown when --queue-offset asks for it). Exits 3 when a unit shown points outside the commit log or
     cannot be read, or when a damaged file ends the queue early (non-zero bytes after its last unit).
     """
-    from engine.broker.store import MessageStore
-    from engine.errors import InvalidArgumentError
-    from engine.broker.consumequeue.view import CUT, OK, PLACEHOLDER, POINTS_OUTSIDE, dump_cq as engine_dump_cq
+    from engine.commands.dump_cq import check_dump_cq, dump_cq as run_dump_cq, exit_code, points_outside, unusable
 
-    if not 0 < count <= COUNT_LIMIT:
-        raise InvalidArgumentError(f"--count {count} is out of range 1..{COUNT_LIMIT}")
-    if queue_offset is not None and queue_offset < 0:
-        raise InvalidArgumentError(f"--queue-offset {queue_offset} is negative")
+    check_dump_cq(count, queue_offset)
     cfg = build_config(store, broker_conf)
     bad: dict[str, int] = {}
-    with MessageStore(cfg) as st:
-        d = engine_dump_cq(st, topic, queue_id, queue_offset, count, check_crc=not no_check_crc)
+    with run_dump_cq(cfg, topic, queue_id, queue_offset, count, check_crc=not no_check_crc) as ans:
+        d = ans.dump
         tables.note(f"{topic}/{queue_id}: min offset {d.minOffset}, max offset {d.maxOffset}; the files hold units "
                     f"from {d.firstUnit}" + (f" to {d.unitsEnd}" if d.unitsEnd > d.maxOffset else ""))
         if d.note:
             tables.note(d.note)
-        out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(st, d))
+        out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(ans.log_end(), d))
         for c in d.units:
-            if c.status not in (OK, "BLANK", CUT, PLACEHOLDER):
+            if unusable(c):
                 bad[c.status] = bad.get(c.status, 0) + 1
             if json_out:
                 render.emit_json(c.as_dict())
@@ -80,11 +73,11 @@ def dump_cq(
     for p in d.damage:
         render.problem(f"problem: {topic}/{queue_id}: {p}")
     if bad:
-        outside = sum(n for s, n in bad.items() if s in POINTS_OUTSIDE)
+        outside = sum(n for s, n in bad.items() if points_outside(s))
         detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
         render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
-    if bad or d.damage:
-        raise typer.Exit(3)
+    if exit_code(sum(bad.values()), d.damage):
+        raise typer.Exit(exit_code(sum(bad.values()), d.damage))
 
 
 def _unit_row(c) -> dict:
@@ -96,6 +89,6 @@ def _unit_row(c) -> dict:
             "note": c.reason}
 
 
-def _hints(st, d) -> dict:
-    return {"queueOffset": len(str(d.maxOffset)), "commitLogOffset": len(str(st.commitlog.max_file_offset())),
+def _hints(log_end: int, d) -> dict:
+    return {"queueOffset": len(str(d.maxOffset)), "commitLogOffset": len(str(log_end)),
             "size": 6, "tagsCode": 11, "status": 10, "storeTime": 23, "tags": 10, "keys": 16, "note": 30}

@@ -13,7 +13,6 @@ from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, Json
                              StoreOpt, build_config)
 from rmqtool.options import WorkersOpt
 
-VERIFY_FAILED = 3
 DEFAULT_MAX = 10_000
 
 FileArg = Annotated[Optional[Path], typer.Argument(help="One index file (default: every file in <store>/index).",
@@ -56,37 +55,29 @@ def inspect_index(
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
     (Tiered index files: `rmqtool tiered inspect-index`.)"""
     # (a typer command: one parameter per option)
-    from engine.errors import InvalidArgumentError
-    from engine.broker.index.inspect import InspectRequest
+    from engine.commands.inspect_index import inspect_request
 
-    if file is not None and _is_tiered(file):
-        raise InvalidArgumentError(f"{file} is a tiered index file: use `rmqtool tiered inspect-index`")
-    if walk_slot is not None and walk_key is not None:
-        raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
-    req = InspectRequest(walk_slot, walk_key, max_items, stats, verify)
+    req = inspect_request(file, walk_slot, walk_key, max_items, stats, verify)
     with_store = not (file is not None and store is None and broker_conf is None)
+    cfg = None  # the file on its own: the engine settles its geometry
     if with_store:
         cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    else:
-        from engine.broker.config.brokerconf import load_config
-
-        cfg = load_config(None, maxHashSlotNum=hash_slots, maxIndexNum=max_index)
-    _inspect_broker(cfg, file, with_store, req, json_out)
+    _inspect_broker(cfg, file, req, json_out, hash_slots, max_index)
 
 
-def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
-    from engine.broker.index.inspect import inspect_index_files
+def _inspect_broker(cfg, file, req, json_out: bool, hash_slots, max_index) -> None:
+    from engine.commands.inspect_index import asked_headers, exit_code, inspect_index as run_inspect, verify_failed
 
     headers, damaged, failed = [], [], False
     with render.progress(None, "slot statistics") as bar:
         task = bar.add_task("slot statistics", total=None, visible=req.stats)
-        for rep in inspect_index_files(cfg, file, with_store, req, progress=lambda _phase, done, total: bar.update(
+        for rep in run_inspect(cfg, file, req, hash_slots, max_index, progress=lambda _phase, done, total: bar.update(
                 task, completed=done, total=total)):
             damaged += [rep] if rep.damage is not None else []
             headers += [rep.header] if rep.header is not None else []
             _render_report(rep, json_out)
-            failed |= rep.verify is not None and not rep.verify.ok
-    if not (req.walk_slot is not None or req.walk_key is not None or req.stats or req.verify):
+            failed |= verify_failed(rep)
+    if asked_headers(req):
         if json_out:
             for h in headers:
                 render.emit_json(h)
@@ -97,7 +88,8 @@ def _inspect_broker(cfg, file, with_store: bool, req, json_out: bool) -> None:
     problems += [f"index file {rep.path.name} is damaged: {rep.damage}" for rep in damaged]
     if problems:
         render.problem("; ".join(problems))
-        raise typer.Exit(VERIFY_FAILED)
+    if exit_code(failed, damaged):
+        raise typer.Exit(exit_code(failed, damaged))
 
 
 def _render_report(rep, json_out: bool) -> None:
@@ -117,23 +109,6 @@ def _render_report(rep, json_out: bool) -> None:
             render.emit_json({"verify": rep.verify.as_dict()})
         else:
             _render_verify(rep.verify)
-
-
-def _is_tiered(path: Path) -> bool:
-    """Tiered layout detected, or at least a tiered magic at offset 0 (then a damaged tiered file gets the tiered
-    error message; a broker index file starts with a positive timestamp and never has it)."""
-    import struct
-
-    from engine.tiered.index import BEGIN_MAGIC_CODE, END_MAGIC_CODE, detect_tiered
-
-    if detect_tiered(path):
-        return True
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-    except OSError:
-        return False
-    return len(head) == 4 and struct.unpack(">i", head)[0] in (BEGIN_MAGIC_CODE, END_MAGIC_CODE)
 
 
 def _walk(w: dict, json_out: bool) -> None:

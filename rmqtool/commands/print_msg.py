@@ -10,7 +10,6 @@ from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
 
-MAX_LIMIT = 1_000_000_000
 SHOWN_PROBLEMS = 20
 
 COLUMNS = [
@@ -57,20 +56,17 @@ def print_msg(
     back. --json prints one object per message in the shape of `rmqtool get --json` (RocketMQ MessageExt names).
     Exits 3 when a unit in the range points at a message that cannot be read.
     """
-    from engine.broker.store import MessageStore
-    from engine.errors import InvalidArgumentError
-    from engine.broker.consumequeue.timerange import scan_time_range
+    from engine.commands.print_msg import check_print_msg, exit_code, print_msg as run_print_msg
 
-    if max_num is not None and not 0 < max_num <= MAX_LIMIT:
-        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{MAX_LIMIT}")
+    check_print_msg(max_num)
     b, e = times.parse_range(begin, end)
     cfg = build_config(store, broker_conf)
-    with MessageStore(cfg) as st:
-        scan = scan_time_range(st, topic, b, e, queue_id, tags, check_crc=not no_check_crc, scan_log=scan_log)
+    with run_print_msg(cfg, topic, b, e, queue_id, tags, check_crc=not no_check_crc, scan_log=scan_log) as ans:
+        scan = ans.scan
         undecoded: list[str] = []
         for n in scan.notes:
             tables.note(n)
-        shown, cut = _emit(scan, max_num, json_out, _hints(st, scan), undecoded)
+        shown, cut = _emit(scan, max_num, json_out, _hints(ans.log_end(), scan), undecoded)
         if cut:
             if scan.tag_filter.tags is None:
                 tables.cut_note(shown, "--count", "messages", total=scan.candidates)
@@ -84,14 +80,16 @@ def print_msg(
         tables.note(scan.searched.line())
     for u in undecoded:
         tables.note(u)
-    if undecoded and not scan.problems:
-        raise typer.Exit(3)
     _report(scan.problems)
+    if exit_code(len(undecoded), scan.problems):
+        raise typer.Exit(exit_code(len(undecoded), scan.problems))
 
 
 def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: list[str]) -> tuple[int, bool]:
     """Print the messages as they are found; (how many, whether --count cut off a further one). Messages whose
     compressed body does not decode are added to `undecoded`."""
+    from engine.commands.print_msg import placeholder
+
     shown = 0
     table = None if json_out else tables.Stream(COLUMNS, hints)
     for found in scan:
@@ -99,11 +97,10 @@ def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: lis
             return shown, True
         shown += 1
         if json_out:
-            from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
-
             d = found.record.to_json()
-            if is_placeholder(found.record):
-                d["placeholder"] = placeholder_info(found.record)
+            info = placeholder(found.record)
+            if info is not None:
+                d["placeholder"] = info
             render.emit_json(d)
         else:
             table.row(_row(found))
@@ -125,11 +122,11 @@ def _row(found) -> dict:
             "body": render.body_preview(j, 60), "commitLogOffset": r.physical_offset, "msgId": r.msg_id}
 
 
-def _hints(st, scan) -> dict:
+def _hints(log_end: int, scan) -> dict:
     biggest = max((r.maxOffset for r in scan.ranges), default=0)
     ids = max((r.queueId for r in scan.ranges), default=0)
     return {"queueId": len(str(ids)), "queueOffset": len(str(biggest)), "storeTime": 23, "tags": 12, "keys": 24,
-            "body": 40, "commitLogOffset": len(str(st.commitlog.max_file_offset())), "msgId": 32}
+            "body": 40, "commitLogOffset": len(str(log_end)), "msgId": 32}
 
 
 def _report(problems: list[str]) -> None:
@@ -139,4 +136,3 @@ def _report(problems: list[str]) -> None:
         render.problem(f"note: {p}")
     more = len(problems) - SHOWN_PROBLEMS
     render.problem(f"note: {len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""))
-    raise typer.Exit(3)

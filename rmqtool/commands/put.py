@@ -100,45 +100,10 @@ def _note_lmq_ignored(results: list) -> None:
                     "%LMQ% queue units, as the broker would")
 
 
-def _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp):
-    from engine.broker.commitlog.message import PROP_KEYS, PROP_TAGS
-    from engine.broker.write.batch import MessageBatch, check_store_timestamp
-    from engine.errors import InvalidArgumentError
-
-    if not topic:
-        raise InvalidArgumentError("give --topic (and --body or --body-file), or --from-jsonl FILE")
-    if body is not None and body_file is not None:
-        raise InvalidArgumentError("give --body or --body-file, not both")
-    if store_timestamp is not None:
-        check_store_timestamp("--store-timestamp", store_timestamp)
-    props = {}
-    for p in prop or []:
-        if "=" not in p or p.startswith("="):
-            raise InvalidArgumentError(f"--property {p!r} is not K=V")
-        k, v = p.split("=", 1)
-        props[k] = v
-    if keys:
-        props[PROP_KEYS] = keys
-    if tags:
-        props[PROP_TAGS] = tags
-    if body is None and body_file is None:
-        raise InvalidArgumentError("give the message body: --body TEXT or --body-file FILE (--body '' stores an "
-                                   "empty body)")
-    batch = MessageBatch(queue_id)
-    if body_file is None:
-        data = (body or "").encode("utf-8")
-    elif str(body_file) == "-":  # the body from stdin, as --from-jsonl -
-        data = sys.stdin.buffer.read()
-    else:
-        data = Path(expand_path(body_file)).read_bytes()
-    batch.add(topic, data, props, queue_id, store_timestamp or 0)
-    return batch
-
-
-def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, back: list, create: bool):
-    """The engine's put loop, each batch acknowledged as soon as it is stored, with a progress bar on stderr;
-    the batches in which a store time went back or LMQ dispatch was ignored are added to `back`."""
-    from engine.broker.write.jsonl import put_prepared
+def _put_acknowledged(cfg, acks: Acks, back: list, **options):
+    """The engine's put, each batch acknowledged as soon as it is stored, with a progress bar on stderr; the
+    batches in which a store time went back or LMQ dispatch was ignored are added to `back`."""
+    from engine.commands.put import put as run_put
 
     with render.gc_paused(), render.progress(None, "put") as bar:
         task = bar.add_task("putting messages", total=None)
@@ -148,7 +113,7 @@ def _put_acknowledged(cfg, batches, sync_flush: bool, name: str, acks: Acks, bac
             bar.advance(task, len(res))
             if res.went_back or res.lmq_ignored:
                 back.append(res)
-        return put_prepared(cfg, batches, sync_flush, name, stored_now, create_in_nonempty=create)
+        return run_put(cfg, stored_now, **options)
 
 
 @handles_errors
@@ -191,18 +156,17 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     it has one. A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing
     after it.
     """
-    from engine.broker.layout import validate_queue_id
-
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    validate_queue_id(queue_id)
-    batches, name, single = _batches(from_jsonl, queue_id, topic, tags, keys, body, body_file, prop, store_timestamp)
+    single = from_jsonl is None
     acks = Acks(json_out, no_acks or (single and not json_out),
                 "" if json_out or single or no_acks else "commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")
     back: list = []  # the batches in which a store time went back (one warning at the end, however it ends)
     try:
-        stored, last = _put_acknowledged(cfg, batches, sync_flush, name, acks, back, create)
+        stored, last = _put_acknowledged(
+            cfg, acks, back, from_jsonl=_input_path(from_jsonl), queue_id=queue_id, topic=topic, tags=tags,
+            keys=keys, body=body, body_file=_input_path(body_file), prop=prop, store_timestamp=store_timestamp,
+            sync_flush=sync_flush, create=create)
     finally:
-        batches.close()  # a ParseHelper's process ends with the run, however it ends
         _note_time_back(back)
         _note_lmq_ignored(back)
     if no_acks or (not single and not json_out):
@@ -211,20 +175,11 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         _show_stored(last.results()[0])
 
 
-def _batches(from_jsonl, queue_id: int, topic, tags, keys, body, body_file, prop, store_timestamp):
-    """(the prepared batches to put, the input's name for messages, whether it is the one message of the
-    options) from --from-jsonl or the per-message options, which do not go together."""
-    from engine.broker.write.jsonl import open_jsonl, prepared_batches
-    from engine.errors import InvalidArgumentError
-
-    if from_jsonl is None:
-        one = _single_batch(topic, tags, keys, body, body_file, queue_id, prop, store_timestamp)
-        return prepared_batches([([one], [0], None)], queue_id, ""), "", True
-    if topic or body is not None or body_file or keys or tags or prop or store_timestamp is not None:
-        raise InvalidArgumentError("--from-jsonl takes the messages from the file; drop the per-message options")
-    from_jsonl = str(from_jsonl)  # a path, or '-' for stdin
-    name = "<stdin>" if from_jsonl == "-" else str(expand_path(from_jsonl))
-    return open_jsonl(from_jsonl if from_jsonl == "-" else name, queue_id, name), name, False
+def _input_path(p):
+    """A path option as the engine takes it: '-' (stdin) as it is, a path with `~` expanded."""
+    if p is None:
+        return None
+    return "-" if str(p) == "-" else str(expand_path(p))
 
 
 def _show_stored(r) -> None:

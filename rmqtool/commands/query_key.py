@@ -11,7 +11,6 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
                              QuietOpt, StoreOpt, build_config)
 
-PARTIAL = 3  # exit code: an answer from the healthy index files only
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
 
 MaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many messages (default 64, as mqadmin; not "
@@ -47,13 +46,13 @@ def query_key(
     time really match (no hash-collision false positives, exact time range). (The tiered index:
     `rmqtool tiered query-key`.)"""
     # (a typer command: one parameter per option)
-    from engine.broker.index import keyquery
-    from engine.broker.store import query_store
+    from engine.commands.query_key import check_query_args, query_key as run_query
 
     b, e = times.parse_range(begin, end)
-    keyquery.check_query_args(max_num, b, e)
+    check_query_args(max_num, b, e)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    res = query_store(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
+    ans = run_query(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
+    res = ans.result
     if raw:
         _render_raw(res, f"{topic}#{key}", json_out)
         for d in res.skipped_by_header:
@@ -61,8 +60,10 @@ def query_key(
                         f"not bound its messages: {d.reason}; messages of the range in it are missing from this "
                         "answer (query-key without --raw searches every file)")
     else:
-        _render_messages(res, topic, key, explain, json_out, max_num)
+        _render_messages(res, topic, key, explain, json_out, max_num, ans.undecoded)
     _warn_partial(res, topic, key, raw)
+    if ans.exit_code:
+        raise typer.Exit(ans.exit_code)
 
 
 def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
@@ -74,7 +75,6 @@ def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
     render.problem(f"warning: partial answer{none}: " + "; ".join([d.line() for d in res.damaged] + misplaced)
                    + (" (`rmqtool recover` puts misplaced segments back and repairs the index)" if misplaced
                       else " (`rmqtool recover` rebuilds the index)"))
-    raise typer.Exit(PARTIAL)
 
 
 def message_rows(recs) -> tuple[list[str], list[list]]:
@@ -99,7 +99,7 @@ def _render_raw(res, key_string: str, json_out: bool) -> None:
     ])
 
 
-def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, max_num: int) -> None:
+def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, max_num: int, undecoded) -> None:
     from rmqtool import tables
 
     if json_out:
@@ -119,10 +119,6 @@ def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, m
     if not res.messages and not res.partial:
         render.note(f"no message found for key {key!r} in topic {topic!r} "
                     f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")
-    undecoded = [(r, r.decoded_body()) for r in res.messages if r.compression()]
-    undecoded = [(r, d) for r, d in undecoded if not d.ok]
     for r, d in undecoded:
         render.note(f"error: message at commit-log offset {r.physical_offset}: its {d.codec} body does not decode "
                     f"({d.error}); the consumer cannot read it")
-    if undecoded and not res.partial:
-        raise typer.Exit(PARTIAL)

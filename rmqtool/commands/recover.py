@@ -165,17 +165,13 @@ def recover(  # typer: one parameter per option
 
     Takes the store lock. A store that is already consistent is left untouched.
     """
-    from engine.broker.config.lock import StoreLock
-    from engine.ops.recovery import recover as run_recovery
+    from engine.commands.recover import recover as run_recovery
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    if broker_conf is not None and no_check_crc is False and not cfg.checkCRCOnRecover:
-        no_check_crc = True  # broker.conf checkCRCOnRecover=false
-    if dry_run and cfg.root.is_dir() and StoreLock(cfg.root).is_locked_elsewhere():
-        _note("the store is locked by another process; the plan may be out of date by the time it runs")
     with render.phase_progress("recover") as progress:
-        plan = run_recovery(cfg, check_crc=not no_check_crc, index_safe=index_safe or cfg.messageIndexSafe,
-                            dry_run=dry_run, full_scan=full_scan, force=force, progress=progress)
+        plan = run_recovery(cfg, no_check_crc=no_check_crc, index_safe=index_safe, dry_run=dry_run,
+                            full_scan=full_scan, force=force, broker_conf_given=broker_conf is not None,
+                            progress=progress, say=_note)
     if json_out:
         render.emit_plan(plan, dry_run)
     else:

@@ -121,8 +121,8 @@ def spark_reindex(
     """
     # (a typer command: one parameter per option)
     job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=spark_conf_pairs(spark_conf))
-    from engine.jobs import broker_index
+    from engine.commands.spark_reindex import spark_reindex as run_reindex
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    run_job(lambda progress: broker_index.spark_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
+    run_job(lambda progress: run_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
             {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)

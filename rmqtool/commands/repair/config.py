@@ -39,11 +39,8 @@ def config_cmd(
 ) -> None:
     """Repair one config/*.json file the broker loads at start-up: from its .bak, from the store, or by accepting
     the empty table. The file replaced or removed is kept in the quarantine."""
-    from engine.errors import InvalidArgumentError
-    from engine.ops.repair import EMPTY, FROM_BAK, FROM_STORE_SOURCE, repair_config
+    from engine.commands.repair import config as repair_config, config_source
 
-    chosen = [s for s, on in ((FROM_BAK, from_bak), (FROM_STORE_SOURCE, from_store), (EMPTY, empty)) if on]
-    if len(chosen) != 1:
-        raise InvalidArgumentError("give exactly one of --from-bak, --from-store, --empty")
+    source = config_source(from_bak, from_store, empty)
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
-    show_plan(repair_config(cfg, name, chosen[0], dry_run), dry_run, json_out)
+    show_plan(repair_config(cfg, name, source, dry_run), dry_run, json_out)

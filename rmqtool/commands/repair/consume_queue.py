@@ -34,7 +34,7 @@ def consume_queue_cmd(
 ) -> None:
     """Move out the last consume-queue files that hold no unit (a file the queue rolled into and never wrote,
     RocketMQ #9728, #10108), so the queue ends at its last written file; or rebuild one queue from the log."""
-    from engine.ops.repair import repair_consume_queue
+    from engine.commands.repair import consume_queue as repair_consume_queue
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     show_plan(repair_consume_queue(cfg, topic, queue_id, dry_run, rebuild), dry_run, json_out)

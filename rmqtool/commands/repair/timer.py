@@ -24,7 +24,7 @@ def timer_cmd(
     """Rebuild the timer store from its timer log: timer-log files of the wrong length padded or cut (misnamed
     ones moved out), every unit's prevPos relinked as the enqueue links it (cycles and broken chains gone), the
     wheel written anew, a missing or torn timercheck rewritten, unloadable timermetrics removed."""
-    from engine.ops.repair import repair_timer
+    from engine.commands.repair import timer as repair_timer
 
     cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     show_plan(repair_timer(cfg, dry_run), dry_run, json_out)

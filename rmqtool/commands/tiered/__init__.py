@@ -1,6 +1,6 @@
 """rmqtool tiered ...: the RocketMQ 5 tiered flat store (PosixFileSegment + DefaultMetadataStore), offline.
 
-Each command parses its options, calls one engine function (engine.tiered.flat) and renders the answer. Typer
+Each command parses its options, calls one engine function (engine.commands.tiered) and renders the answer. Typer
 command functions take one parameter per option."""
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
 
 @contextlib.contextmanager
 def opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name, **overrides):
-    from engine.tiered.flat.store import open_tier
+    from engine.commands.tiered import open_tier
 
     st = open_tier(tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name),
                    **overrides)
@@ -93,8 +93,6 @@ def required(option: str, value):
         raise InvalidArgumentError(f"missing option {option}")
     return value
 
-
-PARTIAL = 3          # exit code: an answer the damage of a file cut short, or verification found problems
 
 LONG_MAX = 2**63 - 1
 

@@ -24,20 +24,13 @@ def clean(reserved_hours: Annotated[Optional[float], typer.Option(
           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
           ) -> None:
     """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
-    from engine.errors import InvalidArgumentError
-    from engine.tiered.flat.retention import apply_clean, plan_clean
+    from engine.commands.tiered import clean as run_clean, reserved_hours as checked_hours
 
     reserve_hours = required("--reserved-hours", reserved_hours)
     now_ms = times.now_ms() if now is None else java_time(now, "--now")
-    if not -(2**31) <= reserve_hours <= 2**31 - 1:
-        raise InvalidArgumentError(f"--reserved-hours {reserve_hours:g} is out of range (a Java int of hours)")
-    if float(reserve_hours).is_integer():
-        reserve_hours = int(reserve_hours)  # whole hours stay an int in the plan, as the broker's setting
+    reserve_hours = checked_hours(reserve_hours)
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        plan = plan_clean(st, reserve_hours, now_ms, dry_run, topic)
-        if not dry_run:
-            apply_clean(st, plan)
-        d = plan.as_dict(st.layout.rel)
+        d = run_clean(st, reserve_hours, now_ms, dry_run, topic)
     if json_out:
         render.emit_json(d)
     else:

@@ -36,10 +36,10 @@ def compact_index(
     The compacted form keeps the file's slot count, which the broker reads uploaded files with: it must be
     broker.conf's tieredStoreIndexFileMaxHashSlotNum and the one of the tiered index files in the file's
     directory, unless --new-geometry says the file is of a new geometry on purpose."""
-    from engine.tiered.index import compact_file
+    from engine.commands.tiered import compact_index as compact_file
     from rmqtool.render_tiered import render_compaction
 
     render.set_quiet(quiet)
-    summary = compact_file(file, out, force=force, mapped=mapped, hash_slot_num=hash_slots, index_num=max_index,
+    summary = compact_file(file, out, force=force, mapped=mapped, hash_slots=hash_slots, max_index=max_index,
                            broker_conf=broker_conf, new_geometry=new_geometry)
     render_compaction(summary, file.name, json_out)

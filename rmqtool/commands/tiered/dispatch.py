@@ -2,7 +2,6 @@
 Exits 3 when a queue could not be tiered to its end."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -28,21 +27,10 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
              json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
-    from engine.broker.config.brokerconf import load_config
-    from engine.tiered.flat.config import load_tiered_config
-    from engine.tiered.flat.dispatch import DispatchRequest, dispatch as run_dispatch
+    from engine.commands.tiered import dispatch as run_dispatch, dispatch_exit_code, dispatch_request
 
-    local = load_config(broker_conf, storePathRootDir=store)
-    from engine.errors import InvalidArgumentError
-
-    if store is None and broker_conf is None:
-        raise InvalidArgumentError("no local store given: pass --store DIR (or --broker-conf)")
-    cfg = load_tiered_config(broker_conf, tieredStoreCommitLogMaxSize=commitlog_max_size,
-                             tieredStoreConsumeQueueMaxSize=consume_queue_max_size)
-    root = tiered_store_path or (Path(cfg.tieredStoreFilePath) if cfg.tieredStoreFilePath else None)
-    if root is None:
-        raise InvalidArgumentError("no tiered store given: pass --tiered-store-path DIR")
-    req = DispatchRequest(local, root, cfg, metadata, cluster_name, broker_name, topic or None, master, dry_run)
+    req = dispatch_request(store, broker_conf, tiered_store_path, metadata, cluster_name, broker_name, topic,
+                           commitlog_max_size, consume_queue_max_size, master, dry_run)
     with render.progress(None, "dispatch") as bar:
         task = bar.add_task("tier out", total=None)
         res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
@@ -60,5 +48,5 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
                     + ("; metadata written" if res.metadata_written else ""))
     for p in res.problems:
         render.problem(f"problem: {p}")
-    if res.problems:
-        raise typer.Exit(3)
+    if dispatch_exit_code(res):
+        raise typer.Exit(dispatch_exit_code(res))

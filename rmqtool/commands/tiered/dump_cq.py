@@ -15,7 +15,7 @@ def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPath
             cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
             quiet: QuietOpt = False) -> None:
     """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
-    from engine.tiered.flat.answers import cq_rows
+    from engine.commands.tiered import dump_cq as cq_rows
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         rows = cq_rows(st, topic, queue_id)

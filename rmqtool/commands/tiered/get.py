@@ -32,13 +32,12 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
         quiet: QuietOpt = False,
         ) -> None:
     """Messages by queue offset, with the fetcher's status. Exits 3 when a read stopped on a damaged record."""
-    from engine.tiered.flat.answers import fetch_json, get_messages
+    from engine.commands.tiered import get as get_messages, get_exit_code
 
     queue_offset = required("--queue-offset", queue_offset)
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        res = get_messages(st, topic, queue_id, queue_offset, count, raw, as_consumer)
-        out = fetch_json(res)
+        res, out = get_messages(st, topic, queue_id, queue_offset, count, raw, as_consumer)
         if json_out:
             render.emit_json(out)
         else:
@@ -62,5 +61,5 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
               f"({m['compressionError']}); the consumer cannot read it")
     if res.problem:
         render.problem(f"error: {res.problem}")
-    if res.problem or undecoded:
-        raise typer.Exit(3)
+    if get_exit_code(res, undecoded):
+        raise typer.Exit(get_exit_code(res, undecoded))

@@ -11,7 +11,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.commands.tiered import PARTIAL, print_notes
+from rmqtool.commands.tiered import print_notes
 from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
                              TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
 
@@ -54,6 +54,7 @@ def inspect_index(
     (tiered_index_file/, UNSEALED) and the uploaded INDEX segments (UPLOAD, read with the configured slot count
     and the metadata's timestamps)."""
     # (a typer command: one parameter per option)
+    from engine.commands.tiered import inspect_exit_code, inspect_local, inspect_tier, open_index
     from engine.errors import InvalidArgumentError
     from rmqtool.render_tiered import render_inspection
 
@@ -63,38 +64,16 @@ def inspect_index(
     asked = dict(walk_slot=walk_slot, walk_key=walk_key, limit=max_items, stats=stats, verify=verify)
     src = tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name)
     if file is not None or src.tier_root() is None:
-        failed = render_inspection(_local_inspection(file, src, tiered_dir, hash_slots, max_index, asked), json_out)
+        failed = render_inspection(inspect_local(file, src, tiered_dir, hash_slots, max_index, asked, render.note),
+                                   json_out)
     else:
-        from engine.tiered.index.fetcher import open_tier_index
-        from engine.tiered.index.operations import inspect_tier
-
-        with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
+        with open_index(src, tiered_dir, hash_slots, max_index) as ti:
             print_notes(ti.notes)
             if not ti.service.files:
                 render.note("note: the broker's table holds no tiered index file (none uploaded, none local)")
-            failed = render_inspection(inspect_tier(ti, **asked), json_out)
+            failed = render_inspection(inspect_tier(ti, asked), json_out)
     if failed:
         render.note("verification found problems")
-        raise typer.Exit(PARTIAL)
+    if inspect_exit_code(failed):
+        raise typer.Exit(inspect_exit_code(failed))
 
-
-def _local_inspection(file, src, tiered_dir, hash_slots, max_index, asked: dict):
-    """FILE alone, or without a tier (no --tiered-store-path, none in broker.conf) the local tiered index files."""
-    from engine.errors import InvalidArgumentError
-    from engine.tiered.index import inspect_files, list_tiered_index_files
-
-    if file is not None:
-        if tiered_dir is not None:
-            raise InvalidArgumentError("give FILE or --tiered-dir, not both")
-        paths = [file]
-    else:
-        directory = tiered_dir or src.local_index_dir()
-        if directory is None:
-            raise InvalidArgumentError("no tier and no local files given: pass --tiered-store-path (and --store), or "
-                                       "--tiered-dir DIR for local tiered index files alone")
-        paths = [p for _ts, p in list_tiered_index_files(directory)]
-        if not paths:
-            raise InvalidArgumentError(f"no tiered index files (numeric names) in {directory}")
-        if tiered_dir is None:
-            render.note("note: no tier given (--tiered-store-path): the local tiered index files only")
-    return inspect_files(paths, hash_slot_num=hash_slots, index_num=max_index, **asked)

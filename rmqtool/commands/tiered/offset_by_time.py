@@ -24,11 +24,11 @@ def offset_by_time(topic: TopicOpt, queue_id: QueueIdOpt,
                    broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
                    json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """The broker's getOffsetInQueueByTime per timestamp; `error` where it throws. Exits 3 on any error."""
-    from engine.tiered.flat.answers import offsets_by_time
+    from engine.commands.tiered import offset_by_time as offsets_by_time, offset_by_time_exit_code
 
     stamps = [java_time(t, "--timestamp") for t in timestamp]
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         rows = offsets_by_time(st, topic, queue_id, stamps, boundary)
         emit_rows(json_out, f"offset by time, {topic}/{queue_id}", rows, ["timestamp", "boundary", "result", "error"])
-    if any("error" in r for r in rows):
-        raise typer.Exit(3)
+    if offset_by_time_exit_code(rows):
+        raise typer.Exit(offset_by_time_exit_code(rows))

@@ -11,14 +11,12 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.commands.tiered import PARTIAL, print_notes
+from rmqtool.commands.tiered import print_notes
 from rmqtool.options import (BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, EndOpt, JsonOpt, MetadataOpt, QuietOpt,
                              StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
 
 
-BAD_INPUT = 2
 DEFAULT_MAX = 64     # as mqadmin queryMsgByKey
-INT_MAX = 2**31 - 1
 
 KeyTopicOpt = Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the messages (required without "
                                                  "--from-jsonl).")]
@@ -74,8 +72,8 @@ def query_key(
     KEYS hold the key): hash collisions and index seconds outside the range are left out (see --explain).
     Exits 3 when a file or a read failed (the broker's answer fails or lacks that file)."""
     # (a typer command: one parameter per option)
+    from engine.commands.tiered import ask, check_count, key_exit_code, open_index
     from engine.errors import InvalidArgumentError
-    from engine.tiered.index.fetcher import KeyQuestion, open_tier_index
 
     render.set_quiet(quiet)
     if raw and as_broker:
@@ -85,37 +83,32 @@ def query_key(
         if topic is not None or key is not None:
             raise InvalidArgumentError("--from-jsonl takes the topics and keys from the file: no --topic/--key")
         b, e = times.parse_range(begin, end)
-        with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
+        with open_index(src, tiered_dir, hash_slots, max_index) as ti:
             print_notes(ti.notes)
-            _answer_jsonl(ti, from_jsonl, KeyQuestion("", "", max_num, b, e), raw)
+            _answer_jsonl(ti, from_jsonl, max_num, b, e, raw)
         return
     if topic is None or key is None:
         raise InvalidArgumentError("give --topic and --key (or --from-jsonl FILE)")
-    if not 0 < max_num <= INT_MAX:
-        raise InvalidArgumentError(f"--count {max_num} is out of range 1..{INT_MAX}")
+    check_count(max_num)
     b, e = times.parse_range(begin, end)
-    with open_tier_index(src, tiered_dir, hash_slots, max_index) as ti:
-        ans = ti.ask(KeyQuestion(topic, key, max_num, b, e), require_topic=True).check(unique_key)
+    with open_index(src, tiered_dir, hash_slots, max_index) as ti:
+        ans = ask(ti, topic, key, max_num, b, e, unique_key)
         print_notes(ti.notes)  # after the question: an unknown topic is one error line, nothing before it
     from rmqtool.render_tiered import render_tier_key_answer
 
     render_tier_key_answer(ans, "raw" if raw else "broker" if as_broker else "checked", json_out, explain)
-    if ans.failed or any(f.error for f in ans.index.per_file):
-        raise typer.Exit(PARTIAL)
+    if key_exit_code(ans):
+        raise typer.Exit(key_exit_code(ans))
 
 
-def _answer_jsonl(ti, path: Path, defaults, raw: bool) -> None:
+def _answer_jsonl(ti, path: Path, max_num: int, b: int, e: int, raw: bool) -> None:
     """One answer line per question line, written as it comes; bad lines answer {"line", "error"} and make the
     exit status 2, failed answers 3."""
-    import contextlib
-    import sys
-
-    from engine.tiered.index.fetcher import answer_lines
+    from engine.commands.tiered import answer_jsonl, jsonl_exit_code
 
     bad = failed = 0
-    with contextlib.ExitStack() as stack:
-        fh = sys.stdin if str(path) == "-" else stack.enter_context(open(path, encoding="utf-8"))
-        for d in answer_lines(ti, fh, defaults, raw):
+    with answer_jsonl(ti, path, max_num, b, e, raw) as answers:
+        for d in answers:
             render.emit_json(d)
             if "line" in d:
                 bad += 1
@@ -124,5 +117,5 @@ def _answer_jsonl(ti, path: Path, defaults, raw: bool) -> None:
                 failed += 1
     if failed:
         render.note(f"warning: {failed} answer(s) failed or lack a file (see their \"error\")")
-    if bad or failed:
-        raise typer.Exit(BAD_INPUT if bad else PARTIAL)
+    if jsonl_exit_code(bad, failed):
+        raise typer.Exit(jsonl_exit_code(bad, failed))

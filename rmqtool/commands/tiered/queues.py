@@ -13,10 +13,10 @@ def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
            topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
-    from engine.tiered.flat.answers import queue_rows
+    from engine.commands.tiered import queues as queue_rows
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        rows = list(queue_rows(st, topic))
+        rows = queue_rows(st, topic)
 
         def fmt(r, c):
             if c in ("segments", "bytes"):

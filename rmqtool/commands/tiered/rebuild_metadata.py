@@ -22,12 +22,8 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
                          "and times of segments whose records are gone.", dir_okay=False)] = None,
                      json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
-    from engine.tiered.flat.rebuild import rebuild_metadata as run_rebuild
+    from engine.commands.tiered import rebuild_metadata as run_rebuild
 
-    if tiered_store_path is None:
-        from engine.errors import InvalidArgumentError
-
-        raise InvalidArgumentError("pass --tiered-store-path DIR")
     res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
     for w in res.warnings:
         render.problem(f"warning: {w}")

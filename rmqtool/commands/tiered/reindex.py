@@ -63,17 +63,16 @@ def reindex(
     local ones and the INDEX segments of the tier, -T or tieredStoreFilePath). A configured geometry those files do
     not have is refused unless --new-geometry asks for it."""
     # (a typer command: one parameter per option)
-    from engine.jobs.framework import camel_keys
-    from engine.jobs.tiered_index import TieredReindexRequest, tiered_reindex_request
+    from engine.commands.tiered import reindex as run_reindex, reindex_json, reindex_request
     from rmqtool.jobview import run_job, spark_conf_pairs
     from rmqtool.render_tiered import render_tiered_reindex
 
     render.set_quiet(quiet)
-    req = TieredReindexRequest(store=store, broker_conf=broker_conf, out=out, master=master,
-                               spark_conf=spark_conf_pairs(spark_conf), dry_run=dry_run, replace=replace,
-                               metadata=metadata, cluster_name=cluster_name, broker_name=broker_name,
-                               hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size,
-                               tiered_store_path=tiered_store_path, new_geometry=new_geometry)
-    run_job(lambda progress: tiered_reindex_request(req, progress),
+    req = reindex_request(store=store, broker_conf=broker_conf, out=out, master=master,
+                          spark_conf=spark_conf_pairs(spark_conf), dry_run=dry_run, replace=replace,
+                          metadata=metadata, cluster_name=cluster_name, broker_name=broker_name,
+                          hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size,
+                          tiered_store_path=tiered_store_path, new_geometry=new_geometry)
+    run_job(lambda progress: run_reindex(req, progress),
             {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
-            "tiered reindex", lambda r: camel_keys(r.as_dict()))
+            "tiered reindex", reindex_json)

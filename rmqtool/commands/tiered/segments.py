@@ -14,7 +14,7 @@ def segments(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPat
              cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
             quiet: QuietOpt = False) -> None:
     """One line per COMMIT_LOG and CONSUME_QUEUE segment, with what the metadata says where it differs."""
-    from engine.tiered.flat.answers import segment_rows
+    from engine.commands.tiered import segments as segment_rows
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
         rows = segment_rows(st, topic, queue_id)

@@ -17,11 +17,10 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
            topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
     """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
     segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
-    from engine.tiered.index.operations import verify_tier
+    from engine.commands.tiered import verify as verify_tier, verify_exit_code
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        rep = verify_tier(st, topic)
-        st.warnings.clear()   # verify reports them as problems
+        rep = verify_tier(st, topic)  # the tier's warnings are its problems
         if json_out:
             render.emit_json(rep.as_dict())
         else:
@@ -31,5 +30,5 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
                 note(f"note: {n.line()}")
             note(f"{rep.queues} queue(s), {rep.segments} segment(s), {rep.records} record(s), "
                         f"{rep.units} unit(s): " + ("whole" if rep.ok else f"{len(rep.problems)} problem(s)"))
-    if not rep.ok:
-        raise typer.Exit(3)
+    if verify_exit_code(rep):
+        raise typer.Exit(verify_exit_code(rep))

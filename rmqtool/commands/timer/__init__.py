@@ -1,6 +1,6 @@
 """rmqtool timer ...: the RocketMQ 5 timer store (timerwheel, timerlog/, config/timercheck, config/timermetrics).
 
-Read-only: each command parses its options, calls one engine function (engine.timer) and renders the answer."""
+Read-only: each command parses its options, calls one engine function (engine.commands.timer) and renders the answer."""
 from __future__ import annotations
 
 import typer

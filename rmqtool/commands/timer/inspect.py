@@ -53,7 +53,7 @@ def inspect_cmd(
     Geometry comes from broker.conf (mappedFileSizeTimerLog, timerPrecisionMs, timerRollWindowSlot), else the
     timer-log files' size and RocketMQ's defaults; the wheel's size is fixed (2 x 7 days of slots).
     """
-    from engine.timer import inspect_timer
+    from engine.commands.timer import inspect as inspect_timer
 
     ins = inspect_timer(build_config(store, broker_conf))
     if json_out:

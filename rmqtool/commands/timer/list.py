@@ -48,13 +48,13 @@ def list_cmd(
     Exits 3 when units the broker will read cannot be resolved (they are reported on stderr, not listed), or when
     config/timercheck cannot be a broker's (a lastReadTimeMs ahead of the clock leaves no slot live).
     """
-    from engine.timer import list_pending
+    from engine.commands.timer import pending, pending_exit_code
 
     now = times.now_ms()
     after = times.parse_time(due_after, "--due-after", now=now) if due_after is not None else None
     before = times.parse_time(due_before, "--due-before", now=now) if due_before is not None else None
     cfg = build_config(store, broker_conf)
-    with list_pending(cfg, topic, after, before, now_ms=now) as res:
+    with pending(cfg, topic, after, before, now_ms=now) as res:
         for n in res.notes:
             tables.note(n)
         out = None if json_out else tables.Stream(LIST_COLUMNS, {
@@ -85,6 +85,5 @@ def list_cmd(
             render.problem(f"note: ... and {res.unresolved_total - 20} more")
         render.problem(f"note: {res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for "
                        "what the broker will do with them")
-        raise typer.Exit(3)
-    if res.problems:
-        raise typer.Exit(3)
+    if pending_exit_code(res):
+        raise typer.Exit(pending_exit_code(res))

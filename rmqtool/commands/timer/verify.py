@@ -34,7 +34,7 @@ def verify_cmd(
     severity, kind and what the broker does with it. Exits 3 when there is an error or a warning (info findings
     do not count).
     """
-    from engine.timer import verify_timer
+    from engine.commands.timer import verify as verify_timer, verify_exit_code
 
     at = times.parse_time(now, "--now") if now is not None else None
     cfg = build_config(store, broker_conf)
@@ -49,5 +49,5 @@ def verify_cmd(
         tables.note(f"{c['liveSlots']} live slot(s), {c['unitsWalked']} unit(s) walked, {c['queuedUnits']} still to "
                     f"enqueue, {c['pendingMessages']} pending message(s); "
                     + ", ".join(f"{n} {s}(s)" for s, n in rep.counts().items()))
-    if not rep.ok:
-        raise typer.Exit(3)
+    if verify_exit_code(rep):
+        raise typer.Exit(verify_exit_code(rep))
