@@ -483,7 +483,7 @@ NOTES = """Notes:
   count taken and released (the mapped file's hold/release), String.hashCode of a fresh String (the broker builds
   the "topic#key" string per query, and a String caches its hash), abs with Integer.MIN_VALUE forced to 0, the
   slot read and the chain walk into an ArrayList<Long>, on a read-only MappedByteBuffer of the same file.
-  tests/test_index_query.py checks that it answers exactly as select_phy_offsets on collisions, time windows and
+  tests/engine/broker/index/test_key_query.py checks that it answers exactly as select_phy_offsets on collisions, time windows and
   maxNum, and select_phy_offsets is checked against RocketMQ's golden vectors.
 * Python's lookup (IndexFile.select_hash) inlines the chain walk for healthy chains (every link to an older item);
   any other chain goes through ChainWalk with the broker's rules and is reported as damage. The key's hashCode

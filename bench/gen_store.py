@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a realistic broker store of N GiB quickly: commit log, consume queues, index files and checkpoint for
 several topics and queues, every message with a UNIQ_KEY and KEYS, byte for byte what `rmqtool put` writes for
-the same messages (tests/test_gen_store.py puts a small one's messages again and compares the files).
+the same messages (tests/tools/test_gen_store.py puts a small one's messages again and compares the files).
 
 Vectorised: every record of a store has the same layout (fixed-width keys, one body length, topic names of one
 length), so records are rows of a numpy byte matrix filled column by column from a template made by

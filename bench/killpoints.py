@@ -14,7 +14,7 @@ report "not supported", to exercise the two-rename fallback of file systems with
 
 Production code has no fault hooks: this harness patches the library from outside.
 
-From Python (tests/test_reindex_safety.py, bench/corruption_matrix.py):
+From Python (tests/engine/jobs/test_publish_safety.py, bench/corruption_matrix.py):
 
     run = run_killed(["spark-reindex", "--store", s, "--master", "inline"], k)   # a new interpreter
     run = fork_killed([...], k)                                                  # a fork of this one (fast)

@@ -4,7 +4,7 @@ Start-up is part of the interface (issue 13 item 3): main() imports typer and th
 runs, nothing else (`rmqtool --version` not even typer); command modules import nothing heavy at module level (no
 numpy, rich tables, pyspark or engine modules that use them) and each command imports what it needs when it runs.
 The full application (`app`, every command) is built when asked for: `rmqtool --help`, completions, the tests.
-tests/test_startup.py keeps it so.
+tests/project/test_startup.py keeps it so.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The examples every command's --help ends with (issue 14 item 10), kept in one place.
 
 rmqtool.app applies them as the epilog when it registers each command, so command modules need not change for
-them; tests/test_help_examples.py checks every command has two or three and that their options exist. Each
+them; tests/cli/test_help_examples.py checks every command has two or three and that their options exist. Each
 example is a real command on a store written by `rmqtool put` (~/store) or on the files it names.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ from helpers import GOLDEN, unpack_golden
 @pytest.fixture(scope="session", autouse=True)
 def _rmqtool_cache(tmp_path_factory):
     """Local Spark JVMs the suite starts make no class-data archive (engine.exec.jvmcache): the shared one
-    would write it only as the run ends. tests/test_jvmcache.py turns it on where it tests it, and a cache
+    would write it only as the run ends. tests/engine/exec/test_jvmcache.py turns it on where it tests it, and a cache
     directory of the run's keeps it out of the user's cache whatever happens."""
     from engine.exec.jvmcache import CACHE_ENV, CDS_ENV
 

@@ -24,7 +24,9 @@ from engine.broker.layout import list_index_files
 from engine.broker.store import MessageStore
 from engine.exec.ranges import SegmentRange, whole_segment
 
-GOLDEN = Path(__file__).parent / "golden"
+TESTS = Path(__file__).resolve().parent  # tests/: the shared code, data and Java probes
+REPO = TESTS.parent
+GOLDEN = TESTS / "golden"
 # Small geometry so segments and index files roll after a few messages.
 SMALL = ["--hash-slots", "16", "--max-index", "64", "--commitlog-file-size", "4096", "--cq-file-size", "200"]
 READ_GEOM = ["--hash-slots", "16", "--max-index", "64"]

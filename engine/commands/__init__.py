@@ -5,7 +5,7 @@ plain answers for the command to render; the exit code it decides travels with t
 
 A command module parses its options, makes one call here and renders what comes back; it imports nothing else of
 the engine but the views (engine.views), the errors (engine.errors) and the progress types (engine.progress):
-tests/test_commands_floor.py keeps it so, for every command module.
+tests/project/test_commands_floor.py keeps it so, for every command module.
 
   get.py        rmqtool get: messages by commit-log offset, message id (offset id or UNIQ_KEY) or queue offset;
                 the exit code (2: addresses that do not exist, 3: damage) is decided there

@@ -19,7 +19,7 @@ The model replays what JDK 8-17 HashMap does on ``put`` of distinct keys (HashSe
   code units), so tieBreakOrder (identity hashes) is never reached for distinct strings.
 
 Iteration walks the buckets in ascending order and each bin along its next links. The orders are checked
-against a JVM by tests/java/HashMapOrder.java (tests/test_java.py).
+against a JVM by tests/java/HashMapOrder.java (tests/engine/java/test_java.py).
 """
 from __future__ import annotations
 

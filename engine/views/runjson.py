@@ -7,7 +7,7 @@ need no JSON escaping, bodies that are valid UTF-8 with nothing to escape and th
 stored. Records are grouped by the shape of their properties (the names, in order: one producer's messages share
 it); each group's values are found by one regular expression over the group's properties. Anything else (a value
 json escapes, invalid UTF-8, a name given twice, __CRC32#, a compressed body, an IPv6 host) takes the one-record
-path, json_line, so every line is exactly json.dumps(MessageRecord.to_json()) (tests/test_dump_json_runs.py).
+path, json_line, so every line is exactly json.dumps(MessageRecord.to_json()) (tests/engine/views/test_runjson.py).
 """
 from __future__ import annotations
 
