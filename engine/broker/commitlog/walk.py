@@ -270,12 +270,15 @@ class SegmentsAhead:
     reaches it, one with a known gap, or one the walk enters past its start, the walk decodes itself. At most one
     segment per helper is in flight, one more is kept done; a dead helper: WorkerDiedError."""
 
-    def __init__(self, helper: CrcHelper, segs: list, first: int, window, check_crc: bool, known: list, end):
+    def __init__(self, helper: CrcHelper, segs: list, first: int, window, check_crc: bool, known: list, end,
+                 from_start: bool = True):
         self.helper, self.segs, self.check_crc = helper, segs, check_crc
         self.window, self.known, self.end = window, known, end
-        self.next = first + 1     # the next segment to hand out
-        self.cur = first          # the segment the walk is in
+        # the segment the walk is in (before the first: a walk from the first one's start hands it out too)
+        self.cur = first - 1 if from_start else first
+        self.next = self.cur + 1  # the next segment to hand out
         self.jobs: dict = {}      # segment start -> (future, window)
+        self.poll()
 
     def window_of(self, n: int) -> int:
         return min(self.window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (self.helper.n + 1))))
@@ -300,7 +303,8 @@ class SegmentsAhead:
 
     def enter(self, seg) -> None:
         """The walk is in seg now: results of segments before it are dropped (a walk that skipped them)."""
-        self.cur = next((i for i in range(self.cur, len(self.segs)) if self.segs[i].start == seg.start), self.cur)
+        self.cur = next((i for i in range(max(self.cur, 0), len(self.segs)) if self.segs[i].start == seg.start),
+                        self.cur)
         for start in [s for s in self.jobs if s < seg.start]:
             self.jobs.pop(start)[0].cancel()
         self.poll()
@@ -504,7 +508,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     known = sorted(known_gaps or [])
     helper = _helper(parallel_crc, parallel_keys)
     # Helpers decode whole segments ahead (SegmentsAhead) where this log's bytes are plain records.
-    ahead = (SegmentsAhead(helper, segs, first, window, check_crc, known, end)
+    ahead = (SegmentsAhead(helper, segs, first, window, check_crc, known, end, start in (None, segs[first].start))
              if helper is not None and type(cl).decode_segment is CommitLog.decode_segment else None)
     ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch, ahead)
     at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
