@@ -21,9 +21,9 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --reserved-hours|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --reserved-hours|--hash-slots|--max-index|--commitlog-file-size|--cq-file-size|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --reserved-hours --dry-run --force-now --keep-timer-messages --json --quiet -Q --hash-slots --max-index --commitlog-file-size --cq-file-size --workers --help" ;;
         "consumers")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -250,9 +250,9 @@ _rmqtool() {
             case "$prev" in
                 --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --cluster-name|--broker-name|--topic|-t) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --cluster-name|--broker-name|--topic|-t|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --json --quiet -Q --help" ;;
+            _rmqtool_words "--tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --json --quiet -Q --workers --help" ;;
         "timer")
             _rmqtool_words "inspect list verify --help" ;;
         "timer inspect")
@@ -272,9 +272,9 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --now) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --now|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --now --no-check-crc --json --quiet -Q --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --now --no-check-crc --json --quiet -Q --workers --help" ;;
         "verify-cq")
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

@@ -331,26 +331,69 @@ def _plan_queues(layout: StoreLayout, fence: _Fence, plan: CleanPlan, progress: 
     min_cl = plan.min_offset_after
     qdirs = [(tdir, qdir) for tdir in _segment_dirs(fence, layout.consumequeue_dir, plan.skipped, numeric=False)
              for qdir in _segment_dirs(fence, tdir, plan.skipped, numeric=True)]
-    for n, (tdir, qdir) in enumerate(qdirs):
-        progress("consume queues", n + 1, len(qdirs))
-        files = _segment_files(fence, qdir, plan.skipped)
-        if not files:
-            continue
-        before = _correct_min(files, plan.min_offset_before)
-        n_del = 0
-        for start, p in files[:-1]:
-            why = fence.check(p)
-            if why:
-                plan.skipped.append({"path": fence.rel(p), "reason": why})
-                break
-            off = _last_unit_offset(p)
-            if off is None or off >= min_cl:
-                break  # not full, or still needed: never delete past it
-            plan.consume_queue_files.append(_item(fence, p, "consumequeue", f"last unit points at {off} < {min_cl}"))
-            n_del += 1
-        after = _correct_min(files[n_del:], min_cl)
-        if n_del or after[0] != before[0]:
-            plan.queues.append(QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del))
+    jobs = [(fence, tdir, qdir, plan.min_offset_before, min_cl) for tdir, qdir in qdirs]
+    for skipped, items, qmin in _queue_surveys(jobs, progress):
+        plan.skipped += skipped
+        plan.consume_queue_files += items
+        if qmin is not None:
+            plan.queues.append(qmin)
+
+
+#: By default clean surveys the consume queues on worker processes (engine.workers, a batch of queue directories
+#: each) when there are this many of them; with --workers N whatever their number.
+PARALLEL_SURVEY_QUEUES = 4096
+#: Queue directories surveyed per worker job at most (each reads a few units of its first and last files).
+QUEUES_PER_JOB = 256
+
+
+def _queue_surveys(jobs: list[tuple], progress: Progress):
+    """_survey_queue of each job, in order: on worker processes when there are many queues or --workers was
+    given, else in this process (the same answers); progress counts the queues done."""
+    from engine import workers
+
+    if len(jobs) < 2 or not workers.fan_out(len(jobs), PARALLEL_SURVEY_QUEUES):
+        for n, job in enumerate(jobs):
+            progress("consume queues", n + 1, len(jobs))
+            yield _survey_queue(*job)
+        return
+    per = max(1, min(QUEUES_PER_JOB, -(-len(jobs) // (4 * workers.count()))))
+    batches = [(jobs[i:i + per],) for i in range(0, len(jobs), per)]
+    done = 0
+    for answers in workers.ordered_map(_survey_queues, batches):
+        for got in answers:
+            done += 1
+            progress("consume queues", done, len(jobs))
+            yield got
+
+
+def _survey_queues(jobs: list[tuple]) -> list[tuple]:
+    """In a worker: _survey_queue of each job."""
+    return [_survey_queue(*job) for job in jobs]
+
+
+def _survey_queue(fence: _Fence, tdir: Path, qdir: Path, min_before: int, min_cl: int) -> tuple:
+    """One queue directory: (paths left alone, consume-queue files to delete, its QueueMin or None)."""
+    skipped: list[dict] = []
+    items: list[CleanItem] = []
+    files = _segment_files(fence, qdir, skipped)
+    if not files:
+        return skipped, items, None
+    before = _correct_min(files, min_before)
+    n_del = 0
+    for start, p in files[:-1]:
+        why = fence.check(p)
+        if why:
+            skipped.append({"path": fence.rel(p), "reason": why})
+            break
+        off = _last_unit_offset(p)
+        if off is None or off >= min_cl:
+            break  # not full, or still needed: never delete past it
+        items.append(_item(fence, p, "consumequeue", f"last unit points at {off} < {min_cl}"))
+        n_del += 1
+    after = _correct_min(files[n_del:], min_cl)
+    if not n_del and after[0] == before[0]:
+        return skipped, items, None
+    return skipped, items, QueueMin(tdir.name, int(qdir.name), before[0], after[0], after[1], n_del)
 
 
 def _last_unit_offset(p: Path) -> int | None:

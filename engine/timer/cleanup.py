@@ -49,7 +49,7 @@ def lowest_needed_offset(cfg: BrokerConfig) -> int | None:
     if not TimerLayout.of(cfg).exists():
         return None
     with TimerStore(cfg, require=False) as ts:
-        res = scan_pending(ts)
+        res = scan_pending(ts, parallel=True)  # clean's survey: --workers N
         offs = [int(res.rows["offset"].min())] if len(res.rows) else []
         offs += [m.offset for m in res.markers]
         return min(offs) if offs else None
@@ -62,7 +62,7 @@ def timer_clean_impact(cfg: BrokerConfig, min_offset: int) -> TimerCleanImpact |
         return None
     out = TimerCleanImpact(min_offset)
     with TimerStore(cfg, require=False) as ts:
-        res = scan_pending(ts)
+        res = scan_pending(ts, parallel=True)  # clean's survey: --workers N
         out.pending = len(res.rows)
         offs = ([int(res.rows["offset"].min())] if len(res.rows) else []) + [m.offset for m in res.markers]
         out.needed_from = min(offs) if offs else None

@@ -20,6 +20,7 @@ order they were walked.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -169,24 +170,65 @@ def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
 
 
 def scan_pending(ts: TimerStore, check_crc: bool = False,
-                 on_unit: Callable[[TimerUnit, Resolved], None] | None = None) -> PendingScan:
+                 on_unit: Callable[[TimerUnit, Resolved], None] | None = None,
+                 parallel: bool = False) -> PendingScan:
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
-    of a live chain with its resolved record, newest first per slot."""
-    scan = _PendingScanner(ts, check_crc, on_unit)
-    with no_cycle_collection():  # units, records and rows: many objects, no cycles
-        for s in ts.live_slots():
-            scan.out.slots.append(scan.walk_slot(s))
-        scan.flush()
-        scan.out.cursor = ts.enqueue_cursor()
-        scan.read_queued(scan.out.cursor.offset)
-        return scan.finish()
+    of a live chain with its resolved record, newest first per slot. `parallel`: the records may be read and
+    checked on worker processes (engine.workers: by --workers N, or by the timer log's size), a chunk of units
+    each, while this process walks on; they are taken in the walk's order all the same (the same answer)."""
+    pool = _resolve_pool(ts) if parallel else None
+    scan = _PendingScanner(ts, check_crc, on_unit, pool)
+    try:
+        with no_cycle_collection():  # units, records and rows: many objects, no cycles
+            for s in ts.live_slots():
+                scan.out.slots.append(scan.walk_slot(s))
+            scan.flush()
+            scan.out.cursor = ts.enqueue_cursor()
+            scan.read_queued(scan.out.cursor.offset)
+            scan.drain()
+            return scan.finish()
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+#: By default a parallel scan (timer verify) reads the records on worker processes when the timer log holds this
+#: many bytes of units (about 200,000 units); with --workers N whatever its size.
+PARALLEL_RESOLVE_BYTES = 10 << 20
+
+
+def _resolve_pool(ts: TimerStore):
+    """A WorkerPool for the records' reads and checks, or None (one worker, or a small timer log)."""
+    from engine import workers
+
+    if ts.commitlog is None or not workers.fan_out(ts.end.end, PARALLEL_RESOLVE_BYTES):
+        return None
+    return workers.WorkerPool(workers.count())
+
+
+#: In a worker: the commit log it opened for its chunks (one per worker process, closed when the process ends).
+_worker_log: dict = {}
+
+
+def _resolve_job(cfg, log_end: int, offsets: list[int], sizes: list[int], check_crc: bool) -> list[Resolved]:
+    """In a worker: records.resolve_many of one chunk on the commit log this process opened (read-only)."""
+    from engine.broker.commitlog.log import open_commitlog
+    from engine.timer.records import resolve_many
+
+    key = str(cfg.root)
+    cl = _worker_log.get(key)
+    if cl is None:
+        cl = _worker_log[key] = open_commitlog(cfg)
+    return resolve_many(cl, log_end, offsets, sizes, check_crc)
 
 
 class _PendingScanner:
     """One run of scan_pending: the PendingScan it fills, its rows, the topic ids it hands out."""
 
-    def __init__(self, ts: TimerStore, check_crc: bool, on_unit):
+    def __init__(self, ts: TimerStore, check_crc: bool, on_unit, pool=None):
         self.ts, self.check_crc, self.on_unit = ts, check_crc, on_unit
+        self.pool = pool
+        self.inflight: deque = deque()   # (future, what takes its answer): chunks on the workers, in walk order
         self.out = PendingScan()
         self.rows = _Rows()
         self.topic_ids: dict = {}
@@ -228,10 +270,30 @@ class _PendingScanner:
     def flush(self) -> None:
         """The waiting units' records read together, each unit then taken in walk order."""
         waiting, self.waiting = self.waiting, []
-        found = self.ts.resolve_many([u.offset_py for _, u in waiting], [u.size_py for _, u in waiting],
-                                     self.check_crc)
-        for (sw, u), res in zip(waiting, found):
-            self.place(sw, u, res)
+        self.resolve([u.offset_py for _, u in waiting], [u.size_py for _, u in waiting],
+                     lambda found: [self.place(sw, u, res) for (sw, u), res in zip(waiting, found)])
+
+    def resolve(self, offsets: list[int], sizes: list[int], then: Callable[[list[Resolved]], object]) -> None:
+        """then(the records of these units): now, or (on workers) when this chunk's turn comes in walk order."""
+        if self.pool is None:
+            then(self.ts.resolve_many(offsets, sizes, self.check_crc))
+            return
+        from engine.workers import JOBS_PER_WORKER
+
+        if offsets:
+            self.inflight.append((self.pool.submit(_resolve_job, self.ts.cfg, self.ts.commitlog_end, offsets,
+                                                   sizes, self.check_crc), then))
+        while len(self.inflight) > self.pool.n * JOBS_PER_WORKER:
+            self.take()
+
+    def take(self) -> None:
+        fut, then = self.inflight.popleft()
+        then(self.pool.result(fut))
+
+    def drain(self) -> None:
+        """Every chunk still on the workers taken, in order."""
+        while self.inflight:
+            self.take()
 
     def place(self, sw: SlotWalk, u: TimerUnit, res: Resolved) -> None:
         """One unit of a live chain with its record: a pending row, a delete marker or an unresolved unit (rules
@@ -271,8 +333,11 @@ class _PendingScanner:
 
     def place_queued(self, chunk: list[tuple[int, int, int]]) -> None:
         """(queue offset, commit-log offset, size) of queued units: their records read together, taken in order."""
+        self.resolve([off for _, off, _ in chunk], [size for _, _, size in chunk],
+                     lambda found: self.take_queued(chunk, found))
+
+    def take_queued(self, chunk: list[tuple[int, int, int]], found: list[Resolved]) -> None:
         out = self.out
-        found = self.ts.resolve_many([off for _, off, _ in chunk], [size for _, _, size in chunk], self.check_crc)
         for (q, off, size), res in zip(chunk, found):
             if not res.ok:
                 self.unresolved(Unresolved(res.kind, res.why, None, None, q, off, size, None))

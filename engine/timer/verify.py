@@ -102,7 +102,7 @@ def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,
     _log(ts, out)
     _checkpoint(ts, out)
     _metrics(ts, out)
-    res = result if result is not None else scan_pending(ts, check_crc=check_crc)
+    res = result if result is not None else scan_pending(ts, check_crc=check_crc, parallel=True)
     _chains(ts, res, out)
     _records(ts, res, out)
     _read_time(ts, res, now, out)

@@ -8,7 +8,7 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, build_config)
+                             StoreOpt, WorkersOpt, build_config)
 
 
 def _note(msg: str) -> None:
@@ -85,6 +85,7 @@ def clean(
     max_index: MaxIndexOpt = None,
     commitlog_file_size: CommitLogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Delete expired commit-log segments (oldest first, never the last), then consume-queue and index files that
     lie wholly below the new minimum commit-log offset; report the corrected consume-queue minimum offsets.

@@ -229,6 +229,110 @@ class CrcHelper:
         self.pool.close()
 
 
+#: A segment a helper decodes ahead (SegmentsAhead) is given up, and decoded by the walk itself, when its columns
+#: pass this many bytes (a segment of very small records: its columns stay within engine.workers.WORKER_MEMORY).
+AHEAD_MAX_BYTES = 192 << 20
+
+
+def _worker_segment(path: str, length: int, seg_start: int, window: int, check_crc: bool, keys: bool):
+    """In a helper process: a whole segment decoded from its start as the walk would decode it (the same
+    windows), each window with its first bad body CRC and (keys) its index keys, up to the first window the walk
+    stops in. Returns ([(batch, crc_bad, keys), ...], the SegmentEnd or None when the walk stops in a window
+    first), or None when the columns grow past AHEAD_MAX_BYTES (the walk then decodes the segment itself)."""
+    m = _worker_map(path, length)
+    out: list = []
+    held = 0
+    b = np.frombuffer(m, dtype=np.uint8)
+    try:
+        for item in decode_segment(m, 0, window, release=True):
+            if isinstance(item, SegmentEnd):
+                return out, item
+            batch = RecordBatch(*(np.array(getattr(item, f)) for f in RecordBatch.__dataclass_fields__))
+            bad = body_crc_first_bad(m, batch.body_pos, batch.body_len, batch.body_crc) if check_crc else None
+            cols = batch_key_columns(m, b, batch, seg_start) if keys else None
+            out.append((batch, bad, cols))
+            held += sum(getattr(batch, f).nbytes for f in RecordBatch.__dataclass_fields__)
+            held += sum(v.nbytes for v in cols.values() if isinstance(v, np.ndarray)) if cols else 0
+            if held > AHEAD_MAX_BYTES:
+                return None
+            if check_batch(m, batch, seg_start, check_crc, bad)[0] < len(batch):
+                return out, None  # the walk stops in this window: what follows is its own to decode
+        return None
+    finally:
+        del b
+
+
+class SegmentsAhead:
+    """The walk's decoding moved off its process: helpers decode whole segments ahead of it (each from its
+    start: a record never spans two segments, so a segment's walk from its start depends on nothing before it)
+    and check their CRCs and extract their keys; the walk takes each result in order and keeps only the
+    decisions (validity, resynchronisation, the log's end) to itself. A segment no helper has taken when the walk
+    reaches it, one with a known gap, or one the walk enters past its start, the walk decodes itself. At most one
+    segment per helper is in flight, one more is kept done; a dead helper: WorkerDiedError."""
+
+    def __init__(self, helper: CrcHelper, segs: list, first: int, window, check_crc: bool, known: list, end,
+                 from_start: bool = True):
+        self.helper, self.segs, self.check_crc = helper, segs, check_crc
+        self.window, self.known, self.end = window, known, end
+        # the segment the walk is in (before the first: a walk from the first one's start hands it out too)
+        self.cur = first - 1 if from_start else first
+        self.next = self.cur + 1  # the next segment to hand out
+        self.jobs: dict = {}      # segment start -> (future, window)
+        self.poll()
+
+    def window_of(self, n: int) -> int:
+        return min(self.window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (self.helper.n + 1))))
+
+    def _eligible(self, seg) -> bool:
+        if not seg.file_len or (self.end is not None and seg.start >= self.end):
+            return False
+        return not any(a < seg.start + seg.file_len and b > seg.start for a, b in self.known)
+
+    def poll(self) -> None:
+        """Hand out the next segments while a helper is free."""
+        busy = sum(1 for f, _ in self.jobs.values() if not f.done())
+        while busy < self.helper.n and len(self.jobs) <= self.helper.n and self.next < len(self.segs):
+            i, self.next = max(self.next, self.cur + 1), max(self.next, self.cur + 1) + 1
+            seg = self.segs[i]
+            if not self._eligible(seg):
+                continue
+            w = self.window_of(seg.file_len)
+            self.jobs[seg.start] = (self.helper.pool.submit(_worker_segment, str(seg.path), seg.file_len, seg.start,
+                                                            w, self.check_crc, self.helper.keys), w)
+            busy += 1
+
+    def enter(self, seg) -> None:
+        """The walk is in seg now: results of segments before it are dropped (a walk that skipped them)."""
+        self.cur = next((i for i in range(max(self.cur, 0), len(self.segs)) if self.segs[i].start == seg.start),
+                        self.cur)
+        for start in [s for s in self.jobs if s < seg.start]:
+            self.jobs.pop(start)[0].cancel()
+        self.poll()
+
+    def take(self, seg, n: int):
+        """seg's result when a helper decoded it with the window the walk uses (n: its buffer's length)."""
+        job = self.jobs.pop(seg.start, None)
+        if job is None:
+            return None
+        fut, w = job
+        got = self.helper.pool.result(fut)
+        self.poll()
+        if got is None or seg.file_len != n or w != self.window_of(n):
+            return None
+        return got
+
+    def replay(self, buf, seg, got):
+        """_decode_checked's tuples from a helper's result, then the SegmentEnd (when the walk gets there)."""
+        batches, end = got
+        for batch, bad, cols in batches:
+            good, why = check_batch(buf, batch, seg.start, self.check_crc, bad)
+            yield batch, good, why, cols
+            self.poll()
+            if good < len(batch):
+                return
+        yield end
+
+
 def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
     """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
     with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
@@ -403,7 +507,10 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
         return
     known = sorted(known_gaps or [])
     helper = _helper(parallel_crc, parallel_keys)
-    ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
+    # Helpers decode whole segments ahead (SegmentsAhead) where this log's bytes are plain records.
+    ahead = (SegmentsAhead(helper, segs, first, window, check_crc, known, end, start in (None, segs[first].start))
+             if helper is not None and type(cl).decode_segment is CommitLog.decode_segment else None)
+    ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch, ahead)
     at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
 
     def per_segment(seg, pos, _last):
@@ -476,9 +583,15 @@ def _next_known_gap(known: list[tuple[int, int]], starts: list[int], lo: int, hi
 
 def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
-    check_crc, end, known, window, min_hole, helper, hints, vouch = ctx
+    check_crc, end, known, window, min_hole, helper, hints, vouch, ahead = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
+    got = None
+    if ahead is not None:
+        ahead.enter(seg)
+        got = ahead.take(seg, n) if pos == 0 else None
+        helper = None  # the helpers decode segments ahead: what this process decodes, it checks itself
+        window = ahead.window_of(n)
     # Each window's pages are released below once its consumers are done (decode_segment would release them
     # while the CRC helper holds the window, and the consumers would map them again).
     if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
@@ -500,11 +613,16 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
         # while the records are sound, so a log damaged every few records is not decoded window after window
         # again from each damaged record (quadratic), and a sound one still goes a full window at a time.
         kw["first_window"] = RESTART_WINDOW if pos else None
-        for got in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw):
-            if isinstance(got, SegmentEnd):
-                stopped = got
+        decoded = (_decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw) if got is None
+                   else ahead.replay(buf, seg, got))
+        got = None  # a helper's result covers the segment from its start only
+        for step in decoded:
+            if isinstance(step, SegmentEnd):
+                stopped = step
                 break
-            item, good, why, cols = got
+            if ahead is not None:
+                ahead.poll()
+            item, good, why, cols = step
             if good:
                 sel = item if good == len(item) else item.select(slice(0, good))
                 last_ts = int(sel.store_ts[-1])

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.findings import ERROR, INFO, WARNING, Finding
 from engine.tiered.flat.config import CQ_UNIT_SIZE
-from engine.tiered.flat.layout import (CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
+from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
                                        md5_prefix)
 from engine.tiered.flat.reader import FlatQueue
 from engine.tiered.flat.scan import StreamIndex, read_units, scan_commitlog_file, segment_times
@@ -144,16 +144,89 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
         if topic is None or path.split("/")[1] == topic:
             rep.problems.append(problem(path, None, "flat files or metadata entries of a queue the broker does not "
                                         "load (no topic or queue metadata)", QUEUE_UNLOADED))
+    heads: list[VerifyReport] = []
+    jobs: list[_QueueJob] = []
     for t, q in store.queue_ids(topic):
         fq = store.queue(t, q)
-        rep.queues += 1
-        _names(store, t, q, rep)
-        _orphans(store, t, q, rep)
+        head = VerifyReport(queues=1)
+        _names(store, t, q, head)
+        _orphans(store, t, q, head)
         for f in (fq.commit_log, fq.consume_queue):
-            _listing(store, f, rep)
-        _commit_log(store, fq, rep)
-        _consume_queue(store, fq, rep)
+            _listing(store, f, head)
+        heads.append(head)
+        jobs.append(_QueueJob(store.layout, store.config, t, q, fq.topic_id, fq.reserve_time, fq.loaded,
+                              list(fq.commit_log.segments), list(fq.consume_queue.segments)))
+    # The records and units of each queue (the reads and decodes: the bulk of the work) on worker processes,
+    # queues in order; what the listing found comes first for each queue, as in one process.
+    for head, part in zip(heads, _queue_parts(jobs)):
+        for r in (head, part):
+            rep.queues += r.queues
+            rep.segments += r.segments
+            rep.records += r.records
+            rep.units += r.units
+            rep.problems += r.problems
+            rep.notes += r.notes
     return rep
+
+
+#: By default `tiered verify` runs the queues' record and unit checks on worker processes (engine.workers, a batch
+#: of queues each) when their files hold this many bytes; with --workers N whatever their size.
+PARALLEL_VERIFY_BYTES = 256 << 20
+#: Queues checked per worker job at most (a job's answer is its queues' findings: small).
+QUEUES_PER_JOB = 16
+
+
+@dataclass
+class _QueueJob:
+    """What a worker needs to check one queue's records and units: its segments as the parent listed them."""
+    layout: object
+    config: object
+    topic: str
+    queue_id: int
+    topic_id: int | None
+    reserve_time: int
+    loaded: bool
+    commit_log: list
+    consume_queue: list
+
+
+def _queue_parts(jobs: list[_QueueJob]):
+    """Each queue's record and unit findings (a VerifyReport each), in the jobs' order: on worker processes
+    when the work is big enough or --workers was given, else in this process (the same answers)."""
+    from engine import workers
+
+    size = sum(s.file_len or 0 for j in jobs for s in j.commit_log + j.consume_queue)
+    if len(jobs) < 2 or not workers.fan_out(size, PARALLEL_VERIFY_BYTES):
+        for j in jobs:
+            yield _check_queue(j)
+        return
+    per = max(1, min(QUEUES_PER_JOB, -(-len(jobs) // (4 * workers.count()))))
+    batches = [(jobs[i:i + per],) for i in range(0, len(jobs), per)]
+    for parts in workers.ordered_map(_check_queues, batches):
+        yield from parts
+
+
+def _check_queues(jobs: list[_QueueJob]) -> list[VerifyReport]:
+    """In a worker: _check_queue of each."""
+    return [_check_queue(j) for j in jobs]
+
+
+def _check_queue(j: _QueueJob) -> VerifyReport:
+    """One queue's records and units (_commit_log, _consume_queue) on the segments listed for it."""
+    from types import SimpleNamespace
+
+    from engine.tiered.flat.segments import FlatAppendFile
+
+    fq = FlatQueue(j.topic, j.queue_id, FlatAppendFile(COMMIT_LOG, j.commit_log),
+                   FlatAppendFile(CONSUME_QUEUE, j.consume_queue), j.config, j.topic_id, j.reserve_time, j.loaded)
+    part = VerifyReport()
+    try:
+        where = SimpleNamespace(layout=j.layout)
+        _commit_log(where, fq, part)
+        _consume_queue(where, fq, part)
+    finally:
+        fq.close()
+    return part
 
 
 def _rel(store: TieredStore, p) -> str:

@@ -8,13 +8,14 @@ from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import TopicFilterOpt, note, opened
 from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt)
+                             TieredPathOpt, WorkersOpt)
 
 
 @handles_errors
 def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
            broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
+           workers: WorkersOpt = None) -> None:
     """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
     segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
     from engine.commands.tiered import verify as verify_tier, verify_exit_code

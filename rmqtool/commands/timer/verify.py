@@ -10,7 +10,7 @@ import typer
 
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, WorkersOpt, build_config
 
 
 @handles_errors
@@ -24,6 +24,7 @@ def verify_cmd(
                                                "timer messages.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
+    workers: WorkersOpt = None,
 ) -> None:
     """Check that the wheel, the timer log, the checkpoint, the metrics and the commit log agree: file lengths
     (a wheel of the wrong length stops the broker's start), every live slot's chain (bounds, cycles, units), every
