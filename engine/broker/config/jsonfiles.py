@@ -54,6 +54,9 @@ class Note(str):
         n.kind, n.file = kind, file
         return n
 
+    def __getnewargs__(self) -> tuple:   # pickles (worker processes) with its kind
+        return self.kind, str(self), self.file
+
     def as_dict(self) -> dict:
         d = {"kind": self.kind, "note": str(self)}
         if self.file is not None:
