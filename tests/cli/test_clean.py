@@ -127,8 +127,8 @@ def test_force_now_deletes_every_segment_but_the_last(tmp_path):
     assert segments(store) == [segs[-1]]
     assert len(list((store / "index").iterdir())) >= 1  # the newest index file stays
     r = cli("get", "--store", str(store), "--offset", str(acks[-1]["commitLogOffset"]), "--commitlog-file-size",
-            str(SEG))
-    assert "message" in r.stdout
+            str(SEG), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["msgId"] == acks[-1]["msgId"]
 
 
 def test_dry_run_changes_nothing_and_lists_what_clean_deletes(tmp_path):

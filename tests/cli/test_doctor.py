@@ -173,8 +173,10 @@ def test_empty_last_consume_queue_file(tmp_path):
     f = next(x for x in doc["findings"] if x["kind"] == "cq-empty-last-file")
     assert f["file"] == f"consumequeue/TopicB/0/{int(first) + 6000:020d}" and "--topic TopicB" in f["fix"]
     before = snapshot(store)
-    r = run(shlex.split(f["fix"])[1:] + ["--dry-run"])
-    assert r.exit_code == 0 and "would" in r.stdout and snapshot(store) == before
+    r = run(shlex.split(f["fix"])[1:] + ["--dry-run", "--json"])
+    d = json.loads(r.stdout)
+    assert r.exit_code == 0 and (d["dryRun"], d["changed"]) == (True, False) and d["actions"]
+    assert snapshot(store) == before
     run_fixes(doc)
     doc = doctor_json(conf, code=0)
     assert "cq-empty-last-file" not in kinds(doc)

@@ -264,9 +264,10 @@ def test_verify_reports_damage_and_exits_3(store):
     items = 40 + 4 * 16
     struct.pack_into(">q", data, items + 20 * 2 + 4, acks[0]["commitLogOffset"] + 3)  # item 2 -> not a record start
     p.write_bytes(bytes(data))
-    r = run(["inspect-index", "--store", store, *READ_GEOM, "--verify"])
+    r = run(["inspect-index", "--store", store, *READ_GEOM, "--verify", "--json"])
     assert r.exit_code == 3
-    assert "item 2" in r.stdout
+    (f,) = json.loads(r.stdout)["verify"]["findings"]
+    assert (f["kind"], f["file"], f["offset"]) == ("index-item", f"index/{p.name}", items + 20 * 2)
 
 
 def chain_store(store, mutate):

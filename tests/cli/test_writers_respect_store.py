@@ -227,8 +227,10 @@ def test_answers_do_not_depend_on_store_times_going_forward(tmp_path):
                "--begin", str(T0 + 30_000), "--end", str(T0 + 90_000)])
     assert raw.exit_code == 0 and json.loads(raw.stdout)["phyOffsets"] == []  # the broker's own answer, kept
     assert "skipped index file" in raw.stderr and "went back" in raw.stderr
-    v = run(["inspect-index", "--store", store, "--verify"])
-    assert v.exit_code == 3 and "before beginTimestamp" in v.stdout
+    v = run(["inspect-index", "--store", store, "--verify", "--json"])
+    assert v.exit_code == 3
+    assert [(f["kind"], f["severity"]) for f in json.loads(v.stdout)["verify"]["findings"]] == [
+        ("index-structure", "error")]   # the header's endTimestamp before its beginTimestamp, and nothing else
 
 
 def test_store_time_going_back_at_an_index_roll(tmp_path):

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from engine.broker.config import jsonfiles
+from engine.broker.config.jsonfiles import Note
 from engine.broker.config.rocksdb import load_consumer_offsets, load_subscription_groups, load_topics
 from engine.broker.config.brokerconf import read_properties_file
 from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
@@ -68,7 +69,8 @@ class ConsumersReport:
     sources: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"groups": [g.as_dict() for g in self.groups], "sources": self.sources, "notes": self.notes}
+        return {"groups": [g.as_dict() for g in self.groups], "sources": self.sources,
+                "notes": jsonfiles.notes_json(self.notes)}
 
 
 def consumer_progress(store, group: str | None = None) -> ConsumersReport:
@@ -91,7 +93,8 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
     for key, queues in offsets.value.items():
         tg = jsonfiles.split_topic_group(key)
         if tg is None:
-            rep.notes.append(f"offsetTable key {key!r} is not topic@group: skipped, as the broker does")
+            rep.notes.append(Note("offset-key-skipped",
+                                  f"offsetTable key {key!r} is not topic@group: skipped, as the broker does"))
             continue
         by_group.setdefault(tg[1], {})[tg[0]] = queues
     if group is not None:
@@ -100,7 +103,7 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
             raise InvalidArgumentError(f"no consumer group {group!r} in config/{jsonfiles.CONSUMER_OFFSET} or "
                                        f"config/{jsonfiles.SUBSCRIPTION_GROUP} (groups with offsets: {known})")
         if group not in by_group:
-            rep.notes.append(f"group {group} is configured but has no committed offset")
+            rep.notes.append(Note("group-without-offset", f"group {group} is configured but has no committed offset"))
         by_group = {group: by_group.get(group, {})}
     on_disk = {}
     for t, q in store.layout.list_queues().queues:
@@ -121,7 +124,7 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
 def _note_truncation(store, notes: list[str]) -> None:
     t = logical_truncation(store)
     if t is not None:
-        notes.append(t["note"])
+        notes.append(Note("logical-truncation", t["note"]))
 
 
 def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: list[str]) -> list[int]:
@@ -130,12 +133,14 @@ def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: l
         ids = list(range(max(0, tc.readQueueNums)))
         extra = sorted(q for q in committed if q not in ids)
         if extra:
-            notes.append(f"{topic}: offsets of queues {', '.join(map(str, extra))} lie beyond readQueueNums "
-                         f"{tc.readQueueNums}; the broker does not report them")
+            notes.append(Note("queues-beyond-read-queue-nums", f"{topic}: offsets of queues "
+                              f"{', '.join(map(str, extra))} lie beyond readQueueNums {tc.readQueueNums}; the broker "
+                              "does not report them"))
         return ids
     if topic_table is not None:
-        notes.append(f"{topic} is not in config/{jsonfiles.TOPICS}: the broker's consumerProgress would skip it; "
-                     "its queues here come from the offsets and the consume queues")
+        notes.append(Note("topic-not-in-topics-json", f"{topic} is not in config/{jsonfiles.TOPICS}: the broker's "
+                          "consumerProgress would skip it; its queues here come from the offsets and the consume "
+                          "queues"))
     return sorted(set(committed) | on_disk.get(topic, set()))
 
 
@@ -185,7 +190,7 @@ class DelayLevel:
     problems: list[str] = field(default_factory=list)   # units or messages that could not be read
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return dict(self.__dict__, notes=jsonfiles.notes_json(self.notes))
 
 
 @dataclass
@@ -199,7 +204,7 @@ class DelaysReport:
     def as_dict(self) -> dict:
         return {"messageDelayLevel": self.messageDelayLevel, "source": self.source,
                 "consumeQueueSource": self.consume_queue_source,
-                "levels": [lv.as_dict() for lv in self.levels], "notes": self.notes}
+                "levels": [lv.as_dict() for lv in self.levels], "notes": jsonfiles.notes_json(self.notes)}
 
 
 def delay_status(store, broker_conf: str | os.PathLike | None = None) -> DelaysReport:
@@ -216,7 +221,8 @@ def delay_status(store, broker_conf: str | os.PathLike | None = None) -> DelaysR
     cl_min = commitlog_min_offset(store)
     for level in sorted({q + 1 for q in queue_ids} | set(table)):
         if level < 1:
-            rep.notes.append(f"delayOffset.json names delay level {level}: levels start at 1; ignored")
+            rep.notes.append(Note("delay-level-invalid",
+                                  f"delayOffset.json names delay level {level}: levels start at 1; ignored"))
             continue
         delay = delays[level - 1] if level <= len(delays) else None
         rep.levels.append(_level(store, level, delay, spec, table.get(level), level - 1 in queue_ids, cl_min))
@@ -229,9 +235,10 @@ def _level(store, level: int, delay: int | None, spec: str, stored: int | None, 
     label = spec.split(" ")[level - 1] if delay is not None else None
     lv = DelayLevel(level, label, delay, level - 1, 0, 0, stored, 0, 0)
     if delay is None:
-        lv.notes.append(f"messageDelayLevel has {len(spec.split())} levels: the broker does not deliver level {level}")
+        lv.notes.append(Note("level-not-delivered", f"messageDelayLevel has {len(spec.split())} levels: the broker "
+                             f"does not deliver level {level}"))
     if not has_queue:
-        lv.notes.append("no consume queue on disk")
+        lv.notes.append(Note("no-consume-queue", "no consume queue on disk"))
         return lv
     try:
         view = QueueView(store, SCHEDULE_TOPIC, level - 1, cl_min)
@@ -243,8 +250,8 @@ def _level(store, level: int, delay: int | None, spec: str, stored: int | None, 
         start = 0 if stored is None else stored
         lv.effectiveOffset = min(max(start, v.min_offset), v.max_offset)
         if stored is not None and stored != lv.effectiveOffset:
-            lv.notes.append(f"the stored offset {stored} lies outside [{v.min_offset}, {v.max_offset}]: the broker "
-                            f"corrects it to {lv.effectiveOffset} at load")
+            lv.notes.append(Note("offset-corrected", f"the stored offset {stored} lies outside [{v.min_offset}, "
+                                 f"{v.max_offset}]: the broker corrects it to {lv.effectiveOffset} at load"))
         lv.pending = v.max_offset - lv.effectiveOffset
         if lv.pending:
             lv.nextDeliverTimestamp, lv.nextStoreTimestamp = _deliver_time(v, lv.effectiveOffset, delay, lv)
@@ -262,6 +269,6 @@ def _deliver_time(v: QueueView, q: int, delay: int | None, lv: DelayLevel) -> tu
     if c.tags_code <= MAX_EXT_ADDR:
         return (store_ts + (delay if delay is not None else 1000) if store_ts is not None else None), store_ts
     if store_ts is not None and delay is not None and c.tags_code != store_ts + delay:
-        lv.notes.append(f"queue offset {q}: its delivery time {c.tags_code} is not store time + {delay} ms "
-                     "(messageDelayLevel changed since it was stored?)")
+        lv.notes.append(Note("delivery-time-mismatch", f"queue offset {q}: its delivery time {c.tags_code} is not "
+                             f"store time + {delay} ms (messageDelayLevel changed since it was stored?)"))
     return c.tags_code, store_ts

@@ -43,6 +43,32 @@ SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "C
 MAX_CONFIG_BYTES = 256 * 1024 * 1024
 
 
+class Note(str):
+    """A note as printed (the string itself) with a stable `kind` (and the config file it is about, if any) for
+    --json: {"kind", "note"[, "file"]}. Plain strings in a notes list are kind "note"."""
+    kind: str
+    file: str | None
+
+    def __new__(cls, kind: str, text: str, file: str | None = None) -> "Note":
+        n = super().__new__(cls, text)
+        n.kind, n.file = kind, file
+        return n
+
+    def __getnewargs__(self) -> tuple:   # pickles (worker processes) with its kind
+        return self.kind, str(self), self.file
+
+    def as_dict(self) -> dict:
+        d = {"kind": self.kind, "note": str(self)}
+        if self.file is not None:
+            d["file"] = self.file
+        return d
+
+
+def notes_json(notes) -> list[dict]:
+    """A notes list as --json gives it: one {"kind", "note"[, "file"]} per note."""
+    return [n.as_dict() if isinstance(n, Note) else {"kind": "note", "note": str(n)} for n in notes]
+
+
 class ConfigFileError(StoreError):
     """A config file (and its .bak) cannot be read as the broker would read it."""
 
@@ -94,14 +120,14 @@ def load_config_file(layout: StoreLayout, name: str, decode: Callable[[object], 
     why_bak = _read(bak, decode, res)
     if why_bak is None:
         res.source = rel + BAK_SUFFIX
-        res.notes.append(f"{rel} {why_main}: read {name}{BAK_SUFFIX} instead, as the broker does "
-                         "(it holds the save before the last one)")
+        res.notes.append(Note("config-bak-read", f"{rel} {why_main}: read {name}{BAK_SUFFIX} instead, as the "
+                              "broker does (it holds the save before the last one)", rel))
         return res
     absent = ("is missing", "is empty")
     if why_main in absent and why_bak in absent:
         res.value = empty
-        res.notes.append(f"{rel} {why_main} and {name}{BAK_SUFFIX} {why_bak}: the broker would start with an "
-                         "empty table")
+        res.notes.append(Note("config-missing", f"{rel} {why_main} and {name}{BAK_SUFFIX} {why_bak}: the broker "
+                              "would start with an empty table", rel))
         return res
     if why_bak in absent:
         msg = (f"{rel} {why_main} and {name}{BAK_SUFFIX} {why_bak}: the broker would start with an empty "
@@ -110,7 +136,7 @@ def load_config_file(layout: StoreLayout, name: str, decode: Callable[[object], 
         msg = f"{rel} {why_main}, and {name}{BAK_SUFFIX} {why_bak}: the broker would not start"
     if required:
         raise ConfigFileError(msg)
-    res.notes.append(msg)
+    res.notes.append(Note("config-unreadable", msg, rel))
     return res
 
 

@@ -284,19 +284,20 @@ def test_rebuild_into_the_store_keeps_a_backup_and_moves_the_checkpoint(store):
 
 def test_replace_removes_the_old_index(store):
     want = index_bytes(store / "index")
-    r = reindex(store, "--replace")
+    r = reindex(store, "--replace", "--json")
     assert r.exit_code == 0, r.output
     assert index_bytes(store / "index") == want
     assert not [p for p in store.iterdir() if p.name.startswith("index.bak")]
-    assert "removed" in r.stdout
+    res = json.loads(r.stdout)
+    assert res["replaced"] is True and res["backupDir"] is None
 
 
 def test_rebuild_after_the_index_is_gone(store):
     want = index_bytes(store / "index")
     shutil.rmtree(store / "index")
-    r = reindex(store)
+    r = reindex(store, "--json")
     assert r.exit_code == 0, r.output
-    assert index_bytes(store / "index") == want and "old index kept" not in r.stdout
+    assert index_bytes(store / "index") == want and json.loads(r.stdout)["backupDir"] is None
 
 
 def test_dry_run_writes_nothing(store, tmp_path):

@@ -153,11 +153,14 @@ def test_leftover_staging_is_removed_by_the_next_run_and_reported(store, tmp_pat
     assert reindex(store, "--out", out).exit_code == 0
     (out / ".reindex-0123456789ab").mkdir()
     (out / ".reindex-0123456789ab" / "20240101000000000").write_bytes(b"x")
-    r = reindex(store)
+    r = reindex(store, "--json")
     assert r.exit_code == 0, r.output
-    assert "repaired: removed .index.reindex-0123456789ab/" in r.stderr and not stale.exists()
-    r = reindex(store, "--out", out, "--replace")
-    assert r.exit_code == 0 and "repaired" in r.stderr and not (out / ".reindex-0123456789ab").exists()
+    (fixed,) = json.loads(r.stdout)["repairs"]
+    assert fixed.split()[:2] == ["removed", ".index.reindex-0123456789ab/,"] and not stale.exists()
+    assert r.stderr.splitlines()[-1] == f"repaired: {fixed}"    # a repair is said on stderr too
+    r = reindex(store, "--out", out, "--replace", "--json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["repairs"]) == 1
+    assert not (out / ".reindex-0123456789ab").exists()
 
 
 FLOWS = {
@@ -265,8 +268,8 @@ def test_a_marker_left_inside_index_is_read_and_moved_out(store, tmp_path):
     (store / "index" / publish.MANIFEST).write_text(json.dumps(legacy))
     assert publish.read_store_index_marker(store / "index")["run_id"] == legacy["run_id"]
     r = run(["spark-reindex", "--store", store, "--hash-slots", "32", "--max-index", "64", "--master", "inline",
-             "--replace", "--new-geometry"])  # another geometry than the files': asked for explicitly (issue 23)
+             "--replace", "--new-geometry", "--json"])  # another geometry than the files': asked for (issue 23)
     assert r.exit_code == 0, r.output
-    assert "moved index/rmqtool-index.json to the store root" in r.stderr
+    assert [x.split()[:2] for x in json.loads(r.stdout)["repairs"]] == [["moved", f"index/{publish.MANIFEST}"]]
     assert all(p.name.isdigit() for p in (store / "index").iterdir())
     assert publish.read_store_index_marker(store / "index")["run_id"] != legacy["run_id"]

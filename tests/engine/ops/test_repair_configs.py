@@ -161,8 +161,9 @@ def test_dry_run_and_locked_store(tmp_path, name):
     store, conf = unpack_golden("broker/r1", tmp_path)
     _lose(store, name)
     before = snapshot(store)
-    r = _repair(conf, name, "--dry-run")
-    assert "would" in r.stdout and snapshot(store) == before
+    d = json.loads(_repair(conf, name, "--dry-run", "--json").stdout)
+    assert (d["dryRun"], d["changed"], d["nothingToDo"]) == (True, False, False) and d["actions"]
+    assert snapshot(store) == before
     with lock_held(store):
         r = run(["repair", "config", "-c", conf, name, "--from-store"])
         assert_one_line_error(r, 4)

@@ -215,8 +215,9 @@ def test_queues_numeric_queue_order_and_skipped_dirs(tmp_path):
     put_jsonl(root, [{"topic": "T", "queueId": q, "body": "x"} for q in (10, 2)])
     (root / "consumequeue" / "T" / "tmp").mkdir()
     r = run(["queues", "-s", root, "--json"])
-    assert [q["queueId"] for q in json.loads(r.stdout)["queues"]] == [2, 10]
-    assert "consumequeue/T/tmp: not a queue id" in r.stderr
+    doc = json.loads(r.stdout)
+    assert [q["queueId"] for q in doc["queues"]] == [2, 10]
+    assert [p["path"] for p in doc["skipped"]] == ["consumequeue/T/tmp"]
 
 
 def expire_first_segment(root, acks):

@@ -73,9 +73,9 @@ def test_mixed_store_tiers_what_the_filter_lets_through(mixed):
     assert all(r["consumeQueueMinOffset"] == 0 and r["commitLogMinOffset"] == 0 for r in rows)
     names = {p.name for p in (d / "tier" / f"{md5_prefix('DefaultCluster')}_DefaultCluster" / "broker-a").iterdir()}
     assert names == {RETRY, LONG, "TopicA"}
-    v = cli(d, "verify")
+    v = cli(d, "verify", "--json")
     assert v.exit_code == 0, v.output
-    assert "IPv6 born host" in v.stderr
+    assert "tiered-ipv6-store-time" in [f["kind"] for f in json.loads(v.stdout)["findings"]]
 
 
 def test_mixed_store_reads_back_every_message(mixed):
@@ -110,8 +110,9 @@ def test_oversize_record_stalls_the_queue(tmp_path):
             "broker-a", "--commitlog-max-size", "4096", "--consume-queue-max-size", "200", "--master", "inline",
             "--json"]
     r = run(args)
-    assert r.exit_code == 3 and "stalls this queue" in r.stderr
-    (q,) = json.loads(r.stdout)["queues"]
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 3 and len(doc["problems"]) == 1 and doc["problems"][0] in r.stderr   # said on stderr too
+    (q,) = doc["queues"]
     assert (q["toOffset"], q["stalledAt"], q["stalledRecordSize"]) == (2, 2, recs[2].total_size)
     qdir = tmp_path / "tier" / f"{md5_prefix('DefaultCluster')}_DefaultCluster" / "broker-a" / "big" / "0"
     cl = sorted((qdir / "COMMIT_LOG").iterdir(), key=lambda p: int(p.name[8:]))
@@ -124,8 +125,8 @@ def test_oversize_record_stalls_the_queue(tmp_path):
     assert r2.exit_code == 3 and json.loads(r2.stdout)["queues"][0]["messages"] == 0
     assert snapshot(tmp_path) == before
     t = ["--tiered-store-path", tmp_path / "tier", "--store", local]
-    v = run(["tiered", "verify", *t])
-    assert v.exit_code == 0 and "stalls the queue here" in v.stderr
+    v = run(["tiered", "verify", *t, "--json"])
+    assert v.exit_code == 0 and "tiered-queue-stalled" in [f["kind"] for f in json.loads(v.stdout)["findings"]]
     (row,) = jlines(run(["tiered", "queues", *t, "--json"]))
     assert row["maxStoreTimestamp"] == 2**63 - 1 and row["consumeQueueMaxOffset"] == 2
 
@@ -211,9 +212,10 @@ def test_time_roll_and_empty_segment_are_read_as_the_broker_does(tmp_path):
     tail = md_tail = TieredMetadata.decode(meta.read_bytes()).segment_entries("broker-a/TopicTest/1", 0)[-1]
     (qdir / "1" / "COMMIT_LOG" / offset_to_file_name(md_tail.base_offset)).write_bytes(b"")
     t = ["--tiered-store-path", tmp_path / "tier", "--store", local]
-    v = run(["tiered", "verify", *t])
+    v = run(["tiered", "verify", *t, "--json"])
     assert v.exit_code == 0, v.output
-    assert "empty COMMIT_LOG segment" in v.stderr
+    stalled = [f for f in json.loads(v.stdout)["findings"] if f["kind"] == "tiered-queue-stalled"]
+    assert [f["file"].split("/")[-3:-1] for f in stalled] == [["1", "COMMIT_LOG"]], stalled
     q0 = ["--topic", "TopicTest", "-q", "0"]
     for o in range(40):
         g = json.loads(run(["tiered", "get", *t, *q0, "-i", o, "--json"]).stdout)

@@ -60,9 +60,9 @@ def test_clean_dry_run_then_for_real(f1copy):
                "--timestamp", "0", "--json", tier=tier, meta=meta)
     rows = [json.loads(x) for x in t.stdout.splitlines()]
     assert t.exit_code == 3 and "error" in rows[0] and rows[1]["result"] == 14
-    v = tiered("verify", tier=tier, meta=meta)
+    v = tiered("verify", "--json", tier=tier, meta=meta)
     assert v.exit_code == 0, v.output
-    assert "point at records retention deleted" in v.stderr
+    assert "tiered-units-past-retention" in [f["kind"] for f in json.loads(v.stdout)["findings"]]
     again = tiered("clean", "--reserved-hours", "72", "--now", str(NOW), "--json", tier=tier, meta=meta)
     assert json.loads(again.stdout)["files"] == 0
 
@@ -186,8 +186,10 @@ def test_bad_input_is_one_line_exit_2(f1copy, tmp_path):
     dc = ["--cluster-name", "DefaultCluster"]
     r = tiered("get", "--topic", "TopicTest", "-q", "0", "-i", "3", "--json", *dc, tier=tier, meta=meta)
     assert r.exit_code == 0 and "garbage" in r.stderr and "warning" in r.stderr
-    v = tiered("verify", *dc, tier=tier, meta=meta)
-    assert v.exit_code == 3 and "garbage: not a segment name" in v.stdout
+    v = tiered("verify", *dc, "--json", tier=tier, meta=meta)
+    assert v.exit_code == 3
+    bad = [f for f in json.loads(v.stdout)["findings"] if f["kind"] == "tiered-segment-name"]
+    assert [f["file"].rsplit("/", 1)[-1] for f in bad] == ["garbage"], bad
 
 
 def test_read_commands_never_open_a_file_writable(monkeypatch, f1copy):
