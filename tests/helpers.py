@@ -2,6 +2,7 @@
 stores put through the CLI (recovery and damage tests), and commit logs laid out record by record (index jobs)."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -79,6 +80,23 @@ def unpack_golden(name: str, dest: Path) -> GoldenStore:
     conf = dest / "broker.conf"
     conf.write_text(conf_src.read_text().replace("<store>", str(store)).replace("<SET>", str(dest)))
     return GoldenStore(store, conf)
+
+
+_IMPORT_NODES: dict[tuple[str, int, int], tuple] = {}
+
+
+def import_nodes(path: Path) -> tuple:
+    """Every import statement (ast.Import, ast.ImportFrom) of a Python file, wherever it stands (inside a function,
+    under `if TYPE_CHECKING:`), in ast.walk's order. Parsed once per run and file version (path, mtime, size): the
+    layer, cycle, private-name and floor checks each ask about every file of the project."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    got = _IMPORT_NODES.get(key)
+    if got is None:
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        got = _IMPORT_NODES[key] = tuple(n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return got
 
 
 def jsonl(path: Path) -> list[dict]:

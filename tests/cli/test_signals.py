@@ -49,7 +49,9 @@ def _stop(p: subprocess.Popen, sig: int, kids: set[int]) -> tuple[int, str, str]
 
 def _writing_to_a_full_pipe(pid: int) -> bool:
     try:
-        return Path(f"/proc/{pid}/wchan").read_text().strip() == "pipe_write"
+        # pipe_write, or anon_pipe_write on newer kernels (6.x): with the name of only one, the wait below
+        # always ran to its 20 s bound
+        return Path(f"/proc/{pid}/wchan").read_text().strip() in ("pipe_write", "anon_pipe_write")
     except OSError:
         return False
 

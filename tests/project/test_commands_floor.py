@@ -3,7 +3,7 @@ function per command), the views, the errors and the progress types; nothing els
 stand on the floor yet are listed, and the list can only shrink."""
 from __future__ import annotations
 
-from helpers import REPO
+from helpers import REPO, import_nodes
 import ast
 from pathlib import Path
 
@@ -18,7 +18,7 @@ NOT_YET: set[str] = set()
 def engine_imports(path: Path) -> set[str]:
     """Every engine module a file imports, at module level or inside a function."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in import_nodes(path):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             out.add(node.module)
         elif isinstance(node, ast.Import):

@@ -7,7 +7,7 @@ rmqtool) is checked by tests/project/test_project.py.
 """
 from __future__ import annotations
 
-from helpers import REPO
+from helpers import REPO, import_nodes
 import ast
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def imports(mods: dict[str, Path]) -> list[tuple[str, str]]:
     """(importer, imported) for every import of a project module, wherever it stands in the file."""
     out = []
     for mod, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in import_nodes(path):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
@@ -44,7 +44,7 @@ def private_imports(mods: dict[str, Path]) -> list[str]:
     """`from module import _name` of another project module's private name (dunders aside)."""
     out = []
     for mod, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in import_nodes(path):
             if isinstance(node, ast.ImportFrom) and not node.level and node.module in mods and node.module != mod:
                 out += [f"{mod} imports {node.module}.{a.name}" for a in node.names
                         if a.name.startswith("_") and not a.name.startswith("__")]
