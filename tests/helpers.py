@@ -553,3 +553,31 @@ def lock_held(store):
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+# processes: a command stopped by a signal, and the children it must not leave behind
+def child_pids(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(x) for x in out]
+
+
+def stop_and_reap(p: subprocess.Popen, sig: int, kids: set[int]) -> tuple[int, str, str]:
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    # the children get the signal too and end on their own: wait for that (a generous bound, not a guess at
+    # how long it takes on a loaded machine)
+    deadline = time.monotonic() + 30
+    while True:
+        alive = [k for k in kids if os.path.exists(f"/proc/{k}") and "zombie" not in proc_state(k)]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert not alive, f"child processes left: {alive}"
+    return p.returncode, out, err
+
+
+def proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
+    except (OSError, IndexError):
+        return "zombie"

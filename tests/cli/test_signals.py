@@ -4,7 +4,7 @@ leave the store as a crash would (every acknowledged message kept; a recover run
 works even when the process started with it ignored (a background job of a script)."""
 from __future__ import annotations
 
-from helpers import REPO
+from helpers import REPO, child_pids, proc_state, stop_and_reap
 import json
 import os
 import signal
@@ -27,26 +27,6 @@ def _spawn(args: list[str], ignore_sigint: bool) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, preexec_fn=pre)
 
 
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(x) for x in out]
-
-
-def _stop(p: subprocess.Popen, sig: int, kids: set[int]) -> tuple[int, str, str]:
-    p.send_signal(sig)
-    out, err = p.communicate(timeout=60)
-    # the children get the signal too and end on their own: wait for that (a generous bound, not a guess at
-    # how long it takes on a loaded machine)
-    deadline = time.monotonic() + 30
-    while True:
-        alive = [k for k in kids if os.path.exists(f"/proc/{k}") and "zombie" not in _state(k)]
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    assert not alive, f"child processes left: {alive}"
-    return p.returncode, out, err
-
-
 def _writing_to_a_full_pipe(pid: int) -> bool:
     try:
         # pipe_write, or anon_pipe_write on newer kernels (6.x): with the name of only one, the wait below
@@ -54,13 +34,6 @@ def _writing_to_a_full_pipe(pid: int) -> bool:
         return Path(f"/proc/{pid}/wchan").read_text().strip() in ("pipe_write", "anon_pipe_write")
     except OSError:
         return False
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
-    except (OSError, IndexError):
-        return "zombie"
 
 
 @pytest.mark.parametrize("sig,code,ignored", [(signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
@@ -79,12 +52,12 @@ def test_put_from_a_large_jsonl_stops_on_a_signal(tmp_path, sig, code, ignored):
         chunk = os.read(p.stdout.fileno(), 1 << 16)
         assert chunk, p.stderr.read()
         buf += chunk
-        kids |= set(_children(p.pid))
+        kids |= set(child_pids(p.pid))
     t0 = time.time()  # no more reading: the pipe fills and put blocks in its write (a slow reader)
     while time.time() - t0 < 20 and p.poll() is None and not _writing_to_a_full_pipe(p.pid):
-        kids |= set(_children(p.pid))
+        kids |= set(child_pids(p.pid))
         time.sleep(0.02)
-    rc, out, err = _stop(p, sig, kids)
+    rc, out, err = stop_and_reap(p, sig, kids)
     out = buf.decode() + out
     assert out.endswith("\n")  # the signal cut no acknowledgement in half (the write interrupted is finished)
     acks = [json.loads(line) for line in out.splitlines()]
@@ -127,11 +100,11 @@ def test_recover_stops_on_a_signal_and_a_second_run_finishes(tmp_path, sig, code
     kids: set[int] = set()
     t0 = time.time()
     while not kids and time.time() - t0 < 20 and p.poll() is None:  # the walk's CRC helper: the walk runs
-        kids |= set(_children(p.pid))
+        kids |= set(child_pids(p.pid))
         time.sleep(0.01)
     if p.poll() is not None:
         pytest.skip("recover finished before the signal could be sent")
-    rc, out, err = _stop(p, sig, kids)
+    rc, out, err = stop_and_reap(p, sig, kids)
     assert rc == code and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
     assert (store / "abort").exists()  # as a crash leaves it: the next recover recovers again
     done = json.loads(cli("recover", "-s", str(store), "--json", *geom).stdout)

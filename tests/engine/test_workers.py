@@ -242,7 +242,7 @@ def test_a_signal_stops_the_workers(long_dump, sig, code):
     import sys
     import time
 
-    from test_signals import REPO, _children, _stop
+    from helpers import REPO, child_pids, stop_and_reap
 
     store, geom = long_dump, SEG_LOG
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -252,10 +252,10 @@ def test_a_signal_stops_the_workers(long_dump, sig, code):
     kids: set[int] = set()
     t0 = time.time()
     while len(kids) < 2 and time.time() - t0 < 20 and p.poll() is None:
-        kids |= set(_children(p.pid))
+        kids |= set(child_pids(p.pid))
         time.sleep(0.005)
     if p.poll() is not None:
         pytest.skip("the dump finished before the signal could be sent")
     p.stdout = None
-    rc, _, err = _stop(p, sig, kids)  # no worker left behind
+    rc, _, err = stop_and_reap(p, sig, kids)  # no worker left behind
     assert rc == code and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err

@@ -109,3 +109,17 @@ def test_tests_import_no_private_names():
     tests = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in (ROOT / "tests").rglob("*.py")}
     found = [line for line in private_imports({**modules(), **tests}) if line.startswith("tests.")]
     assert found == []
+
+
+def test_no_test_file_imports_another():
+    """What tests share lives in tests/helpers.py (and the *_helpers modules beside it), never in a test file:
+    a test file imported by another breaks when its folder runs alone (tests/engine without tests/cli)."""
+    import ast
+
+    found = []
+    for p in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{p.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert found == []

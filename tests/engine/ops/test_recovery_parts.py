@@ -166,6 +166,8 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     patch(q, qpos, b"\x00\x00\x00\x05")  # TOTALSIZE 5: the walk resynchronises after it
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    # the window-by-window helper path (segments decoded ahead on helpers are tests/engine/test_workers.py's)
+    monkeypatch.setattr(logread, "SegmentsAhead", lambda *a, **k: None)
     used = spy(monkeypatch, logread.CrcHelper, "prefetch", lambda self, f: f is not None)
 
     def run(parallel):
@@ -289,6 +291,7 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     put(store, sample_messages(300), tmp_path)
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
+    monkeypatch.setattr(logread, "SegmentsAhead", lambda *a, **k: None)  # the window-by-window helper path
     held = spy(monkeypatch, logread.CrcHelper, "_track", lambda self, busy: len(self.jobs))
     cl = open_commitlog(cfg)
     try:
