@@ -161,6 +161,11 @@ class WorkerPool:
                 p.terminate()
         for p in procs:
             p.join(5)
+        # Wait for the pool's manager thread too: left running, it closes its wake-up pipe while the interpreter's
+        # exit hook (concurrent.futures' _python_exit) writes to it, and a traceback follows the one error line.
+        manager = getattr(self._pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(5)
 
 
 def ordered_map(fn: Callable, jobs: list[tuple], progress: Optional[Callable[[int], None]] = None,
