@@ -142,7 +142,7 @@ def _warnings(st) -> Iterator[Said]:
 def _message(rec, full: bool = False) -> Iterator[Event]:
     """A message, the note that it is a recovery placeholder, and the one that its compressed body does not
     decode (the caller counts that one as damage: _undecoded)."""
-    from engine.ops.recovery.placeholder import is_placeholder, placeholder_info, placeholder_note
+    from engine.broker.commitlog.placeholder import is_placeholder, placeholder_info, placeholder_note
 
     held = is_placeholder(rec)
     yield Message(rec, full, placeholder_info(rec) if held else None)

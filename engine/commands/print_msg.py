@@ -50,7 +50,7 @@ def print_msg(cfg: BrokerConfig, topic: str, begin: int, end: int, queue_id: Opt
 
 def placeholder(record) -> Optional[dict]:
     """{manifest, origin} when the record is rmqtool recover's placeholder for a damaged message, else None."""
-    from engine.ops.recovery.placeholder import is_placeholder, placeholder_info
+    from engine.broker.commitlog.placeholder import is_placeholder, placeholder_info
 
     return placeholder_info(record) if is_placeholder(record) else None
 
