@@ -1,4 +1,5 @@
-"""Option definitions shared by every command (defined once, as sqlite-utils and pip-tools do)."""
+"""Option definitions shared by every command (defined once, as sqlite-utils and pip-tools do), and the store option
+group (GROUP, StoreOptions) every command takes whole through @store_options."""
 from __future__ import annotations
 
 import os
@@ -221,7 +222,7 @@ def store_options(at: tuple[str, ...] = STORE, then: tuple[str, ...] = (), after
             return fn(*args, **{holder: StoreOptions(**given)}, **kwargs)
 
         returns = hints.get("return", inspect.Signature.empty)
-        command.__signature__ = inspect.Signature(params, return_annotation=returns, __validate_parameters__=False)
+        command.__signature__ = inspect.Signature(params, return_annotation=returns)
         command.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not p.empty}
         if returns is not inspect.Signature.empty:
             command.__annotations__["return"] = returns
