@@ -69,9 +69,9 @@ _rmqtool() {
             case "$prev" in
                 --store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --broker-conf|-c|--from-file|-f) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --offset|-o|--msg-id|-m|--topic|-t|--queue-id|-q|--queue-offset|-i|--count|-n|--commitlog-file-size|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --offset|-o|--msg-id|-m|--topic|-t|--queue-id|-q|--queue-offset|-i|--count|-n|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --quiet -Q --commitlog-file-size --hash-slots --max-index --help" ;;
+            _rmqtool_words "--store -s --broker-conf -c --offset -o --msg-id -m --from-file -f --topic -t --queue-id -q --queue-offset -i --count -n --json --quiet -Q --hash-slots --max-index --commitlog-file-size --help" ;;
         "info")
             case "$prev" in
                 --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -175,12 +175,12 @@ _rmqtool() {
             _rmqtool_words "--out -o --force --mapped --json --quiet -Q --hash-slots --max-index --broker-conf -c --new-geometry --help" ;;
         "tiered dispatch")
             case "$prev" in
-                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
-                --broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
                 --cluster-name|--broker-name|--topic|-t|--commitlog-max-size|--consume-queue-max-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --master) _rmqtool_words "local[*] inline"; return ;;
             esac
-            _rmqtool_words "--store -s --tiered-store-path -T --broker-conf -c --metadata --cluster-name --broker-name --topic -t --commitlog-max-size --consume-queue-max-size --master --dry-run --json --quiet -Q --help" ;;
+            _rmqtool_words "--tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --topic -t --commitlog-max-size --consume-queue-max-size --master --dry-run --json --quiet -Q --help" ;;
         "tiered dump-cq")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -198,10 +198,10 @@ _rmqtool() {
         "tiered inspect-index")
             case "$prev" in
                 --walk-slot|--walk-key|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
-                --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
-                --broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --tiered-store-path|-T|--store|-s|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
+            _rmqtool_words "--walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered offset-by-time")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--timestamp|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
@@ -213,10 +213,10 @@ _rmqtool() {
         "tiered query-key")
             case "$prev" in
                 --topic|-t|--key|-k|--begin|-b|--end|-e|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
-                --from-jsonl|--broker-conf|-c|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
-                --store|-s|--tiered-store-path|-T|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --from-jsonl|--metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --tiered-store-path|-T|--store|-s|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
             esac
-            _rmqtool_words "--topic -t --key -k --begin -b --end -e --count -n --unique-key --raw --as-broker --explain --from-jsonl --json --quiet -Q --store -s --broker-conf -c --tiered-store-path -T --metadata --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
+            _rmqtool_words "--topic -t --key -k --begin -b --end -e --count -n --unique-key --raw --as-broker --explain --from-jsonl --json --quiet -Q --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
         "tiered queues")
             case "$prev" in
                 --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
@@ -233,12 +233,12 @@ _rmqtool() {
             _rmqtool_words "--out -o --tiered-store-path -T --broker-name --cluster-name --from --json --quiet -Q --help" ;;
         "tiered reindex")
             case "$prev" in
-                --store|-s|--tiered-store-path|-T) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
-                --broker-conf|-c|--out|-o|--metadata) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --tiered-store-path|-T|--store|-s) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
+                --metadata|--broker-conf|-c|--out|-o) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
+                --cluster-name|--broker-name|--conf|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --master) _rmqtool_words "local[*] inline"; return ;;
-                --conf|--cluster-name|--broker-name|--hash-slots|--max-index|--commitlog-file-size) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
             esac
-            _rmqtool_words "--store -s --broker-conf -c --out -o --master --conf --dry-run --replace --json --quiet -Q --metadata --cluster-name --broker-name --hash-slots --max-index --commitlog-file-size --tiered-store-path -T --new-geometry --help" ;;
+            _rmqtool_words "--tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --out -o --master --conf --dry-run --replace --json --quiet -Q --hash-slots --max-index --commitlog-file-size --new-geometry --help" ;;
         "tiered segments")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;

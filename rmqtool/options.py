@@ -1,4 +1,5 @@
-"""Option definitions shared by every command (defined once, as sqlite-utils and pip-tools do)."""
+"""Option definitions shared by every command (defined once, as sqlite-utils and pip-tools do), and the store option
+group (GROUP, StoreOptions) every command takes whole through @store_options."""
 from __future__ import annotations
 
 import os
@@ -85,15 +86,6 @@ TieredItemsOpt = Annotated[Optional[int], typer.Option(
     "without broker.conf, read from the files).", rich_help_panel=GEOMETRY_PANEL)]
 
 
-def tier_source(tiered_store_path=None, metadata=None, store=None, broker_conf=None, cluster_name=None,
-                broker_name=None):
-    """The shared tier options as the engine takes them."""
-    from engine.tiered.flat.store import TierSource
-
-    return TierSource(expand_path(tiered_store_path), expand_path(metadata), expand_path(store),
-                      expand_path(broker_conf), cluster_name, broker_name)
-
-
 def expand_path(p):
     """`~` and `~user` expanded in a path option (the shell does not expand them after `--opt=` or in quotes)."""
     if p is None:
@@ -107,9 +99,10 @@ def expand_path(p):
 
 @dataclass(frozen=True)
 class StoreOptions:
-    """The store option group every command shares (StoreOpt, BrokerConfOpt and the geometry options above, as
-    given; None: not given): settled once into the store's configuration (settle), repeated by the fixes doctor
-    prints (args)."""
+    """The store option group every command shares, as given (None: not given or not taken): the store and
+    broker.conf, the broker's index and file geometry, the tier and its broker, the tiered index geometry. Settled
+    once into the store's configuration (settle), into the tier's location (tier), repeated by the fixes doctor
+    prints (args). A command takes it whole through @store_options, which declares its options (GROUP)."""
 
     store: Optional[Path] = None
     broker_conf: Optional[Path] = None
@@ -117,6 +110,12 @@ class StoreOptions:
     max_index: Optional[int] = None
     commitlog_file_size: Optional[int] = None
     cq_file_size: Optional[int] = None
+    tiered_store_path: Optional[Path] = None
+    metadata: Optional[Path] = None
+    cluster_name: Optional[str] = None
+    broker_name: Optional[str] = None
+    tiered_hash_slots: Optional[int] = None
+    tiered_max_index: Optional[int] = None
 
     #: Each geometry option's flag and the broker.conf key it sets.
     GEOMETRY = (("hash_slots", "--hash-slots", "maxHashSlotNum"), ("max_index", "--max-index", "maxIndexNum"),
@@ -134,8 +133,17 @@ class StoreOptions:
         return load_config(self.broker_conf, storePathRootDir=self.store,
                            **{key: getattr(self, name) for name, _flag, key in self.GEOMETRY})
 
+    def tier(self):
+        """Where the tier and its broker's files are (engine.tiered.flat.store.TierSource fills what is not given
+        from broker.conf)."""
+        from engine.tiered.flat.store import TierSource
+
+        return TierSource(self.tiered_store_path, self.metadata, self.store, self.broker_conf, self.cluster_name,
+                          self.broker_name)
+
     def args(self) -> list[str]:
-        """The options as a command line repeats them (absolute paths: runnable anywhere)."""
+        """The store and broker geometry options as a command line repeats them (absolute paths: runnable
+        anywhere)."""
         out: list[str] = []
         if self.broker_conf is not None:
             out += ["-c", str(Path(expand_path(self.broker_conf)).absolute())]
@@ -147,11 +155,80 @@ class StoreOptions:
         return out
 
 
-def build_config(store: Optional[Path], broker_conf: Optional[Path], hash_slots: Optional[int] = None,
-                 max_index: Optional[int] = None, commitlog_file_size: Optional[int] = None,
-                 cq_file_size: Optional[int] = None) -> BrokerConfig:
-    """THE settlement of every command's store options (StoreOptions.settle): the one call a command makes."""
-    return StoreOptions(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size).settle()
+#: Every option of the group, declared once, by the StoreOptions field (and command parameter) it fills.
+GROUP = {"store": StoreOpt, "broker_conf": BrokerConfOpt, "hash_slots": HashSlotsOpt, "max_index": MaxIndexOpt,
+         "commitlog_file_size": CommitLogSizeOpt, "cq_file_size": CqSizeOpt, "tiered_store_path": TieredPathOpt,
+         "metadata": MetadataOpt, "cluster_name": ClusterOpt, "broker_name": BrokerOpt,
+         "tiered_hash_slots": TieredSlotsOpt, "tiered_max_index": TieredItemsOpt}
+
+# The parts of the group commands take, each in the order the help lists it.
+STORE = ("store", "broker_conf")
+GEOMETRY = ("hash_slots", "max_index", "commitlog_file_size", "cq_file_size")
+INDEX_GEOMETRY = GEOMETRY[:3]  # what reading the index takes: its geometry and the commit log's segment size
+TIER = ("tiered_store_path", "metadata", "store", "broker_conf", "cluster_name", "broker_name")
+TIERED_GEOMETRY = ("tiered_hash_slots", "tiered_max_index")
+
+
+def option_flags(option) -> list[str]:
+    """An Annotated typer option's flags (typer takes the first one as the OptionInfo's default)."""
+    info = option.__metadata__[0]
+    return [d for d in (info.default, *info.param_decls) if isinstance(d, str) and d.startswith("-")]
+
+
+def store_options(at: tuple[str, ...] = STORE, then: tuple[str, ...] = (), after: Optional[str] = "quiet"):
+    """A command takes the store option group: the options named in `at` (GROUP's names) stand where its one
+    parameter annotated StoreOptions stands, those in `then` follow its parameter `after` (None: right after
+    `at`'s), and it is called with one StoreOptions of their values in that parameter (None: an option it does not
+    take). Goes below @handles_errors, which expands `~` in the group's paths as in every path option.
+
+    typer builds a command from its signature and type hints: the wrapper's __signature__ and __annotations__
+    list the group's options in the placeholder's stead."""
+    import functools
+    import inspect
+    import typing
+
+    names = (*at, *then)
+    unknown = [n for n in names if n not in GROUP]
+    if unknown or len(set(names)) != len(names):
+        raise TypeError(f"store_options: unknown or repeated option(s) {unknown or names}")
+    flags = [f for n in names for f in option_flags(GROUP[n])]
+    if len(set(flags)) != len(flags):
+        raise TypeError(f"store_options: two options of {names} share a flag")
+
+    def option(name: str) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                 annotation=GROUP[name])
+
+    def decorate(fn):
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = inspect.signature(fn).parameters
+        holders = [n for n in own if hints.get(n) is StoreOptions]
+        if len(holders) != 1 or (then and after is not None and after not in own) or set(names) & set(own):
+            raise TypeError(f"{fn.__name__}: @store_options needs one StoreOptions parameter, `after` among the "
+                            "parameters, and none of the group's names")
+        holder = holders[0]
+        params = []
+        for p in own.values():
+            if p.name == holder:
+                params += [option(n) for n in at] + ([option(n) for n in then] if after is None else [])
+            else:
+                params.append(p.replace(annotation=hints.get(p.name, p.annotation)))
+            if p.name == after:
+                params += [option(n) for n in then]
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            given = {n: kwargs.pop(n) for n in names if n in kwargs}
+            return fn(*args, **{holder: StoreOptions(**given)}, **kwargs)
+
+        returns = hints.get("return", inspect.Signature.empty)
+        command.__signature__ = inspect.Signature(params, return_annotation=returns)
+        command.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not p.empty}
+        if returns is not inspect.Signature.empty:
+            command.__annotations__["return"] = returns
+        return command
+
+    return decorate
 
 
 def _use_workers(n: Optional[int]) -> Optional[int]:

@@ -7,8 +7,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, WorkersOpt, build_config)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, WorkersOpt, store_options
 
 
 def _note(msg: str) -> None:
@@ -67,9 +66,9 @@ def _timer_pairs(plan, verb: str) -> list[tuple[str, object]]:
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY)
 def clean(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     reserved_hours: Annotated[Optional[float], typer.Option(
         "--reserved-hours", help="Keep commit-log segments modified within this many hours (fileReservedTime, "
         "default 72).")] = None,
@@ -81,10 +80,6 @@ def clean(
                                              "does not: it deletes by age alone).")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Delete expired commit-log segments (oldest first, never the last), then consume-queue and index files that
@@ -101,7 +96,7 @@ def clean(
     # Index geometry is accepted like every store command takes it; clean reads only index headers.
     from engine.commands.clean import clean as run_clean
 
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg = opts.settle()
     with render.phase_progress("clean") as progress:
         plan = run_clean(cfg, reserved_hours, force_now, dry_run, progress=progress, keep_timer=keep_timer)
     if json_out:

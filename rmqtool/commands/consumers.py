@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 PROGRESS_COLUMNS = [
     tables.Column("group", "group", tables.TEXT, min_width=12),
@@ -24,9 +24,9 @@ PROGRESS_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def consumers(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     group: Annotated[Optional[str], typer.Option("--group", "-g", help="Only this consumer group.")] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -41,7 +41,7 @@ def consumers(
     """
     from engine.commands.consumers import consumers as consumer_progress
 
-    rep = consumer_progress(build_config(store, broker_conf), group)
+    rep = consumer_progress(opts.settle(), group)
     for n in rep.notes:
         tables.note(n)
     if json_out:

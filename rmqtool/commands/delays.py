@@ -6,7 +6,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 DELAY_COLUMNS = [
     tables.Column("delayLevel", "level"),
@@ -22,9 +22,9 @@ DELAY_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def delays(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -37,7 +37,7 @@ def delays(
     """
     from engine.commands.delays import delays as delay_status
 
-    rep = delay_status(build_config(store, broker_conf), broker_conf)
+    rep = delay_status(opts.settle(), opts.broker_conf)
     for n in rep.notes:
         tables.note(n)
     problems = [f"delay level {lv.delayLevel}: {p}" for lv in rep.levels for p in lv.problems]

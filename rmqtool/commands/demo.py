@@ -8,7 +8,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import values
+from rmqtool.options import StoreOptions, values
 
 
 def _compare_rebuilt(directory: Path) -> None:
@@ -65,7 +65,7 @@ def demo(
     directory = directory.resolve()
     conf, jsonl, start = make_sample(directory, messages)
     step = _stepper(ctx.find_root().command)  # the rmqtool app itself, without importing it
-    c = ["--broker-conf", str(conf)]
+    c = StoreOptions(broker_conf=conf).args()  # every step names the sample store as the group spells it
     step(f"1. put {messages} messages", ["put", *c, "--from-jsonl", str(jsonl), "--quiet", "--create"])
     step("2. query by key (order-42, and every message of user-7 in one time window)",
          ["query-key", *c, "--topic", "OrderTopic", "--key", "order-42"])
@@ -78,4 +78,4 @@ def demo(
              ["spark-reindex", *c, "--master", master])
         step("6. query again on the rebuilt index", ["query-key", *c, "--topic", "OrderTopic", "--key", "order-42"])
         _compare_rebuilt(directory)
-    render.note(f"sample store: {directory} (use --broker-conf {conf} with any command)")
+    render.note(f"sample store: {directory} (use {' '.join(c)} with any command)")

@@ -9,8 +9,7 @@ import typer
 
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, StoreOptions, TieredPathOpt, tier_source)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, StoreOptions, store_options
 from rmqtool.options import WorkersOpt
 
 WIDTH = 80  # at most: the terminal's width when it is narrower (COLUMNS=40), see width()
@@ -106,9 +105,9 @@ def render_text(rep) -> None:
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY + ("tiered_store_path",))
 def doctor(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     deep: Annotated[bool, typer.Option("--deep", help="Read the whole commit log (every record and its CRC, "
                                        "every index item) and check the bodies of pending timer messages, not "
                                        "just what the broker's start-up reads.")] = False,
@@ -117,11 +116,6 @@ def doctor(
                                                "now).")] = None,
     json_out: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-Q", help="No notes on stderr.")] = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    tiered_store_path: TieredPathOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Find what will stop a broker, or make it lose or hide messages or state, at its next start: the lock, the
@@ -139,7 +133,6 @@ def doctor(
     from rmqtool import times
 
     at = times.parse_time(now, "--now") if now is not None else None
-    opts = StoreOptions(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
     cfg, args = opts.settle(), opts.args()  # the fixes repeat the options that name the store
     with render.progress(None, "doctor") as bar:
         task = bar.add_task("doctor", total=None)
@@ -147,8 +140,7 @@ def doctor(
         def progress(phase: str, done: int, total: int) -> None:
             bar.update(task, description=phase, completed=done, total=total)
 
-        rep = run_doctor(cfg, args, now=at, deep=deep, progress=progress,
-                         tier=tier_source(tiered_store_path, None, store, broker_conf))
+        rep = run_doctor(cfg, args, now=at, deep=deep, progress=progress, tier=opts.tier())
     if json_out:
         render.emit_json(rep.as_dict())
     else:

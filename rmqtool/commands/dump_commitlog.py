@@ -13,8 +13,7 @@ import typer
 
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, JsonOpt, QuietOpt, StoreOpt, WorkersOpt, build_config,
-                              values)
+from rmqtool.options import STORE, JsonOpt, QuietOpt, StoreOptions, WorkersOpt, store_options, values
 from rmqtool.records import MESSAGE, open_table, undecoded_notes, warn_problems
 
 DUMP_LIMIT = 1_000_000_000
@@ -22,9 +21,9 @@ DUMP_LIMIT = 1_000_000_000
 
 # one parameter per option: typer builds the command from the signature
 @handles_errors
+@store_options(STORE, ("commitlog_file_size",))
 def dump_commitlog(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only messages of this topic.")] = None,
     begin: Annotated[Optional[str], typer.Option("--begin", "-b", help=times.BEGIN_HELP)] = None,
     end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP)] = None,
@@ -51,7 +50,6 @@ def dump_commitlog(
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not verify body CRCs.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    commitlog_file_size: CommitLogSizeOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Messages in commit-log order, with BLANK fillers, corrupt records, misplaced segments and gaps reported
@@ -66,11 +64,11 @@ def dump_commitlog(
 
     _check_dump_options(count, body, json_out)
     b, e = times.parse_range(begin, end)
-    alone = store is None and broker_conf is None and bool(files)  # segment files read on their own
+    alone = opts.store is None and opts.broker_conf is None and bool(files)  # segment files read on their own
     flt = dump_filter(topic, b, e, from_offset, to_offset, None if alone else files, max_message_size,
                       not no_check_crc)
-    cfg = None if alone else build_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    with run_dump(cfg, flt, files if alone else None, commitlog_file_size, body_dir, body, json_out, count) as ans:
+    cfg = None if alone else opts.settle()
+    with run_dump(cfg, flt, files if alone else None, opts.commitlog_file_size, body_dir, body, json_out, count) as ans:
         if ans.spooled:
             _dump_spooled(ans)  # segments formatted by worker processes, written in log order
             return

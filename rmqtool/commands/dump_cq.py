@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 UNIT_COLUMNS = [
     tables.Column("queueOffset", "queueOffset"),
@@ -24,11 +24,11 @@ UNIT_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def dump_cq(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the queue.")],
     queue_id: Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")],
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="First unit to show (default: "
                                                         "the queue's min offset; lower units still in the files "
                                                         "can be asked for).")] = None,
@@ -50,7 +50,7 @@ def dump_cq(
     from engine.commands.dump_cq import check_dump_cq, dump_cq as run_dump_cq, exit_code, points_outside, unusable
 
     check_dump_cq(count, queue_offset)
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     bad: dict[str, int] = {}
     with run_dump_cq(cfg, topic, queue_id, queue_offset, count, check_crc=not no_check_crc) as ans:
         d = ans.dump

@@ -16,8 +16,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt, StoreOpt,
-                             build_config, expand_path)
+from rmqtool.options import INDEX_GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, expand_path, store_options
 from rmqtool.records import MESSAGE, open_table
 
 
@@ -55,9 +54,9 @@ GetCountOpt = Annotated[Optional[int], typer.Option("--count", "-n", help="With 
 
 # one parameter per option: typer builds the command from the signature
 @handles_errors
+@store_options(STORE, INDEX_GEOMETRY)
 def get(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     offset: Annotated[Optional[List[int]], typer.Option("--offset", "-o", help="Commit-log (physical) offset "
                                                         "(repeatable).")] = None,
     msg_id: MsgIdOpt = None,
@@ -70,9 +69,6 @@ def get(
     count: GetCountOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
 ) -> None:
     """Messages by commit-log offset, message id (offset message id or UNIQ_KEY), or queue offset.
 
@@ -87,7 +83,7 @@ def get(
     """
     from engine.commands.get import get as answer
 
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size=commitlog_file_size)
+    cfg = opts.settle()
     with _lookup_list(from_file) as chunks, answer(cfg, offset, msg_id, chunks, topic, queue_id, queue_offset,
                                                    count) as got:
         code = _render(got, json_out)

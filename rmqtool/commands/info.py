@@ -7,7 +7,7 @@ from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.leftovers import leftover_table, size_text
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, TieredPathOpt, build_config, tier_source
+from rmqtool.options import STORE, JsonOpt, QuietOpt, StoreOptions, store_options
 
 PLACEHOLDER_COLUMNS = [
     tables.Column("commitLogOffset", "commitLogOffset"),
@@ -180,12 +180,11 @@ def _flat_pairs(f: dict) -> list[tuple[str, str]]:
 
 
 @handles_errors
+@store_options(STORE, ("tiered_store_path",))
 def info(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    tiered_store_path: TieredPathOpt = None,
 ) -> None:
     """The store at a glance: commit log, consume queues, index, checkpoint, abort marker, lock, config files,
     the folders rmqtool left (quarantine runs with their recovery placeholders, index backups), and the tiered
@@ -197,8 +196,7 @@ def info(
     """
     from engine.commands.info import info as store_info
 
-    cfg = build_config(store, broker_conf)
-    res = store_info(cfg, tier=tier_source(tiered_store_path, None, store, broker_conf))
+    res = store_info(opts.settle(), tier=opts.tier())
     d = res.as_dict()
     if json_out:
         render.emit_json(d)

@@ -9,8 +9,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, build_config)
+from rmqtool.options import INDEX_GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, store_options
 from rmqtool.options import WorkersOpt
 
 DEFAULT_MAX = 10_000
@@ -36,10 +35,10 @@ def _render_headers(rows: list[dict]) -> None:
 
 
 @handles_errors
+@store_options(STORE, INDEX_GEOMETRY)
 def inspect_index(
     file: FileArg = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     walk_slot: WalkSlotOpt = None,
     walk_key: WalkKeyOpt = None,
     max_items: MaxOpt = DEFAULT_MAX,
@@ -47,9 +46,6 @@ def inspect_index(
     verify: VerifyOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Show index file headers; walk hash-slot chains; slot statistics; verify items against the commit log.
@@ -58,11 +54,11 @@ def inspect_index(
     from engine.commands.inspect_index import inspect_request
 
     req = inspect_request(file, walk_slot, walk_key, max_items, stats, verify)
-    with_store = not (file is not None and store is None and broker_conf is None)
+    with_store = not (file is not None and opts.store is None and opts.broker_conf is None)
     cfg = None  # the file on its own: the engine settles its geometry
     if with_store:
-        cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
-    _inspect_broker(cfg, file, req, json_out, hash_slots, max_index)
+        cfg = opts.settle()
+    _inspect_broker(cfg, file, req, json_out, opts.hash_slots, opts.max_index)
 
 
 def _inspect_broker(cfg, file, req, json_out: bool, hash_slots, max_index) -> None:

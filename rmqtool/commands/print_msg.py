@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 SHOWN_PROBLEMS = 20
 
@@ -25,13 +25,13 @@ COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def print_msg(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose messages to print.")],
     begin: Annotated[str, typer.Option("--begin", "-b", help=times.BEGIN_HELP)],
     end: Annotated[Optional[str], typer.Option("--end", "-e", help=times.END_HELP + " Default: until the end "
                                                "(the newest message).")] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Only this queue (mqadmin "
                                                     "printMsgByQueue); default: every queue of the topic.")] = None,
     tags: Annotated[Optional[str], typer.Option("--tags", help="subExpression: a tag, tags joined by '||' "
@@ -60,7 +60,7 @@ def print_msg(
 
     check_print_msg(max_num)
     b, e = times.parse_range(begin, end)
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     with run_print_msg(cfg, topic, b, e, queue_id, tags, check_crc=not no_check_crc, scan_log=scan_log) as ans:
         scan = ans.scan
         undecoded: list[str] = []

@@ -8,13 +8,13 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.leftovers import leftover_table
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options()
 def prune(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     older_than: Annotated[Optional[str], typer.Option(
         "--older-than", help=f"Only folders older than this: {times.DURATION_GRAMMAR} (default: every one).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; change nothing.")] = False,
@@ -32,7 +32,7 @@ def prune(
     from engine.views.sizes import format_bytes
 
     older = times.parse_duration(older_than, "--older-than") if older_than is not None else None
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     listed = []
 
     def listing(plan) -> None:  # what is about to go, printed before the first folder is removed

@@ -11,8 +11,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors, shielded
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             StoreOpt, build_config, expand_path)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, StoreOptions, expand_path, store_options
 
 #: What json.dumps (ensure_ascii=False) would escape in a string.
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
@@ -117,9 +116,9 @@ def _put_acknowledged(cfg, acks: Acks, back: list, **options):
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY, after="no_acks")
 def put(  # noqa: PLR0913 - a typer command takes one parameter per option
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Topic of the message.")] = None,
     tags: Annotated[Optional[str], typer.Option("--tags", help="TAGS property.")] = None,
     keys: Annotated[Optional[str], typer.Option("--keys", "-k", help='KEYS property, space separated: "k1 k2".')] = None,
@@ -140,10 +139,6 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     # not `quiet`: put's --quiet leaves out the acknowledgements (its data), not its notes (docs/output-contract.md)
     no_acks: Annotated[bool, typer.Option("--quiet", "-Q", help="No acknowledgement lines on stdout: only the "
                                           "summary line on stderr.")] = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
     create: Annotated[bool, typer.Option("--create", help="Make a store in a directory that is not empty and holds "
                                          "no store (a mount point with lost+found, say).")] = False,
 ) -> None:
@@ -156,7 +151,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
     it has one. A bad JSON line stops the run: the messages before it are stored (and acknowledged), nothing
     after it.
     """
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg = opts.settle()
     single = from_jsonl is None
     acks = Acks(json_out, no_acks or (single and not json_out),
                 "" if json_out or single or no_acks else "commitLogOffset\tqueueOffset\tmsgId\tuniqKey\n")

@@ -8,8 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BeginOpt, BrokerConfOpt, CommitLogSizeOpt, EndOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt,
-                             QuietOpt, StoreOpt, build_config)
+from rmqtool.options import INDEX_GEOMETRY, STORE, BeginOpt, EndOpt, JsonOpt, QuietOpt, StoreOptions, store_options
 
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
 
@@ -24,12 +23,12 @@ ExplainOpt = Annotated[bool, typer.Option("--explain", help="Also list index can
 
 
 @handles_errors
+@store_options(STORE, INDEX_GEOMETRY)
 def query_key(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic of the messages.")],
     key: Annotated[str, typer.Option("--key", "-k", help="A key from the messages' KEYS (or the UNIQ_KEY with "
                                      "--unique-key).")],
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     begin: BeginOpt = None,
     end: EndOpt = None,
     max_num: MaxOpt = DEFAULT_MAX,
@@ -38,9 +37,6 @@ def query_key(
     explain: ExplainOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
 ) -> None:
     """Messages with a key: walks the index like the broker, then keeps only messages whose topic, key and store
     time really match (no hash-collision false positives, exact time range). (The tiered index:
@@ -50,7 +46,7 @@ def query_key(
 
     b, e = times.parse_range(begin, end)
     check_query_args(max_num, b, e)
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
+    cfg = opts.settle()
     ans = run_query(cfg, topic, key, max_num=max_num, begin=b, end=e, unique=unique_key, raw=raw)
     res = ans.result
     if raw:

@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 QUEUE_COLUMNS = [
     tables.Column("topic", "topic", tables.TEXT, min_width=14),
@@ -23,9 +23,9 @@ QUEUE_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def queues(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic's queues.")] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -40,7 +40,7 @@ def queues(
     """
     from engine.commands.queues import queues as queue_status
 
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     with render.progress(None, "queues") as bar:
         task = bar.add_task("queues", total=None)
         rep = queue_status(cfg, topic, progress=lambda done, total: bar.update(task, completed=done, total=total))

@@ -8,8 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, build_config)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, store_options
 from rmqtool.options import WorkersOpt
 
 
@@ -124,10 +123,10 @@ def _render(plan, dry_run: bool) -> None:
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY)
 def recover(  # typer: one parameter per option
 
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Compute and print the plan; change nothing.")] = False,
     no_check_crc: Annotated[bool, typer.Option("--no-check-crc", help="Do not check body CRCs while scanning "
                                                "(the broker's checkCRCOnRecover=false).")] = False,
@@ -140,10 +139,6 @@ def recover(  # typer: one parameter per option
                                         "file system has no room to keep a copy in its quarantine folder.")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
     """Recover a store after a crash: end the commit log after its last valid record, step over damaged records
@@ -167,10 +162,10 @@ def recover(  # typer: one parameter per option
     """
     from engine.commands.recover import recover as run_recovery
 
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg = opts.settle()
     with render.phase_progress("recover") as progress:
         plan = run_recovery(cfg, no_check_crc=no_check_crc, index_safe=index_safe, dry_run=dry_run,
-                            full_scan=full_scan, force=force, broker_conf_given=broker_conf is not None,
+                            full_scan=full_scan, force=force, broker_conf_given=opts.broker_conf is not None,
                             progress=progress, say=_note)
     if json_out:
         render.emit_plan(plan, dry_run)

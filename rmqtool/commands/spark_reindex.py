@@ -10,8 +10,8 @@ from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.jobview import run_job, spark_conf_pairs
-from rmqtool.options import (GEOMETRY_PANEL, MASTER_VALUES, BrokerConfOpt, CommitLogSizeOpt, HashSlotsOpt, JsonOpt,
-                             MaxIndexOpt, QuietOpt, StoreOpt, build_config)
+from rmqtool.options import (GEOMETRY_PANEL, INDEX_GEOMETRY, MASTER_VALUES, STORE, JsonOpt, QuietOpt, StoreOptions,
+                             store_options)
 from rmqtool.options import WorkersOpt
 
 DEFAULT_MASTER = "local[*]"  # engine.jobs.framework.DEFAULT_MASTER (a test keeps them equal; importing it costs start-up)
@@ -86,9 +86,9 @@ NewGeometryOpt = Annotated[bool, typer.Option(
 
 
 @handles_errors
+@store_options(STORE, INDEX_GEOMETRY)
 def spark_reindex(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     out: OutOpt = None,
     master: MasterOpt = DEFAULT_MASTER,
     spark_conf: SparkConfOpt = None,
@@ -96,9 +96,6 @@ def spark_reindex(
     replace: ReplaceOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
     new_geometry: NewGeometryOpt = False,
     workers: WorkersOpt = None,
 ) -> None:
@@ -123,6 +120,6 @@ def spark_reindex(
     job = dict(out=out, master=master, dry_run=dry_run, replace=replace, spark_conf=spark_conf_pairs(spark_conf))
     from engine.commands.spark_reindex import spark_reindex as run_reindex
 
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size)
+    cfg = opts.settle()
     run_job(lambda progress: run_reindex(cfg, progress=progress, new_geometry=new_geometry, **job),
             {"scan": "segment ranges scanned", "build": "index files built"}, json_out, _render)

@@ -8,7 +8,7 @@ import typer
 
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 PROBLEM_COLUMNS = [
     tables.Column("topic", "topic", tables.TEXT, min_width=12),
@@ -29,9 +29,9 @@ DIFF_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def verify_cq(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic's queues.")] = None,
     source: Annotated[Optional[str], typer.Option(
         "--source", help="Which consume queues to verify: file or rocksdb (default: the ones the broker serves "
@@ -54,7 +54,7 @@ def verify_cq(
     """
     from engine.commands.verify_cq import verify_cq as run_verify
 
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     with render.progress(None, "queues") as bar:
         task = bar.add_task("queues", total=None)
         tick = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731

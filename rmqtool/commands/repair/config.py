@@ -8,17 +8,16 @@ import typer
 
 from rmqtool.cli import handles_errors
 from rmqtool.commands.repair import DryRunOpt, show_plan
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, build_config)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY)
 def config_cmd(
     name: Annotated[str, typer.Argument(help="The config file, as named under config/ (topics.json, "
                                         "consumerOffset.json, subscriptionGroup.json, delayOffset.json, ..., and the tiered store's "
                                         "tieredStoreMetadata.json).")],
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     from_bak: Annotated[bool, typer.Option("--from-bak", help="Write the file as a copy of its readable .bak "
                                            "(what the broker would load).")] = False,
     from_store: Annotated[bool, typer.Option("--from-store", help="Rebuild it from the store: topics.json (the "
@@ -32,15 +31,11 @@ def config_cmd(
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
 ) -> None:
     """Repair one config/*.json file the broker loads at start-up: from its .bak, from the store, or by accepting
     the empty table. The file replaced or removed is kept in the quarantine."""
     from engine.commands.repair import config as repair_config, config_source
 
     source = config_source(from_bak, from_store, empty)
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg = opts.settle()
     show_plan(repair_config(cfg, name, source, dry_run), dry_run, json_out)

@@ -9,14 +9,13 @@ import typer
 
 from rmqtool.cli import handles_errors
 from rmqtool.commands.repair import DryRunOpt, show_plan
-from rmqtool.options import (BrokerConfOpt, CommitLogSizeOpt, CqSizeOpt, HashSlotsOpt, JsonOpt, MaxIndexOpt, QuietOpt,
-                             StoreOpt, build_config)
+from rmqtool.options import GEOMETRY, STORE, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(STORE, GEOMETRY)
 def consume_queue_cmd(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic's queues (default: "
                                                  "every queue).")] = None,
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", help="Only this queue (needs --topic).")]
@@ -27,14 +26,10 @@ def consume_queue_cmd(
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: HashSlotsOpt = None,
-    max_index: MaxIndexOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
 ) -> None:
     """Move out the last consume-queue files that hold no unit (a file the queue rolled into and never wrote,
     RocketMQ #9728, #10108), so the queue ends at its last written file; or rebuild one queue from the log."""
     from engine.commands.repair import consume_queue as repair_consume_queue
 
-    cfg = build_config(store, broker_conf, hash_slots, max_index, commitlog_file_size, cq_file_size)
+    cfg = opts.settle()
     show_plan(repair_consume_queue(cfg, topic, queue_id, dry_run, rebuild), dry_run, json_out)

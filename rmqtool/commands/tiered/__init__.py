@@ -1,7 +1,8 @@
 """rmqtool tiered ...: the RocketMQ 5 tiered flat store (PosixFileSegment + DefaultMetadataStore), offline.
 
 Each command parses its options, calls one engine function (engine.commands.tiered) and renders the answer. Typer
-command functions take one parameter per option."""
+command functions take one parameter per option; the tier's and the store's options come as one StoreOptions
+(rmqtool.options.store_options)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +12,6 @@ import typer
 
 from engine.views.times import local_time
 from rmqtool import render, times
-from rmqtool.options import tier_source
 
 
 app = typer.Typer(name="tiered", no_args_is_help=True, rich_markup_mode=None, help="The RocketMQ 5 tiered flat store (tieredStoreFilePath "
@@ -40,11 +40,11 @@ QueueIdOpt = Annotated[int, typer.Option("--queue-id", "-q", help="Queue id.")]
 
 
 @contextlib.contextmanager
-def opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name, **overrides):
+def opened(opts, **overrides):
+    """The tier the command's options (rmqtool.options.StoreOptions) name, opened read-only; its warnings after."""
     from engine.commands.tiered import open_tier
 
-    st = open_tier(tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name),
-                   **overrides)
+    st = open_tier(opts.tier(), **overrides)
     try:
         yield st
     finally:

@@ -8,19 +8,18 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import TopicFilterOpt, java_time, note, opened, required, time_text
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt)
+from rmqtool.options import TIER, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(TIER)
 def clean(reserved_hours: Annotated[Optional[float], typer.Option(
               "--reserved-hours", help="tieredStoreFileReservedTime: hours to keep, for topics without their own "
               "reserveTime (required).")] = None,
           now: Annotated[Optional[str], typer.Option("--now", help="The time retention is judged at: epoch ms, or "
                                                      f"{times.GRAMMAR} (default: now).")] = None,
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
-          tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
-          broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+          opts: StoreOptions = StoreOptions(),
           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
           ) -> None:
     """Retention as FlatFileStore applies it: CONSUME_QUEUE then COMMIT_LOG, each from its head."""
@@ -29,7 +28,7 @@ def clean(reserved_hours: Annotated[Optional[float], typer.Option(
     reserve_hours = required("--reserved-hours", reserved_hours)
     now_ms = times.now_ms() if now is None else java_time(now, "--now")
     reserve_hours = checked_hours(reserve_hours)
-    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+    with opened(opts) as st:
         d = run_clean(st, reserve_hours, now_ms, dry_run, topic)
     if json_out:
         render.emit_json(d)

@@ -10,10 +10,11 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import NewTieredGeometryOpt
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, TieredItemsOpt, TieredSlotsOpt
+from rmqtool.options import TIERED_GEOMETRY, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(("broker_conf",), TIERED_GEOMETRY)
 def compact_index(
     file: Annotated[Path, typer.Argument(help="Unsealed or sealed tiered index file (tiered_index_file/<timestamp>).",
                                          dir_okay=False)],
@@ -25,9 +26,7 @@ def compact_index(
     = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    hash_slots: TieredSlotsOpt = None,
-    max_index: TieredItemsOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions = StoreOptions(),
     new_geometry: NewTieredGeometryOpt = False,
 ) -> None:
     """Compact a tiered index file into the layout the broker uploads (format §9.4), byte for byte. The input is
@@ -40,6 +39,6 @@ def compact_index(
     from rmqtool.render_tiered import render_compaction
 
     render.set_quiet(quiet)
-    summary = compact_file(file, out, force=force, mapped=mapped, hash_slots=hash_slots, max_index=max_index,
-                           broker_conf=broker_conf, new_geometry=new_geometry)
+    summary = compact_file(file, out, force=force, mapped=mapped, hash_slots=opts.tiered_hash_slots,
+                           max_index=opts.tiered_max_index, broker_conf=opts.broker_conf, new_geometry=new_geometry)
     render_compaction(summary, file.name, json_out)

@@ -9,13 +9,12 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import note, topic_not_path
-from rmqtool.options import (MASTER_VALUES, BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt,
-                             StoreOpt, TieredPathOpt)
+from rmqtool.options import MASTER_VALUES, TIER, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
-def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, broker_conf: BrokerConfOpt = None,
-             metadata: MetadataOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+@store_options(TIER)
+def dispatch(opts: StoreOptions,
              topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Only these topics (repeat).",
                                                                 callback=topic_not_path)] = None,
              commitlog_max_size: Annotated[Optional[int], typer.Option(
@@ -29,7 +28,8 @@ def dispatch(store: StoreOpt = None, tiered_store_path: TieredPathOpt = None, br
     """Tier out a stopped broker's store as MessageStoreDispatcherImpl does; LOCAL is only read. Exits 3 when a queue could not be tiered to its end."""  # noqa: E501
     from engine.commands.tiered import dispatch as run_dispatch, dispatch_exit_code, dispatch_request
 
-    req = dispatch_request(store, broker_conf, tiered_store_path, metadata, cluster_name, broker_name, topic,
+    req = dispatch_request(opts.store, opts.broker_conf, opts.tiered_store_path, opts.metadata, opts.cluster_name,
+                           opts.broker_name, topic,
                            commitlog_max_size, consume_queue_max_size, master, dry_run)
     with render.progress(None, "dispatch") as bar:
         task = bar.add_task("tier out", total=None)

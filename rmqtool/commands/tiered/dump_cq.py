@@ -5,19 +5,17 @@ from __future__ import annotations
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import QueueIdOpt, TopicOpt, emit_rows, opened
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt)
+from rmqtool.options import TIER, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
-def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, tiered_store_path: TieredPathOpt = None,
-            metadata: MetadataOpt = None, store: StoreOpt = None, broker_conf: BrokerConfOpt = None,
-            cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None, json_out: JsonOpt = False,
+@store_options(TIER)
+def dump_cq(topic: TopicOpt, queue_id: QueueIdOpt, opts: StoreOptions = StoreOptions(), json_out: JsonOpt = False,
             quiet: QuietOpt = False) -> None:
     """Every CONSUME_QUEUE unit, including those whose records retention removed (storeTimestamp -1)."""
     from engine.commands.tiered import dump_cq as cq_rows
 
-    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+    with opened(opts) as st:
         rows = cq_rows(st, topic, queue_id)
         if json_out:
             for r in rows:

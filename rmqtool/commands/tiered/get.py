@@ -10,11 +10,11 @@ from engine.views.times import local_time
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import QueueIdOpt, TopicOpt, note, opened, required
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt)
+from rmqtool.options import TIER, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(TIER)
 def get(topic: TopicOpt, queue_id: QueueIdOpt,
         queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", "-i", help="Queue offset of the first "
                                                             "message (required).")] = None,
@@ -26,8 +26,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
             "--as-consumer", help="What a consumer pulling --count messages receives (getMessageAsync): the "
             "read-ahead into the fetcher's cache, then messages until --count or until they reach "
             "maxTransferBytesOnMessageInMemory (broker.conf, default 256 KiB).")] = False,
-        tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
-        broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
+        opts: StoreOptions = StoreOptions(),
         json_out: JsonOpt = False,
         quiet: QuietOpt = False,
         ) -> None:
@@ -36,7 +35,7 @@ def get(topic: TopicOpt, queue_id: QueueIdOpt,
 
     queue_offset = required("--queue-offset", queue_offset)
 
-    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+    with opened(opts) as st:
         res, out = get_messages(st, topic, queue_id, queue_offset, count, raw, as_consumer)
         if json_out:
             render.emit_json(out)

@@ -12,8 +12,7 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import print_notes
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
+from rmqtool.options import TIER, TIERED_GEOMETRY, JsonOpt, QuietOpt, StoreOptions, TieredDirOpt, store_options
 
 
 FileArg = Annotated[Optional[Path], typer.Argument(help="One tiered index file, local or compacted (default: every "
@@ -30,6 +29,7 @@ VerifyOpt = Annotated[bool, typer.Option("--verify", help="Check slots and chain
 
 
 @handles_errors
+@store_options(TIER, TIERED_GEOMETRY, after="tiered_dir")
 def inspect_index(
     file: FileArg = None,
     walk_slot: WalkSlotOpt = None,
@@ -39,15 +39,8 @@ def inspect_index(
     verify: VerifyOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    tiered_store_path: TieredPathOpt = None,
-    metadata: MetadataOpt = None,
-    cluster_name: ClusterOpt = None,
-    broker_name: BrokerOpt = None,
+    opts: StoreOptions = StoreOptions(),
     tiered_dir: TieredDirOpt = None,
-    hash_slots: TieredSlotsOpt = None,
-    max_index: TieredItemsOpt = None,
 ) -> None:
     """Tiered index files as the broker's table holds them: headers; with --walk-* a slot's chain (local files)
     or item range (uploaded); --stats; --verify. Without FILE, every file of the table: the local ones
@@ -62,12 +55,12 @@ def inspect_index(
     if walk_slot is not None and walk_key is not None:
         raise InvalidArgumentError("give --walk-slot or --walk-key, not both")
     asked = dict(walk_slot=walk_slot, walk_key=walk_key, limit=max_items, stats=stats, verify=verify)
-    src = tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name)
+    src = opts.tier()
     if file is not None or src.tier_root() is None:
-        failed = render_inspection(inspect_local(file, src, tiered_dir, hash_slots, max_index, asked, render.note),
-                                   json_out)
+        failed = render_inspection(inspect_local(file, src, tiered_dir, opts.tiered_hash_slots, opts.tiered_max_index,
+                                                 asked, render.note), json_out)
     else:
-        with open_index(src, tiered_dir, hash_slots, max_index) as ti:
+        with open_index(src, tiered_dir, opts.tiered_hash_slots, opts.tiered_max_index) as ti:
             print_notes(ti.notes)
             if not ti.service.files:
                 render.note("note: the broker's table holds no tiered index file (none uploaded, none local)")

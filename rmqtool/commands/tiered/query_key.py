@@ -12,8 +12,8 @@ import typer
 from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import print_notes
-from rmqtool.options import (BeginOpt, BrokerConfOpt, BrokerOpt, ClusterOpt, EndOpt, JsonOpt, MetadataOpt, QuietOpt,
-                             StoreOpt, TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
+from rmqtool.options import (TIER, TIERED_GEOMETRY, BeginOpt, EndOpt, JsonOpt, QuietOpt, StoreOptions, TieredDirOpt,
+                             store_options)
 
 
 DEFAULT_MAX = 64     # as mqadmin queryMsgByKey
@@ -40,6 +40,7 @@ FromJsonlOpt = Annotated[Optional[Path], typer.Option(
 
 
 @handles_errors
+@store_options(TIER, TIERED_GEOMETRY, after="tiered_dir")
 def query_key(
     topic: KeyTopicOpt = None,
     key: KeyOpt = None,
@@ -53,15 +54,8 @@ def query_key(
     from_jsonl: FromJsonlOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    tiered_store_path: TieredPathOpt = None,
-    metadata: MetadataOpt = None,
-    cluster_name: ClusterOpt = None,
-    broker_name: BrokerOpt = None,
+    opts: StoreOptions = StoreOptions(),
     tiered_dir: TieredDirOpt = None,
-    hash_slots: TieredSlotsOpt = None,
-    max_index: TieredItemsOpt = None,
 ) -> None:
     """Messages by key from the tier, as the broker's tiered store answers (IndexStoreService.queryAsync, then
     MessageStoreFetcherImpl.queryMessageAsync): the uploaded index files (INDEX flat file) and the local ones
@@ -78,12 +72,12 @@ def query_key(
     render.set_quiet(quiet)
     if raw and as_broker:
         raise InvalidArgumentError("give --raw or --as-broker, not both")
-    src = tier_source(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name)
+    src = opts.tier()
     if from_jsonl is not None:
         if topic is not None or key is not None:
             raise InvalidArgumentError("--from-jsonl takes the topics and keys from the file: no --topic/--key")
         b, e = times.parse_range(begin, end)
-        with open_index(src, tiered_dir, hash_slots, max_index) as ti:
+        with open_index(src, tiered_dir, opts.tiered_hash_slots, opts.tiered_max_index) as ti:
             print_notes(ti.notes)
             _answer_jsonl(ti, from_jsonl, max_num, b, e, raw)
         return
@@ -91,7 +85,7 @@ def query_key(
         raise InvalidArgumentError("give --topic and --key (or --from-jsonl FILE)")
     check_count(max_num)
     b, e = times.parse_range(begin, end)
-    with open_index(src, tiered_dir, hash_slots, max_index) as ti:
+    with open_index(src, tiered_dir, opts.tiered_hash_slots, opts.tiered_max_index) as ti:
         ans = ask(ti, topic, key, max_num, b, e, unique_key)
         print_notes(ti.notes)  # after the question: an unknown topic is one error line, nothing before it
     from rmqtool.render_tiered import render_tier_key_answer

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import TopicFilterOpt, emit_rows, opened, time_text
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt)
+from rmqtool.options import TIER, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
-def queues(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
-           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
+@store_options(TIER)
+def queues(opts: StoreOptions, topic: TopicFilterOpt = None, json_out: JsonOpt = False,
+           quiet: QuietOpt = False) -> None:
     """One line per tiered queue the broker loads: offsets, store times, segments and bytes per file type."""
     from engine.commands.tiered import queues as queue_rows
 
-    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+    with opened(opts) as st:
         rows = queue_rows(st, topic)
 
         def fmt(r, c):

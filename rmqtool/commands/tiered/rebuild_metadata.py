@@ -9,14 +9,14 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import note
-from rmqtool.options import BrokerOpt, ClusterOpt, JsonOpt, QuietOpt, TieredPathOpt
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 @handles_errors
+@store_options(("tiered_store_path", "broker_name", "cluster_name"))
 def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the rebuilt metadata (must not "
                                                        "exist).", dir_okay=False)],
-                     tiered_store_path: TieredPathOpt = None, broker_name: BrokerOpt = None,
-                     cluster_name: ClusterOpt = None,
+                     opts: StoreOptions = StoreOptions(),
                      from_file: Annotated[Optional[Path], typer.Option(
                          "--from", help="An older tieredStoreMetadata.json or its .bak: topic ids, wall-clock times, "
                          "and times of segments whose records are gone.", dir_okay=False)] = None,
@@ -24,7 +24,7 @@ def rebuild_metadata(out: Annotated[Path, typer.Option("--out", "-o", help="Wher
     """Rebuild tieredStoreMetadata.json from the segment files (the tier is only read)."""
     from engine.commands.tiered import rebuild_metadata as run_rebuild
 
-    res = run_rebuild(tiered_store_path, broker_name, out, cluster_name, from_file)
+    res = run_rebuild(opts.tiered_store_path, opts.broker_name, out, opts.cluster_name, from_file)
     for w in res.warnings:
         render.problem(f"warning: {w}")
     if json_out:

@@ -11,8 +11,7 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import NewTieredGeometryOpt
-from rmqtool.options import (MASTER_VALUES, BrokerConfOpt, BrokerOpt, ClusterOpt, CommitLogSizeOpt, JsonOpt,
-                             MetadataOpt, QuietOpt, StoreOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt)
+from rmqtool.options import MASTER_VALUES, TIER, TIERED_GEOMETRY, JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 OutOpt = Annotated[Optional[Path], typer.Option(
@@ -31,9 +30,9 @@ ReplaceOpt = Annotated[bool, typer.Option(
 
 
 @handles_errors
+@store_options(TIER, TIERED_GEOMETRY + ("commitlog_file_size",))
 def reindex(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     out: OutOpt = None,
     master: MasterOpt = "local[*]",
     spark_conf: SparkConfOpt = None,
@@ -41,13 +40,6 @@ def reindex(
     replace: ReplaceOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
-    metadata: MetadataOpt = None,
-    cluster_name: ClusterOpt = None,
-    broker_name: BrokerOpt = None,
-    hash_slots: TieredSlotsOpt = None,
-    max_index: TieredItemsOpt = None,
-    commitlog_file_size: CommitLogSizeOpt = None,
-    tiered_store_path: TieredPathOpt = None,
     new_geometry: NewTieredGeometryOpt = False,
 ) -> None:
     """Build the compacted tiered index files a tiered store would have uploaded had every queue been copied from
@@ -68,11 +60,12 @@ def reindex(
     from rmqtool.render_tiered import render_tiered_reindex
 
     render.set_quiet(quiet)
-    req = reindex_request(store=store, broker_conf=broker_conf, out=out, master=master,
+    req = reindex_request(store=opts.store, broker_conf=opts.broker_conf, out=out, master=master,
                           spark_conf=spark_conf_pairs(spark_conf), dry_run=dry_run, replace=replace,
-                          metadata=metadata, cluster_name=cluster_name, broker_name=broker_name,
-                          hash_slots=hash_slots, max_index=max_index, commitlog_file_size=commitlog_file_size,
-                          tiered_store_path=tiered_store_path, new_geometry=new_geometry)
+                          metadata=opts.metadata, cluster_name=opts.cluster_name, broker_name=opts.broker_name,
+                          hash_slots=opts.tiered_hash_slots, max_index=opts.tiered_max_index,
+                          commitlog_file_size=opts.commitlog_file_size, tiered_store_path=opts.tiered_store_path,
+                          new_geometry=new_geometry)
     run_job(lambda progress: run_reindex(req, progress),
             {"scan": "segment ranges scanned", "build": "tiered index files built"}, json_out, render_tiered_reindex,
             "tiered reindex", reindex_json)

@@ -7,20 +7,18 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import TopicFilterOpt, note, opened
-from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredPathOpt, WorkersOpt)
+from rmqtool.options import TIER, JsonOpt, QuietOpt, StoreOptions, WorkersOpt, store_options
 
 
 @handles_errors
-def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None, store: StoreOpt = None,
-           broker_conf: BrokerConfOpt = None, cluster_name: ClusterOpt = None, broker_name: BrokerOpt = None,
-           topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
+@store_options(TIER)
+def verify(opts: StoreOptions, topic: TopicFilterOpt = None, json_out: JsonOpt = False, quiet: QuietOpt = False,
            workers: WorkersOpt = None) -> None:
     """Check names, segments, metadata, records and units, and (without --topic) the tiered index: the INDEX
     segments against their metadata and local tiered index files. Exits 3 with one line per problem."""
     from engine.commands.tiered import verify as verify_tier, verify_exit_code
 
-    with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
+    with opened(opts) as st:
         rep = verify_tier(st, topic)  # the tier's warnings are its problems
         if json_out:
             render.emit_json(rep.as_dict())

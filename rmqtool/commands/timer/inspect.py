@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.views.times import local_time
 from rmqtool import render, tables
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 #: Live slots a text `timer inspect` lists (--json lists every one).
@@ -40,9 +40,9 @@ METRICS_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def inspect_cmd(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -55,7 +55,7 @@ def inspect_cmd(
     """
     from engine.commands.timer import inspect as inspect_timer
 
-    ins = inspect_timer(build_config(store, broker_conf))
+    ins = inspect_timer(opts.settle())
     if json_out:
         render.emit_json(ins.as_dict())
         return

@@ -8,7 +8,7 @@ import typer
 from engine.views.times import local_time
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 
 LIST_COLUMNS = [
@@ -26,9 +26,9 @@ LIST_COLUMNS = [
 
 
 @handles_errors
+@store_options()
 def list_cmd(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only timer messages for this (real) "
                                                  "topic.")] = None,
     due_after: Annotated[Optional[str], typer.Option("--due-after", help=f"Only messages that fire at or after this "
@@ -53,7 +53,7 @@ def list_cmd(
     now = times.now_ms()
     after = times.parse_time(due_after, "--due-after", now=now) if due_after is not None else None
     before = times.parse_time(due_before, "--due-before", now=now) if due_before is not None else None
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     with pending(cfg, topic, after, before, now_ms=now) as res:
         for n in res.notes:
             tables.note(n)

@@ -10,13 +10,13 @@ import typer
 
 from rmqtool import render, tables, times
 from rmqtool.cli import handles_errors
-from rmqtool.options import BrokerConfOpt, JsonOpt, QuietOpt, StoreOpt, WorkersOpt, build_config
+from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, WorkersOpt, store_options
 
 
 @handles_errors
+@store_options()
 def verify_cmd(
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    opts: StoreOptions,
     now: Annotated[Optional[str], typer.Option("--now", help=f"Judge the time rules (the wheel keeps 7 days) as if "
                                                f"the broker started at this time: {times.GRAMMAR} (default: now).")]
     = None,
@@ -38,7 +38,7 @@ def verify_cmd(
     from engine.commands.timer import verify as verify_timer, verify_exit_code
 
     at = times.parse_time(now, "--now") if now is not None else None
-    cfg = build_config(store, broker_conf)
+    cfg = opts.settle()
     rep = verify_timer(cfg, now=at, check_crc=not no_check_crc)
     if json_out:
         render.emit_json(rep.as_dict())
