@@ -130,8 +130,67 @@ def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Op
         problems, _notes = index_segment_findings(ti.store.layout, ti.index_segments, g.hash_slot_num)
         for _kind, rel, text in problems:
             seg_findings.setdefault(rel, []).append(text)
-    for f in ti.service.files:
-        yield _inspect_entry(ti, f, seg_findings, walk_slot, walk_key, limit, stats, verify)
+    args = (seg_findings, walk_slot, walk_key, limit, stats, verify)
+    if not (stats or verify):   # headers and walks: a few reads a file
+        for f in ti.service.files:
+            yield _inspect_entry(ti, f, *args)
+        return
+    yield from _per_file(ti, "inspect", args)
+
+
+#: By default the tiered index's checks (`tiered inspect-index --verify` and `--stats`, the index part of `tiered
+#: verify`) run a file per job on worker processes (engine.workers) when the table's files hold this many bytes;
+#: with --workers N whatever their size.
+PARALLEL_INDEX_BYTES = 256 << 20
+
+#: The tier indexes being checked on workers, by token: a worker forked from this process finds its TierIndex
+#: here as the parent had it (its metadata, table and geometry), so a job carries only the token and a file's
+#: place in the table.
+_inherited: dict = {}
+
+
+def _per_file(ti: TierIndex, what: str, args: tuple) -> Iterator:
+    """_file_job(what) for each file of the service's table, in the table's order: on worker processes when the
+    files are big enough or --workers was given (and the workers can be forked: they inherit `ti`), else here."""
+    import multiprocessing as mp
+
+    from engine import workers
+
+    files = ti.service.files
+    size = sum(_file_bytes(f) for f in files)
+    if len(files) < 2 or not workers.fan_out(size, PARALLEL_INDEX_BYTES) or "fork" not in mp.get_all_start_methods():
+        for i in range(len(files)):
+            yield _run_file(ti, what, i, args)
+        return
+    token = f"{os.getpid()}:{id(ti)}"
+    _inherited[token] = ti
+    try:
+        yield from workers.ordered_map(_file_job, [(token, what, i, args) for i in range(len(files))])
+    finally:
+        _inherited.pop(token, None)
+
+
+def _file_bytes(f: TableFile) -> int:
+    if f.segment is not None:
+        return f.segment.segment.file_len or 0
+    try:
+        return os.stat(f.local).st_size
+    except OSError:
+        return 0
+
+
+def _file_job(token: str, what: str, i: int, args: tuple):
+    """In a worker: one file's check on the TierIndex inherited from the parent."""
+    return _run_file(_inherited[token], what, i, args)
+
+
+def _run_file(ti: TierIndex, what: str, i: int, args: tuple):
+    f = ti.service.files[i]
+    if what == "inspect":
+        return _inspect_entry(ti, f, *args)
+    seg_findings, ids = args   # "verify": the structural check and the items against the records
+    rep = _inspect_entry(ti, f, seg_findings, None, None, MAX_QUERY_COUNT, False, True)
+    return rep.problems or [], _file_item_findings(ti, ids, f)
 
 
 def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
@@ -209,12 +268,19 @@ def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[
     notes = [(INDEX_SEGMENT, rel, text) for rel, text in seg_notes]
     said = {(rel, text) for _k, rel, text in seg_problems}
     misread = {rel for k, rel, _t in seg_problems if k == INDEX_GEOMETRY}   # its structure is read wrongly too
-    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):   # a segment's repeats seg_problems
+    seg_findings: dict[str, list[str]] = {}
+    for _kind, rel, text in seg_problems:
+        seg_findings.setdefault(rel, []).append(text)
+    item_problems: list[tuple[str, str]] = []
+    item_notes: list[tuple[str, str]] = []
+    checked = _per_file(ti, "verify", (seg_findings, _topic_ids(ti)))
+    for f, (structure, (ip, inotes)) in zip(ti.service.files, checked):
         rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
-        if rel not in misread:
-            problems += [(INDEX_FILE, rel, text) for text in rep.problems or [] if (rel, text) not in said]
+        if rel not in misread:   # a segment's repeats seg_problems
+            problems += [(INDEX_FILE, rel, text) for text in structure if (rel, text) not in said]
+        item_problems += ip
+        item_notes += inotes
     problems += [(INDEX_LOCAL_UNLOADABLE, str(path), text) for path, text in ti.service.problems]
-    item_problems, item_notes = item_findings(ti)
     problems += [(INDEX_ITEM, rel, text) for rel, text in item_problems]
     notes += [(INDEX_ITEM, rel, text) for rel, text in item_notes]
     notes += [(INDEX_ORPHAN, rel, text) for rel, text in orphan_index_files(layout, ti.index_segments)]
@@ -251,24 +317,38 @@ def item_findings(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str,
     a whole record's start in that queue's tiered commit log, of its size, stored in its second (timeDiff, format
     §9.6). Items whose records retention removed, or of topics/queues the broker no longer holds, are notes. The
     items are read ITEM_CHUNK at a time and the records' heads gathered from read-only mappings."""
-    ids = {m.topic_id: t for t, m in ti.store.metadata.topics.items()} if ti.store.metadata is not None else {}
+    ids = _topic_ids(ti)
     problems: list[tuple[str, str]] = []
     notes: list[tuple[str, str]] = []
     for f in ti.service.files:
-        rel = ti.store.layout.rel(f.segment.segment.path if f.segment is not None else f.local)
-        found: list[str] = []
-        counts = {"gone": 0, "unheld": 0, "checked": 0}
-        for items in _item_chunks(ti, f):
-            _check_items(ti, ids, items, f.timestamp, found, counts)
-        problems += [(rel, p) for p in found[:MAX_EXAMPLES]]
-        if len(found) > MAX_EXAMPLES:
-            problems.append((rel, f"{len(found) - MAX_EXAMPLES} more item(s) like these"))
-        if counts["gone"]:
-            notes.append((rel, f"{counts['gone']} item(s) point below their queue's tiered commit log (records "
-                               "retention removed): queries still return them and the reads fail"))
-        if counts["unheld"]:
-            notes.append((rel, f"{counts['unheld']} item(s) of topics or queues the broker holds no flat file for "
-                               "(the fetcher skips them)"))
+        p, n = _file_item_findings(ti, ids, f)
+        problems += p
+        notes += n
+    return problems, notes
+
+
+def _topic_ids(ti: TierIndex) -> dict:
+    return {m.topic_id: t for t, m in ti.store.metadata.topics.items()} if ti.store.metadata is not None else {}
+
+
+def _file_item_findings(ti: TierIndex, ids: dict, f: TableFile) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """item_findings of one file of the table."""
+    rel = ti.store.layout.rel(f.segment.segment.path if f.segment is not None else f.local)
+    problems: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
+    found: list[str] = []
+    counts = {"gone": 0, "unheld": 0, "checked": 0}
+    for items in _item_chunks(ti, f):
+        _check_items(ti, ids, items, f.timestamp, found, counts)
+    problems += [(rel, p) for p in found[:MAX_EXAMPLES]]
+    if len(found) > MAX_EXAMPLES:
+        problems.append((rel, f"{len(found) - MAX_EXAMPLES} more item(s) like these"))
+    if counts["gone"]:
+        notes.append((rel, f"{counts['gone']} item(s) point below their queue's tiered commit log (records "
+                           "retention removed): queries still return them and the reads fail"))
+    if counts["unheld"]:
+        notes.append((rel, f"{counts['unheld']} item(s) of topics or queues the broker holds no flat file for "
+                           "(the fetcher skips them)"))
     return problems, notes
 
 

@@ -13,7 +13,7 @@ from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import print_notes
 from rmqtool.options import (BrokerConfOpt, BrokerOpt, ClusterOpt, JsonOpt, MetadataOpt, QuietOpt, StoreOpt,
-                             TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, tier_source)
+                             TieredDirOpt, TieredItemsOpt, TieredPathOpt, TieredSlotsOpt, WorkersOpt, tier_source)
 
 
 FileArg = Annotated[Optional[Path], typer.Argument(help="One tiered index file, local or compacted (default: every "
@@ -48,6 +48,7 @@ def inspect_index(
     tiered_dir: TieredDirOpt = None,
     hash_slots: TieredSlotsOpt = None,
     max_index: TieredItemsOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Tiered index files as the broker's table holds them: headers; with --walk-* a slot's chain (local files)
     or item range (uploaded); --stats; --verify. Without FILE, every file of the table: the local ones
