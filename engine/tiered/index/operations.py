@@ -212,8 +212,7 @@ def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_ke
                                      force_geometry=True)
     else:
         problems = []
-        handle = IndexStoreFile.open(f.local, g.hash_slot_num if g.source != "default" else None, g.index_num,
-                                     layout="unsealed", begin_timestamp=f.timestamp)
+        handle = ti.service.local_file(f)   # as the service reads it: unsealed, or compacted (tiered reindex --out)
     with handle as h:
         header = {"file": os.path.basename(h.path), **h.header(), **extra}
         rep = FileInspection(header["file"], header, h.layout, h.index_item_count, h.begin_timestamp)
