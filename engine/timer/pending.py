@@ -29,6 +29,7 @@ import numpy as np
 
 from engine.broker.layout import StoreLayout
 from engine.broker.topics import require_topic
+from engine.progress import Progress, no_progress
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
 from engine.timer.records import (BAD_CRC, RESOLVE_CHUNK, Resolved, TimerRecord, build_delete_key,
@@ -177,21 +178,25 @@ def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
 
 def scan_pending(ts: TimerStore, check_crc: bool = False,
                  on_unit: Callable[[TimerUnit, Resolved], None] | None = None,
-                 parallel: bool = False) -> PendingScan:
+                 parallel: bool = False, progress: Progress = no_progress) -> PendingScan:
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
     of a live chain with its resolved record, newest first per slot. `parallel`: the records may be read and
     checked on worker processes (engine.workers: by --workers N, or by the timer log's size), a chunk of units
-    each, while this process walks on; they are taken in the walk's order all the same (the same answer)."""
+    each, while this process walks on; they are taken in the walk's order all the same (the same answer); with
+    more than one live slot the chains themselves are walked there, a range of slots each (walk_on_workers).
+    progress("timer chains", slots walked, live slots) as each slot's walk is done (on every worker)."""
     pool = _resolve_pool(ts) if parallel else None
     scan = _PendingScanner(ts, check_crc, on_unit, pool)
     try:
         with no_cycle_collection():  # units, records and rows: many objects, no cycles
             live = ts.live_slots()
             if pool is not None and on_unit is None and len(live) > 1:
-                scan.walk_on_workers(live)
+                scan.walk_on_workers(live, progress)
             else:
-                for s in live:
+                for k, s in enumerate(live, 1):
                     scan.out.slots.append(scan.walk_slot(s))
+                    if k % 256 == 0 or k == len(live):
+                        progress("timer chains", k, len(live))
             scan.flush()
             scan.out.cursor = ts.enqueue_cursor()
             scan.read_queued(scan.out.cursor.offset)
@@ -306,7 +311,7 @@ class _PendingScanner:
         if len(self.out.unresolved) < MAX_DETAILS:
             self.out.unresolved.append(x)
 
-    def walk_on_workers(self, live: np.ndarray) -> None:
+    def walk_on_workers(self, live: np.ndarray, progress: Progress = no_progress) -> None:
         """The live slots' chains walked on the pool's workers, a range of slots each (chains are independent of
         each other: each is walked in its own order), their findings merged in the slots' order."""
         ts = self.ts
@@ -317,6 +322,7 @@ class _PendingScanner:
             jobs = [(token, live[lo:hi], self.check_crc) for lo, hi in slot_ranges(live, self.pool.n)]
             for part in self.pool.ordered(_walk_job, jobs):
                 self.merge(part)
+                progress("timer chains", len(self.out.slots), len(live))
         finally:
             _inherited.pop(token, None)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.findings import ERROR, INFO, WARNING, Finding
+from engine.progress import Progress, no_progress
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
                                        md5_prefix)
@@ -130,7 +131,9 @@ class VerifyReport:
                 "findings": [f.as_dict() for f in self.problems + self.notes]}
 
 
-def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
+def verify(store: TieredStore, topic: str | None = None, progress: Progress = no_progress) -> VerifyReport:
+    """The flat store's check; progress("segments", done, total) as the segments' checks are done (on every
+    worker)."""
     rep = VerifyReport()
     lay = store.layout
     for cluster, dirname in list_clusters(lay.root):
@@ -158,7 +161,7 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
                               list(fq.commit_log.segments), list(fq.consume_queue.segments)))
     # The records and units of each queue (the reads and decodes: the bulk of the work) on worker processes,
     # queues in order; what the listing found comes first for each queue, as in one process.
-    for head, part in zip(heads, _queue_parts(jobs)):
+    for head, part in zip(heads, _queue_parts(jobs, progress)):
         for r in (head, part):
             rep.queues += r.queues
             rep.segments += r.segments
@@ -211,7 +214,7 @@ class _QueueJob:
         return (self.commit_log if kind == "cl" else self.consume_queue)[i].file_len or 0
 
 
-def _queue_parts(jobs: list[_QueueJob]):
+def _queue_parts(jobs: list[_QueueJob], progress: Progress = no_progress):
     """Each queue's record and unit findings (a VerifyReport each), in the jobs' order: on worker processes
     (segment by segment, so one big queue spreads over them too) when the work is big enough or --workers was
     given, else in this process (the same answers: the same per-segment checks, merged the same way)."""
@@ -222,8 +225,11 @@ def _queue_parts(jobs: list[_QueueJob]):
     tasks = [(j, t) for j in jobs for t in j.tasks()]
     size = sum(j.task_bytes(t) for j, t in tasks)
     if len(tasks) < 2 or not workers.fan_out(size, PARALLEL_VERIFY_BYTES):
+        done = 0
         for j in jobs:
             yield _check_queue(j)
+            done += len(j.tasks())
+            progress("segments", done, len(tasks))
         return
     budget = max(1, min(SEGMENT_JOB_BYTES, size // (4 * workers.count())))
     batches: list[tuple[list]] = []
@@ -237,7 +243,11 @@ def _queue_parts(jobs: list[_QueueJob]):
         cur.append((j, t))
         held += b
     batches.append((cur,))
-    parts = chain.from_iterable(workers.ordered_map(_check_segments, batches))
+    ends = [0]
+    for (batch,) in batches:
+        ends.append(ends[-1] + len(batch))
+    parts = chain.from_iterable(workers.ordered_map(_check_segments, batches,
+                                                    lambda k: progress("segments", ends[k], len(tasks))))
     for j in jobs:
         fq = j.queue()
         try:

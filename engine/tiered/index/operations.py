@@ -10,6 +10,7 @@ from typing import Iterable, Iterator, Optional
 
 from engine.errors import InvalidArgumentError
 from engine.findings import ERROR, Finding
+from engine.progress import Progress, no_progress
 from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
 from engine.tiered.index.flatfile import (INDEX_GEOMETRY, INDEX_SEGMENT, index_segment_findings,
@@ -149,7 +150,7 @@ PARALLEL_INDEX_BYTES = 256 << 20
 _inherited: dict = {}
 
 
-def _per_file(ti: TierIndex, what: str, args: tuple) -> Iterator:
+def _per_file(ti: TierIndex, what: str, args: tuple, progress: Progress = no_progress) -> Iterator:
     """_file_job(what) for each file of the service's table, in the table's order: on worker processes when the
     files are big enough or --workers was given (and the workers can be forked: they inherit `ti`), else here."""
     import multiprocessing as mp
@@ -161,11 +162,13 @@ def _per_file(ti: TierIndex, what: str, args: tuple) -> Iterator:
     if len(files) < 2 or not workers.fan_out(size, PARALLEL_INDEX_BYTES) or "fork" not in mp.get_all_start_methods():
         for i in range(len(files)):
             yield _run_file(ti, what, i, args)
+            progress("index files", i + 1, len(files))
         return
     token = f"{os.getpid()}:{id(ti)}"
     _inherited[token] = ti
     try:
-        yield from workers.ordered_map(_file_job, [(token, what, i, args) for i in range(len(files))])
+        yield from workers.ordered_map(_file_job, [(token, what, i, args) for i in range(len(files))],
+                                       lambda k: progress("index files", k, len(files)))
     finally:
         _inherited.pop(token, None)
 
@@ -257,7 +260,8 @@ NOTE_WILL = {
 }
 
 
-def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+def verify_index(ti: TierIndex, progress: Progress = no_progress) -> tuple[list[tuple[str, str, str]],
+                                                                         list[tuple[str, str, str]]]:
     """(problems, notes), each (kind, file, text), of the tier's index: the INDEX flat file against its metadata and
     the configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
     directory the metadata does not list, local files that are no index file of the configured geometry."""
@@ -272,7 +276,7 @@ def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[
         seg_findings.setdefault(rel, []).append(text)
     item_problems: list[tuple[str, str]] = []
     item_notes: list[tuple[str, str]] = []
-    checked = _per_file(ti, "verify", (seg_findings, _topic_ids(ti)))
+    checked = _per_file(ti, "verify", (seg_findings, _topic_ids(ti)), progress)
     for f, (structure, (ip, inotes)) in zip(ti.service.files, checked):
         rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
         if rel not in misread:   # a segment's repeats seg_problems
@@ -286,16 +290,17 @@ def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[
     return problems, notes
 
 
-def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
+def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None,
+                progress: Progress = no_progress):
     """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
     tiered index's (verify_index) in the same report; every finding carries its kind."""
     from engine.tiered.flat.verify import note, problem, verify
 
-    rep = verify(store, topic)
+    rep = verify(store, topic, progress)
     if topic is None:
         ti = tier_index_of(store, local_dir)
         try:
-            problems, notes = verify_index(ti)
+            problems, notes = verify_index(ti, progress)
         finally:
             ti.service.close()
         rep.problems += [problem(f, None, t, k, BROKER_WILL) for k, f, t in problems]

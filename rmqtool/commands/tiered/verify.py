@@ -21,7 +21,8 @@ def verify(tiered_store_path: TieredPathOpt = None, metadata: MetadataOpt = None
     from engine.commands.tiered import verify as verify_tier, verify_exit_code
 
     with opened(tiered_store_path, metadata, store, broker_conf, cluster_name, broker_name) as st:
-        rep = verify_tier(st, topic)  # the tier's warnings are its problems
+        with render.phase_progress("tiered verify") as progress:   # every worker's segments and files counted
+            rep = verify_tier(st, topic, progress)  # the tier's warnings are its problems
         if json_out:
             render.emit_json(rep.as_dict())
         else:

@@ -189,3 +189,30 @@ def test_a_small_index_stays_in_one_process_by_default(jobs):
     r = cli("tiered", "inspect-index", *_tier_args(F3), "--verify", "--json")
     assert r.exit_code == 0 and [json.loads(line)["verify"]["ok"] for line in r.stdout.splitlines()] == [True] * 4
     assert jobs == []
+
+
+# ---------------------------------------------------------------- progress counts every worker's work
+
+
+@pytest.fixture
+def two_workers():
+    from engine import workers
+
+    workers.use(2)
+    yield
+    workers.use(None)
+
+
+def test_progress_counts_every_segment_and_file_done_on_the_workers(two_workers, jobs):
+    from engine.tiered.flat.store import TierSource, open_tier
+    from engine.tiered.index.operations import verify_tier
+
+    seen: list[tuple[str, int, int]] = []
+    with open_tier(TierSource(F3 / "tiered", store=F3 / "broker-a")) as st:
+        rep = verify_tier(st, None, progress=lambda phase, done, total: seen.append((phase, done, total)))
+    assert rep.ok and rep.records == 2400
+    for phase, total in (("segments", 12), ("index files", 4)):   # 6 queues of one COMMIT_LOG + one CQ segment
+        calls = [(d, t) for p, d, t in seen if p == phase]
+        assert calls and calls[-1] == (total, total)
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert {"_check_segments", "_file_job"} <= {name for name, _ in jobs}

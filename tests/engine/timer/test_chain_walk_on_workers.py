@@ -142,3 +142,23 @@ def test_slot_ranges_cover_every_slot_in_order():
         assert ranges[0][0] == 0 and ranges[-1][1] == len(live)
         assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:]))
         assert (4, 5) in ranges   # the huge slot is a job of its own
+
+
+def test_progress_counts_every_slot_walked_on_the_workers(timer_store, jobs):
+    from engine import workers
+    from engine.broker.config.brokerconf import load_config
+    from engine.timer.pending import scan_pending
+    from engine.timer.store import TimerStore
+
+    seen: list[tuple[str, int, int]] = []
+    workers.use(2)
+    try:
+        with TimerStore(load_config(timer_store.conf)) as ts:
+            res = scan_pending(ts, check_crc=True, parallel=True,
+                               progress=lambda phase, done, total: seen.append((phase, done, total)))
+    finally:
+        workers.use(None)
+    assert _walked(jobs)
+    assert {p for p, _, _ in seen} == {"timer chains"}
+    assert seen[-1][1:] == (len(res.slots), len(res.slots)) and len(seen) > 1
+    assert [d for _, d, _ in seen] == sorted(d for _, d, _ in seen)
