@@ -43,19 +43,32 @@ def inspect_files(paths: Iterable[Path], *, hash_slot_num: Optional[int] = None,
                   walk_slot: Optional[int] = None, walk_key: Optional[str] = None, limit: int = MAX_QUERY_COUNT,
                   stats: bool = False, verify: bool = False) -> Iterator[FileInspection]:
     """One FileInspection per file, in order, each as soon as its file is done (files are opened read-only, one
-    at a time); geometry: the given values, else inferred per file."""
-    for p in paths:
-        p = Path(p)
-        with open_tiered(p, hash_slot_num, index_num) as f:
-            rep = FileInspection(p.name, {"file": p.name, **f.header()}, f.layout, f.index_item_count,
-                                 f.begin_timestamp)
-            if walk_slot is not None or walk_key is not None:
-                rep.walk = walk(f, walk_slot, walk_key, limit)
-            if stats:
-                rep.stats = f.stats()
-            if verify:
-                rep.problems = f.verify()
-        yield rep
+    at a time); geometry: the given values, else inferred per file. --stats and --verify of several files run a
+    file per job on worker processes when they are big enough or --workers was given (the same answers, in
+    order; a file that cannot be read fails the command where it comes, as here)."""
+    from engine import workers
+
+    jobs = [(Path(p), hash_slot_num, index_num, walk_slot, walk_key, limit, stats, verify) for p in paths]
+    size = sum(p.stat().st_size if p.is_file() else 0 for p, *_ in jobs)
+    if (stats or verify) and len(jobs) > 1 and workers.fan_out(size, PARALLEL_INDEX_BYTES):
+        yield from workers.ordered_map(_inspect_path, jobs)
+        return
+    for job in jobs:
+        yield _inspect_path(*job)
+
+
+def _inspect_path(p: Path, hash_slot_num, index_num, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
+    """inspect_files of one file (in a worker, or here)."""
+    with open_tiered(p, hash_slot_num, index_num) as f:
+        rep = FileInspection(p.name, {"file": p.name, **f.header()}, f.layout, f.index_item_count,
+                             f.begin_timestamp)
+        if walk_slot is not None or walk_key is not None:
+            rep.walk = walk(f, walk_slot, walk_key, limit)
+        if stats:
+            rep.stats = f.stats()
+        if verify:
+            rep.problems = f.verify()
+    return rep
 
 
 def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = False,

@@ -216,3 +216,31 @@ def test_progress_counts_every_segment_and_file_done_on_the_workers(two_workers,
         assert calls and calls[-1] == (total, total)
         assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert {"_check_segments", "_file_job"} <= {name for name, _ in jobs}
+
+
+def _local_dir(tmp_path):
+    """f3's uploaded index files as local files of a --tiered-dir (numeric names)."""
+    d = tmp_path / "local"
+    d.mkdir()
+    idx = _segments(next((F3 / "tiered").glob("*/broker-a/rmq_sys_INDEX/0/INDEX")))
+    for k, p in enumerate(idx):
+        shutil.copy(p, d / str(1_700_000_000_000 + k * 1000))
+    return d, sorted(d.iterdir())
+
+
+def test_local_files_checked_a_file_per_worker_with_the_same_answer(tmp_path, jobs):
+    d, files = _local_dir(tmp_path)
+    _flip(files[2], ITEMS_AT + 28 * 4 + 3)     # an item's hash: it lands in another slot
+    docs = _same(_runs("tiered", "inspect-index", "--tiered-dir", str(d), "--verify", "--stats", "--json"), 3)
+    assert [d["verify"]["ok"] for d in docs if "verify" in d] == [True, True, False, True]
+    assert sum(1 for name, _ in jobs if name == "_inspect_path") == 4 * 2
+
+
+def test_an_unreadable_local_file_fails_the_same_on_every_worker_count(tmp_path):
+    d, files = _local_dir(tmp_path)
+    files[1].write_bytes(b"\x01" * 1000)         # not a tiered index file
+    runs = _runs("tiered", "inspect-index", "--tiered-dir", str(d), "--verify", "--json")
+    for r in runs:
+        assert_one_line_error(r, 2)
+    assert [r.stdout for r in runs[1:]] == [runs[0].stdout] * 2
+    assert [json.loads(line)["verify"]["file"] for line in runs[0].stdout.splitlines()] == [files[0].name]
