@@ -197,11 +197,11 @@ _rmqtool() {
             _rmqtool_words "--topic -t --queue-id -q --queue-offset -i --count -n --raw --as-consumer --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --json --quiet -Q --help" ;;
         "tiered inspect-index")
             case "$prev" in
-                --walk-slot|--walk-key|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
+                --walk-slot|--walk-key|--count|-n|--cluster-name|--broker-name|--hash-slots|--max-index|--workers) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;
                 --tiered-store-path|-T|--store|-s|--tiered-dir) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;
                 --metadata|--broker-conf|-c) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
             esac
-            _rmqtool_words "--walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --tiered-dir --hash-slots --max-index --help" ;;
+            _rmqtool_words "--walk-slot --walk-key --count -n --stats --verify --json --quiet -Q --tiered-store-path -T --metadata --store -s --broker-conf -c --cluster-name --broker-name --tiered-dir --hash-slots --max-index --workers --help" ;;
         "tiered offset-by-time")
             case "$prev" in
                 --topic|-t|--queue-id|-q|--timestamp|--cluster-name|--broker-name) COMPREPLY=(); compopt +o default 2>/dev/null; return ;;

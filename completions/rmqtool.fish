@@ -500,6 +500,7 @@ complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l broker-name -x -d 
 complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l tiered-dir -r -F -d 'The brokers local tiered index files (default: <store>/tiered_index_file); also a directory `tiered reindex --out` wrote (compacted files, read as uploaded ones).'
 complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l hash-slots -x -d 'tieredStoreIndexFileMaxHashSlotNum (default: broker.confs, 5000000 when it leaves it out; without broker.conf, read from the files).'
 complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l max-index -x -d 'tieredStoreIndexFileMaxIndexNum (default: broker.confs, 20000000 when it leaves it out; without broker.conf, read from the files).'
+complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l workers -x -d 'Worker processes for the per-segment work (default: the CPUs this process may use; 1: none, all in this process). The answer is the same whatever N.'
 complete -c rmqtool -n '__rmqtool_at tiered inspect-index' -l help -d 'Show this message and exit.'
 complete -c rmqtool -n '__rmqtool_at tiered offset-by-time' -l topic -x -d 'Topic.'
 complete -c rmqtool -n '__rmqtool_at tiered offset-by-time' -s t -x -d 'Topic.'

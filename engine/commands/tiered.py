@@ -74,12 +74,12 @@ def get_exit_code(res, undecoded: list) -> int:
     return PARTIAL if res.problem or undecoded else OK
 
 
-def verify(st, topic: Optional[str] = None):
+def verify(st, topic: Optional[str] = None, progress: Optional[Callable] = None):
     """rmqtool tiered verify: engine.tiered.index.operations.verify_tier's report (the tier's warnings become
     its problems: they are taken off the tier's own list)."""
     from engine.tiered.index.operations import verify_tier
 
-    rep = verify_tier(st, topic)
+    rep = verify_tier(st, topic, **({"progress": progress} if progress is not None else {}))
     st.warnings.clear()   # verify reports them as problems
     return rep
 

@@ -31,11 +31,11 @@ def pending_exit_code(res) -> int:
     return DAMAGED if res.unresolved_total or res.problems else OK
 
 
-def verify(cfg: BrokerConfig, now: Optional[int] = None, check_crc: bool = True):
-    """rmqtool timer verify: engine.timer.TimerReport (findings worst first)."""
+def verify(cfg: BrokerConfig, now: Optional[int] = None, check_crc: bool = True, progress=None):
+    """rmqtool timer verify: engine.timer.TimerReport (findings worst first); progress(phase, done, total)."""
     from engine.timer import verify_timer
 
-    return verify_timer(cfg, now=now, check_crc=check_crc)
+    return verify_timer(cfg, now=now, check_crc=check_crc, **({"progress": progress} if progress else {}))
 
 
 def verify_exit_code(rep) -> int:

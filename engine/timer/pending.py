@@ -20,6 +20,7 @@ order they were walked.
 """
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -28,6 +29,7 @@ import numpy as np
 
 from engine.broker.layout import StoreLayout
 from engine.broker.topics import require_topic
+from engine.progress import Progress, no_progress
 from engine.timer.chain import ChainWalk, walk_chain
 from engine.timer.codec import Slot, TimerUnit, is_delete, is_roll
 from engine.timer.records import (BAD_CRC, RESOLVE_CHUNK, Resolved, TimerRecord, build_delete_key,
@@ -151,6 +153,11 @@ class _Rows:
         self.parts.append(np.array(self.waiting, PENDING_ROW))
         self.waiting = []
 
+    def extend(self, rows: np.ndarray) -> None:
+        """Rows made elsewhere (a worker's), after those added so far."""
+        self._block()
+        self.parts.append(rows)
+
     def array(self) -> np.ndarray:
         self._block()
         return np.concatenate(self.parts)
@@ -171,17 +178,25 @@ def _mismatch(u: TimerUnit, r: TimerRecord) -> str:
 
 def scan_pending(ts: TimerStore, check_crc: bool = False,
                  on_unit: Callable[[TimerUnit, Resolved], None] | None = None,
-                 parallel: bool = False) -> PendingScan:
+                 parallel: bool = False, progress: Progress = no_progress) -> PendingScan:
     """Walk the live chains and the units still to enqueue (see the module docstring). `on_unit` sees every unit
     of a live chain with its resolved record, newest first per slot. `parallel`: the records may be read and
     checked on worker processes (engine.workers: by --workers N, or by the timer log's size), a chunk of units
-    each, while this process walks on; they are taken in the walk's order all the same (the same answer)."""
+    each, while this process walks on; they are taken in the walk's order all the same (the same answer); with
+    more than one live slot the chains themselves are walked there, a range of slots each (walk_on_workers).
+    progress("timer chains", slots walked, live slots) as each slot's walk is done (on every worker)."""
     pool = _resolve_pool(ts) if parallel else None
     scan = _PendingScanner(ts, check_crc, on_unit, pool)
     try:
         with no_cycle_collection():  # units, records and rows: many objects, no cycles
-            for s in ts.live_slots():
-                scan.out.slots.append(scan.walk_slot(s))
+            live = ts.live_slots()
+            if pool is not None and on_unit is None and len(live) > 1:
+                scan.walk_on_workers(live, progress)
+            else:
+                for k, s in enumerate(live, 1):
+                    scan.out.slots.append(scan.walk_slot(s))
+                    if k % 256 == 0 or k == len(live):
+                        progress("timer chains", k, len(live))
             scan.flush()
             scan.out.cursor = ts.enqueue_cursor()
             scan.read_queued(scan.out.cursor.offset)
@@ -204,6 +219,56 @@ def _resolve_pool(ts: TimerStore):
     if ts.commitlog is None or not workers.fan_out(ts.end.end, PARALLEL_RESOLVE_BYTES):
         return None
     return workers.WorkerPool(workers.count())
+
+
+#: A job of the chain walk on the workers takes consecutive live slots holding about this many units at most (by
+#: the slots' counts; a slot of more is a job of its own): its answer (a 57-byte row per pending message, a summary
+#: per slot, the problems) and its chunk of RESOLVE_CHUNK records stay within WORKER_MEMORY.
+WALK_JOB_UNITS = 1 << 16
+
+#: The timer stores being scanned on workers, by token: a worker forked from this process finds its TimerStore
+#: here as the parent had it (the recovered wheel, the log's valid end, the commit log's end, mapped read-only).
+_inherited: dict = {}
+
+
+def slot_ranges(live: np.ndarray, workers: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of the live slots (in their order), each about the same number of units (the slots' own
+    counts, at least 1 each): about 4 per worker, at most WALK_JOB_UNITS units each (a bigger slot alone)."""
+    weight = np.clip(live["num"].astype(np.int64), 1, WALK_JOB_UNITS)
+    target = max(1, min(WALK_JOB_UNITS, int(weight.sum()) // (4 * workers)))
+    out, lo, held = [], 0, 0
+    for i, w in enumerate(weight.tolist()):
+        if i > lo and held + w > target:
+            out.append((lo, i))
+            lo, held = i, 0
+        held += w
+    out.append((lo, len(live)))
+    return out
+
+
+@dataclass
+class _WalkPart:
+    """What a worker's walk of a range of live slots found, to be merged in the walk's order."""
+    slots: list
+    rows: np.ndarray
+    topics: list
+    markers: list
+    unresolved: list
+    unresolved_total: int
+    crc_damaged: list
+    units_walked: int
+
+
+def _walk_job(token: str, slots: np.ndarray, check_crc: bool) -> _WalkPart:
+    """In a worker: the chains of these live slots walked and their records read, as this process would."""
+    scan = _PendingScanner(_inherited[token], check_crc, None)
+    with no_cycle_collection():
+        for s in slots:
+            scan.out.slots.append(scan.walk_slot(s))
+        scan.flush()
+    out = scan.out
+    return _WalkPart(out.slots, scan.rows.array(), out.topics, out.markers, out.unresolved, out.unresolved_total,
+                     out.crc_damaged, out.units_walked)
 
 
 #: In a worker: the commit log it opened for its chunks (one per worker process, closed when the process ends).
@@ -245,6 +310,36 @@ class _PendingScanner:
         self.out.unresolved_total += 1
         if len(self.out.unresolved) < MAX_DETAILS:
             self.out.unresolved.append(x)
+
+    def walk_on_workers(self, live: np.ndarray, progress: Progress = no_progress) -> None:
+        """The live slots' chains walked on the pool's workers, a range of slots each (chains are independent of
+        each other: each is walked in its own order), their findings merged in the slots' order."""
+        ts = self.ts
+        _ = ts.end, ts.commitlog_end   # known before the workers are forked: they inherit them
+        token = f"{os.getpid()}:{id(ts)}"
+        _inherited[token] = ts
+        try:
+            jobs = [(token, live[lo:hi], self.check_crc) for lo, hi in slot_ranges(live, self.pool.n)]
+            for part in self.pool.ordered(_walk_job, jobs):
+                self.merge(part)
+                progress("timer chains", len(self.out.slots), len(live))
+        finally:
+            _inherited.pop(token, None)
+
+    def merge(self, part: _WalkPart) -> None:
+        """A range's findings after those of the slots before it: its topics numbered as they first appear."""
+        out = self.out
+        out.slots += part.slots
+        out.units_walked += part.units_walked
+        rows = part.rows
+        if len(rows):
+            ids = np.array([self.topic_id(t) for t in part.topics], np.int32)
+            rows["topic"] = ids[rows["topic"]]
+        self.rows.extend(rows)
+        out.markers += part.markers
+        out.unresolved_total += part.unresolved_total
+        out.unresolved += part.unresolved[:max(0, MAX_DETAILS - len(out.unresolved))]
+        out.crc_damaged += part.crc_damaged[:max(0, MAX_DETAILS - len(out.crc_damaged))]
 
     def walk_slot(self, s) -> SlotWalk:
         """One live slot's chain, every unit on it visited (rule 1), and the slot as the wheel file holds it."""

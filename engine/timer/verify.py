@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.commitlog.segments import GAP, MISALIGNED, MISNAMED, NOT_A_FILE, SYMLINK, WRONG_SIZE
 from engine.findings import ERROR, INFO, RANK, WARNING, Finding as TimerFinding
+from engine.progress import Progress, no_progress
 from engine.timer.chain import BROKEN, CYCLE, DELETED, NOT_A_UNIT, PAST_END
 from engine.timer.codec import CHECKPOINT_FILE_SIZE, UNIT_SIZE
 from engine.timer.layout import (SLOT_SIZE, SLOTS_TOTAL, TIMER_BLANK_SLOTS, TIMER_QUEUE_ID, TIMER_TOPIC,
@@ -83,18 +84,18 @@ class _Findings:
 
 
 def verify_timer(cfg: BrokerConfig, now: int | None = None, check_crc: bool = True,
-                 result: PendingScan | None = None) -> TimerReport:
+                 result: PendingScan | None = None, progress: Progress = no_progress) -> TimerReport:
     """Every problem of the store's timer store (see the module docstring). `now`: the time the broker would
     start at (epoch ms; default: the current time), for the rules that depend on it. `result`: the pending scan
     of these files when the caller has one made with the same check_crc (a recovery plan's: doctor walks the
-    chains once)."""
+    chains once). progress: scan_pending's."""
     now = int(time.time() * 1000) if now is None else now
     with TimerStore(cfg) as ts:
-        return check_timer_store(ts, now, check_crc, result)
+        return check_timer_store(ts, now, check_crc, result, progress)
 
 
 def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,
-                      result: PendingScan | None = None) -> TimerReport:
+                      result: PendingScan | None = None, progress: Progress = no_progress) -> TimerReport:
     """verify_timer on an open TimerStore (the pending list may be passed in when the caller has it)."""
     out = _Findings()
     rep = TimerReport(str(ts.cfg.root))
@@ -102,7 +103,8 @@ def check_timer_store(ts: TimerStore, now: int, check_crc: bool = True,
     _log(ts, out)
     _checkpoint(ts, out)
     _metrics(ts, out)
-    res = result if result is not None else scan_pending(ts, check_crc=check_crc, parallel=True)
+    res = result if result is not None else scan_pending(ts, check_crc=check_crc, parallel=True,
+                                                         progress=progress)
     _chains(ts, res, out)
     _records(ts, res, out)
     _read_time(ts, res, now, out)

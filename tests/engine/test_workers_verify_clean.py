@@ -62,7 +62,7 @@ def test_tiered_verify_same_json_on_the_golden_tier(jobs):
     assert one.exit_code == two.exit_code == 0
     assert _json(one) == _json(two)
     assert (_json(two)["queues"], _json(two)["records"], _json(two)["units"]) == (4, 160, 160)
-    assert "_check_queues" in jobs  # the queues' records and units were checked on workers
+    assert "_check_segments" in jobs  # the queues' records and units were checked on workers
 
 
 def test_tiered_verify_same_findings_on_a_damaged_tier(tmp_path, jobs):
@@ -76,7 +76,7 @@ def test_tiered_verify_same_findings_on_a_damaged_tier(tmp_path, jobs):
     a, b = _json(one), _json(two)
     assert a == b and a["problemCount"] >= 2
     assert {"tiered-record-damaged", "tiered-cq-unit"} <= {f["kind"] for f in a["findings"]}
-    assert "_check_queues" in jobs
+    assert "_check_segments" in jobs
 
 
 def test_timer_verify_same_json(t1, jobs):
@@ -84,7 +84,7 @@ def test_timer_verify_same_json(t1, jobs):
     one, two = _both("timer", "verify", "-c", str(conf), "--now", NOW, "--json")
     assert one.exit_code == two.exit_code == 0
     assert _json(one) == _json(two) and _json(one)["checked"]["pendingMessages"] > 50
-    assert "_resolve_job" in jobs
+    assert "_walk_job" in jobs  # the chains walked and their records read on workers
 
 
 def test_timer_verify_same_json_with_a_damaged_record(t1, jobs):
@@ -107,7 +107,7 @@ def test_clean_dry_run_same_plan_on_the_timer_store(t1, jobs):
     assert one.exit_code == two.exit_code == 0
     a, b = _json(one), _json(two)
     assert a == b and a["timer"]["pendingTimerMessages"] > 50
-    assert {"_survey_queues", "_resolve_job"} <= set(jobs)
+    assert {"_survey_queues", "_walk_job"} <= set(jobs)
     assert snapshot(store) == before
 
 

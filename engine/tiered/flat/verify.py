@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.findings import ERROR, INFO, WARNING, Finding
+from engine.progress import Progress, no_progress
 from engine.tiered.flat.config import CQ_UNIT_SIZE
 from engine.tiered.flat.layout import (COMMIT_LOG, CONSUME_QUEUE, FILE_TYPE_NAMES, cluster_dir_name, list_clusters,
                                        md5_prefix)
@@ -130,7 +131,9 @@ class VerifyReport:
                 "findings": [f.as_dict() for f in self.problems + self.notes]}
 
 
-def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
+def verify(store: TieredStore, topic: str | None = None, progress: Progress = no_progress) -> VerifyReport:
+    """The flat store's check; progress("segments", done, total) as the segments' checks are done (on every
+    worker)."""
     rep = VerifyReport()
     lay = store.layout
     for cluster, dirname in list_clusters(lay.root):
@@ -158,7 +161,7 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
                               list(fq.commit_log.segments), list(fq.consume_queue.segments)))
     # The records and units of each queue (the reads and decodes: the bulk of the work) on worker processes,
     # queues in order; what the listing found comes first for each queue, as in one process.
-    for head, part in zip(heads, _queue_parts(jobs)):
+    for head, part in zip(heads, _queue_parts(jobs, progress)):
         for r in (head, part):
             rep.queues += r.queues
             rep.segments += r.segments
@@ -169,11 +172,15 @@ def verify(store: TieredStore, topic: str | None = None) -> VerifyReport:
     return rep
 
 
-#: By default `tiered verify` runs the queues' record and unit checks on worker processes (engine.workers, a batch
-#: of queues each) when their files hold this many bytes; with --workers N whatever their size.
+#: By default `tiered verify` runs the queues' record and unit checks on worker processes (engine.workers) when
+#: their files hold this many bytes; with --workers N whatever their size.
 PARALLEL_VERIFY_BYTES = 256 << 20
-#: Queues checked per worker job at most (a job's answer is its queues' findings: small).
-QUEUES_PER_JOB = 16
+#: The unit of work on the workers is one segment file of a queue (a COMMIT_LOG segment decoded and checked, or a
+#: CONSUME_QUEUE segment's units looked up in their COMMIT_LOG): a job takes consecutive segments, of one queue or
+#: of several, up to this many bytes of files (a bigger segment is a job of its own) ...
+SEGMENT_JOB_BYTES = 64 << 20
+#: ... and at most this many segments (a job's answer is their findings and a few numbers: small).
+SEGMENTS_PER_JOB = 64
 
 
 @dataclass
@@ -189,44 +196,110 @@ class _QueueJob:
     commit_log: list
     consume_queue: list
 
+    def queue(self) -> FlatQueue:
+        from engine.tiered.flat.segments import FlatAppendFile
 
-def _queue_parts(jobs: list[_QueueJob]):
+        return FlatQueue(self.topic, self.queue_id, FlatAppendFile(COMMIT_LOG, self.commit_log),
+                         FlatAppendFile(CONSUME_QUEUE, self.consume_queue), self.config, self.topic_id,
+                         self.reserve_time, self.loaded)
+
+    def tasks(self) -> list[tuple[str, int]]:
+        """The queue's segment checks, in the order one process makes them: ("cl", i) per COMMIT_LOG segment,
+        ("cq", i) per CONSUME_QUEUE segment that has a file."""
+        return [("cl", i) for i in range(len(self.commit_log))] + [
+            ("cq", i) for i, s in enumerate(self.consume_queue) if s.file_len]
+
+    def task_bytes(self, task: tuple[str, int]) -> int:
+        kind, i = task
+        return (self.commit_log if kind == "cl" else self.consume_queue)[i].file_len or 0
+
+
+def _queue_parts(jobs: list[_QueueJob], progress: Progress = no_progress):
     """Each queue's record and unit findings (a VerifyReport each), in the jobs' order: on worker processes
-    when the work is big enough or --workers was given, else in this process (the same answers)."""
+    (segment by segment, so one big queue spreads over them too) when the work is big enough or --workers was
+    given, else in this process (the same answers: the same per-segment checks, merged the same way)."""
+    from itertools import chain
+
     from engine import workers
 
-    size = sum(s.file_len or 0 for j in jobs for s in j.commit_log + j.consume_queue)
-    if len(jobs) < 2 or not workers.fan_out(size, PARALLEL_VERIFY_BYTES):
+    tasks = [(j, t) for j in jobs for t in j.tasks()]
+    size = sum(j.task_bytes(t) for j, t in tasks)
+    if len(tasks) < 2 or not workers.fan_out(size, PARALLEL_VERIFY_BYTES):
+        done = 0
         for j in jobs:
             yield _check_queue(j)
+            done += len(j.tasks())
+            progress("segments", done, len(tasks))
         return
-    per = max(1, min(QUEUES_PER_JOB, -(-len(jobs) // (4 * workers.count()))))
-    batches = [(jobs[i:i + per],) for i in range(0, len(jobs), per)]
-    for parts in workers.ordered_map(_check_queues, batches):
-        yield from parts
+    budget = max(1, min(SEGMENT_JOB_BYTES, size // (4 * workers.count())))
+    batches: list[tuple[list]] = []
+    cur: list = []
+    held = 0
+    for j, t in tasks:
+        b = j.task_bytes(t)
+        if cur and (held + b > budget or len(cur) >= SEGMENTS_PER_JOB):
+            batches.append((cur,))
+            cur, held = [], 0
+        cur.append((j, t))
+        held += b
+    batches.append((cur,))
+    ends = [0]
+    for (batch,) in batches:
+        ends.append(ends[-1] + len(batch))
+    parts = chain.from_iterable(workers.ordered_map(_check_segments, batches,
+                                                    lambda k: progress("segments", ends[k], len(tasks))))
+    for j in jobs:
+        fq = j.queue()
+        try:
+            where = _Where(j.layout)
+            rep = VerifyReport()
+            cl = [next(parts) for _ in j.commit_log]
+            _merge_commit_log(where, fq, cl, rep)
+            _merge_consume_queue(where, fq, [next(parts) for _ in j.tasks()[len(cl):]], rep)
+        finally:
+            fq.close()
+        yield rep
 
 
-def _check_queues(jobs: list[_QueueJob]) -> list[VerifyReport]:
-    """In a worker: _check_queue of each."""
-    return [_check_queue(j) for j in jobs]
+def _check_segments(tasks: list) -> list:
+    """In a worker: the segment checks of one job (_QueueJob, task) in order; a queue's COMMIT_LOG index (for
+    its units' lookups) is kept from one of its CONSUME_QUEUE segments to the next within the job."""
+    out = []
+    index_of: dict[int, tuple] = {}
+    for j, (kind, i) in tasks:
+        where = _Where(j.layout)
+        if kind == "cl":
+            out.append(_commit_log_segment(where, j.commit_log, i, j.queue_id))
+            continue
+        if id(j) not in index_of:
+            index_of.clear()
+            fq = j.queue()
+            try:
+                index_of[id(j)] = (_stream_index(fq), fq.commit_log.min_offset)
+            finally:
+                fq.close()
+        index, cl_min = index_of[id(j)]
+        out.append(_consume_queue_segment(where, j.consume_queue[i], index, cl_min))
+    return out
 
 
 def _check_queue(j: _QueueJob) -> VerifyReport:
     """One queue's records and units (_commit_log, _consume_queue) on the segments listed for it."""
-    from types import SimpleNamespace
-
-    from engine.tiered.flat.segments import FlatAppendFile
-
-    fq = FlatQueue(j.topic, j.queue_id, FlatAppendFile(COMMIT_LOG, j.commit_log),
-                   FlatAppendFile(CONSUME_QUEUE, j.consume_queue), j.config, j.topic_id, j.reserve_time, j.loaded)
+    fq = j.queue()
     part = VerifyReport()
     try:
-        where = SimpleNamespace(layout=j.layout)
+        where = _Where(j.layout)
         _commit_log(where, fq, part)
         _consume_queue(where, fq, part)
     finally:
         fq.close()
     return part
+
+
+@dataclass
+class _Where:
+    """What the checks need of the store to name files (its layout), picklable."""
+    layout: object
 
 
 def _rel(store: TieredStore, p) -> str:
@@ -271,48 +344,85 @@ def _listing(store: TieredStore, f, rep: VerifyReport) -> None:
 
 def _commit_log(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
     """Every record decodes where it lies, with PHYSICALOFFSET = its stream offset and QUEUEOFFSETs in sequence."""
-    prev_qo = None
     segs = fq.commit_log.segments
-    for i, s in enumerate(segs):
-        if not s.file_len:
-            if s.size == 0 and i == len(segs) - 1 and i > 0:
-                rep.notes.append(note(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
-                                         "a time roll left it, or a record larger than tieredStoreCommitLogMaxSize "
-                                         "stalls the queue here (flat-store §5)", QUEUE_STALLED))
-            _times(store, s, np.empty(0, np.int64), rep)
-            continue
-        rel = _rel(store, s.path)
-        recs = scan_commitlog_file(s.path, s.base, min(s.size, s.file_len))
-        rep.records += len(recs)
-        if recs.data_end != min(s.size, s.file_len):
-            rep.problems.append(problem(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
-                                        f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)",
-                                        RECORD_DAMAGED))
-        bad = np.flatnonzero(recs.phy != s.base + recs.pos)
+    _merge_commit_log(store, fq, [_commit_log_segment(store, segs, i, fq.queue_id) for i in range(len(segs))], rep)
+
+
+@dataclass
+class _LogPart:
+    """One COMMIT_LOG segment's checks: what it found but the QUEUEOFFSET sequence's break (which depends on the
+    segment before), and what that check needs."""
+    records: int = 0
+    before: list = field(default_factory=list)    # problems found before the sequence check (record checks)
+    after: list = field(default_factory=list)     # problems found after it (the segment's times)
+    notes: list = field(default_factory=list)
+    first: tuple | None = None                    # (position, QUEUEOFFSET) of the segment's first record
+    last_qo: int | None = None
+    inner: tuple | None = None                    # (position, QUEUEOFFSET, expected) of its first break after k=0
+
+
+def _commit_log_segment(store, segs: list, i: int, queue_id: int) -> _LogPart:
+    """The checks of COMMIT_LOG segment i of a queue on their own (_merge_commit_log joins them in order)."""
+    s = segs[i]
+    part = _LogPart()
+    rep = VerifyReport()
+    if not s.file_len:
+        if s.size == 0 and i == len(segs) - 1 and i > 0:
+            part.notes.append(note(_rel(store, s.path), None, "the queue ends with an empty COMMIT_LOG segment: "
+                                   "a time roll left it, or a record larger than tieredStoreCommitLogMaxSize "
+                                   "stalls the queue here (flat-store §5)", QUEUE_STALLED))
+        _times(store, s, np.empty(0, np.int64), rep)
+        part.after = rep.problems
+        return part
+    rel = _rel(store, s.path)
+    recs = scan_commitlog_file(s.path, s.base, min(s.size, s.file_len))
+    part.records = len(recs)
+    if recs.data_end != min(s.size, s.file_len):
+        part.before.append(problem(rel, recs.data_end, f"no whole record here ({recs.end.reason or recs.end.kind}"
+                                   f"; {min(s.size, s.file_len) - recs.data_end} bytes to the segment end)",
+                                   RECORD_DAMAGED))
+    bad = np.flatnonzero(recs.phy != s.base + recs.pos)
+    if len(bad):
+        k = int(bad[0])
+        part.before.append(problem(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
+                                   f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)",
+                                   RECORD_OFFSET))
+    bad = np.flatnonzero(recs.queue_id != queue_id)
+    if len(bad):
+        part.before.append(problem(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
+                                   f"in queue {queue_id} ({len(bad)} record(s) like this)", RECORD_QUEUE))
+    if len(recs):
+        seq = recs.queue_offset
+        part.first, part.last_qo = (int(recs.pos[0]), int(seq[0])), int(seq[-1])
+        bad = np.flatnonzero(seq[1:] != seq[:-1] + 1)
         if len(bad):
-            k = int(bad[0])
-            rep.problems.append(problem(rel, int(recs.pos[k]), f"PHYSICALOFFSET is {int(recs.phy[k])}, not the stream "
-                                        f"offset {s.base + int(recs.pos[k])} ({len(bad)} record(s) like this)",
-                                        RECORD_OFFSET))
-        bad = np.flatnonzero(recs.queue_id != fq.queue_id)
-        if len(bad):
-            rep.problems.append(problem(rel, int(recs.pos[bad[0]]), f"record of queue {int(recs.queue_id[bad[0]])} "
-                                        f"in queue {fq.queue_id} ({len(bad)} record(s) like this)", RECORD_QUEUE))
-        if len(recs):
-            seq = recs.queue_offset
-            expect = np.concatenate(([seq[0] if prev_qo is None else prev_qo + 1], seq[:-1] + 1))
-            bad = np.flatnonzero(seq != expect)
-            if len(bad):
-                k = int(bad[0])
-                rep.problems.append(problem(rel, int(recs.pos[k]), f"QUEUEOFFSET {int(seq[k])} breaks the sequence "
-                                            f"(expected {int(expect[k])})", QUEUE_OFFSET))
-            prev_qo = int(seq[-1])
-            v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
-            if v6:
-                rep.notes.append(note(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
-                                         "store time at byte 56, which holds address bytes (flat-store pitfall 14)",
-                                         IPV6_STORE_TIME))
-        _times(store, s, recs.ts56, rep)
+            k = int(bad[0]) + 1
+            part.inner = (int(recs.pos[k]), int(seq[k]), int(seq[k - 1]) + 1)
+        v6 = int(np.count_nonzero(recs.ts56 != recs.store_ts))
+        if v6:
+            part.notes.append(note(rel, None, f"{v6} record(s) with an IPv6 born host: the broker reads their "
+                                   "store time at byte 56, which holds address bytes (flat-store pitfall 14)",
+                                   IPV6_STORE_TIME))
+    _times(store, s, recs.ts56, rep)
+    part.after = rep.problems
+    return part
+
+
+def _merge_commit_log(store, fq: FlatQueue, parts: list[_LogPart], rep: VerifyReport) -> None:
+    """The segments' checks in order, with the QUEUEOFFSET sequence carried from each segment to the next."""
+    prev_qo = None
+    for s, part in zip(fq.commit_log.segments, parts):
+        rep.records += part.records
+        rep.problems += part.before
+        if part.first is not None:
+            pos, qo = part.first
+            brk = (pos, qo, prev_qo + 1) if prev_qo is not None and qo != prev_qo + 1 else part.inner
+            if brk is not None:
+                rep.problems.append(problem(_rel(store, s.path), brk[0], f"QUEUEOFFSET {brk[1]} breaks the sequence "
+                                            f"(expected {brk[2]})", QUEUE_OFFSET))
+            prev_qo = part.last_qo
+        rep.notes += part.notes
+        rep.problems += part.after
 
 
 def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
@@ -324,46 +434,75 @@ def _times(store: TieredStore, s, ts: np.ndarray, rep: VerifyReport) -> None:
                                     f"the records' {lo}..{hi}", SEGMENT_TIMES))
 
 
+def _stream_index(fq: FlatQueue) -> StreamIndex:
+    return StreamIndex([(s.base, s.path, min(s.size, s.file_len or 0)) for s in fq.commit_log.segments
+                        if s.file_len])
+
+
 def _consume_queue(store: TieredStore, fq: FlatQueue, rep: VerifyReport) -> None:
     """Every unit points at a record of its size and queue offset; no COMMIT_LOG bytes past the last unit."""
-    index = StreamIndex([(s.base, s.path, min(s.size, s.file_len or 0)) for s in fq.commit_log.segments
-                         if s.file_len])
+    index = _stream_index(fq)
     cl_min = fq.commit_log.min_offset
+    _merge_consume_queue(store, fq, [_consume_queue_segment(store, s, index, cl_min)
+                                     for s in fq.consume_queue.segments if s.file_len], rep)
+
+
+@dataclass
+class _UnitsPart:
+    """One CONSUME_QUEUE segment's checks."""
+    units: int = 0
+    problems: list = field(default_factory=list)
+    gone: int = 0                  # units pointing below the COMMIT_LOG's min offset (retention deleted)
+    last_end: int | None = None    # the end of the record its last unit points at
+
+
+def _consume_queue_segment(store, s, index: StreamIndex, cl_min: int) -> _UnitsPart:
+    """The units of one CONSUME_QUEUE segment (with a file) looked up in their queue's COMMIT_LOG."""
+    part = _UnitsPart()
+    rel = _rel(store, s.path)
+    units = read_units(s.path, min(s.size, s.file_len))
+    part.units = len(units)
+    offs = units["offset"].astype(np.int64)
+    sizes = units["size"].astype(np.int64)
+    found, ts, qo = index.lookup(offs, sizes)
+    qs = s.base // CQ_UNIT_SIZE + np.arange(len(units))
+    deleted = ~found & (offs < cl_min)
+    part.gone = int(np.count_nonzero(deleted))
+    bad = np.flatnonzero((~found & ~deleted) | (found & (qo != qs)))
+    if len(bad):
+        k = int(bad[0])
+        what = (f"points at COMMIT_LOG {int(offs[k])} (size {int(sizes[k])}) where no such record starts"
+                if not found[k] else f"points at a record whose QUEUEOFFSET is {int(qo[k])}, not {int(qs[k])}")
+        part.problems.append(problem(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
+                                     f"({len(bad)} unit(s) like this)", CQ_UNIT))
+    if found.any() and s.meta_size is not None:
+        lo, hi = segment_times(ts[found])
+        if not deleted.any() and (s.min_ts, s.max_ts) != (lo, hi):
+            part.problems.append(problem(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
+                                         f"records' {lo}..{hi}", SEGMENT_TIMES))
+    elif not len(units) and s.meta_size is not None and (s.min_ts, s.max_ts) != (LONG_MAX, LONG_MAX):
+        part.problems.append(problem(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE",
+                                     SEGMENT_TIMES))
+    if len(units):
+        part.last_end = int(offs[-1] + sizes[-1])
+    return part
+
+
+def _merge_consume_queue(store, fq: FlatQueue, parts: list[_UnitsPart], rep: VerifyReport) -> None:
+    """The segments' unit checks in order, then what only the whole queue shows: units retention left behind,
+    COMMIT_LOG bytes past the last unit."""
     last_end = None
     gone = 0
-    for s in fq.consume_queue.segments:
-        if not s.file_len:
-            continue
-        rel = _rel(store, s.path)
-        units = read_units(s.path, min(s.size, s.file_len))
-        rep.units += len(units)
-        offs = units["offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        found, ts, qo = index.lookup(offs, sizes)
-        qs = s.base // CQ_UNIT_SIZE + np.arange(len(units))
-        deleted = ~found & (offs < cl_min)
-        gone += int(np.count_nonzero(deleted))
-        bad = np.flatnonzero((~found & ~deleted) | (found & (qo != qs)))
-        if len(bad):
-            k = int(bad[0])
-            what = (f"points at COMMIT_LOG {int(offs[k])} (size {int(sizes[k])}) where no such record starts"
-                    if not found[k] else f"points at a record whose QUEUEOFFSET is {int(qo[k])}, not {int(qs[k])}")
-            rep.problems.append(problem(rel, k * CQ_UNIT_SIZE, f"unit for queue offset {int(qs[k])} {what} "
-                                        f"({len(bad)} unit(s) like this)", CQ_UNIT))
-        if found.any() and s.meta_size is not None:
-            lo, hi = segment_times(ts[found])
-            if not deleted.any() and (s.min_ts, s.max_ts) != (lo, hi):
-                rep.problems.append(problem(rel, None, f"metadata times {s.min_ts}..{s.max_ts} differ from the "
-                                            f"records' {lo}..{hi}", SEGMENT_TIMES))
-        elif not len(units) and s.meta_size is not None and (s.min_ts, s.max_ts) != (LONG_MAX, LONG_MAX):
-            rep.problems.append(problem(rel, None, "empty segment whose metadata times are not Long.MAX_VALUE",
-                                        SEGMENT_TIMES))
-        if len(units):
-            last_end = int(offs[-1] + sizes[-1])
+    for part in parts:
+        rep.units += part.units
+        rep.problems += part.problems
+        gone += part.gone
+        if part.last_end is not None:
+            last_end = part.last_end
     if gone:
         rep.notes.append(note(f"{store.layout.file_path(fq.topic, fq.queue_id)}/CONSUME_QUEUE", None,
-                                 f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
-                                 f"{fq.min_offset}; readers never reach them)", UNITS_PAST_RETENTION))
+                              f"{gone} unit(s) point at records retention deleted (below the queue's min offset "
+                              f"{fq.min_offset}; readers never reach them)", UNITS_PAST_RETENTION))
     cl_end = fq.commit_log.commit_offset
     if last_end is not None and last_end < cl_end and fq.commit_log.segments:
         seg = fq.commit_log.segments[-1]

@@ -10,6 +10,7 @@ from typing import Iterable, Iterator, Optional
 
 from engine.errors import InvalidArgumentError
 from engine.findings import ERROR, Finding
+from engine.progress import Progress, no_progress
 from engine.tiered.index.fetcher import TierIndex, tier_index_of
 from engine.tiered.index.file import IndexStoreFile, open_tiered
 from engine.tiered.index.flatfile import (INDEX_GEOMETRY, INDEX_SEGMENT, index_segment_findings,
@@ -42,19 +43,32 @@ def inspect_files(paths: Iterable[Path], *, hash_slot_num: Optional[int] = None,
                   walk_slot: Optional[int] = None, walk_key: Optional[str] = None, limit: int = MAX_QUERY_COUNT,
                   stats: bool = False, verify: bool = False) -> Iterator[FileInspection]:
     """One FileInspection per file, in order, each as soon as its file is done (files are opened read-only, one
-    at a time); geometry: the given values, else inferred per file."""
-    for p in paths:
-        p = Path(p)
-        with open_tiered(p, hash_slot_num, index_num) as f:
-            rep = FileInspection(p.name, {"file": p.name, **f.header()}, f.layout, f.index_item_count,
-                                 f.begin_timestamp)
-            if walk_slot is not None or walk_key is not None:
-                rep.walk = walk(f, walk_slot, walk_key, limit)
-            if stats:
-                rep.stats = f.stats()
-            if verify:
-                rep.problems = f.verify()
-        yield rep
+    at a time); geometry: the given values, else inferred per file. --stats and --verify of several files run a
+    file per job on worker processes when they are big enough or --workers was given (the same answers, in
+    order; a file that cannot be read fails the command where it comes, as here)."""
+    from engine import workers
+
+    jobs = [(Path(p), hash_slot_num, index_num, walk_slot, walk_key, limit, stats, verify) for p in paths]
+    size = sum(p.stat().st_size if p.is_file() else 0 for p, *_ in jobs)
+    if (stats or verify) and len(jobs) > 1 and workers.fan_out(size, PARALLEL_INDEX_BYTES):
+        yield from workers.ordered_map(_inspect_path, jobs)
+        return
+    for job in jobs:
+        yield _inspect_path(*job)
+
+
+def _inspect_path(p: Path, hash_slot_num, index_num, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
+    """inspect_files of one file (in a worker, or here)."""
+    with open_tiered(p, hash_slot_num, index_num) as f:
+        rep = FileInspection(p.name, {"file": p.name, **f.header()}, f.layout, f.index_item_count,
+                             f.begin_timestamp)
+        if walk_slot is not None or walk_key is not None:
+            rep.walk = walk(f, walk_slot, walk_key, limit)
+        if stats:
+            rep.stats = f.stats()
+        if verify:
+            rep.problems = f.verify()
+    return rep
 
 
 def compact_file(src: Path, out: Path, *, force: bool = False, mapped: bool = False,
@@ -130,8 +144,69 @@ def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Op
         problems, _notes = index_segment_findings(ti.store.layout, ti.index_segments, g.hash_slot_num)
         for _kind, rel, text in problems:
             seg_findings.setdefault(rel, []).append(text)
-    for f in ti.service.files:
-        yield _inspect_entry(ti, f, seg_findings, walk_slot, walk_key, limit, stats, verify)
+    args = (seg_findings, walk_slot, walk_key, limit, stats, verify)
+    if not (stats or verify):   # headers and walks: a few reads a file
+        for f in ti.service.files:
+            yield _inspect_entry(ti, f, *args)
+        return
+    yield from _per_file(ti, "inspect", args)
+
+
+#: By default the tiered index's checks (`tiered inspect-index --verify` and `--stats`, the index part of `tiered
+#: verify`) run a file per job on worker processes (engine.workers) when the table's files hold this many bytes;
+#: with --workers N whatever their size.
+PARALLEL_INDEX_BYTES = 256 << 20
+
+#: The tier indexes being checked on workers, by token: a worker forked from this process finds its TierIndex
+#: here as the parent had it (its metadata, table and geometry), so a job carries only the token and a file's
+#: place in the table.
+_inherited: dict = {}
+
+
+def _per_file(ti: TierIndex, what: str, args: tuple, progress: Progress = no_progress) -> Iterator:
+    """_file_job(what) for each file of the service's table, in the table's order: on worker processes when the
+    files are big enough or --workers was given (and the workers can be forked: they inherit `ti`), else here."""
+    import multiprocessing as mp
+
+    from engine import workers
+
+    files = ti.service.files
+    size = sum(_file_bytes(f) for f in files)
+    if len(files) < 2 or not workers.fan_out(size, PARALLEL_INDEX_BYTES) or "fork" not in mp.get_all_start_methods():
+        for i in range(len(files)):
+            yield _run_file(ti, what, i, args)
+            progress("index files", i + 1, len(files))
+        return
+    token = f"{os.getpid()}:{id(ti)}"
+    _inherited[token] = ti
+    try:
+        yield from workers.ordered_map(_file_job, [(token, what, i, args) for i in range(len(files))],
+                                       lambda k: progress("index files", k, len(files)))
+    finally:
+        _inherited.pop(token, None)
+
+
+def _file_bytes(f: TableFile) -> int:
+    if f.segment is not None:
+        return f.segment.segment.file_len or 0
+    try:
+        return os.stat(f.local).st_size
+    except OSError:
+        return 0
+
+
+def _file_job(token: str, what: str, i: int, args: tuple):
+    """In a worker: one file's check on the TierIndex inherited from the parent."""
+    return _run_file(_inherited[token], what, i, args)
+
+
+def _run_file(ti: TierIndex, what: str, i: int, args: tuple):
+    f = ti.service.files[i]
+    if what == "inspect":
+        return _inspect_entry(ti, f, *args)
+    seg_findings, ids = args   # "verify": the structural check and the items against the records
+    rep = _inspect_entry(ti, f, seg_findings, None, None, MAX_QUERY_COUNT, False, True)
+    return rep.problems or [], _file_item_findings(ti, ids, f)
 
 
 def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_key, limit, stats, verify) -> FileInspection:
@@ -153,8 +228,7 @@ def _inspect_entry(ti: TierIndex, f: TableFile, seg_findings, walk_slot, walk_ke
                                      force_geometry=True)
     else:
         problems = []
-        handle = IndexStoreFile.open(f.local, g.hash_slot_num if g.source != "default" else None, g.index_num,
-                                     layout="unsealed", begin_timestamp=f.timestamp)
+        handle = ti.service.local_file(f)   # as the service reads it: unsealed, or compacted (tiered reindex --out)
     with handle as h:
         header = {"file": os.path.basename(h.path), **h.header(), **extra}
         rep = FileInspection(header["file"], header, h.layout, h.index_item_count, h.begin_timestamp)
@@ -199,7 +273,8 @@ NOTE_WILL = {
 }
 
 
-def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+def verify_index(ti: TierIndex, progress: Progress = no_progress) -> tuple[list[tuple[str, str, str]],
+                                                                         list[tuple[str, str, str]]]:
     """(problems, notes), each (kind, file, text), of the tier's index: the INDEX flat file against its metadata and
     the configured slot count, every file's structure (the inspect-index --verify check), files in the INDEX
     directory the metadata does not list, local files that are no index file of the configured geometry."""
@@ -209,28 +284,36 @@ def verify_index(ti: TierIndex) -> tuple[list[tuple[str, str, str]], list[tuple[
     notes = [(INDEX_SEGMENT, rel, text) for rel, text in seg_notes]
     said = {(rel, text) for _k, rel, text in seg_problems}
     misread = {rel for k, rel, _t in seg_problems if k == INDEX_GEOMETRY}   # its structure is read wrongly too
-    for f, rep in zip(ti.service.files, inspect_tier(ti, verify=True)):   # a segment's repeats seg_problems
+    seg_findings: dict[str, list[str]] = {}
+    for _kind, rel, text in seg_problems:
+        seg_findings.setdefault(rel, []).append(text)
+    item_problems: list[tuple[str, str]] = []
+    item_notes: list[tuple[str, str]] = []
+    checked = _per_file(ti, "verify", (seg_findings, _topic_ids(ti)), progress)
+    for f, (structure, (ip, inotes)) in zip(ti.service.files, checked):
         rel = layout.rel(f.segment.segment.path if f.segment is not None else f.local)
-        if rel not in misread:
-            problems += [(INDEX_FILE, rel, text) for text in rep.problems or [] if (rel, text) not in said]
+        if rel not in misread:   # a segment's repeats seg_problems
+            problems += [(INDEX_FILE, rel, text) for text in structure if (rel, text) not in said]
+        item_problems += ip
+        item_notes += inotes
     problems += [(INDEX_LOCAL_UNLOADABLE, str(path), text) for path, text in ti.service.problems]
-    item_problems, item_notes = item_findings(ti)
     problems += [(INDEX_ITEM, rel, text) for rel, text in item_problems]
     notes += [(INDEX_ITEM, rel, text) for rel, text in item_notes]
     notes += [(INDEX_ORPHAN, rel, text) for rel, text in orphan_index_files(layout, ti.index_segments)]
     return problems, notes
 
 
-def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None):
+def verify_tier(store, topic: Optional[str] = None, local_dir: Optional[Path] = None,
+                progress: Progress = no_progress):
     """`tiered verify`: the flat store's check (engine.tiered.flat.verify) and, unless one topic is asked for, the
     tiered index's (verify_index) in the same report; every finding carries its kind."""
     from engine.tiered.flat.verify import note, problem, verify
 
-    rep = verify(store, topic)
+    rep = verify(store, topic, progress)
     if topic is None:
         ti = tier_index_of(store, local_dir)
         try:
-            problems, notes = verify_index(ti)
+            problems, notes = verify_index(ti, progress)
         finally:
             ti.service.close()
         rep.problems += [problem(f, None, t, k, BROKER_WILL) for k, f, t in problems]
@@ -251,24 +334,38 @@ def item_findings(ti: TierIndex) -> tuple[list[tuple[str, str]], list[tuple[str,
     a whole record's start in that queue's tiered commit log, of its size, stored in its second (timeDiff, format
     §9.6). Items whose records retention removed, or of topics/queues the broker no longer holds, are notes. The
     items are read ITEM_CHUNK at a time and the records' heads gathered from read-only mappings."""
-    ids = {m.topic_id: t for t, m in ti.store.metadata.topics.items()} if ti.store.metadata is not None else {}
+    ids = _topic_ids(ti)
     problems: list[tuple[str, str]] = []
     notes: list[tuple[str, str]] = []
     for f in ti.service.files:
-        rel = ti.store.layout.rel(f.segment.segment.path if f.segment is not None else f.local)
-        found: list[str] = []
-        counts = {"gone": 0, "unheld": 0, "checked": 0}
-        for items in _item_chunks(ti, f):
-            _check_items(ti, ids, items, f.timestamp, found, counts)
-        problems += [(rel, p) for p in found[:MAX_EXAMPLES]]
-        if len(found) > MAX_EXAMPLES:
-            problems.append((rel, f"{len(found) - MAX_EXAMPLES} more item(s) like these"))
-        if counts["gone"]:
-            notes.append((rel, f"{counts['gone']} item(s) point below their queue's tiered commit log (records "
-                               "retention removed): queries still return them and the reads fail"))
-        if counts["unheld"]:
-            notes.append((rel, f"{counts['unheld']} item(s) of topics or queues the broker holds no flat file for "
-                               "(the fetcher skips them)"))
+        p, n = _file_item_findings(ti, ids, f)
+        problems += p
+        notes += n
+    return problems, notes
+
+
+def _topic_ids(ti: TierIndex) -> dict:
+    return {m.topic_id: t for t, m in ti.store.metadata.topics.items()} if ti.store.metadata is not None else {}
+
+
+def _file_item_findings(ti: TierIndex, ids: dict, f: TableFile) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """item_findings of one file of the table."""
+    rel = ti.store.layout.rel(f.segment.segment.path if f.segment is not None else f.local)
+    problems: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
+    found: list[str] = []
+    counts = {"gone": 0, "unheld": 0, "checked": 0}
+    for items in _item_chunks(ti, f):
+        _check_items(ti, ids, items, f.timestamp, found, counts)
+    problems += [(rel, p) for p in found[:MAX_EXAMPLES]]
+    if len(found) > MAX_EXAMPLES:
+        problems.append((rel, f"{len(found) - MAX_EXAMPLES} more item(s) like these"))
+    if counts["gone"]:
+        notes.append((rel, f"{counts['gone']} item(s) point below their queue's tiered commit log (records "
+                           "retention removed): queries still return them and the reads fail"))
+    if counts["unheld"]:
+        notes.append((rel, f"{counts['unheld']} item(s) of topics or queues the broker holds no flat file for "
+                           "(the fetcher skips them)"))
     return problems, notes
 
 

@@ -12,7 +12,8 @@ import typer
 from rmqtool import render
 from rmqtool.cli import handles_errors
 from rmqtool.commands.tiered import print_notes
-from rmqtool.options import TIER, TIERED_GEOMETRY, JsonOpt, QuietOpt, StoreOptions, TieredDirOpt, store_options
+from rmqtool.options import (TIER, TIERED_GEOMETRY, JsonOpt, QuietOpt, StoreOptions, TieredDirOpt, WorkersOpt,
+                             store_options)
 
 
 FileArg = Annotated[Optional[Path], typer.Argument(help="One tiered index file, local or compacted (default: every "
@@ -41,6 +42,7 @@ def inspect_index(
     quiet: QuietOpt = False,
     opts: StoreOptions = StoreOptions(),
     tiered_dir: TieredDirOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Tiered index files as the broker's table holds them: headers; with --walk-* a slot's chain (local files)
     or item range (uploaded); --stats; --verify. Without FILE, every file of the table: the local ones

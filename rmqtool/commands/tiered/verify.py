@@ -19,7 +19,8 @@ def verify(opts: StoreOptions, topic: TopicFilterOpt = None, json_out: JsonOpt =
     from engine.commands.tiered import verify as verify_tier, verify_exit_code
 
     with opened(opts) as st:
-        rep = verify_tier(st, topic)  # the tier's warnings are its problems
+        with render.phase_progress("tiered verify") as progress:   # every worker's segments and files counted
+            rep = verify_tier(st, topic, progress)  # the tier's warnings are its problems
         if json_out:
             render.emit_json(rep.as_dict())
         else:

@@ -39,7 +39,8 @@ def verify_cmd(
 
     at = times.parse_time(now, "--now") if now is not None else None
     cfg = opts.settle()
-    rep = verify_timer(cfg, now=at, check_crc=not no_check_crc)
+    with render.phase_progress("timer verify") as progress:   # every worker's slots counted
+        rep = verify_timer(cfg, now=at, check_crc=not no_check_crc, progress=progress)
     if json_out:
         render.emit_json(rep.as_dict())
     else:
