@@ -36,3 +36,20 @@ class Finding:
     def as_dict(self) -> dict:
         return {"kind": self.kind, "severity": self.severity, "file": self.file, "offset": self.offset,
                 "problem": self.problem, "brokerWill": self.broker_will}
+
+
+class Note(str):
+    """What a command says beside its answer that is not a located problem: the line as printed (the string
+    itself, so a note goes wherever a str went), a stable `kind` (a name declared once, next to where the note is
+    made, as Finding kinds are) and its numbers as `fields` (camelCase keys). Under --json rmqtool prints it on
+    stderr as {"note": kind, "message": text, **fields} (docs/output-contract.md, "Notes and warnings")."""
+    kind: str
+    fields: dict
+
+    def __new__(cls, kind: str, text: str, **fields) -> "Note":
+        n = super().__new__(cls, text)
+        n.kind, n.fields = kind, fields
+        return n
+
+    def __getnewargs__(self) -> tuple:   # pickles (worker processes) with its kind; fields travel as its state
+        return self.kind, str(self)

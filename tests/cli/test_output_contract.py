@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import READ_GEOM, assert_one_line_error, command_paths, run, sample_workspace
+from helpers import READ_GEOM, assert_one_line_error, command_paths, run, said, said_kind, sample_workspace
 
 DOC, STREAM = "document", "stream"
 
@@ -151,6 +151,55 @@ def test_json_is_camel_case_one_document_or_ndjson(ws, tmp_path, path, i):
         assert len(docs) == 1, f"{path} answers with one document, got {len(docs)} lines"
     for d in docs:
         assert non_camel_keys(d) == [], (path, non_camel_keys(d))
+
+
+#: Commands whose notes and warnings all have a stable kind (the streaming commands: a script reads their stderr).
+NAMED_NOTES = {"put", "query-key", "get", "dump-commitlog", "print-msg", "dump-cq"}
+
+
+def json_lines_said(r) -> list[dict]:
+    """Under --json every line of stderr is one JSON object naming its level ("note", "warning" or "error") and
+    holding its "message", or the `error: ...` line that ends a command (docs/output-contract.md)."""
+    out = []
+    for line in r.stderr.splitlines():
+        if line.startswith("error: "):
+            continue
+        d = json.loads(line)
+        assert isinstance(d, dict) and isinstance(d.get("message"), str), line
+        assert sum(k in d for k in ("note", "warning", "error")) == 1, line
+        assert non_camel_keys(d) == [], line
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("path,i", sample_ids(), ids=IDS)
+def test_under_json_every_stderr_line_is_a_json_object_or_an_error_line(ws, tmp_path, path, i):
+    template, _ = SAMPLES[path][i]
+    r = run([*args_of(path, template, fresh(ws, tmp_path)), "--json"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = json_lines_said(r)
+    if path in NAMED_NOTES:
+        assert [d for d in lines if said_kind(d) is None] == [], path
+    if path not in OWN_QUIET:  # --quiet silences the notes in their JSON form too
+        quiet = run([*args_of(path, template, fresh(ws, tmp_path)), "--json", "--quiet"], env={"COLUMNS": "80"})
+        assert quiet.exit_code == 0 and [d for d in json_lines_said(quiet) if "note" in d] == [], quiet.stderr
+
+
+def test_a_damaged_stream_says_its_problems_as_json_with_kinds_and_fields(tmp_path):
+    """get of an offset outside the log and one inside: the failure is a JSON line with its kind and fields, the
+    exit code stays the contract's; without --json the same line is text."""
+    from helpers import put_jsonl
+
+    store = tmp_path / "s"
+    put_jsonl(store, [{"topic": "T", "body": "x"}])
+    r = run(["get", "-s", store, "-o", "0", "-o", str(1 << 40), "--json"])
+    assert r.exit_code == 2 and len(r.stdout.splitlines()) == 1
+    (miss,) = said(r, "message-not-found")
+    assert "error" in miss and miss["asked"] == "offset" and miss["value"] == str(1 << 40)
+    (summary,) = said(r, "messages-not-returned")
+    assert (summary["failed"], summary["asked"]) == (1, 2) and "warning" in summary
+    text = run(["get", "-s", store, "-o", "0", "-o", str(1 << 40)])
+    assert text.exit_code == 2 and [line.split(":")[0] for line in text.stderr.splitlines()] == ["error", "1 of 2 message(s) could not be returned"]
 
 
 def fits(line: str, width: int = 80) -> bool:
