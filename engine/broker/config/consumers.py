@@ -24,7 +24,8 @@ from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
-from engine.broker.consumequeue.view import LOGICAL_TRUNCATION, OK, QueueView, commitlog_min_offset, logical_truncation
+from engine.broker.consumequeue.offsets import LOGICAL_TRUNCATION
+from engine.broker.consumequeue.view import OK, QueueView, commitlog_min_offset, logical_truncation
 
 # ------------------------------------------------------------------------------------------- consumers
 

@@ -324,10 +324,6 @@ class QueuesReport:
                 "skipped": [p.as_dict() for p in self.skipped], "logicalTruncation": self.truncation}
 
 
-#: The kind of the note that a broker starting on the store cuts consume-queue units (engine.findings.Note).
-LOGICAL_TRUNCATION = "logical-truncation"
-
-
 def logical_truncation(store) -> dict | None:
     """Where a broker starting on the store ends its commit log, when that cut consume-queue units of the queues
     read so far through the store (QueueView): {commitLogEnd, reason, startSegment, mode, cutUnits, queues,
@@ -336,11 +332,10 @@ def logical_truncation(store) -> dict | None:
     note = e.note()
     if note is None:
         return None
-    cut = sum(e.cut_queues.values())
     return {"commitLogEnd": e.end, "reason": e.reason, "startSegment": e.start_segment, "mode": e.mode,
-            "cutUnits": cut,
+            "cutUnits": sum(e.cut_queues.values()),
             "queues": [{"topic": t, "queueId": q, "cutUnits": n} for (t, q), n in sorted(e.cut_queues.items())],
-            "note": Note(LOGICAL_TRUNCATION, note, commitLogEnd=e.end, cutUnits=cut)}
+            "note": note}
 
 
 def select_queues(store, topic: str | None = None, queue_id: int | None = None) -> tuple[list, list[NameProblem]]:
