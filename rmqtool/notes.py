@@ -59,12 +59,17 @@ def as_json(msg: str, level: str = "note", kind: str | None = None, fields: dict
         if text.startswith(label):
             text, level = text[len(label):], lv
             break
-    d = {level: kind if kind is not None else getattr(msg, "kind", None), "message": text}
-    if getattr(msg, "file", None) is not None:  # a config file's note (engine.broker.config.jsonfiles.Note)
-        d["file"] = msg.file
-    d.update(getattr(msg, "fields", None) or {})
-    d.update(fields or {})
-    return d
+    own_kind, own = carried(msg)
+    return {level: kind if kind is not None else own_kind, "message": text, **own, **(fields or {})}
+
+
+def carried(msg) -> tuple[str | None, dict]:
+    """(kind, fields) a line carries itself: an engine.findings.Note's, a config file's note's (its `file`), or
+    (None, {}) for plain text. A caller that wraps the text (a label, a prefix) passes them on."""
+    fields = dict(getattr(msg, "fields", None) or {})
+    if getattr(msg, "file", None) is not None:  # engine.broker.config.jsonfiles.Note
+        fields = {"file": msg.file, **fields}
+    return getattr(msg, "kind", None), fields
 
 
 def _say(msg: str, level: str, kind: str | None, fields: dict) -> None:

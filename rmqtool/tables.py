@@ -64,8 +64,8 @@ def note(message: str, kind: str | None = None, **fields) -> None:
     engine.findings.Note given as `message`) are what --json prints besides the text."""
     from rmqtool import notes
 
-    notes.note(f"note: {message}", kind if kind is not None else getattr(message, "kind", None),
-               **{**(getattr(message, "fields", None) or {}), **fields})
+    own_kind, own = notes.carried(message)
+    notes.note(f"note: {message}", kind if kind is not None else own_kind, **{**own, **fields})
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
