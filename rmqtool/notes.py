@@ -72,7 +72,14 @@ def carried(msg) -> tuple[str | None, dict]:
     return getattr(msg, "kind", None), fields
 
 
+def _plain(value):
+    """A field json cannot write as it is: a numpy number as its Python value, anything else (a path) as text."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else str(value)
+
+
 def _say(msg: str, level: str, kind: str | None, fields: dict) -> None:
-    line = json.dumps(as_json(msg, level, kind, fields), ensure_ascii=False) if state["json"] else str(msg)
+    line = json.dumps(as_json(msg, level, kind, fields), ensure_ascii=False, default=_plain) if state["json"] \
+        else str(msg)
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
