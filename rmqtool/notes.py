@@ -52,12 +52,13 @@ def error_line(msg: str) -> None:
 
 
 def as_json(msg: str, level: str = "note", kind: str | None = None, fields: dict | None = None) -> dict:
-    """The JSON form of a line of stderr: its level (the label the text starts with, else `level`) naming its
-    kind, the text without the label, and the fields (the Note's, then the ones given)."""
+    """The JSON form of a line of stderr: its level naming its kind, the text without its label, and the fields
+    (the Note's, then the ones given). The level is `level` ("note" for note(), "warning" for problem()) unless
+    the label says warning or error: a "note" is exactly what --quiet silences."""
     text = str(msg)
     for label, lv in LABELS.items():
         if text.startswith(label):
-            text, level = text[len(label):], lv
+            text, level = text[len(label):], level if lv == "note" else lv  # a problem labelled note: a warning
             break
     own_kind, own = carried(msg)
     return {level: kind if kind is not None else own_kind, "message": text, **own, **(fields or {})}

@@ -24,7 +24,8 @@ def test_the_level_is_the_label_and_the_message_drops_it():
     assert as_json("warning: x", "note", "k") == {"warning": "k", "message": "x"}
     assert as_json("problem: x", "note") == {"warning": None, "message": "x"}
     assert as_json("error: x", "warning", None, {"n": 1}) == {"error": None, "message": "x", "n": 1}
-    assert as_json("note: x", "warning") == {"note": None, "message": "x"}
+    assert as_json("note: x", "warning") == {"warning": None, "message": "x"}   # printed under --quiet: a warning
+    assert as_json("note: x", "note") == {"note": None, "message": "x"}
     assert as_json(Note("k", "plain", a=1), "warning") == {"warning": "k", "message": "plain", "a": 1}
 
 

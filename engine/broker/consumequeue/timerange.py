@@ -394,6 +394,13 @@ def plan_batch(store, batch, begin: int, end: int, index: "IndexTimes | None", s
             hi[idx] = np.where(known, times, np.where(keep, hi[idx], _NO_TIME_HI))
             unknown = np.zeros(n, dtype=bool)
             unknown[idx[~known & ~keep]] = True
+            # A unit with no readable head whose index bound neither lies inside [begin, end] nor misses it (an
+            # open bound, a second straddling begin or end) cannot be placed: unknown, so that the walk visits
+            # it when it lies among the range's messages and reports it, never drops it unsaid.
+            held = idx[keep]
+            inside = (lo[held] >= begin) & (hi[held] <= end)
+            outside = (hi[held] < begin) | (lo[held] > end)
+            unknown[held[~inside & ~outside]] = True
             take = ~unknown & (lo >= begin) & (hi <= end)
             hit = np.flatnonzero(take)
             r = QueueRange(t, q, qmin, qmax, qmin, qmin)

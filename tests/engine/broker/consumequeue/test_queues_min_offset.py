@@ -392,3 +392,19 @@ def test_pop_retry_v2_topic_is_a_topic_the_store_may_hold(tmp_path):
     r = run(["dump-cq", "-s", root, "-t", retry, "-q", "0", "--json"])
     assert r.exit_code == 0 and [u["message"]["keys"] for u in jlines(r)] == [[f"k{i}"] for i in range(4)]
     assert topic_problem("TopicA+B") is not None and topic_problem("%RETRY%G+") is not None
+
+
+def test_print_msg_reports_an_unreadable_unit_whose_index_bound_is_open(tmp_path):
+    """Messages stored in one second: an index item's time is bounded only from above there (format 5.6), so a
+    unit whose head cannot be read could not be placed in the range; it is visited and reported (exit 3), never
+    left out unsaid."""
+    root = tmp_path / "s"
+    acks = put_jsonl(root, [{"topic": "T", "keys": "k", "queueId": i % 2, "body": "x" * 200} for i in range(60)])
+    victim = next(a for a in acks if a["commitLogOffset"] >= 4096 and a["queueId"] == 0)
+    assert not _in_last_segment(root, victim)
+    damage_record(root, victim)
+    for extra in ([], ["--scan-log"], ["-q", "0"]):
+        r = run(["print-msg", "-s", root, "-t", "T", "--begin", "0", "--json", *extra])
+        assert r.exit_code == 3, (extra, r.output)
+        assert victim["commitLogOffset"] not in {g["commitLogOffset"] for g in jlines(r)}
+        assert [(u["queueId"], u["queueOffset"]) for u in said(r, "unit-unreadable")] == [(0, victim["queueOffset"])]
