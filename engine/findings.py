@@ -6,7 +6,10 @@ verify-cq, the DLedger checks) and doctor collects: the severities and their ord
 Some lower types name a problem as a value their module acts on, not as a report, and stay: SegmentProblem
 (engine.broker.commitlog.segments: recovery renames and resizes by it, writers refuse on it), NameProblem
 (engine.broker.layout: listings skip the entry), DamagedIndexFile (engine.broker.index.service: a query's partial
-answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary."""
+answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary.
+
+Beside the findings, Note: a line a command says on stderr (a note, a warning met on the way) with a stable kind
+and its numbers as fields, which --json prints as one JSON object (docs/output-contract.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
