@@ -224,8 +224,9 @@ def test_inspect_index_lists_the_healthy_files_and_names_the_damaged(rolled):
     rows = [json.loads(l) for l in r.stdout.splitlines()]
     assert [x["file"] for x in rows] == [p.name for p in files[1:]]  # the wrong-size file has no header row
     assert [x["damage"] is not None for x in rows] == [i == 1 for i in range(len(files) - 1)]
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and files[0].name in err[0] and files[2].name in err[0]
+    (line,) = said(r)   # one line, whatever the number of damaged files
+    assert said_kind(line) == "index-problems" and not line["verificationFailed"]
+    assert [d["file"] for d in line["damagedFiles"]] == [files[0].name, files[2].name]
 
 
 def test_a_damaged_newest_file_refuses_appends(rolled):
