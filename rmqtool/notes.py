@@ -17,8 +17,8 @@ state = {"quiet": False, "json": False}
 
 #: A note that starts with one of these is a problem all the same, and prints under --quiet.
 PROBLEMS = ("error:", "warning:")
-#: The label a line of text starts with -> the key naming its level in its JSON form. A note without a label
-#: is a "note"; a problem without one a "warning".
+#: The label a line of text starts with -> the key naming its level in its JSON form. A line labelled note: or
+#: not labelled keeps its path's level: "note" from note() (what --quiet silences), "warning" from problem().
 LABELS = {"note: ": "note", "warning: ": "warning", "problem: ": "warning", "error: ": "error"}
 
 
