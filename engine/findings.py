@@ -6,7 +6,10 @@ verify-cq, the DLedger checks) and doctor collects: the severities and their ord
 Some lower types name a problem as a value their module acts on, not as a report, and stay: SegmentProblem
 (engine.broker.commitlog.segments: recovery renames and resizes by it, writers refuse on it), NameProblem
 (engine.broker.layout: listings skip the entry), DamagedIndexFile (engine.broker.index.service: a query's partial
-answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary."""
+answer). Where they are reported (doctor, verify-cq) they become a Finding at that boundary.
+
+Beside the findings, Note: a line a command says on stderr (a note, a warning met on the way) with a stable kind
+and its numbers as fields, which --json prints as one JSON object (docs/output-contract.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,3 +39,20 @@ class Finding:
     def as_dict(self) -> dict:
         return {"kind": self.kind, "severity": self.severity, "file": self.file, "offset": self.offset,
                 "problem": self.problem, "brokerWill": self.broker_will}
+
+
+class Note(str):
+    """What a command says beside its answer that is not a located problem: the line as printed (the string
+    itself, so a note goes wherever a str went), a stable `kind` (a name declared once, next to where the note is
+    made, as Finding kinds are) and its numbers as `fields` (camelCase keys). Under --json rmqtool prints it on
+    stderr as {"note": kind, "message": text, **fields} (docs/output-contract.md, "Notes and warnings")."""
+    kind: str
+    fields: dict
+
+    def __new__(cls, kind: str, text: str, **fields) -> "Note":
+        n = super().__new__(cls, text)
+        n.kind, n.fields = kind, fields
+        return n
+
+    def __getnewargs__(self) -> tuple:   # pickles (worker processes) with its kind; fields travel as its state
+        return self.kind, str(self)

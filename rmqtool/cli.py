@@ -20,7 +20,7 @@ OK, BAD_INPUT, PARTIAL, LOCKED = 0, 2, 3, 4
 def fail(message: str, code: int = BAD_INPUT) -> None:
     from rmqtool import render
 
-    render.problem(f"error: {message}")  # one plain line, never wrapped, whatever --quiet says
+    render.error_line(f"error: {message}")  # one plain line, never wrapped, whatever --quiet and --json say
     raise typer.Exit(code)
 
 
@@ -110,7 +110,8 @@ def _forget_workers() -> None:
 def handles_errors(fn):
     """Wrap a command: engine errors (StoreError and its exit code), OS errors and bad values become
     `error: <one line>` on stderr and a non-zero exit; --debug shows the traceback instead. A command's `quiet`
-    parameter (rmqtool.options.QuietOpt) silences its notes; a closed pipe ends it quietly with 0."""
+    parameter (rmqtool.options.QuietOpt) silences its notes, its `json_out` (JsonOpt) prints them as JSON
+    objects; a closed pipe ends it quietly with 0."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from engine.errors import StoreError
@@ -118,6 +119,7 @@ def handles_errors(fn):
 
         render.forget_consoles()
         render.set_quiet(kwargs.get("quiet") is True)
+        render.set_json(kwargs.get("json_out") is True)  # notes and warnings as JSON objects (rmqtool.notes)
         kwargs = {k: _expand(v) for k, v in kwargs.items()}
         handlers = _stop_signals()
         try:
@@ -142,6 +144,7 @@ def handles_errors(fn):
             fail("terminated", 143)
         finally:
             render.set_quiet(False)
+            render.set_json(False)
             _forget_workers()
             if handlers:
                 import signal

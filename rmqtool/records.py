@@ -38,29 +38,20 @@ def open_table(json_out: bool):
 
 
 def warn_problems(st) -> None:
+    """A `warning:` line for each problem of the segment files read (kind and fields: SegmentProblem.warning)."""
     for p in st.problems:
-        render.problem(f"warning: {p.detail}")
-
-
-def undecoded_note(rec) -> bool:
-    """Say on stderr that a message's compressed body does not decode (the consumer could not read it); True if so."""
-    dec = rec.decoded_body()
-    if dec.ok:
-        return False
-    render.note(f"error: message at commit-log offset {rec.physical_offset}: its {dec.codec} body does not decode "
-                f"({dec.error}); the consumer cannot read it")
-    return True
-
+        render.problem(p.warning())
 
 
 def undecoded_notes(out, run) -> int:
     """Notes for the compressed bodies of a run that do not decode (after the lines written so far); how many."""
+    from engine.commands.dump_commitlog import undecodable_note
+
     found = run.undecodable()
     if found:
         out.flush()
     for off, codec, why in found:
-        render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); the "
-                    "consumer cannot read it")
+        render.note(undecodable_note(off, codec, why))
     return len(found)
 
 

@@ -11,7 +11,7 @@ import sys
 
 # notes (silenced by --quiet) and problems (always printed) on stderr live in rmqtool.notes, which rmqtool.tables
 # uses too; commands call them as render.note / render.problem
-from rmqtool.notes import note, problem, set_quiet, state  # noqa: F401
+from rmqtool.notes import error_line, note, problem, set_json, set_quiet, state  # noqa: F401
 
 
 def __getattr__(name: str):

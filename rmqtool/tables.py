@@ -53,22 +53,32 @@ def terminal_width() -> int:
     return WIDE
 
 
-def note(message: str) -> None:
-    """`note: ...` on stderr, silenced by --quiet (rmqtool.notes)."""
+#: The kinds of the notes said here (their --json form, rmqtool.notes): a limit cut the answer; columns were left
+#: out of a table, or each record became a block, to fit the terminal; a table without rows.
+COUNT_CUT, COLUMNS_LEFT_OUT, BLOCKS, EMPTY_ANSWER = "count-cut", "columns-left-out", "one-block-per-record", \
+    "empty-answer"
+
+
+def note(message: str, kind: str | None = None, **fields) -> None:
+    """`note: ...` on stderr, silenced by --quiet (rmqtool.notes); `kind` and `fields` (or those of an
+    engine.findings.Note given as `message`) are what --json prints besides the text."""
     from rmqtool import notes
 
-    notes.note(f"note: {message}")
+    own_kind, own = notes.carried(message)
+    notes.note(f"note: {message}", kind if kind is not None else own_kind, **{**own, **fields})
 
 
 def cut_note(shown: int, limit_flag: str, what: str, total: int | None = None, at_least: int | None = None) -> None:
-    """Say on stderr that --count (or another limit) cut a result, with the total when it is known."""
+    """Say on stderr that --count (or another limit) cut a result, with the total when it is known (--json:
+    kind count-cut, fields shown, limit (the option), total or atLeast when known)."""
+    fields = {"shown": shown, "limit": limit_flag}
     if total is not None:
-        note(f"showing the first {shown} of {total} {what} ({limit_flag} {shown})")
+        note(f"showing the first {shown} of {total} {what} ({limit_flag} {shown})", COUNT_CUT, **fields, total=total)
     elif at_least is not None:
         note(f"showing the first {shown} {what} ({limit_flag} {shown}); up to {at_least} in all "
-             "(the exact total is not known without reading them all)")
+             "(the exact total is not known without reading them all)", COUNT_CUT, **fields, atLeast=at_least)
     else:
-        note(f"showing the first {shown} {what} ({limit_flag} {shown}); more may follow")
+        note(f"showing the first {shown} {what} ({limit_flag} {shown}); more may follow", COUNT_CUT, **fields)
 
 
 def infer_kind(values) -> str:
@@ -116,10 +126,11 @@ class Stream:
         self._started = True
         if self.dropped:
             note(f"{', '.join(c.header for c in self.dropped)} left out to fit {self.width} columns "
-                 "(a wider terminal, COLUMNS=..., or --json shows every field)")
+                 "(a wider terminal, COLUMNS=..., or --json shows every field)", COLUMNS_LEFT_OUT,
+                 columns=[c.key for c in self.dropped], width=self.width)
         elif self.vertical:
             note(f"the table is too wide for {self.width} columns: one block per record "
-                 "(a wider terminal, COLUMNS=..., or --json gives one row per record)")
+                 "(a wider terminal, COLUMNS=..., or --json gives one row per record)", BLOCKS, width=self.width)
         if self.title:
             for part in _wrap(self.title, self.width):  # a title naming a long path wraps, as TEXT does
                 self._write(part)
@@ -150,7 +161,7 @@ class Stream:
         answer says so on stderr (docs/output-contract.md), with `empty` as a note (silenced by --quiet)."""
         if not self.count:
             if empty:
-                note(empty.strip("()"))
+                note(empty.strip("()"), EMPTY_ANSWER)
             return
         self.out.flush()
 

@@ -164,6 +164,28 @@ def jlines(r) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
+#: The keys naming the level of a line of stderr under --json (rmqtool.notes).
+LEVELS = ("note", "warning", "error")
+
+
+def said(r, kind: str | None = None) -> list[dict]:
+    """What a command run with --json said on stderr: one JSON object per line ({level: kind, "message", ...fields},
+    docs/output-contract.md); with `kind`, only the lines of that kind. The `error:` line that ends a command is
+    not JSON: it is left out (assert_one_line_error reads it)."""
+    out = [json.loads(line) for line in r.stderr.splitlines() if line.strip() and not line.startswith("error: ")]
+    return out if kind is None else [d for d in out if said_kind(d) == kind]
+
+
+def said_kind(d: dict) -> str | None:
+    """The kind of one line said (the value of its level key)."""
+    return next((d[k] for k in LEVELS if k in d), None)
+
+
+def said_kinds(r) -> list[str | None]:
+    """The kinds of the lines a command run with --json said on stderr, in order."""
+    return [said_kind(d) for d in said(r)]
+
+
 def put_jsonl(store: Path, messages: list[dict], extra: list[str] | None = None):
     data = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     r = run(["put", "--store", store, *SMALL, "--from-jsonl", "-", "--json", *(extra or [])], input=data)

@@ -16,6 +16,7 @@ from engine.broker.commitlog.message import (PROP_DELAY, PROP_REAL_QID, PROP_REA
 from engine.broker.topics import (DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC,
                                   TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, is_system_topic, require_topic)
 from engine.errors import InvalidArgumentError, StoreError
+from engine.findings import Note
 from engine.broker.consumequeue.view import OK, MISMATCH, QueueView, UnitCheck, logical_truncation, select_queues
 
 #: --count of a read by queue offset: far beyond a screenful, small enough to refuse a typo.
@@ -117,17 +118,30 @@ class MsgIdAnswer:
         chosen = next(c for c in self.copies if c.record is self.record)
         out = []
         if not chosen.delivered:
-            out.append(f"UNIQ_KEY {self.record.uniq_key} was not delivered to its topic: no copy lies in a topic of "
-                       f"its own; showing the latest copy, {_where(chosen)} ({chosen.role})")
+            out.append(Note(NOT_DELIVERED, f"UNIQ_KEY {self.record.uniq_key} was not delivered to its topic: no copy "
+                            f"lies in a topic of its own; showing the latest copy, {_where(chosen)} ({chosen.role})",
+                            **_copy_fields(chosen)))
         for c in self.copies:
             if c.record is not self.record:
-                out.append(f"another copy of UNIQ_KEY {self.record.uniq_key}: {_where(c)} ({c.role})")
+                out.append(Note(OTHER_COPY, f"another copy of UNIQ_KEY {self.record.uniq_key}: {_where(c)} ({c.role})",
+                                **_copy_fields(c)))
         return out
+
+
+#: The kinds of MsgIdAnswer's notes (engine.findings.Note): no copy of the UNIQ_KEY was delivered to a topic of
+#: its own (the latest is shown); another record carries the UNIQ_KEY.
+NOT_DELIVERED, OTHER_COPY = "uniq-key-not-delivered", "uniq-key-copy"
 
 
 def _where(c: Copy) -> str:
     r = c.record
     return f"{r.topic}/{r.queue_id} queue offset {r.queue_offset}, commit-log offset {r.physical_offset}"
+
+
+def _copy_fields(c: Copy) -> dict:
+    r = c.record
+    return {"uniqKey": r.uniq_key, "topic": r.topic, "queueId": r.queue_id, "queueOffset": r.queue_offset,
+            "commitLogOffset": r.physical_offset, "role": c.role, "delivered": c.delivered}
 
 
 def copy_role(rec: MessageRecord) -> tuple[str, bool]:

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from engine.broker.commitlog.compression import undecodable_note
 from engine.broker.commitlog.dump import BodyDir, DumpFilter, entry_json
 from engine.broker.commitlog.logrun import RecordRun
 from engine.broker.commitlog.message import BLANK
 from engine.broker.config.brokerconf import BrokerConfig
 
-__all__ = ["DumpAnswer", "RecordRun", "dump_commitlog", "dump_filter", "entry_json", "exit_code", "is_damage"]
+__all__ = ["DumpAnswer", "RecordRun", "dump_commitlog", "dump_filter", "entry_json", "exit_code", "is_damage",
+           "undecodable_note"]
 
 #: Exit codes (docs/output-contract.md).
 OK, DAMAGED = 0, 3

@@ -17,14 +17,21 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from engine.broker.commitlog.compression import undecodable_note
 from engine.broker.commitlog.logrun import RecordRun
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.errors import InvalidArgumentError
+from engine.findings import Note
 
 #: Exit codes (docs/output-contract.md).
 OK, BAD_INPUT, DAMAGED = 0, 2, 3
 #: Lookups of a --from-file list read at once (a few thousand lines: memory does not grow with the list).
 READ_HINT = 1 << 15
+#: The kinds of the lines get says on stderr besides those of the store's files and messages (engine.findings.Note):
+#: a message asked for that cannot be returned, and how many; a unit read by queue offset that cannot be answered
+#: with its message, and how many; a --count that reaches past the queue's max offset.
+NOT_FOUND, NOT_RETURNED = "message-not-found", "messages-not-returned"
+UNIT_UNUSABLE, UNITS_UNANSWERED, COUNT_PAST_MAX = "unit-unusable", "units-not-answered", "count-past-max-offset"
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,8 @@ class Records:
 
 @dataclass(frozen=True)
 class Said:
-    """A line for stderr, after what was shown so far: a problem (warning or error) or a note."""
+    """A line for stderr, after what was shown so far: a problem (warning or error) or a note; `text` is an
+    engine.findings.Note (its kind and fields are what --json prints)."""
 
     text: str
     problem: bool = False
@@ -136,7 +144,7 @@ def _kind(text: str) -> str:
 
 def _warnings(st) -> Iterator[Said]:
     for p in st.problems:
-        yield Said(f"warning: {p.detail}", problem=True)
+        yield Said(p.warning(), problem=True)
 
 
 def _message(rec, full: bool = False) -> Iterator[Event]:
@@ -147,7 +155,8 @@ def _message(rec, full: bool = False) -> Iterator[Event]:
     held = is_placeholder(rec)
     yield Message(rec, full, placeholder_info(rec) if held else None)
     if held:
-        yield Said(f"note: {placeholder_note(rec)}")
+        n = placeholder_note(rec)
+        yield Said(Note(n.kind, f"note: {n}", **n.fields))
 
 
 def _undecoded(rec) -> Optional[Said]:
@@ -157,8 +166,7 @@ def _undecoded(rec) -> Optional[Said]:
     dec = rec.decoded_body()
     if dec.ok:
         return None
-    return Said(f"error: message at commit-log offset {rec.physical_offset}: its {dec.codec} body does not decode "
-                f"({dec.error}); the consumer cannot read it")
+    return Said(undecodable_note(rec.physical_offset, dec.codec, dec.error))
 
 
 def _one(st, kinds: list[str], texts: list[str], topic: Optional[str]) -> Iterator[Event]:
@@ -191,8 +199,9 @@ def _by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[
     for c in qr.units:
         if c.record is None or c.status not in ("OK", "PLACEHOLDER"):
             bad += 1
-            yield Said(f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: {c.reason}",
-                       problem=True)
+            yield Said(Note(UNIT_UNUSABLE, f"error: {topic}/{queue_id} queue offset {c.queue_offset}: {c.status}: "
+                            f"{c.reason}", topic=topic, queueId=queue_id, queueOffset=c.queue_offset,
+                            status=c.status, commitLogOffset=c.commit_log_offset), problem=True)
             continue
         yield from _message(c.record, full=count is None)
         undecoded = _undecoded(c.record)
@@ -203,9 +212,11 @@ def _by_queue(st, topic: str, queue_id: int, queue_offset: int, count: Optional[
         yield Done(DAMAGED if bad else OK)
         return
     if qr.count < qr.asked:
-        yield Said(f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} is {qr.maxOffset}")
+        yield Said(Note(COUNT_PAST_MAX, f"--count {qr.asked} cut to {qr.count}: the max offset of {topic}/{queue_id} "
+                        f"is {qr.maxOffset}", asked=qr.asked, count=qr.count, maxOffset=qr.maxOffset))
     if bad:
-        yield Said(f"{bad} of {qr.count} unit(s) could not be answered with their message", problem=True)
+        yield Said(Note(UNITS_UNANSWERED, f"{bad} of {qr.count} unit(s) could not be answered with their message",
+                        failed=bad, count=qr.count), problem=True)
     yield Done(DAMAGED if bad else OK)
 
 
@@ -264,8 +275,7 @@ def _many(st, asked, topic: Optional[str] = None) -> Iterator[Event]:
                 yield Records(item)
                 for off, codec, why in item.undecodable():
                     bad += 1
-                    yield Said(f"error: message at commit-log offset {off}: its {codec} body does not decode "
-                               f"({why}); the consumer cannot read it")
+                    yield Said(undecodable_note(off, codec, why))
                 continue
             i, reason = item
             kind, text = kinds[i] if kinds else _kind(texts[i]), texts[i]
@@ -283,10 +293,11 @@ def _many(st, asked, topic: Optional[str] = None) -> Iterator[Event]:
                     continue
             bad += 1
             absent += i in errors or st.commitlog.queue.find(offsets[i]) is None
-            yield Said(f"error: {why}" if why else f"error: {kind} {text}: " + (
+            yield Said(Note(NOT_FOUND, f"error: {why}" if why else f"error: {kind} {text}: " + (
                 errors[i] if i in errors else f"no valid message at commit-log offset {offsets[i]}: {reason}"),
-                problem=True)
+                asked=kind, value=text, commitLogOffset=None if i in errors else offsets[i]), problem=True)
     if bad:
-        yield Said(f"{bad} of {total} message(s) could not be returned", problem=True)
+        yield Said(Note(NOT_RETURNED, f"{bad} of {total} message(s) could not be returned", failed=bad, asked=total),
+                   problem=True)
     # only addresses that do not exist (outside the log, not an id): bad input; anything else is damage
     yield Done(OK if not bad else BAD_INPUT if absent == bad else DAMAGED)

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from engine.broker.config.brokerconf import BrokerConfig
+from engine.broker.commitlog.compression import BODY_UNDECODABLE
 from engine.errors import InvalidArgumentError
+from engine.findings import Note
 
 #: --count's bound.
 MAX_LIMIT = 1_000_000_000
@@ -58,3 +60,17 @@ def placeholder(record) -> Optional[dict]:
 def exit_code(undecoded: int, problems: list) -> int:
     """3 when units in the range could not be read or bodies do not decode, else 0."""
     return DAMAGED if undecoded or problems else OK
+
+
+def undecodable(found) -> Optional[Note]:
+    """The note that a message found has a compressed body that does not decode (the consumer cannot read it; it
+    counts as damage), by its queue and offset; None when it decodes or is not compressed."""
+    if not found.record.compression():
+        return None
+    dec = found.record.decoded_body()
+    if dec.ok:
+        return None
+    return Note(BODY_UNDECODABLE, f"queue {found.queue_id} offset {found.queue_offset}: its {dec.codec} body does not "
+                f"decode ({dec.error}); the consumer cannot read it", queueId=found.queue_id,
+                queueOffset=found.queue_offset, commitLogOffset=found.record.physical_offset, codec=dec.codec,
+                reason=dec.error)

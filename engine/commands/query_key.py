@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.broker.commitlog.compression import undecodable_note
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.index.keyquery import check_query_args
 from engine.java.lang import LONG_MAX
@@ -18,8 +19,8 @@ OK, PARTIAL = 0, 3
 @dataclass
 class KeyAnswer:
     """What query_key() answers: `result` (engine.broker.index.keyquery.QueryResult, or RawAnswer when raw), the
-    messages whose compressed body does not decode with the decoding's outcome (`undecoded`, (record, decoded
-    body)) and the exit code."""
+    line for each message whose compressed body does not decode (`undecoded`, engine.findings.Note of kind
+    body-undecodable) and the exit code."""
 
     result: object
     undecoded: list = field(default_factory=list)
@@ -35,5 +36,5 @@ def query_key(cfg: BrokerConfig, topic: str, key: str, max_num: int = 64, begin:
     undecoded = []
     if not raw:
         undecoded = [(r, r.decoded_body()) for r in res.messages if r.compression()]
-        undecoded = [(r, d) for r, d in undecoded if not d.ok]
+        undecoded = [undecodable_note(r.physical_offset, d.codec, d.error) for r, d in undecoded if not d.ok]
     return KeyAnswer(res, undecoded, PARTIAL if res.partial or undecoded else OK)

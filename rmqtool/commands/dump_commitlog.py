@@ -17,6 +17,10 @@ from rmqtool.options import STORE, JsonOpt, QuietOpt, StoreOptions, WorkersOpt, 
 from rmqtool.records import MESSAGE, open_table, undecoded_notes, warn_problems
 
 DUMP_LIMIT = 1_000_000_000
+#: The kinds of the summary lines dump-commitlog says (--json: rmqtool.notes; engine.findings.Note has the others:
+#: a segment file's problem, a body that does not decode): bodies written to --body-dir; damaged entries met;
+#: compressed bodies that do not decode.
+BODIES_WRITTEN, DAMAGED_ENTRIES, BODIES_UNDECODABLE = "bodies-written", "damaged-entries", "bodies-undecodable"
 
 
 # one parameter per option: typer builds the command from the signature
@@ -88,18 +92,21 @@ def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) ->
     if bodies is not None:
         render.note(f"{bodies.written} bod{'y' if bodies.written == 1 else 'ies'} written to {body_dir}"
                     + (f" ({bodies.undecoded} that do not decode as stored, to <offset>.stored)"
-                       if bodies.undecoded else ""))
+                       if bodies.undecoded else ""), BODIES_WRITTEN, bodies=bodies.written,
+                    storedOnly=bodies.undecoded, dir=str(body_dir))
     if bad:
-        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)")
+        render.problem(f"{bad} damaged entr{'y' if bad == 1 else 'ies'} found (corrupt, misplaced or missing)",
+                       DAMAGED_ENTRIES, entries=bad)
     if undecoded:
-        render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode")
+        render.problem(f"{undecoded} compressed bod{'y does' if undecoded == 1 else 'ies do'} not decode",
+                       BODIES_UNDECODABLE, bodies=undecoded)
     if exit_code(bad, undecoded):
         raise typer.Exit(exit_code(bad, undecoded))
 
 
 def _dump_spooled(ans) -> None:
     """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines and exit."""
-    from engine.commands.dump_commitlog import entry_json
+    from engine.commands.dump_commitlog import entry_json, undecodable_note
 
     out, _ = open_table(True)
     entries = ans.entries
@@ -112,8 +119,7 @@ def _dump_spooled(ans) -> None:
             bad += e.damaged
             undecoded += len(e.notes)
             for off, codec, why in e.notes:
-                render.note(f"error: message at commit-log offset {off}: its {codec} body does not decode ({why}); "
-                            "the consumer cannot read it")
+                render.note(undecodable_note(off, codec, why))
             continue
         bad += 1  # a GAP between segment files
         out.line(entry_json(e))

@@ -10,6 +10,11 @@ from rmqtool import render, tables
 from rmqtool.cli import handles_errors
 from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
+#: The kinds of the lines dump-cq itself says (engine.findings.Note has the others: the logical truncation, a
+#: damaged file): the queue's bounds; a unit's reason when the table leaves its note column out; how many units
+#: shown cannot be used.
+QUEUE_RANGE, UNIT_REASON, UNITS_UNUSABLE = "queue-range", "unit-reason", "units-unusable"
+
 UNIT_COLUMNS = [
     tables.Column("queueOffset", "queueOffset"),
     tables.Column("commitLogOffset", "commitLogOffset"),
@@ -55,7 +60,9 @@ def dump_cq(
     with run_dump_cq(cfg, topic, queue_id, queue_offset, count, check_crc=not no_check_crc) as ans:
         d = ans.dump
         tables.note(f"{topic}/{queue_id}: min offset {d.minOffset}, max offset {d.maxOffset}; the files hold units "
-                    f"from {d.firstUnit}" + (f" to {d.unitsEnd}" if d.unitsEnd > d.maxOffset else ""))
+                    f"from {d.firstUnit}" + (f" to {d.unitsEnd}" if d.unitsEnd > d.maxOffset else ""), QUEUE_RANGE,
+                    topic=topic, queueId=queue_id, minOffset=d.minOffset, maxOffset=d.maxOffset,
+                    firstUnitInFiles=d.firstUnit, unitsEndInFiles=d.unitsEnd)
         if d.note:
             tables.note(d.note)
         out = None if json_out else tables.Stream(UNIT_COLUMNS, _hints(ans.log_end(), d))
@@ -67,15 +74,18 @@ def dump_cq(
             else:
                 out.row(_unit_row(c))
                 if c.reason and not out.shows("note"):
-                    render.problem(f"note: queue offset {c.queue_offset}: {c.status}: {c.reason}")
+                    render.problem(f"note: queue offset {c.queue_offset}: {c.status}: {c.reason}", UNIT_REASON,
+                                   queueOffset=c.queue_offset, status=c.status, commitLogOffset=c.commit_log_offset)
         if out is not None:
             out.finish(empty="(no unit at or after this queue offset)")
     for p in d.damage:
-        render.problem(f"problem: {topic}/{queue_id}: {p}")
+        render.problem(f"problem: {topic}/{queue_id}: {p}", getattr(p, "kind", None), **getattr(p, "fields", {}))
     if bad:
         outside = sum(n for s, n in bad.items() if points_outside(s))
         detail = ", ".join(f"{n} {s}" for s, n in sorted(bad.items()))
-        render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the commit log")
+        render.problem(f"note: {sum(bad.values())} unit(s) cannot be used ({detail}); {outside} point outside the "
+                       "commit log", UNITS_UNUSABLE, units=sum(bad.values()), byStatus=dict(sorted(bad.items())),
+                       pointOutside=outside)
     if exit_code(sum(bad.values()), d.damage):
         raise typer.Exit(exit_code(sum(bad.values()), d.damage))
 

@@ -61,6 +61,11 @@ def inspect_index(
     _inspect_broker(cfg, file, req, json_out, opts.hash_slots, opts.max_index)
 
 
+#: The kind of the one line inspect-index says when it exits 3 (--json: rmqtool.notes): verification found
+#: problems (verificationFailed), index files are damaged (damagedFiles [{file, reason}]).
+INDEX_PROBLEMS = "index-problems"
+
+
 def _inspect_broker(cfg, file, req, json_out: bool, hash_slots, max_index) -> None:
     from engine.commands.inspect_index import asked_headers, exit_code, inspect_index as run_inspect, verify_failed
 
@@ -83,7 +88,8 @@ def _inspect_broker(cfg, file, req, json_out: bool, hash_slots, max_index) -> No
     problems = ["verification found problems"] if failed else []
     problems += [f"index file {rep.path.name} is damaged: {rep.damage}" for rep in damaged]
     if problems:
-        render.problem("; ".join(problems))
+        render.problem("; ".join(problems), INDEX_PROBLEMS, verificationFailed=failed,
+                       damagedFiles=[{"file": rep.path.name, "reason": rep.damage} for rep in damaged])
     if exit_code(failed, damaged):
         raise typer.Exit(exit_code(failed, damaged))
 

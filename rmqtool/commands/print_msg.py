@@ -11,6 +11,10 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 SHOWN_PROBLEMS = 20
+#: The kinds of the lines print-msg itself says (engine.findings.Note has the others: engine.broker.consumequeue
+#: .timerange's): no message in the range; a message's note (its unit's, by queue and offset); how many units of the
+#: range could not be read.
+NO_MESSAGE, MESSAGE_NOTE, UNITS_UNREADABLE = "no-message", "message-note", "units-unreadable"
 
 COLUMNS = [
     tables.Column("queueId", "queueId"),
@@ -76,7 +80,9 @@ def print_msg(
             span = (f"in [{local_time(b)}, {local_time(e)}]" if end is not None
                     else f"at or after {local_time(b)}")
             tables.note(f"no message of {topic} stored {span}"
-                        + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""))
+                        + (f" with tags {scan.tag_filter.expression}" if scan.tag_filter.tags else ""), NO_MESSAGE,
+                        topic=topic, begin=b, end=e if end is not None else None,
+                        tags=scan.tag_filter.expression if scan.tag_filter.tags else None)
         tables.note(scan.searched.line())
     for u in undecoded:
         tables.note(u)
@@ -88,7 +94,7 @@ def print_msg(
 def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: list[str]) -> tuple[int, bool]:
     """Print the messages as they are found; (how many, whether --count cut off a further one). Messages whose
     compressed body does not decode are added to `undecoded`."""
-    from engine.commands.print_msg import placeholder
+    from engine.commands.print_msg import placeholder, undecodable
 
     shown = 0
     table = None if json_out else tables.Stream(COLUMNS, hints)
@@ -104,13 +110,13 @@ def _emit(scan, max_num: int | None, json_out: bool, hints: dict, undecoded: lis
             render.emit_json(d)
         else:
             table.row(_row(found))
-        if found.note:
-            tables.note(f"queue {found.queue_id} offset {found.queue_offset}: {found.note}")
-        if found.record.compression():
-            dec = found.record.decoded_body()
-            if not dec.ok:
-                undecoded.append(f"queue {found.queue_id} offset {found.queue_offset}: its {dec.codec} body does not "
-                                 f"decode ({dec.error}); the consumer cannot read it")
+        if found.note:  # a Note of its unit (a placeholder, pitfall 17, multi-dispatch) with where it is
+            tables.note(f"queue {found.queue_id} offset {found.queue_offset}: {found.note}",
+                        getattr(found.note, "kind", MESSAGE_NOTE), **{**getattr(found.note, "fields", {}),
+                        "queueId": found.queue_id, "queueOffset": found.queue_offset})
+        bad = undecodable(found)
+        if bad is not None:
+            undecoded.append(bad)
     return shown, False
 
 
@@ -133,6 +139,7 @@ def _report(problems: list[str]) -> None:
     if not problems:
         return
     for p in problems[:SHOWN_PROBLEMS]:
-        render.problem(f"note: {p}")
+        render.problem(f"note: {p}", getattr(p, "kind", None), **getattr(p, "fields", {}))
     more = len(problems) - SHOWN_PROBLEMS
-    render.problem(f"note: {len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""))
+    render.problem(f"note: {len(problems)} unit(s) in the range could not be read" + (f" ({more} not listed)" if more > 0 else ""),
+                   UNITS_UNREADABLE, units=len(problems), notListed=max(more, 0))

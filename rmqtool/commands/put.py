@@ -13,6 +13,9 @@ from rmqtool import render
 from rmqtool.cli import handles_errors, shielded
 from rmqtool.options import GEOMETRY, STORE, JsonOpt, StoreOptions, expand_path, store_options
 
+#: The kinds of the lines put says on stderr (--json: rmqtool.notes): store times went back; INNER_MULTI_DISPATCH
+#: ignored (no LMQ); the summary of what was stored.
+TIME_WENT_BACK, LMQ_IGNORED, STORED = "store-time-went-back", "lmq-ignored", "stored"
 #: What json.dumps (ensure_ascii=False) would escape in a string.
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
@@ -86,7 +89,8 @@ def _note_time_back(results: list) -> None:
     render.note(f"warning: the store time went back for {n} message(s) (the first at commit-log offset {phy}: "
                 f"{local_time(ts)}, after a message stored at {local_time(before)}); index file headers "
                 "then do not bound their messages' times and the broker's query by key may miss them in a time "
-                "range (rmqtool query-key does not; inspect-index --verify reports such headers)")
+                "range (rmqtool query-key does not; inspect-index --verify reports such headers)", TIME_WENT_BACK,
+                messages=n, commitLogOffset=phy, storeTimestamp=ts, previousStoreTimestamp=before)
 
 
 def _note_lmq_ignored(results: list) -> None:
@@ -96,7 +100,7 @@ def _note_lmq_ignored(results: list) -> None:
     if n:
         render.note(f"note: {n} message(s) carry INNER_MULTI_DISPATCH but the store does not enable LMQ "
                     "(enableLmq=true in broker.conf): stored as they came, with no INNER_MULTI_QUEUE_OFFSET and no "
-                    "%LMQ% queue units, as the broker would")
+                    "%LMQ% queue units, as the broker would", LMQ_IGNORED, messages=n)
 
 
 def _put_acknowledged(cfg, acks: Acks, back: list, **options):
@@ -165,7 +169,7 @@ def put(  # noqa: PLR0913 - a typer command takes one parameter per option
         _note_time_back(back)
         _note_lmq_ignored(back)
     if no_acks or (not single and not json_out):
-        render.note(f"stored {stored} message(s)")
+        render.note(f"stored {stored} message(s)", STORED, messages=stored)
     elif single and not json_out and last is not None:
         _show_stored(last.results()[0])
 

@@ -11,6 +11,10 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import INDEX_GEOMETRY, STORE, BeginOpt, EndOpt, JsonOpt, QuietOpt, StoreOptions, store_options
 
 DEFAULT_MAX = 64  # as mqadmin queryMsgByKey
+#: The kinds of the lines query-key says (--json: rmqtool.notes; engine.findings.Note has body-undecodable): the
+#: broker's walk (--raw) skipped an index file by its header times; a partial answer (damaged index files or
+#: misplaced commit-log data); no message found.
+SKIPPED_BY_HEADER, PARTIAL, NO_MESSAGE = "index-file-skipped-by-header", "partial-answer", "no-message"
 
 MaxOpt = Annotated[int, typer.Option("--count", "-n", help="At most this many messages (default 64, as mqadmin; not "
                                      "capped by maxMsgsNumBatch); a cut is reported on stderr.")]
@@ -54,7 +58,8 @@ def query_key(
         for d in res.skipped_by_header:
             render.note(f"note: the broker's walk skipped index file {d.path.name} by its header times, which do "
                         f"not bound its messages: {d.reason}; messages of the range in it are missing from this "
-                        "answer (query-key without --raw searches every file)")
+                        "answer (query-key without --raw searches every file)", SKIPPED_BY_HEADER,
+                        file=d.path.name, reason=d.reason)
     else:
         _render_messages(res, topic, key, explain, json_out, max_num, ans.undecoded)
     _warn_partial(res, topic, key, raw)
@@ -70,7 +75,9 @@ def _warn_partial(res, topic: str, key: str, raw: bool) -> None:
     misplaced = [f"misplaced commit-log data: {why}" for why in getattr(res, "log_damage", [])]
     render.problem(f"warning: partial answer{none}: " + "; ".join([d.line() for d in res.damaged] + misplaced)
                    + (" (`rmqtool recover` puts misplaced segments back and repairs the index)" if misplaced
-                      else " (`rmqtool recover` rebuilds the index)"))
+                      else " (`rmqtool recover` rebuilds the index)"), PARTIAL,
+                   damagedIndexFiles=[{"file": d.path.name, "reason": d.reason} for d in res.damaged],
+                   misplaced=list(getattr(res, "log_damage", [])), messages=len(res.messages) if not raw else None)
 
 
 def message_rows(recs) -> tuple[list[str], list[list]]:
@@ -114,7 +121,7 @@ def _render_messages(res, topic: str, key: str, explain: bool, json_out: bool, m
         tables.cut_note(len(res.messages), "--count", f"messages for key {key!r}")
     if not res.messages and not res.partial:
         render.note(f"no message found for key {key!r} in topic {topic!r} "
-                    f"({res.candidates} index candidate(s) in {res.files_searched} file(s))")
-    for r, d in undecoded:
-        render.note(f"error: message at commit-log offset {r.physical_offset}: its {d.codec} body does not decode "
-                    f"({d.error}); the consumer cannot read it")
+                    f"({res.candidates} index candidate(s) in {res.files_searched} file(s))", NO_MESSAGE,
+                    key=key, topic=topic, candidates=res.candidates, filesSearched=res.files_searched)
+    for note in undecoded:
+        render.note(note)

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, said, snapshot
 
 T0 = 1_700_000_000_000
 BODY_AT = 88      # where the body starts in a v4-host record (format §2.2)
@@ -147,12 +147,13 @@ def test_body_modes(store):
 def test_body_dir_writes_one_file_per_message(store, tmp_path):
     root, acks = store
     out = tmp_path / "bodies"
-    r = run(["dump-commitlog", "-s", root, "--topic", "TopicU", "--body-dir", out])
+    r = run(["dump-commitlog", "-s", root, "--topic", "TopicU", "--body-dir", out, "--json"])
     assert r.exit_code == 0, r.output
     want = {f"{x['commitLogOffset']:020d}.body": f"body {i}".encode() for i, x in enumerate(acks)
             if x["topic"] == "TopicU"}
     assert {p.name: p.read_bytes() for p in out.iterdir()} == want
-    assert f"{len(want)} bodies written" in r.stderr
+    (written,) = said(r, "bodies-written")
+    assert (written["bodies"], written["storedOnly"], written["dir"]) == (len(want), 0, str(out))
 
 
 @pytest.mark.parametrize("where", ["store", "store/commitlog", "store/sub/dir"])

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from engine.broker.read import COUNT_LIMIT
-from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, said, snapshot
 
 UNIT = struct.Struct(">qiq")
 
@@ -71,7 +71,9 @@ def test_count_streams_units_in_order_and_is_cut_at_max(store):
     assert r.exit_code == 0, r.output
     rows = r.stdout.splitlines()
     assert len(rows) == 2 + 2 and all("MESSAGE" in x for x in rows[2:])   # header, rule; queue offsets 28 and 29
-    assert "cut to 2" in r.stderr and "max offset of TopicA/0 is 30" in r.stderr
+    r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "28", "--count", "50", "--json"])
+    (cut,) = said(r, "count-past-max-offset")
+    assert (cut["asked"], cut["count"], cut["maxOffset"]) == (50, 2, 30) and len(jlines(r)) == 2
 
 
 @pytest.mark.parametrize("qo", ["30", "99", "-1"])
@@ -119,11 +121,14 @@ def test_unit_pointing_outside_the_commit_log_is_reported(store):
     before = snapshot(root)
     r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "4", "--json"])
     assert r.exit_code == 3 and r.stdout == ""
-    assert "queue offset 4: OUTSIDE" in r.stderr and "past the end of the commit-log files" in r.stderr
+    (bad,) = said(r, "unit-unusable")
+    assert (bad["topic"], bad["queueId"], bad["queueOffset"], bad["status"], bad["commitLogOffset"]) == \
+        ("TopicA", 0, 4, "OUTSIDE", 10**9) and "error" in bad
     r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "3", "--count", "3", "--json"])
     assert r.exit_code == 3
     assert [j["queueOffset"] for j in jlines(r)] == [3, 5]            # the others are answered
-    assert "1 of 3 unit(s)" in r.stderr and "Traceback" not in r.output
+    (summary,) = said(r, "units-not-answered")
+    assert (summary["failed"], summary["count"]) == (1, 3) and "Traceback" not in r.output
     assert snapshot(root) == before
 
 
@@ -133,13 +138,16 @@ def test_unit_pointing_at_another_queues_record_is_never_answered(store):
     set_unit(root, "TopicA", 0, 2, other["commitLogOffset"], other["storeSize"])
     r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "2", "--json"])
     assert r.exit_code == 3 and r.stdout == ""
-    assert "MISMATCH" in r.stderr and "TopicA/1" in r.stderr
+    (bad,) = said(r, "unit-unusable")
+    assert (bad["queueOffset"], bad["status"], bad["commitLogOffset"]) == (2, "MISMATCH", other["commitLogOffset"])
     # same topic and queue, but the record says another queue offset (pitfall 17): reported, not answered
     same = next(a for a in acks if a["topic"] == "TopicA" and a["queueId"] == 0 and a["queueOffset"] == 6)
     set_unit(root, "TopicA", 0, 2, same["commitLogOffset"], same["storeSize"])
-    r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "2"])
-    assert r.exit_code == 3 and "MESSAGE" not in r.stdout and same["msgId"] not in r.stdout
-    assert "says queue offset 6, not 2" in r.stderr and f"get --offset {same['commitLogOffset']}" in r.stderr
+    r = run(["get", "-s", root, "-t", "TopicA", "-q", "0", "--queue-offset", "2", "--json"])
+    assert r.exit_code == 3 and r.stdout == ""
+    (bad,) = said(r, "unit-unusable")
+    assert (bad["queueOffset"], bad["status"], bad["commitLogOffset"]) == (2, "MISMATCH", same["commitLogOffset"])
+    assert f"`rmqtool get --offset {same['commitLogOffset']}`" in bad["message"]  # the command that shows it
 
 
 # ------------------------------------------------------------------------------------------- UNIQ_KEY
@@ -178,7 +186,8 @@ def test_uniq_key_in_the_wrong_topic_and_unknown_ids(store):
     assert_one_line_error(r, 2, "as a UNIQ_KEY")
     r = run(["get", "-s", root, "-m", a["uniqKey"], "-m", "not-hex", "--json", *READ_GEOM])
     assert r.exit_code == 2 and len(jlines(r)) == 1  # the one failure is an id no message has: bad input, not damage
-    assert "neither an offset message id nor a UNIQ_KEY" in r.stderr
+    (miss,) = said(r, "message-not-found")
+    assert (miss["asked"], miss["value"], miss["commitLogOffset"]) == ("msgId", "not-hex", None)
 
 
 # ------------------------------------------------------------------------------------------- golden

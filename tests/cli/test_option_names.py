@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run
+from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, said
 
 
 def test_query_key_max_cut_is_reported_with_the_flag(tmp_path):
@@ -14,9 +14,10 @@ def test_query_key_max_cut_is_reported_with_the_flag(tmp_path):
     r = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--count", "2", "--json", *READ_GEOM])
     assert r.exit_code == 0, r.output
     assert len(r.stdout.splitlines()) == 2
-    assert "showing the first 2" in r.stderr and "--count 2" in r.stderr
+    (cut,) = said(r, "count-cut")
+    assert (cut["shown"], cut["limit"]) == (2, "--count")
     whole = run(["query-key", "-s", store, "-t", "T", "-k", "k", "--count", "5", "--json", *READ_GEOM])
-    assert len(whole.stdout.splitlines()) == 5 and "showing" not in whole.stderr
+    assert len(whole.stdout.splitlines()) == 5 and said(whole) == []
     # the two shown are the newest two, as before (the broker walks newest first)
     newest = sorted(json.loads(x)["commitLogOffset"] for x in whole.stdout.splitlines())[-2:]
     assert sorted(json.loads(x)["commitLogOffset"] for x in r.stdout.splitlines()) == newest
@@ -42,7 +43,7 @@ def test_inspect_index_count_and_no_old_spelling(tmp_path):
         assert r.exit_code == 0, r.output
         walk = json.loads(r.stdout.splitlines()[0])
         assert len(walk["items"]) == 2 and "(limit)" in walk["stop"]
-        assert "showing the first 2" in r.stderr
+        assert [(c["shown"], c["limit"]) for c in said(r, "count-cut")] == [(2, "--count")]
     help_text = run(["inspect-index", "--help"]).stdout
     assert "--count" in help_text and "--limit" not in help_text and not re.search(r"--max\b(?!-)", help_text)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import READ_GEOM, assert_one_line_error, command_paths, run, sample_workspace
+from helpers import READ_GEOM, assert_one_line_error, command_paths, run, said, said_kind, sample_workspace
 
 DOC, STREAM = "document", "stream"
 
@@ -86,7 +86,7 @@ NO_SAMPLE = {
 OWN_QUIET = {"put": "--quiet leaves out the acknowledgements (put's data); its summary stays"}
 #: JSON fields whose keys are data (property names, file types, histogram buckets), not names of ours.
 DATA_MAPS = {"properties", "chainLengthHistogram", "segments", "bytes", "newSegments", "entriesByHow", "sources",
-             "problems", "offsetTable", "segmentsDeleted"}
+             "problems", "offsetTable", "segmentsDeleted", "byStatus"}
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
 ISO_T = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
@@ -151,6 +151,94 @@ def test_json_is_camel_case_one_document_or_ndjson(ws, tmp_path, path, i):
         assert len(docs) == 1, f"{path} answers with one document, got {len(docs)} lines"
     for d in docs:
         assert non_camel_keys(d) == [], (path, non_camel_keys(d))
+
+
+#: Commands whose notes and warnings all have a stable kind (the streaming commands: a script reads their stderr).
+NAMED_NOTES = {"put", "query-key", "get", "dump-commitlog", "print-msg", "dump-cq"}
+
+
+def json_lines_said(r) -> list[dict]:
+    """Under --json every line of stderr is one JSON object naming its level ("note", "warning" or "error") and
+    holding its "message", or the `error: ...` line that ends a command (docs/output-contract.md)."""
+    out = []
+    for line in r.stderr.splitlines():
+        if line.startswith("error: "):
+            continue
+        d = json.loads(line)
+        assert isinstance(d, dict) and isinstance(d.get("message"), str), line
+        assert sum(k in d for k in ("note", "warning", "error")) == 1, line
+        assert non_camel_keys(d) == [], line
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("path,i", sample_ids(), ids=IDS)
+def test_under_json_every_stderr_line_is_a_json_object_or_an_error_line(ws, tmp_path, path, i):
+    template, _ = SAMPLES[path][i]
+    r = run([*args_of(path, template, fresh(ws, tmp_path)), "--json"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = json_lines_said(r)
+    if path in NAMED_NOTES:
+        assert [d for d in lines if said_kind(d) is None] == [], path
+    if path not in OWN_QUIET:  # --quiet silences the notes in their JSON form too
+        quiet = run([*args_of(path, template, fresh(ws, tmp_path)), "--json", "--quiet"], env={"COLUMNS": "80"})
+        assert quiet.exit_code == 0 and [d for d in json_lines_said(quiet) if "note" in d] == [], quiet.stderr
+
+
+def test_a_damaged_stream_says_its_problems_as_json_with_kinds_and_fields(tmp_path):
+    """get of an offset outside the log and one inside: the failure is a JSON line with its kind and fields, the
+    exit code stays the contract's; without --json the same line is text."""
+    from helpers import put_jsonl
+
+    store = tmp_path / "s"
+    put_jsonl(store, [{"topic": "T", "body": "x"}])
+    r = run(["get", "-s", store, "-o", "0", "-o", str(1 << 40), "--json"])
+    assert r.exit_code == 2 and len(r.stdout.splitlines()) == 1
+    (miss,) = said(r, "message-not-found")
+    assert "error" in miss and miss["asked"] == "offset" and miss["value"] == str(1 << 40)
+    (summary,) = said(r, "messages-not-returned")
+    assert (summary["failed"], summary["asked"]) == (1, 2) and "warning" in summary
+    text = run(["get", "-s", store, "-o", "0", "-o", str(1 << 40)])
+    assert text.exit_code == 2 and [line.split(":")[0] for line in text.stderr.splitlines()] == ["error", "1 of 2 message(s) could not be returned"]
+
+
+#: The streaming commands on a store with one damaged record (not in the last segment): (arguments, exit code).
+DAMAGED_STREAMS = [
+    (["print-msg", "-t", "T", "-b", "0"], 3),
+    (["dump-cq", "-t", "T", "-q", "0", "-n", "60"], 3),
+    (["dump-commitlog"], 3),
+    (["get", "-t", "T", "-q", "0", "-i", "0", "-n", "30"], 3),
+    (["get", "-o", "{victim}", "-o", "0"], 3),
+    (["query-key", "-t", "T", "-k", "k", "-n", "100"], 0),
+]
+
+
+@pytest.fixture(scope="module")
+def damaged_store(tmp_path_factory):
+    from helpers import put_jsonl
+
+    store = tmp_path_factory.mktemp("damaged") / "s"
+    acks = put_jsonl(store, [{"topic": "T", "keys": "k", "queueId": i % 2, "body": "x" * 200} for i in range(60)])
+    victim = next(a for a in acks if a["commitLogOffset"] >= 4096 and a["queueId"] == 0)
+    seg = store / "commitlog" / f"{victim['commitLogOffset'] // 4096 * 4096:020d}"
+    data = bytearray(seg.read_bytes())
+    pos = victim["commitLogOffset"] % 4096
+    data[pos + 4:pos + 8] = b"\0\0\0\1"   # its magic code
+    seg.write_bytes(bytes(data))
+    return store, victim["commitLogOffset"]
+
+
+@pytest.mark.parametrize("args,code", DAMAGED_STREAMS, ids=[" ".join(a[:2]) for a, _ in DAMAGED_STREAMS])
+def test_a_damaged_stream_names_every_line_it_says_under_json(damaged_store, args, code):
+    store, victim = damaged_store
+    argv = [args[0], "-s", store, *(a.format(victim=victim) for a in args[1:]), "--json"]
+    r = run(argv)
+    assert r.exit_code == code, r.output
+    lines = json_lines_said(r)
+    assert [d for d in lines if said_kind(d) is None] == [], r.stderr
+    if code == 3:   # what explains the exit is there under --quiet too, and is not a note
+        explained = [d for d in json_lines_said(run([*argv, "--quiet"])) if "note" not in d]
+        assert explained and explained == [d for d in lines if "note" not in d]
 
 
 def fits(line: str, width: int = 80) -> bool:
@@ -333,7 +421,9 @@ def test_many_topics_are_listed_as_a_few_and_n_more(tmp_path):
 
 def test_a_search_that_finds_nothing_answers_0_and_says_so(ws):
     r = run(["query-key", "-s", ws["store"], "-t", "TopicA", "-k", "no-such-key", "--json"])
-    assert r.exit_code == 0 and r.stdout == "" and "no message found" in r.stderr
+    assert r.exit_code == 0 and r.stdout == ""
+    (empty,) = said(r, "no-message")   # an empty answer says so
+    assert (empty["key"], empty["topic"], empty["candidates"]) == ("no-such-key", "TopicA", 0)
     q = run(["query-key", "-s", ws["store"], "-t", "TopicA", "-k", "no-such-key", "--json", "--quiet"])
     assert q.exit_code == 0 and q.stdout == "" and q.stderr == ""
 

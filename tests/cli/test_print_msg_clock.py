@@ -12,7 +12,7 @@ import pytest
 
 from engine.broker.store import MessageStore
 from engine.broker.consumequeue.timerange import scan_time_range
-from helpers import cfg_for, jlines, put_jsonl, run
+from helpers import cfg_for, jlines, put_jsonl, run, said, said_kinds
 
 T0 = 1_700_000_000_000
 # queue 0: the clock steps back by 9 s after the third message, then catches up; queue 1: times only grow
@@ -47,9 +47,8 @@ def test_every_message_in_the_range_is_found_when_the_clock_stepped_back(tmp_pat
     # 11 s lies where a binary search over queue 0 cannot find it (it lands after the step back)
     r = print_msg(store, 10_500, 11_500)
     assert [(m["queueId"], m["queueOffset"]) for m in jlines(r)] == [(0, 1)]
-    notes = [line for line in r.stderr.splitlines() if "store times go back" in line]
-    assert len(notes) == 1 and notes[0].startswith("note: T/0: ") and "at 1 place(s)" in notes[0]
-    assert "T/1:" not in r.stderr
+    notes = said(r, "store-times-go-back")
+    assert [(n["topic"], n["queueId"], n["stepsBack"]) for n in notes] == [("T", 0, 1)]   # not queue 1
     quiet = print_msg(store, 10_500, 11_500, "-Q")
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == r.stdout
 
@@ -59,7 +58,7 @@ def test_monotonic_queues_say_nothing(tmp_path):
     put_jsonl(store, [{"topic": "T", "queueId": 0, "body": str(i), "storeTimestamp": T0 + 1000 * i}
                       for i in range(10)])
     r = print_msg(store, 2_000, 4_000)
-    assert r.exit_code == 0 and "go back" not in r.stderr
+    assert r.exit_code == 0 and said(r, "store-times-go-back") == [] and said_kinds(r) == ["searched"]
     assert [json.loads(x)["queueOffset"] for x in r.stdout.splitlines()] == [2, 3, 4]
 
 
@@ -87,7 +86,8 @@ def test_the_index_search_and_the_log_scan_give_the_same_answer(tmp_path):
         cli = print_msg(store, lo, hi, "--scan-log")
         assert cli.exit_code == 0 and cli.stdout == print_msg(store, lo, hi).stdout
     r = print_msg(store, 0, 20_000)
-    assert sum(line.startswith("note: searched 2 consume queue(s), 12 unit(s)") for line in r.stderr.splitlines()) == 1
+    (line,) = said(r, "searched")
+    assert (line["queues"], line["units"]) == (2, 12)
 
 
 def _no_index(store):
@@ -104,7 +104,7 @@ def test_without_index_files_every_store_time_is_read_from_the_log_and_said(tmp_
         assert how["indexCovered"] == 0 and how["headsRead"] == how["units"] == 12
     r = print_msg(store, 10_500, 11_500)
     assert r.exit_code == 0 and [(m["queueId"], m["queueOffset"]) for m in jlines(r)] == [(0, 1)]
-    assert any(line.startswith("note: 12 unit(s) have no index item") for line in r.stderr.splitlines())
+    assert [n["units"] for n in said(r, "units-without-index-item")] == [12]
 
 
 def test_an_index_that_lies_about_a_time_is_caught_and_the_log_decides(tmp_path):
@@ -125,7 +125,7 @@ def test_an_index_that_lies_about_a_time_is_caught_and_the_log_decides(tmp_path)
         assert set(got) == expected(lo, hi), (lo, hi)
         assert how["indexDisagrees"] > 0
     r = print_msg(store, 3_000, 5_000)
-    assert any("disagree with the log" in line for line in r.stderr.splitlines())
+    assert [n["times"] > 0 for n in said(r, "index-disagrees")] == [True]
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from helpers import READ_GEOM, SMALL, assert_one_line_error, jlines, put_jsonl, run, snapshot
+from helpers import READ_GEOM, SMALL, assert_one_line_error, jlines, put_jsonl, run, said, snapshot
 from engine.broker.index.file import IndexFile
 from engine.broker.layout import list_index_files
 from engine.java.lang import index_hash, java_string_hash
@@ -300,12 +301,13 @@ def test_damaged_chains_terminate(store, kind):
     for args in (["inspect-index", "--walk-key", "T#Aa"], ["query-key", "--topic", "T", "--key", "Aa"],
                  ["query-key", "--topic", "T", "--key", "Aa", "--raw"], ["inspect-index", "--stats"]):
         t = time.time()
-        r = run([args[0], "--store", store, *READ_GEOM, *args[1:]])
+        r = run([args[0], "--store", store, *READ_GEOM, *args[1:], "--json"])
         assert time.time() - t < 10
         assert "Traceback" not in r.output
         if args[0] == "query-key":  # a partial answer: the broken chain's file is named on stderr
             assert r.exit_code == 3, r.output
-            assert f"index file {p.name} is damaged" in r.stderr and "partial answer" in r.stderr
+            (partial,) = said(r, "partial-answer")
+            assert "warning" in partial and [d["file"] for d in partial["damagedIndexFiles"]] == [p.name]
         else:
             assert r.exit_code == 0, r.output
     r = run(["inspect-index", "--store", store, *READ_GEOM, "--verify"])
@@ -434,7 +436,8 @@ def test_truncated_and_wrong_size_files(store):
     # name, read what is there and exit 3.
     r = run(["dump-commitlog", "--store", store, "--json"])
     assert r.exit_code == 3, r.output
-    assert "00000000000000000000 is 2000 bytes" in r.stderr and f"{4096:020d} is 100 bytes" in r.stderr
+    assert {Path(w["file"]).name: w["start"] for w in said(r, "wrong-size")} == {"0" * 20: 0, f"{4096:020d}": 4096}
+    assert [w["entries"] for w in said(r, "damaged-entries")] == [1]
     kinds = [json.loads(l)["type"] for l in r.stdout.splitlines()]
     assert kinds == ["MESSAGE"] * 3 + ["CORRUPT"]
 

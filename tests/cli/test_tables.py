@@ -131,6 +131,18 @@ def test_empty_table_and_cut_note(capsys):
                    "note: showing the first 10 messages (--max 10); up to 25 in all (the exact total is not known "
                    "without reading them all)",
                    "note: showing the first 10 messages (--max 10); more may follow"]
+    from rmqtool import notes
+
+    notes.set_json(True)   # as under --json: the same notes as JSON objects, their numbers as fields
+    try:
+        tables.cut_note(10, "--max", "messages", total=25)
+        tables.cut_note(10, "--max", "messages", at_least=25)
+    finally:
+        notes.set_json(False)
+    got = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(d["note"], d["shown"], d["limit"], d.get("total"), d.get("atLeast")) for d in got] == [
+        ("count-cut", 10, "--max", 25, None), ("count-cut", 10, "--max", None, 25)]
+    assert got[0]["message"] == err[0][len("note: "):]
 
 
 def test_terminal_width_from_columns(monkeypatch):

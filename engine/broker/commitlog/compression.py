@@ -21,6 +21,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from engine.findings import Note
+
 COMPRESSED_FLAG = 0x1
 COMPRESSION_TYPE_MASK = 0x700
 #: CompressionType.findByValue: the value in SYSFLAG bits 8-10 -> the codec (0 is ZLIB, for older clients).
@@ -173,3 +175,14 @@ def _lz4_decompressor():
     import lz4.frame
 
     return lz4.frame.LZ4FrameDecompressor()
+
+
+#: The kind of the line that a message's compressed body does not decode (engine.findings.Note).
+BODY_UNDECODABLE = "body-undecodable"
+
+
+def undecodable_note(offset: int, codec: str, why: str) -> Note:
+    """The line for stderr that the compressed body of the message at commit-log `offset` does not decode (the
+    consumer could not read it): an `error:` line, kind body-undecodable, its offset, codec and why as fields."""
+    return Note(BODY_UNDECODABLE, f"error: message at commit-log offset {offset}: its {codec} body does not decode "
+                f"({why}); the consumer cannot read it", commitLogOffset=offset, codec=codec, reason=why)

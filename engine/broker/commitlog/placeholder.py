@@ -5,6 +5,7 @@ RMQTOOL_QUARANTINED property, and what it says of itself (the quarantine manifes
 from __future__ import annotations
 
 from engine.broker.commitlog.message import MessageRecord
+from engine.findings import Note
 
 QUARANTINE_TOPIC = "rmq_sys_rmqtool_quarantine"
 QUARANTINE_PROPERTY = "RMQTOOL_QUARANTINED"
@@ -31,9 +32,15 @@ def placeholder_info(rec: MessageRecord) -> dict:
     return {"manifest": props.get(QUARANTINE_PROPERTY), "origin": origin}
 
 
-def placeholder_note(rec: MessageRecord) -> str:
-    """One line for stderr: what the record is and where the damaged bytes went."""
+#: The kind of placeholder_note (engine.findings.Note).
+PLACEHOLDER_NOTE = "placeholder"
+
+
+def placeholder_note(rec: MessageRecord) -> Note:
+    """One line for stderr: what the record is and where the damaged bytes went (kind placeholder, fields
+    commitLogOffset and manifest)."""
     info = placeholder_info(rec)
     where = f" (the damaged bytes are kept in {info['manifest']})" if info["manifest"] else ""
-    return (f"commit-log offset {rec.physical_offset} holds rmqtool recover's placeholder for a damaged message"
-            f"{where}: consumers of its queue receive it in that message's place (topic {QUARANTINE_TOPIC})")
+    return Note(PLACEHOLDER_NOTE, f"commit-log offset {rec.physical_offset} holds rmqtool recover's placeholder for a "
+                f"damaged message{where}: consumers of its queue receive it in that message's place (topic "
+                f"{QUARANTINE_TOPIC})", commitLogOffset=rec.physical_offset, manifest=info["manifest"])

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from engine.broker.layout import SEGMENT_NAME, segment_name
 from engine.errors import GeometryError
+from engine.findings import Note
 from engine.fsutil import allocate, data_extents, fsync_dir, map_readonly, reserve, write_fully
 from engine.fsutil import sync as sync_fd
 
@@ -49,6 +50,10 @@ class SegmentProblem:
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "path": self.path, "start": self.start, "detail": self.detail}
+
+    def warning(self) -> Note:
+        """The `warning:` line a reader prints for it (--json: its kind, with file and start as fields)."""
+        return Note(self.kind, f"warning: {self.detail}", file=self.path, start=self.start)
 
     def __str__(self) -> str:
         return self.detail

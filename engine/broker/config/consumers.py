@@ -24,6 +24,7 @@ from engine.broker.commitlog.message import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC
 from engine.broker.layout import stored_topic_problem
 from engine.errors import InvalidArgumentError, StoreError
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
+from engine.broker.consumequeue.offsets import LOGICAL_TRUNCATION
 from engine.broker.consumequeue.view import OK, QueueView, commitlog_min_offset, logical_truncation
 
 # ------------------------------------------------------------------------------------------- consumers
@@ -124,7 +125,7 @@ def consumer_progress(store, group: str | None = None) -> ConsumersReport:
 def _note_truncation(store, notes: list[str]) -> None:
     t = logical_truncation(store)
     if t is not None:
-        notes.append(Note("logical-truncation", t["note"]))
+        notes.append(Note(LOGICAL_TRUNCATION, t["note"]))
 
 
 def _queue_ids(topic: str, committed: dict, topic_table, on_disk: dict, notes: list[str]) -> list[int]:

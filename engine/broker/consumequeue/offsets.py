@@ -25,6 +25,10 @@ from engine.broker.config.brokerconf import CQ_STORE_UNIT_SIZE
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.consumequeue.queue import BLANK_UNIT_SIZE, ConsumeQueue
 from engine.errors import StoreError
+from engine.findings import Note
+
+#: The kind of the note that a broker starting on the store cuts consume-queue units (engine.findings.Note).
+LOGICAL_TRUNCATION = "logical-truncation"
 
 #: The key of a blank pre-fill unit: below every commit-log offset, even the -1 of a log without segments.
 NO_RECORD = -(2**63)
@@ -140,17 +144,18 @@ class LogEnd:
     reason: str = ""                       # why the scan stops there
     cut_queues: dict = field(default_factory=dict)   # (topic, queueId) -> units cut
 
-    def note(self) -> str | None:
-        """One line for the readers' stderr when the broker's start-up cuts units, else None."""
+    def note(self) -> Note | None:
+        """One line for the readers' stderr when the broker's start-up cuts units (kind logical-truncation, with
+        commitLogEnd, cutUnits and queues as fields), else None."""
         if not self.cut_queues:
             return None
         n = sum(self.cut_queues.values())
         some = ", ".join(f"{t}/{q}" for t, q in sorted(self.cut_queues)[:4]) + (
             ", ..." if len(self.cut_queues) > 4 else "")
-        return (f"logical truncation: a broker starting on this store ends its commit log at offset {self.end} "
-                f"({self.reason}) and cuts the {n} consume-queue unit(s) after it in {len(self.cut_queues)} "
-                f"queue(s) ({some}): they are not messages, and the max offsets shown are the broker's "
-                "(format §4.5, §7.2)")
+        return Note(LOGICAL_TRUNCATION, f"logical truncation: a broker starting on this store ends its commit log at "
+                    f"offset {self.end} ({self.reason}) and cuts the {n} consume-queue unit(s) after it in "
+                    f"{len(self.cut_queues)} queue(s) ({some}): they are not messages, and the max offsets shown are "
+                    "the broker's (format §4.5, §7.2)", commitLogEnd=self.end, cutUnits=n, queues=len(self.cut_queues))
 
 
 class BrokerView:

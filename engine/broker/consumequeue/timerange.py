@@ -22,12 +22,21 @@ import numpy as np
 
 from engine.broker.commitlog.message import MessageRecord
 from engine.errors import InvalidArgumentError, StoreError
+from engine.findings import Note
 from engine.java.lang import INT_MAX, java_string_hash
 from engine.broker.consumequeue.queue import MAX_EXT_ADDR
 from engine.broker.consumequeue.view import (MAX_UNREADABLE_RUN, OK, PLACEHOLDER, QueueView, commitlog_min_offset,
                                logical_truncation, select_queues)
 
 SUB_ALL = "*"
+#: The kinds of what a time-range search says (engine.findings.Note). Problems: a unit in the range that cannot be
+#: read, a queue that cannot be read. Notes: what was searched and read (the numbers of Searched.as_dict); a
+#: queue's store times go back; units left out, their times unknown; an index file skipped, or every one; units
+#: without an index item; the index files disagree with the log.
+UNIT_UNREADABLE, QUEUE_UNREADABLE = "unit-unreadable", "queue-unreadable"
+SEARCHED, TIMES_GO_BACK, UNPLACED = "searched", "store-times-go-back", "units-unplaced"
+INDEX_SKIPPED, INDEX_UNREADABLE, NO_INDEX_ITEM, INDEX_DISAGREES = ("index-file-skipped", "index-unreadable",
+                                                                   "units-without-index-item", "index-disagrees")
 
 
 @dataclass(frozen=True)
@@ -135,7 +144,9 @@ class TimeRangeScan:
             if c.status == PLACEHOLDER:  # what a consumer receives there: shown, with its note
                 c.status = OK
             if c.status != OK:
-                self.problems.append(f"{v.name} queue offset {q}: {c.status.lower()}: {c.reason}")
+                self.problems.append(Note(UNIT_UNREADABLE, f"{v.name} queue offset {q}: {c.status.lower()}: {c.reason}",
+                                          topic=r.topic, queueId=r.queueId, queueOffset=q, status=c.status,
+                                          commitLogOffset=c.commit_log_offset))
                 continue
             rec = c.record
             if not self.begin <= rec.store_timestamp <= self.end or not self.tag_filter.match_message(rec.tags):
@@ -178,7 +189,7 @@ def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | Non
                 batch.append((t, q, v.min_offset, v.max_offset, offs, sizes))
                 problems += v.problems
         except StoreError as e:   # one damaged queue does not hide the others' messages
-            problems.append(f"{t}/{q}: cannot be read: {e}")
+            problems.append(Note(QUEUE_UNREADABLE, f"{t}/{q}: cannot be read: {e}", topic=t, queueId=q))
             continue
         held += len(offs)
         if held >= BATCH_UNITS:
@@ -189,9 +200,10 @@ def scan_time_range(store, topic: str, begin: int, end: int, queue_id: int | Non
     cut = logical_truncation(store)
     notes = [cut["note"]] if cut else []
     notes += searched.notes(index)
-    notes += [f"{r.topic}/{r.queueId}: store times go back at {r.steps_back} place(s) along the queue (a broker "
-              "clock stepped back): its messages of the range were found by their store times, which a binary "
-              "search over the queue would not all find"
+    notes += [Note(TIMES_GO_BACK, f"{r.topic}/{r.queueId}: store times go back at {r.steps_back} place(s) along the "
+                   "queue (a broker clock stepped back): its messages of the range were found by their store times, "
+                   "which a binary search over the queue would not all find",
+                   topic=r.topic, queueId=r.queueId, stepsBack=r.steps_back)
               for r in ranges if r.steps_back]
     return TimeRangeScan(store, topic, begin, end, tag_filter, ranges, check_crc, problems, notes, searched=searched)
 
@@ -240,26 +252,28 @@ class Searched:
         how = ("every store time read from the log (--scan-log)" if self.scan_log else
                f"index files gave {_pct(self.covered, self.units)} of the times")
         steps = f"; {self.steps} clock step(s) back seen" if self.steps else ""
-        return (f"searched {self.queues} consume queue(s), {self.units} unit(s), by store time: {how}; read "
-                f"{mib:.1f} MiB of the log ({pct:.1f}%){steps}")
+        return Note(SEARCHED, f"searched {self.queues} consume queue(s), {self.units} unit(s), by store time: {how}; "
+                    f"read {mib:.1f} MiB of the log ({pct:.1f}%){steps}", **self.as_dict())
 
     def notes(self, index: "IndexTimes | None") -> list[str]:
         out = []
         if self.unplaced:
-            out.append(f"{self.unplaced} unit(s) point at no readable message and have no index item: their store "
-                       "times are unknown and they lie away from the range's messages, so they were left out "
-                       "(`rmqtool verify-cq` lists them)")
+            out.append(Note(UNPLACED, f"{self.unplaced} unit(s) point at no readable message and have no index item: "
+                            "their store times are unknown and they lie away from the range's messages, so they were "
+                            "left out (`rmqtool verify-cq` lists them)", units=self.unplaced))
         if index is not None:
             for name, why in index.skipped:
-                out.append(f"index file {name}: {why}: the store times of its messages were read from the log"
-                           if name else f"the index files cannot be read ({why}): every store time was read "
-                           "from the log")
+                out.append(Note(INDEX_SKIPPED, f"index file {name}: {why}: the store times of its messages were read "
+                                "from the log", file=name, reason=why)
+                           if name else Note(INDEX_UNREADABLE, f"the index files cannot be read ({why}): every store "
+                                             "time was read from the log", reason=why))
             if self.units > self.covered:
-                out.append(f"{self.units - self.covered} unit(s) have no index item (no index file, a damaged one, or "
-                           "a message without keys): their store times were read from the log")
+                out.append(Note(NO_INDEX_ITEM, f"{self.units - self.covered} unit(s) have no index item (no index "
+                                "file, a damaged one, or a message without keys): their store times were read from "
+                                "the log", units=self.units - self.covered))
             if self.disagree:
-                out.append(f"the index files disagree with the log on {self.disagree} store time(s): every store "
-                           "time was read from the log instead")
+                out.append(Note(INDEX_DISAGREES, f"the index files disagree with the log on {self.disagree} store "
+                                "time(s): every store time was read from the log instead", times=self.disagree))
         return out
 
 
@@ -380,6 +394,13 @@ def plan_batch(store, batch, begin: int, end: int, index: "IndexTimes | None", s
             hi[idx] = np.where(known, times, np.where(keep, hi[idx], _NO_TIME_HI))
             unknown = np.zeros(n, dtype=bool)
             unknown[idx[~known & ~keep]] = True
+            # A unit with no readable head whose index bound neither lies inside [begin, end] nor misses it (an
+            # open bound, a second straddling begin or end) cannot be placed: unknown, so that the walk visits
+            # it when it lies among the range's messages and reports it, never drops it unsaid.
+            held = idx[keep]
+            inside = (lo[held] >= begin) & (hi[held] <= end)
+            outside = (hi[held] < begin) | (lo[held] > end)
+            unknown[held[~inside & ~outside]] = True
             take = ~unknown & (lo >= begin) & (hi <= end)
             hit = np.flatnonzero(take)
             r = QueueRange(t, q, qmin, qmax, qmin, qmin)

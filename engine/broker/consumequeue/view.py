@@ -19,6 +19,7 @@ from engine.broker.topics import require_topic
 from engine.broker.commitlog.message import (BORNHOST_V6_FLAG, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              MessageRecord)
 from engine.errors import InvalidArgumentError, StoreError
+from engine.findings import Note
 from engine.broker.commitlog.placeholder import is_placeholder, placeholder_info, placeholder_note
 
 #: A time search steps over at most this many consecutive unreadable units before it gives up on them.
@@ -37,6 +38,11 @@ CUT = "CUT"
 PLACEHOLDER = "PLACEHOLDER"
 #: Unit statuses that point outside the commit log.
 POINTS_OUTSIDE = (EXPIRED, OUTSIDE)
+#: The kinds of the notes a queue view makes (engine.findings.Note): a damaged file ends the queue early; a run of
+#: units pointing at unreadable messages stopped a time search; a usable unit whose record is another queue's
+#: (multi-dispatch, LMQ) or says another queue offset (pitfall 17).
+QUEUE_DAMAGED, UNREADABLE_RUN = "queue-damaged", "unreadable-run"
+MULTI_DISPATCHED, QUEUE_OFFSET_DIFFERS = "multi-dispatched", "queue-offset-differs"
 
 
 def commitlog_min_offset(store) -> int:
@@ -92,7 +98,8 @@ class QueueView:
             self.cq.close()
             raise
         self.min_offset, self.max_offset, self.units_end = b.min_offset, b.max_offset, b.units_end
-        self.problems: list[str] = [self.cq.damage] if self.cq.damage else []
+        self.problems: list[str] = [Note(QUEUE_DAMAGED, self.cq.damage, topic=self.topic, queueId=self.queue_id)] \
+            if self.cq.damage else []
 
     @property
     def cut(self) -> int:
@@ -162,9 +169,11 @@ class QueueView:
         if why:
             c.status, c.reason = MISMATCH, "; ".join(why)
         elif multi:
-            c.multi_dispatch, c.reason = True, f"multi-dispatched from {rec.topic}/{rec.queue_id}"
+            c.multi_dispatch, c.reason = True, Note(MULTI_DISPATCHED, f"multi-dispatched from {rec.topic}/"
+                                                    f"{rec.queue_id}", fromTopic=rec.topic, fromQueueId=rec.queue_id)
         elif rec.queue_offset != q:
-            c.reason = f"the record's QUEUEOFFSET is {rec.queue_offset} (pitfall 17)"
+            c.reason = Note(QUEUE_OFFSET_DIFFERS, f"the record's QUEUEOFFSET is {rec.queue_offset} (pitfall 17)",
+                            recordQueueOffset=rec.queue_offset)
         return c
 
     def store_time(self, q: int) -> int | None:
@@ -272,8 +281,10 @@ class QueueView:
             if t is not None:
                 return p, t
         if stop < hi:
-            self.problems.append(f"{self.name}: {MAX_UNREADABLE_RUN} units from queue offset {q} point at unreadable "
-                                 "messages; the time search took them as later than the range")
+            self.problems.append(Note(UNREADABLE_RUN, f"{self.name}: {MAX_UNREADABLE_RUN} units from queue offset {q} "
+                                      "point at unreadable messages; the time search took them as later than the "
+                                      "range", topic=self.topic, queueId=self.queue_id, queueOffset=q,
+                                      units=MAX_UNREADABLE_RUN))
         return q, None
 
 

@@ -15,6 +15,7 @@ from typing import Optional
 
 from engine.broker.config.brokerconf import load_config
 from engine.broker.layout import StoreLayout
+from engine.findings import Note
 from engine.tiered.flat.config import load_tiered_config
 from engine.tiered.flat.metadata import TieredMetadata, read_metadata
 from engine.tiered.index.service import FlatCommitLogVerifier, LocalStoreLocator, TieredQueryResult, query_tiered_dir
@@ -77,6 +78,13 @@ class _Sources:
     broker_name: Optional[str]
 
 
+#: The kinds of a tiered key query's notes (engine.findings.Note): a file the query failed on; no tiered metadata
+#: (items not filtered by topicId); the topic is not in the metadata (the broker answers nothing); items not
+#: checked against their messages; items not located in the local store; no item found.
+QUERY_FAILED, NO_METADATA, TOPIC_NOT_IN_METADATA = "query-failed", "no-tiered-metadata", "topic-not-in-metadata"
+UNVERIFIED_ITEMS, NOT_LOCATED, NO_ITEM = "items-unverified", "items-not-located", "no-item"
+
+
 def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
     """Query the tiered index files of ``q.tiered_dir`` for ``q.topic``/``q.key``; everything that can fail on bad
     input (broker.conf, metadata, the flat commit log or the local store) is opened before the files are read."""
@@ -95,16 +103,17 @@ def query_tiered_key(q: TieredKeyQuery) -> TieredKeyAnswer:
         res = query_tiered_dir(q.tiered_dir, q.topic, q.key, q.max_num, q.begin, q.end, topic_id=topic_id,
                                hash_slot_num=src.hash_slots, index_num=src.max_index)
         ans = TieredKeyAnswer(index=res)
-        ans.notes = meta_notes + [f"query failed on {e}" for e in res.errors]
+        ans.notes = meta_notes + [Note(QUERY_FAILED, f"query failed on {e}") for e in res.errors]
         if topic_id is None and meta is None:
-            ans.notes.append("no tiered metadata (pass --tiered-metadata, --topic-id or --store): items are not "
-                             "filtered by topicId")
+            ans.notes.append(Note(NO_METADATA, "no tiered metadata (pass --tiered-metadata, --topic-id or --store): "
+                                  "items are not filtered by topicId"))
         if topic_missing:
             # MessageStoreFetcherImpl: no topic metadata -> an empty answer.
             for it in res.items:
                 res.dropped.append({**it, "reason": f"topic {q.topic!r} is not in the tiered metadata"})
             res.items = []
-            ans.notes.append(f"topic {q.topic!r} is not in the tiered metadata: the broker answers nothing")
+            ans.notes.append(Note(TOPIC_NOT_IN_METADATA, f"topic {q.topic!r} is not in the tiered metadata: the "
+                                  "broker answers nothing", topic=q.topic, dropped=len(res.dropped)))
         ans.rejected = [{**item_json(d), "reason": d["reason"]} for d in res.dropped]
         _check_items(q, res, verifier, locator, ans)
     ans.notes += _closing_notes(q, ans)
@@ -184,18 +193,21 @@ def _check_items(q: TieredKeyQuery, res: TieredQueryResult, verifier: Optional[F
 def _closing_notes(q: TieredKeyQuery, ans: TieredKeyAnswer) -> list[str]:
     notes = []
     if ans.mode == UNVERIFIED and not q.raw and ans.items:
-        notes.append("index items only, not checked against the messages (hash collisions possible); pass "
-                     "--tiered-store-path (or --store) to verify")
+        notes.append(Note(UNVERIFIED_ITEMS, "index items only, not checked against the messages (hash collisions "
+                          "possible); pass --tiered-store-path (or --store) to verify", items=len(ans.items)))
     if ans.mode == LOCAL_STORE:
         n = sum(1 for k in ans.items if k["verifiedBy"] is None)
         if n:
-            notes.append(f"{n} item(s) could not be located in the local store and are unverified")
+            notes.append(Note(NOT_LOCATED, f"{n} item(s) could not be located in the local store and are "
+                              "unverified", items=n))
     if not ans.items:
         res = ans.index
         dropped = f", {len(ans.rejected)} rejected (see --explain)" if ans.rejected else ""
-        notes.append(f"no item found for key {q.key!r} in topic {q.topic!r} ({res.candidates} index candidate(s) in "
-                     f"{len(res.files_selected)} of {res.files_total} tiered file(s){dropped}; files are selected "
-                     f"by their begin timestamp within [begin, end])")
+        notes.append(Note(NO_ITEM, f"no item found for key {q.key!r} in topic {q.topic!r} ({res.candidates} index "
+                          f"candidate(s) in {len(res.files_selected)} of {res.files_total} tiered file(s){dropped}; "
+                          "files are selected by their begin timestamp within [begin, end])", key=q.key,
+                          topic=q.topic, candidates=res.candidates, filesSelected=len(res.files_selected),
+                          filesTotal=res.files_total, rejected=len(ans.rejected)))
     return notes
 
 

@@ -104,4 +104,4 @@ NewTieredGeometryOpt = Annotated[bool, typer.Option(
 
 def print_notes(notes: list[str]) -> None:
     for n in dict.fromkeys(notes):
-        render.note(f"note: {n}")
+        render.note(f"note: {n}", getattr(n, "kind", None), **getattr(n, "fields", {}))  # a Note keeps its kind

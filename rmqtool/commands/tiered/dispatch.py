@@ -35,7 +35,7 @@ def dispatch(opts: StoreOptions,
         task = bar.add_task("tier out", total=None)
         res = run_dispatch(req, lambda phase, done, total: bar.update(task, completed=done, total=total))
     for w in res.warnings:
-        render.problem(f"warning: {w}")
+        render.problem(f"warning: {w}", getattr(w, "kind", None), **getattr(w, "fields", {}))  # a Note keeps its kind
     if json_out:
         render.emit_json(res.as_dict())
     else:

@@ -11,6 +11,11 @@ from rmqtool.cli import handles_errors
 from rmqtool.options import JsonOpt, QuietOpt, StoreOptions, store_options
 
 
+#: The kinds of the lines timer list says (--json: rmqtool.notes): no pending message (matches); how many were
+#: listed; a unit that cannot be resolved, how many more are not named, how many in all.
+NO_MESSAGE, LISTED = "no-message", "listed"
+UNIT_UNRESOLVED, UNITS_NOT_LISTED, UNITS_UNRESOLVED = "unit-unresolved", "units-not-listed", "units-unresolved"
+
 LIST_COLUMNS = [
     tables.Column("fireAt", "fireAt", tables.FIXED),
     tables.Column("topic", "topic", tables.TEXT, min_width=8),
@@ -72,18 +77,20 @@ def list_cmd(
         if out is not None:
             out.finish()  # an empty list: the note below says so
     if not shown:
-        tables.note("no pending timer message" + (" matches" if res.total else ""))
+        tables.note("no pending timer message" + (" matches" if res.total else ""), NO_MESSAGE, total=res.total)
     else:
         tables.note(f"{shown} of {res.total} pending timer message(s)"
-                    + (f"; {res.recalled} recalled (not listed)" if res.recalled else ""))
+                    + (f"; {res.recalled} recalled (not listed)" if res.recalled else ""), LISTED, shown=shown,
+                    total=res.total, recalled=res.recalled)
     for p in res.problems:  # what the list lacks and why: printed whatever --quiet says, exit 3
         render.problem(f"warning: {p}")
     if res.unresolved_total:  # they explain the exit 3: printed whatever --quiet says
         for u in res.unresolved[:20]:
-            render.problem(f"note: not listed: {u.why}")
+            render.problem(f"note: not listed: {u.why}", UNIT_UNRESOLVED)
         if res.unresolved_total > 20:
-            render.problem(f"note: ... and {res.unresolved_total - 20} more")
+            render.problem(f"note: ... and {res.unresolved_total - 20} more", UNITS_NOT_LISTED,
+                           units=res.unresolved_total - 20)
         render.problem(f"note: {res.unresolved_total} unit(s) cannot be resolved; run `rmqtool timer verify` for "
-                       "what the broker will do with them")
+                       "what the broker will do with them", UNITS_UNRESOLVED, units=res.unresolved_total)
     if pending_exit_code(res):
         raise typer.Exit(pending_exit_code(res))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import assert_one_line_error, put_jsonl, run, snapshot
+from helpers import assert_one_line_error, put_jsonl, run, said, snapshot
 from engine.broker.layout import list_index_files
 from engine.jobs import publish
 
@@ -157,7 +157,7 @@ def test_leftover_staging_is_removed_by_the_next_run_and_reported(store, tmp_pat
     assert r.exit_code == 0, r.output
     (fixed,) = json.loads(r.stdout)["repairs"]
     assert fixed.split()[:2] == ["removed", ".index.reindex-0123456789ab/,"] and not stale.exists()
-    assert r.stderr.splitlines()[-1] == f"repaired: {fixed}"    # a repair is said on stderr too
+    assert said(r)[-1]["message"] == f"repaired: {fixed}"    # a repair is said on stderr too (--json: an object)
     r = reindex(store, "--out", out, "--replace", "--json")
     assert r.exit_code == 0 and len(json.loads(r.stdout)["repairs"]) == 1
     assert not (out / ".reindex-0123456789ab").exists()

@@ -17,7 +17,7 @@ from engine.broker.consumequeue.lmq import (dispatch_targets, java_split, lmq_of
                                             unit_named_by)
 from engine.broker.consumequeue.queue import UNIT_DTYPE
 from engine.broker.mode import WRITER_RULES
-from helpers import jlines, run, snapshot, unpack_golden
+from helpers import jlines, run, said, snapshot, unpack_golden
 
 LMQ_DIR = "%LMQ%"
 
@@ -131,7 +131,7 @@ def test_put_replaces_a_producer_offset(tmp_path):
 def test_put_without_lmq_ignores_dispatch(tmp_path):
     store, conf = _conf(tmp_path, lmq=False)
     r = _put(conf, MSGS[:2])
-    assert "INNER_MULTI_DISPATCH" in r.stderr and "enableLmq" in r.stderr
+    assert [n["messages"] for n in said(r, "lmq-ignored")] == [2]
     recs = _records(conf)
     assert recs[0]["properties"]["INNER_MULTI_DISPATCH"] == "%LMQ%q1,%LMQ%q2"
     assert all("INNER_MULTI_QUEUE_OFFSET" not in x["properties"] for x in recs)

@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, snapshot
+from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, said, said_kind, said_kinds, snapshot
 from engine.broker.index import stats
 from engine.broker.index.file import IndexFile
 from engine.broker.index.service import IndexService
@@ -163,14 +163,15 @@ def test_one_damaged_file_gives_a_partial_answer(rolled, damage, which):
     r = query(store)
     assert r.exit_code == 3, r.output
     assert "Traceback" not in r.output
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and f"index file {bad.name} is damaged" in err[0] and "partial answer" in err[0]
+    (partial,) = said(r)   # one line, whatever the number of damaged files
+    assert said_kind(partial) == "partial-answer" and "warning" in partial
+    assert [d["file"] for d in partial["damagedIndexFiles"]] == [bad.name] and partial["misplaced"] == []
     got = [json.loads(l)["commitLogOffset"] for l in r.stdout.splitlines()]
     healthy = set().union(*(held[p.name] for p in files if p != bad))
     want = [a["commitLogOffset"] for a in acks if a["commitLogOffset"] in healthy]
     assert got == want and len(want) < len(acks)
     raw = run(["query-key", "--store", store, *READ_GEOM, "--topic", "T", "--key", "common", "--raw", "--json"])
-    assert raw.exit_code == 3 and len(raw.stderr.strip().splitlines()) == 1
+    assert raw.exit_code == 3 and said_kinds(raw) == ["partial-answer"]
     answer = json.loads(raw.stdout)
     assert [d["file"] for d in answer["damagedFiles"]] == [str(bad)]
     assert set(answer["phyOffsets"]) <= healthy and answer["phyOffsets"]
@@ -192,7 +193,8 @@ def test_a_broken_chain_is_used_up_to_the_break_and_named(rolled):
     mid.write_bytes(bytes(d))
     r = query(store)
     assert r.exit_code == 3
-    assert f"index file {mid.name} is damaged: slot {slot}" in r.stderr
+    (partial,) = said(r, "partial-answer")
+    assert [d["file"] for d in partial["damagedIndexFiles"]] == [mid.name]
     got = {json.loads(l)["commitLogOffset"] for l in r.stdout.splitlines()}
     others = set().union(*(held[p.name] for p in files if p != mid))
     assert others & {a["commitLogOffset"] for a in acks} <= got  # every healthy file answered whole
@@ -222,8 +224,9 @@ def test_inspect_index_lists_the_healthy_files_and_names_the_damaged(rolled):
     rows = [json.loads(l) for l in r.stdout.splitlines()]
     assert [x["file"] for x in rows] == [p.name for p in files[1:]]  # the wrong-size file has no header row
     assert [x["damage"] is not None for x in rows] == [i == 1 for i in range(len(files) - 1)]
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and files[0].name in err[0] and files[2].name in err[0]
+    (line,) = said(r)   # one line, whatever the number of damaged files
+    assert said_kind(line) == "index-problems" and not line["verificationFailed"]
+    assert [d["file"] for d in line["damagedFiles"]] == [files[0].name, files[2].name]
 
 
 def test_a_damaged_newest_file_refuses_appends(rolled):
