@@ -13,7 +13,7 @@ from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
 from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
-from helpers import GOLDEN, unpack_golden
+from helpers import GOLDEN, die_first, unpack_golden
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -114,3 +114,29 @@ def pytest_collection_modifyitems(config, items):
 def t1(tmp_path):
     """A fresh copy of the timer/t1 broker store: (store root, broker.conf pointing at it)."""
     return unpack_golden("timer/t1", tmp_path / "t1")
+
+
+@pytest.fixture
+def jobs(monkeypatch):
+    """(function name, args) of every job handed to a worker process (engine.workers.WorkerPool.submit): proof
+    that the work ran on workers, and how it was cut."""
+    from engine import workers
+
+    seen: list[tuple[str, tuple]] = []
+    real = workers.WorkerPool.submit
+
+    def submit(self, fn, *args):
+        seen.append((fn.__name__, args))
+        return real(self, fn, *args)
+
+    monkeypatch.setattr(workers.WorkerPool, "submit", submit)
+    return seen
+
+
+@pytest.fixture
+def killed(monkeypatch):
+    """Every job handed to a worker process kills the worker that runs it (helpers.die_first)."""
+    from engine import workers
+
+    real = workers.WorkerPool.submit
+    monkeypatch.setattr(workers.WorkerPool, "submit", lambda self, fn, *args: real(self, die_first, fn, *args))

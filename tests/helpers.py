@@ -603,3 +603,10 @@ def proc_state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
     except (OSError, IndexError):
         return "zombie"
+
+
+def die_first(fn, *args):
+    """A worker's job that kills its own process first (a worker killed mid-job: SIGKILL); the conftest fixture
+    `killed` hands every job through it."""
+    os.kill(os.getpid(), 9)
+    return fn(*args)

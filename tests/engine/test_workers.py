@@ -167,21 +167,6 @@ def test_bad_worker_counts_are_one_line_errors(many, bad):
     assert snapshot(many) == before
 
 
-def _die(fn, *args):
-    """A worker's job that kills its own process first (a worker killed mid-job: SIGKILL)."""
-    os.kill(os.getpid(), signal.SIGKILL)
-    return fn(*args)
-
-
-@pytest.fixture
-def killed(monkeypatch):
-    """Every job handed to a worker process kills the worker that runs it."""
-    from engine import workers
-
-    real = workers.WorkerPool.submit
-    monkeypatch.setattr(workers.WorkerPool, "submit", lambda self, fn, *args: real(self, _die, fn, *args))
-
-
 def test_a_killed_worker_fails_recover_cleanly(many, killed):
     before = snapshot(many)
     r = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "2", code=None)

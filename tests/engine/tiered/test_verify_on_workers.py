@@ -6,9 +6,7 @@ default."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import struct
 
 import pytest
@@ -20,36 +18,6 @@ F3 = GOLDEN / "tiered-flat" / "f3_index" / "store"
 WORKERS = ("1", "2", "3")
 SLOTS = 128                      # f3's tiered index geometry: 128 slots, so items start at 28 + 8 x 128
 ITEMS_AT = 28 + 8 * SLOTS
-
-
-@pytest.fixture
-def jobs(monkeypatch):
-    """(function name, args) of every job handed to a worker process."""
-    from engine import workers
-
-    seen: list[tuple[str, tuple]] = []
-    real = workers.WorkerPool.submit
-
-    def submit(self, fn, *args):
-        seen.append((fn.__name__, args))
-        return real(self, fn, *args)
-
-    monkeypatch.setattr(workers.WorkerPool, "submit", submit)
-    return seen
-
-
-def _die(fn, *args):
-    os.kill(os.getpid(), signal.SIGKILL)
-    return fn(*args)
-
-
-@pytest.fixture
-def killed(monkeypatch):
-    """Every job handed to a worker process kills the worker that runs it (SIGKILL)."""
-    from engine import workers
-
-    real = workers.WorkerPool.submit
-    monkeypatch.setattr(workers.WorkerPool, "submit", lambda self, fn, *args: real(self, _die, fn, *args))
 
 
 def _runs(*args: str) -> list:
@@ -181,7 +149,7 @@ def test_a_killed_worker_fails_inspect_index_verify_cleanly(killed):
                 ("tiered", "verify", *_tier_args(F3), "--json")):
         r = cli(*cmd, "--workers", "2", code=None)
         assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
-        said = [line for line in r.stderr.splitlines() if not line.startswith("note: ")]   # the geometry's note
+        said = [line for line in r.stderr.splitlines() if not line.startswith('{"note": ')]   # the geometry's note
         assert len(said) == 1 and said[0].startswith("error: "), said
 
 

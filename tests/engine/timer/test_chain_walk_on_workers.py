@@ -5,14 +5,12 @@ worker fails the command cleanly; a small timer store stays in one process by de
 from __future__ import annotations
 
 import json
-import os
-import signal
 import struct
 
 import numpy as np
 import pytest
 
-from helpers import assert_one_line_error, cli, snapshot, unpack_golden
+from helpers import assert_one_line_error, cli, die_first, snapshot, unpack_golden
 
 NOW = "2026-11-27T12:20:00Z"   # after the t1 and t2 brokers' stop: the time rules judged as then
 WORKERS = ("1", "2", "3")
@@ -21,27 +19,6 @@ WORKERS = ("1", "2", "3")
 @pytest.fixture(params=["timer/t1", "timer/t2"])
 def timer_store(request, tmp_path):
     return unpack_golden(request.param, tmp_path / request.param.replace("/", "-"))
-
-
-@pytest.fixture
-def jobs(monkeypatch):
-    """(function name, args) of every job handed to a worker process."""
-    from engine import workers
-
-    seen: list[tuple[str, tuple]] = []
-    real = workers.WorkerPool.submit
-
-    def submit(self, fn, *args):
-        seen.append((fn.__name__, args))
-        return real(self, fn, *args)
-
-    monkeypatch.setattr(workers.WorkerPool, "submit", submit)
-    return seen
-
-
-def _die(fn, *args):
-    os.kill(os.getpid(), signal.SIGKILL)
-    return fn(*args)
 
 
 def _verify(conf, n: str | None):
@@ -116,7 +93,7 @@ def test_a_killed_worker_fails_the_walk_cleanly(timer_store, monkeypatch):
     real = workers.WorkerPool.submit
 
     def submit(self, fn, *args):   # the chain walk's jobs kill their worker
-        return real(self, _die if fn.__name__ == "_walk_job" else fn, *((fn, *args) if fn.__name__ == "_walk_job"
+        return real(self, die_first if fn.__name__ == "_walk_job" else fn, *((fn, *args) if fn.__name__ == "_walk_job"
                                                                         else args))
 
     monkeypatch.setattr(workers.WorkerPool, "submit", submit)
