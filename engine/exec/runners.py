@@ -65,9 +65,10 @@ def master_problem(master: str) -> Optional[str]:
 INLINE_MEMORY_BUDGET = 512 << 20
 #: Commit logs at least this big are scanned by worker processes by default (engine.workers: one per CPU this
 #: process may use, or --workers N whatever the size), each holding one decode window (WORKER_MEMORY at most: the
-#: window's 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then
+#: window's pages, released as the walk moves on, and its columns). The tiered inline job's memory is then
 #: bounded by N x WORKER_MEMORY + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a full
-#: default-geometry file of 20M items; 200 MiB for 3M).
+#: default-geometry file of 20M items; 200 MiB for 3M); spark-reindex's (stream) by N x WORKER_MEMORY + the
+#: ranges in flight (JOBS_PER_WORKER per worker) + one range's entries.
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
 #: JVM options of a local master's JVM (driver and executor in one): the client compiler only (no C2
 #: compiler threads competing with the Python workers for the CPUs while a short job runs) and the serial
