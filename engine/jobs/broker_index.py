@@ -334,8 +334,9 @@ def _stream(job: Job, units: list[SegmentRange], hash_slot_num: int, index_num: 
     planner = PlanStream(hash_slot_num, index_num)
     files = None if job.result.dry_run else FileStream(planner.plan, str(job.open_staging()), job.run_id, progress)
     summaries = []
+    scans = job.stream(units, scan_range, progress)
     try:
-        for summary, sc in job.stream(units, scan_range, progress):
+        for summary, sc in scans:
             summaries.append(summary)
             pieces = planner.add(summary, sc)
             if files is not None:
@@ -343,6 +344,7 @@ def _stream(job: Job, units: list[SegmentRange], hash_slot_num: int, index_num: 
         plan = planner.finish()
         built = files.finish() if files is not None else None
     except BaseException:
+        scans.close()  # the workers stop now (a failure here, Ctrl-C), before the staging directory goes
         if files is not None:
             files.abandon()
         raise

@@ -281,9 +281,14 @@ class Job:
         r.segments = len({u.segment for u in units})
         t, r.scan_started = time.perf_counter(), time.time()
         summaries = []
-        for summary, sc in self.runner.stream(units, progress, scan_fn) if units else ():
-            summaries.append(summary)
-            yield summary, sc
+        scans = self.runner.stream(units, progress, scan_fn) if units else iter(())
+        try:
+            for summary, sc in scans:
+                summaries.append(summary)
+                yield summary, sc
+        finally:
+            if hasattr(scans, "close"):
+                scans.close()  # a failure or an interrupt stops the workers now, not when the generator is freed
         self._scanned(summaries, t)
 
     def _scanned(self, summaries: list[dict], t: float) -> None:
