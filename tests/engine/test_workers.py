@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cfg_for, child_pids, cli, fuzz_store,
-                     index_bytes, proc_state, put, sample_messages, snapshot)
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cfg_for, child_pids, cli,
+                     fuzz_store, index_bytes, proc_state, put, sample_messages, snapshot)
 
 FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
 FUZZ_LOG = FUZZ_GEOM[:2]  # dump-commitlog takes the segment size only
