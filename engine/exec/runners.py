@@ -13,6 +13,10 @@ Both offer the same four steps, whatever the format:
   returns what was built;
 * close(failed).
 
+InlineRunner also offers stream(units, progress, scan_fn): the ranges' exact scans themselves, one by one in
+commit-log order as they come (on the workers or in this process), kept nowhere: the inline spark-reindex plans
+and builds each range's entries while the workers scan the ranges after it.
+
 scan also runs any other per-item function (items with .index, fn returning an object with .index and
 .summary(): the tiered flat store's dispatch), one task per item, without the range bookkeeping.
 
@@ -33,7 +37,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from engine.errors import StoreError
 from engine.progress import Progress
@@ -61,9 +65,10 @@ def master_problem(master: str) -> Optional[str]:
 INLINE_MEMORY_BUDGET = 512 << 20
 #: Commit logs at least this big are scanned by worker processes by default (engine.workers: one per CPU this
 #: process may use, or --workers N whatever the size), each holding one decode window (WORKER_MEMORY at most: the
-#: window's 128 MiB of pages, released as the walk moves on, and its columns). The inline job's memory is then
+#: window's pages, released as the walk moves on, and its columns). The tiered inline job's memory is then
 #: bounded by N x WORKER_MEMORY + INLINE_MEMORY_BUDGET + the build of one index file (about 1.1 GiB for a full
-#: default-geometry file of 20M items; 200 MiB for 3M).
+#: default-geometry file of 20M items; 200 MiB for 3M); spark-reindex's (stream) by N x WORKER_MEMORY + the
+#: ranges in flight (JOBS_PER_WORKER per worker) + one range's entries.
 INLINE_PARALLEL_MIN_BYTES = 256 << 20
 #: JVM options of a local master's JVM (driver and executor in one): the client compiler only (no C2
 #: compiler threads competing with the Python workers for the CPUs while a short job runs) and the serial
@@ -163,6 +168,38 @@ class InlineRunner:
             out.append(summary)
             progress("scan", i + 1, len(units))
         return out
+
+    def stream(self, units: list[SegmentRange], progress: Progress, scan_fn) -> Iterator[tuple[dict, object]]:
+        """(summary, scan) of every range of the exact sequential walk, in commit-log order, each as soon as it and
+        the ranges before it are scanned; nothing is kept. On workers as `scan` decides (guessed starts: a range
+        that did not begin where the walk of the one before it ended is scanned again here, exactly, before it is
+        given out, which is settle's answer), at most JOBS_PER_WORKER ranges per worker ahead of the caller."""
+        from engine.exec.ranges import RangeChain
+        from engine import workers as pool_workers
+
+        size = sum({u.segment: u.file_len for u in units}.values())
+        n = min(self._workers or pool_workers.count(), len(units))
+        chain = RangeChain()
+        if n > 1 and (self._workers is not None or pool_workers.fan_out(size, INLINE_PARALLEL_MIN_BYTES)):
+            from engine.workers import WorkerPool
+
+            with WorkerPool(n) as pool:  # a dead worker: WorkerDiedError, nothing published
+                done = pool.ordered(scan_fn, [(u,) for u in units], lambda k: progress("scan", k, len(units)))
+                for unit, sc in zip(units, done):
+                    want = chain.exact(unit)
+                    summary = sc.summary()
+                    if not chain.agrees(want, summary):
+                        sc = scan_fn(want)
+                        summary = sc.summary()
+                    chain.record(summary)
+                    yield summary, sc
+            return
+        for i, unit in enumerate(units):
+            sc = scan_fn(chain.exact(unit))
+            summary = sc.summary()
+            chain.record(summary)
+            yield summary, sc
+            progress("scan", i + 1, len(units))
 
     def _each(self, items: list, progress: Progress, fn) -> list[dict]:
         out = []

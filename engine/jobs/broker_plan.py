@@ -10,6 +10,11 @@ From the scan summaries of the segment ranges, in commit-log order:
    when a full file is followed by any dispatched record.
 
 The runner answers the questions that need the columns (accepted_count, probe_range) where the scans live.
+
+PlanStream gives the same plan range by range, in commit-log order, from each range's exact scan as it comes
+(the inline runner): every step above depends only on the ranges before, but for the last file's trailing empty
+file, settled at the end; so each range's entries go to their file as soon as the range is scanned, and the build
+overlaps the scan of the ranges after it.
 """
 from __future__ import annotations
 
@@ -157,9 +162,12 @@ def probe_requests(plan: Plan) -> dict[int, tuple]:
 def entry_columns(scan, state: tuple[int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The range's accepted entries: (hash, phy, ts) per key, in put order (a record's keys share its offset and
     time: np.repeat, no index array). The hashes are the scan's own array when no record is filtered out."""
-    acc = accepted_records(scan, *state)
+    return _entries(scan, accepted_records(scan, *state), state[1])
+
+
+def _entries(scan, acc: np.ndarray, filtered: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     nk = scan.rec_nkeys
-    hashes = scan.key_hash[np.repeat(acc, nk)] if state[1] else scan.key_hash
+    hashes = scan.key_hash[np.repeat(acc, nk)] if filtered else scan.key_hash
     put = np.where(acc, nk, 0)
     return hashes, np.repeat(scan.rec_phy, put), np.repeat(scan.rec_ts, put)
 
@@ -211,10 +219,15 @@ def finish_plan(plan: Plan, probes: list[dict]) -> None:
         fp.seed_ts = fp.seed_ts if fp.seed_ts > 0 else 0
     prev = None
     for fp in plan.files:
-        name = _safe_index_name(fp.name_ts)
-        if prev is not None and (len(name), name) <= (len(prev), prev):
-            name = str(int(prev) + 1)  # equal or backwards times: keep names unique and in put order
-        fp.name = prev = name
+        fp.name = prev = _file_name(fp.name_ts, prev)
+
+
+def _file_name(name_ts: Optional[int], prev: Optional[str]) -> str:
+    """The name of a file whose first entry was stored at name_ts, after the file named prev."""
+    name = _safe_index_name(name_ts)
+    if prev is not None and (len(name), name) <= (len(prev), prev):
+        name = str(int(prev) + 1)  # equal or backwards times: keep names unique and in put order
+    return name
 
 
 def _safe_index_name(ts: Optional[int]) -> str:
@@ -235,6 +248,89 @@ def make_plan(runner, summaries: list[dict], hash_slot_num: int, index_num: int)
     want = probe_requests(plan)
     finish_plan(plan, list(runner.ask(probe_range, want).values()) if want else [])
     return plan
+
+
+class PlanStream:
+    """make_plan's plan, range by range (see the module docstring). add(summary, scan) for every range of the
+    exact walk in commit-log order returns the pieces of index files its entries make: (FilePlan, hashes, phy,
+    ts) in put order (views of the scan's columns), the FilePlan final but for its entries, which grow with the
+    pieces (a file is complete when it holds `cap` of them); finish() settles the last file and any empty file
+    after it, and returns the Plan, equal to make_plan's over the same scans."""
+
+    def __init__(self, hash_slot_num: int, index_num: int):
+        self.plan = Plan(hash_slot_num, index_num, [], [], [])
+        self._e = 0                        # endPhyOffset of the current file entering the next range
+        self._last: Optional[tuple[int, int]] = None   # (phy, ts) of the last entry placed
+        self._next_ts: Optional[int] = None  # store time of the first record after that entry's record
+        self._first_ts: Optional[int] = None  # store time of the log's first dispatched record
+
+    def add(self, summary: dict, scan) -> list[tuple[FilePlan, np.ndarray, np.ndarray, np.ndarray]]:
+        p, d = self.plan, summary
+        e_in = self._e  # step 1, as plan_ranges
+        filt = False
+        if d["keyed_max"] is not None:
+            filt = not (d["keyed_monotone"] and d["keyed_min"] >= e_in)
+            self._e = max(e_in, d["keyed_max"])
+        p.ranges.append(d)
+        p.e_in.append(e_in)
+        p.filtered.append(filt)
+        if self._first_ts is None and d["records"]:
+            self._first_ts = d["first_rec_ts"]
+        g0 = p.total_entries  # step 2, as place_entries
+        if not d["keys"]:
+            p.entry_start.append(g0)
+            p.entries.append(0)
+            if self._next_ts is None and d["records"]:
+                self._next_ts = d["first_rec_ts"]
+            return []
+        acc = accepted_records(scan, e_in, filt)
+        hashes, phy, ts = _entries(scan, acc, filt)
+        cnt = len(hashes)
+        p.entry_start.append(g0)
+        p.entries.append(cnt)
+        p.total_entries = g0 + cnt
+        if cnt == 0:
+            if self._next_ts is None and d["records"]:
+                self._next_ts = d["first_rec_ts"]
+            return []
+        r = int(np.flatnonzero(acc)[-1])  # the record of the range's last entry
+        self._next_ts = int(scan.rec_ts[r + 1]) if r + 1 < scan.records else None
+        out, cap, a = [], p.cap, 0
+        while a < cnt:
+            k = (g0 + a) // cap
+            if k == len(p.files):  # step 3: a file begins at this entry, seeded with the entry before
+                seed = self._last if a == 0 else (int(phy[a - 1]), int(ts[a - 1]))
+                self._open(FilePlan(k, g0 + a, 0), seed, int(ts[a]))
+            b = min(cnt, (k + 1) * cap - g0)
+            fp = p.files[k]
+            fp.entries += b - a
+            out.append((fp, hashes[a:b], phy[a:b], ts[a:b]))
+            a = b
+        self._last = (int(phy[-1]), int(ts[-1]))
+        return out
+
+    def _open(self, fp: FilePlan, seed: Optional[tuple[int, int]], name_ts: Optional[int]) -> FilePlan:
+        files = self.plan.files
+        if seed is not None:  # the seed only counts when positive (IndexFile constructor)
+            fp.seed_phy, fp.seed_ts = max(seed[0], 0), max(seed[1], 0)
+        fp.name_ts = name_ts
+        fp.name = _file_name(name_ts, files[-1].name if files else None)
+        files.append(fp)
+        return fp
+
+    def finish(self) -> Plan:
+        """The plan, with the empty file a log without keys, or a last file exactly full followed by a record,
+        makes the broker create."""
+        p = self.plan
+        g = p.total_entries
+        if g == 0:
+            if self._first_ts is not None:  # the first dispatched record creates a file anyway
+                self._open(FilePlan(0, 0, 0), None, self._first_ts)
+        elif g % p.cap == 0:
+            p.trailing_probe = locate_entry(p, g - 1)
+            if self._next_ts is not None:
+                self._open(FilePlan(len(p.files), g, 0), self._last, self._next_ts)
+        return p
 
 
 def file_ranges(plan: Plan, k: int) -> list[int]:

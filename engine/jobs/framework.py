@@ -8,7 +8,8 @@ A job, in order:
    (engine.jobs.publish), start the runner (engine.exec.runners);
 3. scan the commit log as segment ranges on the runner (Job.scan; engine.exec.ranges), plan on the driver;
 4. build the files into a staging directory (Job.open_staging, the runner's build_with), seal it (Job.seal:
-   final names, marker, fsync) and publish it by renames (Job.publish);
+   final names, marker, fsync) and publish it by renames (Job.publish); the inline spark-reindex plans and builds
+   range by range as its scan goes instead (Job.stream: the inline runner's ranges in commit-log order);
 5. the result (ReindexResult), with the anomalies met and the repairs made.
 
 Progress is reported as (phase, done, total) with phases "scan" and "build".
@@ -22,7 +23,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from engine.broker.config.brokerconf import BrokerConfig
 from engine.broker.layout import StoreLayout, is_inside, list_index_files
@@ -262,8 +263,6 @@ class Job:
 
     def scan(self, units: list[SegmentRange], scan_fn, progress: Progress) -> list[dict]:
         """Scan every range on the runner; the summaries in commit-log order, with the common figures set."""
-        from engine.exec.ranges import scan_anomalies
-
         r = self.result
         r.segments = len({u.segment for u in units})
         # Columns may wait in the staging directory (the output's storage, which executors share); a dry run
@@ -272,6 +271,30 @@ class Job:
         t, r.scan_started = time.perf_counter(), time.time()
         summaries = self.runner.scan(units, progress, scan_fn, scratch) if units else []
         summaries.sort(key=lambda d: d["index"])
+        self._scanned(summaries, t)
+        return summaries
+
+    def stream(self, units: list[SegmentRange], scan_fn, progress: Progress) -> Iterator[tuple[dict, object]]:
+        """(summary, scan) of every range of the exact walk in commit-log order, as the inline runner's stream gives
+        them (the caller uses each scan before it takes the next); the common figures set at the end, as scan's."""
+        r = self.result
+        r.segments = len({u.segment for u in units})
+        t, r.scan_started = time.perf_counter(), time.time()
+        summaries = []
+        scans = self.runner.stream(units, progress, scan_fn) if units else iter(())
+        try:
+            for summary, sc in scans:
+                summaries.append(summary)
+                yield summary, sc
+        finally:
+            if hasattr(scans, "close"):
+                scans.close()  # a failure or an interrupt stops the workers now, not when the generator is freed
+        self._scanned(summaries, t)
+
+    def _scanned(self, summaries: list[dict], t: float) -> None:
+        from engine.exec.ranges import scan_anomalies
+
+        r = self.result
         r.scan_seconds = time.perf_counter() - t
         r.messages = sum(d["records"] for d in summaries)
         r.bytes_read = sum(d["bytes_scanned"] for d in summaries)
@@ -279,7 +302,6 @@ class Job:
         r.anomalies = scan_anomalies(summaries)
         keys = ("segment", "start", "begin", "end", "bytes_scanned", "records", "seconds", "started")
         r.scan_tasks = [{k: d[k] for k in keys} for d in summaries if d["end_kind"] != "void"]
-        return summaries
 
     def open_staging(self) -> Path:
         """The staging directory: beside the store's index (same file system, swapped whole), or in --out."""

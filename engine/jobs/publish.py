@@ -40,7 +40,6 @@ from typing import Optional
 
 from engine.broker.layout import INDEX_NAME, list_index_files
 from engine.fsutil import atomic_write, fsync_dir
-from engine.ops.footprint.leftovers import BACKUP_MARKER, mark_backup
 
 MANIFEST = "rmqtool-index.json"
 _RUN = r"([0-9a-f]{12})"
@@ -195,13 +194,21 @@ def publish_directory(staging: Path, target: Path, run_id: str, replace: bool) -
     return _dispose_old(old, target, replace, run_id)
 
 
+def _mark_backup(old: Path, run_id: str) -> None:
+    # Imported here: the footprint module brings recovery's and the timer store's modules with it, about 70 ms of
+    # every job's start, and only a backup needs it.
+    from engine.ops.footprint.leftovers import mark_backup
+
+    mark_backup(old, run_id, "spark-reindex")
+
+
 def _dispose_old(old: Path, target: Path, replace: bool, run_id: str) -> Optional[Path]:
     if replace:
         shutil.rmtree(old)
         fsync_dir(target.parent)
         return None
     backup = backup_name(target)
-    mark_backup(old, run_id, "spark-reindex")  # before the rename: every index.bak-* of ours says so (prune)
+    _mark_backup(old, run_id)  # before the rename: every index.bak-* of ours says so (prune)
     os.rename(old, backup)
     fsync_dir(target.parent)
     return backup
@@ -267,6 +274,8 @@ def repair_store_index(target: Path) -> list[str]:
 
 def _settle_old(old: Path, target: Path, run_id: str) -> str:
     if not target.exists():
+        from engine.ops.footprint.leftovers import BACKUP_MARKER
+
         (old / BACKUP_MARKER).unlink(missing_ok=True)  # marked as a backup just before a kill: it is the index again
         os.rename(old, target)
         return f"restored {target.name}/ from {old.name}/, where an interrupted spark-reindex had moved it"
@@ -275,7 +284,7 @@ def _settle_old(old: Path, target: Path, run_id: str) -> str:
         shutil.rmtree(old)
         return f"removed {old.name}/, the old index an interrupted spark-reindex --replace was deleting"
     backup = backup_name(target)
-    mark_backup(old, run_id, "spark-reindex")
+    _mark_backup(old, run_id)
     os.rename(old, backup)
     return f"kept the old index an interrupted spark-reindex had moved aside as {backup.name}/"
 

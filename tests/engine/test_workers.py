@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cli, fuzz_store, index_bytes, put, sample_messages,
-                     snapshot)
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cfg_for, child_pids, cli,
+                     fuzz_store, index_bytes, proc_state, put, sample_messages, snapshot)
 
 FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
 FUZZ_LOG = FUZZ_GEOM[:2]  # dump-commitlog takes the segment size only
@@ -157,6 +157,58 @@ def test_spark_reindex_inline_same_files(many, tmp_path):
             "--workers", n)
     a, b = index_bytes(tmp_path / "o1"), index_bytes(tmp_path / "o2")
     assert a == b and a
+
+
+def test_spark_reindex_inline_builds_while_the_workers_scan(many, tmp_path):
+    # The inline job plans and builds range by range as the scan goes: an index file is written (and fsynced)
+    # before the last range is scanned, on the workers as in one process, and the files are the same.
+    from engine import workers
+    from engine.jobs.broker_index import spark_reindex
+
+    files = {}
+    for n in (1, 2):
+        events = []
+        workers.use(n)
+        try:
+            r = spark_reindex(cfg_for(many), out=tmp_path / f"o{n}", master="inline",
+                              progress=lambda phase, done, total: events.append((phase, done, total)))
+        finally:
+            workers.use(None)
+        scans = [e for e in events if e[0] == "scan"]
+        last_scan = events.index(scans[-1])
+        assert scans[-1][1] == scans[-1][2] == r.segments > 2
+        assert any(e[0] == "build" for e in events[:last_scan]), events
+        assert r.index_files >= 2 and 0 < r.build_seconds <= r.scan_seconds
+        files[n] = index_bytes(tmp_path / f"o{n}")
+    assert files[1] == files[2] and len(files[1]) == r.index_files
+
+
+def test_a_failure_while_placing_stops_the_reindex_workers_at_once(many, tmp_path, monkeypatch):
+    # The inline reindex places each range while the workers scan the next: an error in this process stops them
+    # before it propagates (the generator is closed, not left to the garbage collector), and nothing is published.
+    from engine import workers
+    from engine.jobs import broker_plan
+    from engine.jobs.broker_index import spark_reindex
+
+    real, seen = broker_plan.PlanStream.add, []
+
+    def add(self, summary, scan):
+        if self.plan.ranges:
+            seen.append(child_pids(os.getpid()))
+            raise RuntimeError("placing failed")
+        return real(self, summary, scan)
+
+    monkeypatch.setattr(broker_plan.PlanStream, "add", add)
+    workers.use(2)
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            spark_reindex(cfg_for(many), out=tmp_path / "o", master="inline")
+        assert seen and seen[0]  # the workers were running when it failed
+        assert not [k for k in seen[0] if os.path.exists(f"/proc/{k}") and "zombie" not in proc_state(k)]
+    finally:
+        workers.use(None)
+        del failed
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "100000"])

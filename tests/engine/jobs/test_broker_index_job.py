@@ -22,7 +22,9 @@ from engine.broker.layout import list_index_files
 from engine.broker.commitlog.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE,
                                              TRANSACTION_ROLLBACK_TYPE, MessageRecord, check_message, encode_record,
                                              serialize_properties)
-from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range
+from engine.exec.runners import InlineRunner
+from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range, stream_from_scans
+from engine.jobs.broker_plan import PlanStream, make_plan
 from reindex_oracles import scan_from_records, scan_segment_reference
 
 
@@ -169,14 +171,23 @@ def incremental(records, slots, items, tmp_path) -> list[bytes]:
 
 
 def rebuilt(records, slots, items, tmp_path, cuts=()) -> list[bytes]:
-    """The reindex plan + builder over the same records, split into segments at `cuts`."""
+    """The reindex plan + builder over the same records, split into segments at `cuts`; the inline job's
+    range-by-range plan and build (PlanStream, FileStream) give the same plan and the same files."""
     bounds = [0, *cuts, len(records)]
     scans = [scan_from_records(records[a:b], index=i) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
     d = tmp_path / f"re{random.random()}"
     paths = rebuild_from_scans(scans, slots, items, d)
     names = [p.name for p in paths]
     assert names == [p.name for p in list_index_files(d)]  # names increase in put order
-    return [p.read_bytes() for p in paths]
+    got = [p.read_bytes() for p in paths]
+    streamed = stream_from_scans(scans, slots, items, tmp_path / f"st{random.random()}")
+    assert [p.name for p in streamed] == names and [p.read_bytes() for p in streamed] == got
+    summaries = [sc.summary() for sc in scans]
+    planner = PlanStream(slots, items)
+    for sc in scans:
+        planner.add(sc.summary(), sc)
+    assert planner.finish() == make_plan(InlineRunner(scans), summaries, slots, items)
+    return got
 
 
 def krec(off, ts, keys="", uniq=None, sys_flag=0, topic="T"):
