@@ -169,7 +169,8 @@ def c_scan(store: str) -> dict:
     """Every segment range of the store, in order, in this process (what one inline worker does)."""
     from engine.broker.config.brokerconf import load_config
     from engine.jobs.broker_index import scan_range
-    from engine.exec.ranges import RangeChain, segment_ranges
+    from engine.broker.commitlog.ranges import segment_ranges
+    from engine.exec.ranges import RangeChain
 
     chain = RangeChain()
     t = time.perf_counter()

@@ -23,7 +23,7 @@ from engine.broker.config.brokerconf import load_config
 from engine.broker.consumequeue.queue import list_queues
 from engine.broker.layout import list_index_files
 from engine.broker.store import MessageStore
-from engine.exec.ranges import SegmentRange, whole_segment
+from engine.broker.commitlog.ranges import SegmentRange, whole_segment
 
 TESTS = Path(__file__).resolve().parent  # tests/: the shared code, data and Java probes
 REPO = TESTS.parent

@@ -14,7 +14,7 @@ from engine.broker.commitlog.message import (BLANK, LENGTH_MISMATCH, TRANSACTION
 from engine.broker.commitlog.records import is_zero_area
 from engine.java.lang import java_string_hash
 from engine.jobs.broker_index import SegmentScan
-from engine.exec.ranges import SegmentRange
+from engine.broker.commitlog.ranges import SegmentRange
 
 
 def scan_stop(r: CheckResult, buf, pos: int, n: int) -> tuple[str, str]:

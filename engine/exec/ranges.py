@@ -1,7 +1,7 @@
 """Segment ranges as the unit of work of the index jobs' scan, and how their pieces become one exact walk.
 
 The ranges themselves, the walk of one range and the guess of where its first record starts are the commit log's
-(engine.broker.commitlog.ranges, re-exported here). A range scanned in parallel with the one before it starts
+(engine.broker.commitlog.ranges). A range scanned in parallel with the one before it starts
 from that guess; the guess is checked on the driver (RangeChain): a range is kept only when it began exactly where
 the walk of the range before it ended, else it is scanned again from there; a walk that stops (blank filler,
 unwritten tail, damage) voids the later ranges of its segment. So the answer is the one sequential walk's whatever
@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import Callable, Optional
 
-from engine.broker.commitlog.ranges import (PASSED, RANGE_BYTES, VOID, OnBatch, RangeWalk,  # noqa: F401 -- re-exported
-                                            SegmentRange, find_record_start, segment_ranges, walk_buffer, walk_range,
-                                            whole_segment)
+from engine.broker.commitlog.ranges import PASSED, VOID, RangeWalk, SegmentRange
 
 
 @dataclass

@@ -43,7 +43,7 @@ from engine.errors import StoreError
 from engine.progress import Progress
 
 if TYPE_CHECKING:  # numpy: the ranges are imported when work runs
-    from engine.exec.ranges import SegmentRange
+    from engine.broker.commitlog.ranges import SegmentRange
 
 INLINE = "inline"  # the master that runs the work in this process, without Spark
 #: The master URLs SparkContext takes (SparkContext.createTaskScheduler, SparkSubmit): local, local[N], local[*],
@@ -146,7 +146,8 @@ class InlineRunner:
 
     def scan(self, units: list[SegmentRange], progress: Progress, scan_fn, scratch: Optional[str] = None
              ) -> list[dict]:
-        from engine.exec.ranges import RangeChain, SegmentRange  # numpy: imported when work runs
+        from engine.broker.commitlog.ranges import SegmentRange  # numpy: imported when work runs
+        from engine.exec.ranges import RangeChain
 
         if scratch is not None:
             self._spill_dir = Path(scratch)
@@ -534,7 +535,8 @@ class SparkRunner:
              ) -> list[dict]:
         """One task per range, all at once; then the ranges whose guessed start was wrong, again (rare). With
         a scratch directory the columns wait there (ScanFile), else in the JVM's block store."""
-        from engine.exec.ranges import SegmentRange, settle  # numpy: imported when work runs
+        from engine.broker.commitlog.ranges import SegmentRange  # numpy: imported when work runs
+        from engine.exec.ranges import settle
 
         if units and not isinstance(units[0], SegmentRange):  # other per-item work: one task per item
             items = self.sc.parallelize(units, len(units)).map(scan_fn)

@@ -41,8 +41,8 @@ from engine.broker.commitlog.records import RecordBatch
 from engine.jobs.broker_plan import FilePlan, Plan, PlanStream, file_pieces, file_ranges, make_plan
 from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
                                    resolve_output)
-from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                                walk_range)
+from engine.broker.commitlog.ranges import RANGE_BYTES, SegmentRange, segment_ranges, walk_buffer, walk_range
+from engine.exec.ranges import RangeScan, range_summary
 from engine.exec.runners import InlineRunner
 from engine.progress import Progress, no_progress
 

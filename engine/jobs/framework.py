@@ -34,7 +34,7 @@ from engine.jobs import publish
 from engine.progress import Progress
 
 if TYPE_CHECKING:  # the numpy side of the jobs is imported when a job runs, not with the CLI
-    from engine.exec.ranges import SegmentRange
+    from engine.broker.commitlog.ranges import SegmentRange
 
 DEFAULT_MASTER = "local[*]"
 SCRATCH = ".scratch"  # in the staging directory: scan columns and build pieces waiting between the steps

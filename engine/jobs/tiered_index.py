@@ -58,8 +58,8 @@ from engine.java.lang import INT_MAX, INT_MIN, to_i32
 from engine.jobs.broker_index import temp_name
 from engine.jobs.framework import (DEFAULT_MASTER, Job, ReindexError, ReindexResult, check_master, check_store,
                                    resolve_output)
-from engine.exec.ranges import (RANGE_BYTES, RangeScan, SegmentRange, range_summary, segment_ranges, walk_buffer,
-                                walk_range)
+from engine.broker.commitlog.ranges import RANGE_BYTES, SegmentRange, segment_ranges, walk_buffer, walk_range
+from engine.exec.ranges import RangeScan, range_summary
 from engine.jobs.tiered_plan import TieredPlan, file_ranges, make_tiered_plan, metadata_topic_ids
 from engine.progress import Progress, no_progress
 from engine.tiered.flat.layout import DEFAULT_CLUSTER

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from engine.broker.commitlog.message import (PROP_REAL_QID, PROP_REAL_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
                                              TRANSACTION_ROLLBACK_TYPE, VALID, MessageRecord, encode_record)
-from engine.broker.commitlog.placeholder import (ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET, ORIGIN_TOPIC,  # noqa: F401
+from engine.broker.commitlog.placeholder import (ORIGIN_QUEUE_ID, ORIGIN_QUEUE_OFFSET, ORIGIN_TOPIC,
                                                  QUARANTINE_PROPERTY, QUARANTINE_TOPIC)
 from engine.errors import CorruptFileError
 from engine.ops.footprint.quarantine import MANIFEST, QUARANTINE_DIR

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.commitlog.message import cal_msg_length
 from engine.ops.recovery.dispatch import CREATE, KEEP, REBUILD, FileOut, ReplayStart
-from engine.ops.recovery.placeholder import QUARANTINE_PROPERTY, QUARANTINE_TOPIC, Origin  # noqa: F401 -- re-exported
+from engine.broker.commitlog.placeholder import QUARANTINE_PROPERTY, QUARANTINE_TOPIC
+from engine.ops.recovery.placeholder import Origin
 from engine.timer.repair import TimerRepair
 #: The smallest record the broker accepts (IPv4 hosts, v1, empty topic, no body, no properties, format §2.2).
 MIN_HOLE = cal_msg_length(False, 0, 0, 0, 0)

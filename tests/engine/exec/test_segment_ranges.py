@@ -8,7 +8,8 @@ import pytest
 from engine.broker.commitlog.message import LENGTH_MISMATCH, VALID, check_message, encode_record
 from engine.broker.commitlog.records import SegmentEnd, decode_segment
 from engine.jobs.broker_index import scan_range, spark_reindex
-from engine.exec.ranges import RangeChain, find_record_start, segment_ends, segment_ranges, settle
+from engine.broker.commitlog.ranges import find_record_start, segment_ranges
+from engine.exec.ranges import RangeChain, segment_ends, settle
 from engine.jobs.tiered_index import scan_range_tiered, tiered_reindex
 from helpers import FUZZ_SEG, T0, fuzz_config, fuzz_store, index_bytes, rec
 

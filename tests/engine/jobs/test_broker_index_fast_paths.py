@@ -12,7 +12,7 @@ from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.jobs.broker_plan import (accepted_count, entry_columns, entry_records, file_pieces, make_plan,
                                      probe_range)
 from engine.progress import no_progress
-from engine.exec.ranges import segment_ranges
+from engine.broker.commitlog.ranges import segment_ranges
 from helpers import fuzz_config, fuzz_store, index_bytes
 
 

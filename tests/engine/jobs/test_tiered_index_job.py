@@ -18,7 +18,7 @@ from engine.broker.commitlog.message import (LENGTH_MISMATCH, TRANSACTION_COMMIT
                                              TRANSACTION_ROLLBACK_TYPE, VALID, check_message)
 from engine.broker.index.keys import split_keys as java_split_keys, tiered_key_set as message_key_set
 from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
-from engine.exec.ranges import SegmentRange
+from engine.broker.commitlog.ranges import SegmentRange
 from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered
 from engine.tiered.flat.topic_filter import TieredTopicFilter
 from helpers import place, rec, seg_infos, write_segments

@@ -14,7 +14,8 @@ from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, VALID, ch
 from engine.broker.index.write import IndexFileBuilder, build_index_file_chunked
 from engine.broker.commitlog.walk import HOLE, LOG_END, Gap, Window, walk
 from engine.ops.recovery.apply import placeholder_record
-from engine.ops.recovery.plan import MIN_HOLE, QUARANTINE_TOPIC
+from engine.broker.commitlog.placeholder import QUARANTINE_TOPIC
+from engine.ops.recovery.plan import MIN_HOLE
 from engine.ops.recovery.placeholder import Origin
 from helpers import spy
 from helpers import SEG, cfg_for, patch, put, sample_messages, seg_file
