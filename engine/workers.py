@@ -154,8 +154,12 @@ class WorkerPool:
     def close(self) -> None:
         """Stop the workers now (a job nobody waits for is not finished: an interrupted or failed command must
         leave no process behind)."""
-        procs = list((getattr(self._pool, "_processes", None) or {}).values())
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool = self._pool
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        # (taken before shutdown, which forgets them)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        results = getattr(pool, "_result_queue", None)
+        pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             if p.is_alive():
                 p.terminate()
@@ -163,8 +167,13 @@ class WorkerPool:
             p.join(5)
         # Wait for the pool's manager thread too: left running, it closes its wake-up pipe while the interpreter's
         # exit hook (concurrent.futures' _python_exit) writes to it, and a traceback follows the one error line.
-        manager = getattr(self._pool, "_executor_manager_thread", None)
         if manager is not None:
+            manager.join(0.2)
+            if manager.is_alive() and results is not None and not any(p.is_alive() for p in procs):
+                # A worker stopped while it sent a result leaves the thread reading the rest of it for ever (and
+                # the exit hook joining the thread: the command hung at its exit). Every worker is gone: closing
+                # this process's copy of the pipe's writing end ends that read (EOF: the pool is taken as broken).
+                results._writer.close()
             manager.join(5)
 
 

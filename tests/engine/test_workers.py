@@ -131,6 +131,30 @@ def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
     assert v1.exit_code == v2.exit_code and _docs(v1.stdout) == _docs(v2.stdout)
 
 
+@pytest.mark.parametrize("queue", [4, 1, 0], ids=["on-helpers", "shared", "here"])
+def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue):
+    # recover --full-scan and doctor (inspect-index --verify: test_many_windows_per_segment_on_helpers): this
+    # process decodes the windows in order and hands each one's CRCs and keys to a helper, or checks it itself
+    # while the helpers have HELPER_JOBS windows each (CrcHelper); on a log with damage of every kind the answers
+    # are the same as on one worker, whoever checked which window (all on the helper, shared as timing falls, all
+    # here).
+    from helpers import spy
+
+    from engine import workers
+    from engine.broker.commitlog import walk as logwalk
+
+    monkeypatch.setattr(logwalk, "HELPER_MIN_WINDOW", 300)  # several windows per segment
+    monkeypatch.setattr(logwalk, "HELPER_JOBS", queue)
+    handed = spy(monkeypatch, workers.WorkerPool, "submit", lambda self, fut: fut is not None)
+    here = spy(monkeypatch, logwalk.CrcHelper, "local", lambda self, job: job[0])
+    for cmd in (("recover", "--dry-run", "--full-scan"), ("doctor",)):
+        one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
+        assert one.exit_code == two.exit_code, cmd
+        assert _docs(one.stdout) == _docs(two.stdout) and one.stdout, cmd
+    assert bool(handed) == (queue > 0)
+    assert here or queue  # with no room on the helper every window is checked here
+
+
 def test_recover_plan_and_doctor_same_json(fuzz):
     for cmd in (("recover", "--dry-run"), ("doctor",)):
         one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
