@@ -137,7 +137,7 @@ def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue)
     # process decodes the windows in order and hands each one's CRCs and keys to a helper, or checks it itself
     # while the helpers have HELPER_JOBS windows each (CrcHelper); on a log with damage of every kind the answers
     # are the same as on one worker, whoever checked which window (all on the helper, shared as timing falls, all
-    # here).
+    # here), and where a segment's start was decoded ahead (at the end of the one before).
     from helpers import spy
 
     from engine import workers
@@ -147,12 +147,14 @@ def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue)
     monkeypatch.setattr(logwalk, "HELPER_JOBS", queue)
     handed = spy(monkeypatch, workers.WorkerPool, "submit", lambda self, fut: fut is not None)
     here = spy(monkeypatch, logwalk.CrcHelper, "local", lambda self, job: job[0])
+    adopted = spy(monkeypatch, logwalk.CrcHelper, "adopt", lambda self, got: got is not None)
     for cmd in (("recover", "--dry-run", "--full-scan"), ("doctor",)):
         one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
         assert one.exit_code == two.exit_code, cmd
         assert _docs(one.stdout) == _docs(two.stdout) and one.stdout, cmd
     assert bool(handed) == (queue > 0)
     assert here or queue  # with no room on the helper every window is checked here
+    assert any(adopted)  # a segment's first windows were decoded and handed out while the one before ended
 
 
 def test_recover_plan_and_doctor_same_json(fuzz):

@@ -204,6 +204,7 @@ class CrcHelper:
         self.by_position = by_position  # a plain segment: a window is handed over as its record starts
         self.pool = WorkerPool(n)
         self.jobs: list = []  # submitted, not known to be done
+        self.primed: _Primed | None = None  # the next segment's first windows, decoded and handed out ahead
 
     def saturated(self) -> bool:
         """Every helper has its HELPER_JOBS windows waiting or running."""
@@ -220,6 +221,24 @@ class CrcHelper:
                              self.keys)
         self._track(f)
         return f
+
+    def assign(self, buf, seg: Segment, batch: RecordBatch, check_crc: bool):
+        """The window's job: handed to a helper, or done here when every helper has HELPER_JOBS windows."""
+        return self.local(buf, seg, batch, check_crc) if self.saturated() else self.submit(seg, batch, check_crc)
+
+    def adopt(self, seg: Segment, pos: int, limit: int) -> "_Primed | None":
+        """The next-segment start made for seg (from pos 0 up to limit), if the walk enters it so; a start the
+        walk has passed, or entered otherwise, is dropped."""
+        p, self.primed = self.primed, None
+        if p is None:
+            return None
+        if p.seg.start == seg.start and pos == 0 and p.limit == limit:
+            return p
+        if seg.start < p.seg.start:  # the walk is still before it (it resynchronises in the segment before)
+            self.primed = p
+        else:
+            p.close()
+        return None
 
     def local(self, buf, seg: Segment, batch: RecordBatch, check_crc: bool):
         """Do `batch`'s work here (every helper is busy); returns the job (see settle), already done."""
@@ -274,34 +293,80 @@ class CrcHelper:
     def close(self) -> None:
         # The workers are stopped, not left to finish a window nobody waits for (a walk that ends early: an
         # interrupted recover must leave no process behind).
+        if self.primed is not None:
+            self.primed.close()
+            self.primed = None
         self.pool.close()
 
 
-def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
+class _Primed:
+    """One segment's decode from pos up to limit, with the windows decoded so far and their jobs (CrcHelper):
+    the walk's own decode of a segment, or the next segment's start made while the walk waits at the end of the
+    one before (step: one more window; at most HELPER_JOBS x helpers + 1 held ahead)."""
+
+    def __init__(self, helper: CrcHelper, cl, seg: Segment, buf, pos: int, limit: int, kw, check_crc: bool):
+        from collections import deque
+
+        self.helper, self.seg, self.buf, self.limit, self.check_crc = helper, seg, buf, limit, check_crc
+        self.gen = cl.decode_segment(seg, _cut(buf, limit), pos, prefetch=helper.prefetch(seg), **kw)
+        self.pending: deque = deque()  # decoded windows whose work is under way or done, in order
+        self.tail: list = []           # the SegmentEnd, when a step reached it
+
+    def step(self) -> bool:
+        """Decode the next window and hand its work out; False when there is none or enough are held ahead."""
+        if self.tail or len(self.pending) > HELPER_JOBS * self.helper.n:
+            return False
+        item = next(self.gen, None)
+        if item is None or isinstance(item, SegmentEnd):
+            self.tail.append(item)
+            return False
+        self.pending.append((item, self.helper.assign(self.buf, self.seg, item, self.check_crc)))
+        return True
+
+    def items(self):
+        """What the decode yields from here on (a SegmentEnd a step reached, then the rest)."""
+        if self.tail:
+            if self.tail[0] is not None:
+                yield self.tail[0]
+            return
+        yield from self.gen
+
+    def close(self) -> None:
+        self.gen.close()
+
+
+def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw,
+                    prime=None):
     """decode_segment, each batch with (good, why) from check_batch and its key columns (or None). With helpers,
     each batch's work goes to a helper or, when they are all busy, is done here (CrcHelper), and the batches are
     yielded in order as their work is done, at most HELPER_JOBS x helpers + 1 held. Yields (batch, good, why,
-    keys) tuples, then the SegmentEnd."""
-    from collections import deque
+    keys) tuples, then the SegmentEnd.
 
-    pending: deque = deque()  # decoded windows whose work is under way or done, in order
-    most = HELPER_JOBS * helper.n + 1 if helper is not None else 0
-    for item in cl.decode_segment(seg, _cut(buf, limit), pos,
-                                  prefetch=None if helper is None else helper.prefetch(seg), **kw):
+    prime: a function that starts the next segment (_Primed) when this one ends at its BLANK filler: while this
+    process waits for the helpers' last windows of this segment, it decodes and hands out the next one's first
+    windows (the helpers do not wait at each segment's end); the walk takes them when it enters that segment."""
+    if helper is None:
+        for item in cl.decode_segment(seg, _cut(buf, limit), pos, **kw):
+            yield item if isinstance(item, SegmentEnd) else (item, *check_batch(buf, item, seg.start, check_crc), None)
+        return
+    got = helper.adopt(seg, pos, limit)
+    if got is None:
+        got = _Primed(helper, cl, seg, buf, pos, limit, kw, check_crc)
+    items, pending = got.items(), got.pending  # (windows the next-segment start decoded already, with their work)
+    most = HELPER_JOBS * helper.n + 1
+    for item in items:
         if isinstance(item, SegmentEnd):
+            nxt = prime() if prime is not None and item.kind == END_BLANK else None
             while pending:
+                if nxt is not None and not helper.ready(pending[0][1]) and nxt.step():
+                    continue  # rather than wait: the next segment's next window
                 got = _settle(buf, seg, helper, pending.popleft(), check_crc)
                 yield got
                 if pending and got[1] < len(got[0]):  # the last window is followed by the SegmentEnd, as ever
                     return
             yield item
             return
-        if helper is None:
-            yield (item, *check_batch(buf, item, seg.start, check_crc), None)
-            continue
-        job = (helper.local(buf, seg, item, check_crc) if helper.saturated()
-               else helper.submit(seg, item, check_crc))
-        pending.append((item, job))
+        pending.append((item, helper.assign(buf, seg, item, check_crc)))
         while pending and (len(pending) > most or helper.ready(pending[0][1])):
             got = _settle(buf, seg, helper, pending.popleft(), check_crc)
             yield got
@@ -530,20 +595,43 @@ def _next_known_gap(known: list[tuple[int, int]], starts: list[int], lo: int, hi
     return None
 
 
+def _decode_kw(seg: Segment, n: int, window: int | None, helper: CrcHelper | None, hints) -> dict:
+    """decode_segment's arguments for the walk of seg (n bytes), but first_window."""
+    # Each window's pages are released by the walk once its consumers are done (decode_segment would release them
+    # while a helper holds the window, and the consumers would map them again).
+    if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
+        window = min(window or SCAN_WINDOW, HELPER_MAX_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
+    kw = {"release": False} if window is None else {"window": window, "release": False}
+    if hints is not None:
+        s0 = seg.start
+        kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
+    return kw
+
+
 def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
     """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
     check_crc, end, known, window, min_hole, helper, hints, vouch = ctx
     buf = cl.queue.buffer(seg)
     n = len(buf)
-    # Each window's pages are released below once its consumers are done (decode_segment would release them
-    # while the CRC helper holds the window, and the consumers would map them again).
-    if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
-        window = min(window or SCAN_WINDOW, HELPER_MAX_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
-    kw = {"release": False} if window is None else {"window": window, "release": False}
+    kw = _decode_kw(seg, n, window, helper, hints)
     gap_starts = [a for a, _ in known]
-    if hints is not None:
-        s0 = seg.start
-        kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
+
+    def prime():
+        """The next segment's start, while this process waits for the helpers at this one's end."""
+        nxt = rest[0] if rest else None
+        if nxt is None or (end is not None and nxt.start >= end):
+            return None
+        nbuf = cl.queue.buffer(nxt)
+        nn = len(nbuf)
+        ngap = _next_known_gap(known, gap_starts, nxt.start, nxt.start + nn, nxt.start)
+        if nn == 0 or (ngap is not None and ngap[0] <= 0):
+            return None
+        nkw = dict(_decode_kw(nxt, nn, window, helper, hints), first_window=None)
+        if helper.primed is not None:
+            helper.primed.close()
+        helper.primed = _Primed(helper, cl, nxt, nbuf, 0, nn if ngap is None else ngap[0], nkw, check_crc)
+        return helper.primed
+
     while pos < n:
         # an empty gap (a segment tail found at the end of a short file, padded since) has nothing to step over
         gap = _next_known_gap(known, gap_starts, seg.start + pos, seg.start + n, seg.start)
@@ -556,7 +644,8 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
         # while the records are sound, so a log damaged every few records is not decoded window after window
         # again from each damaged record (quadratic), and a sound one still goes a full window at a time.
         kw["first_window"] = RESTART_WINDOW if pos else None
-        for step in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw):
+        for step in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw,
+                                    prime if helper is not None else None):
             if isinstance(step, SegmentEnd):
                 stopped = step
                 break
