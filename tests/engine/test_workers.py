@@ -199,6 +199,37 @@ def _die(fn, *args):
     return fn(*args)
 
 
+def _die_sending():
+    """A worker's job that dies in the middle of sending a result: the head of a 1 MiB message, a few bytes of it,
+    then SIGKILL (as a worker stopped by close() while it sends one)."""
+    import struct
+    import sys
+
+    results = sys._getframe(1).f_locals["result_queue"]  # concurrent.futures' _process_worker, which runs the job
+    os.write(results._writer.fileno(), struct.pack("!i", 1 << 20) + b"\x80")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_close_ends_a_pool_whose_worker_died_sending():
+    # The pool's manager thread reads the rest of that result for ever; close() must end it (the interpreter's
+    # exit hook joins it: a walk that stopped its helpers mid-send hung at exit).
+    import time
+
+    from engine.workers import WorkerPool
+
+    pool = WorkerPool(1)
+    pool.submit(_die_sending)
+    procs = list(pool._pool._processes.values())
+    manager = pool._pool._executor_manager_thread
+    deadline = time.monotonic() + 30
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert procs and not any(p.is_alive() for p in procs)
+    t0 = time.monotonic()
+    pool.close()
+    assert not manager.is_alive() and time.monotonic() - t0 < 5
+
+
 @pytest.fixture
 def killed(monkeypatch):
     """Every job handed to a worker process kills the worker that runs it."""
