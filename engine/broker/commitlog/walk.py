@@ -552,7 +552,7 @@ def _helper(parallel_crc: bool, parallel_keys: bool, by_position: bool) -> CrcHe
 
 def _release(buf, lo: int, hi: int) -> None:
     """Drop a consumed window's pages from the resident set (they stay in the page cache): the consumers may
-    have touched them after decode_segment released them (the CRC helper keeps one window in flight)."""
+    have touched them after decode_segment released them (the helpers hold windows in flight)."""
     madvise = getattr(buf, "madvise", None)
     page = mmap.PAGESIZE
     a, b = -(-lo // page) * page, (hi // page) * page
