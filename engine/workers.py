@@ -31,6 +31,8 @@ WORKER_MEMORY = 512 << 20
 JOBS_PER_WORKER = 2
 #: The most workers a command takes (beyond it --workers is refused: one line, exit 2).
 MAX_WORKERS = 1024
+#: Seconds between the checks, while a result is awaited, that no worker died unnoticed (WorkerPool.result).
+DEATH_CHECK = 1.0
 
 _state = {"n": None}  # the operator's --workers, None: not given (count() is then the CPUs this process may use)
 
@@ -118,12 +120,25 @@ class WorkerPool:
             raise self._died() from None
 
     def result(self, fut):
+        from concurrent.futures import TimeoutError as FutureTimeout
         from concurrent.futures.process import BrokenProcessPool
 
-        try:
-            return fut.result()
-        except BrokenProcessPool:
-            raise self._died() from None
+        grace = None
+        while True:
+            try:
+                return fut.result(timeout=DEATH_CHECK)
+            except BrokenProcessPool:
+                raise self._died() from None
+            except FutureTimeout:
+                # A worker that died while it sent a result leaves the pool's manager thread reading the rest for
+                # ever: it never marks the pool broken. A worker gone for DEATH_CHECK seconds with the answer still
+                # missing is that case (a death the manager sees is reported at once).
+                if not any(p.exitcode is not None for p in (getattr(self._pool, "_processes", None) or {}).values()):
+                    grace = None
+                elif grace is None:
+                    grace = True
+                else:
+                    raise self._died() from None
 
     def _died(self) -> WorkerDiedError:
         return WorkerDiedError("a worker process died or was killed before its work was done: the command did "

@@ -210,21 +210,24 @@ def _die_sending():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_close_ends_a_pool_whose_worker_died_sending():
-    # The pool's manager thread reads the rest of that result for ever; close() must end it (the interpreter's
-    # exit hook joins it: a walk that stopped its helpers mid-send hung at exit).
+def test_a_worker_that_died_sending_is_a_dead_worker_and_close_ends_the_pool(monkeypatch):
+    # The pool's manager thread reads the rest of that result for ever and never marks the pool broken: waiting
+    # for the answer must still end in WorkerDiedError, and close() must end that thread (the interpreter's exit
+    # hook joins it: a walk that stopped its helpers mid-send hung at exit).
     import time
 
-    from engine.workers import WorkerPool
+    from engine import workers
 
-    pool = WorkerPool(1)
-    pool.submit(_die_sending)
+    monkeypatch.setattr(workers, "DEATH_CHECK", 0.2)
+    pool = workers.WorkerPool(1)
+    fut = pool.submit(_die_sending)
     procs = list(pool._pool._processes.values())
     manager = pool._pool._executor_manager_thread
-    deadline = time.monotonic() + 30
-    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert procs and not any(p.is_alive() for p in procs)
+    t0 = time.monotonic()
+    with pytest.raises(workers.WorkerDiedError):
+        pool.result(fut)
+    assert time.monotonic() - t0 < 10 and procs and not any(p.is_alive() for p in procs)
+    assert manager.is_alive()  # (stuck reading)
     t0 = time.monotonic()
     pool.close()
     assert not manager.is_alive() and time.monotonic() - t0 < 5
