@@ -31,6 +31,8 @@ WORKER_MEMORY = 512 << 20
 JOBS_PER_WORKER = 2
 #: The most workers a command takes (beyond it --workers is refused: one line, exit 2).
 MAX_WORKERS = 1024
+#: Seconds between the checks, while a result is awaited, that no worker died unnoticed (WorkerPool.result).
+DEATH_CHECK = 1.0
 
 _state = {"n": None}  # the operator's --workers, None: not given (count() is then the CPUs this process may use)
 
@@ -118,12 +120,25 @@ class WorkerPool:
             raise self._died() from None
 
     def result(self, fut):
+        from concurrent.futures import TimeoutError as FutureTimeout
         from concurrent.futures.process import BrokenProcessPool
 
-        try:
-            return fut.result()
-        except BrokenProcessPool:
-            raise self._died() from None
+        grace = None
+        while True:
+            try:
+                return fut.result(timeout=DEATH_CHECK)
+            except BrokenProcessPool:
+                raise self._died() from None
+            except FutureTimeout:
+                # A worker that died while it sent a result leaves the pool's manager thread reading the rest for
+                # ever: it never marks the pool broken. A worker gone for DEATH_CHECK seconds with the answer still
+                # missing is that case (a death the manager sees is reported at once).
+                if not any(p.exitcode is not None for p in (getattr(self._pool, "_processes", None) or {}).values()):
+                    grace = None
+                elif grace is None:
+                    grace = True
+                else:
+                    raise self._died() from None
 
     def _died(self) -> WorkerDiedError:
         return WorkerDiedError("a worker process died or was killed before its work was done: the command did "
@@ -154,8 +169,12 @@ class WorkerPool:
     def close(self) -> None:
         """Stop the workers now (a job nobody waits for is not finished: an interrupted or failed command must
         leave no process behind)."""
-        procs = list((getattr(self._pool, "_processes", None) or {}).values())
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool = self._pool
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        # (taken before shutdown, which forgets them)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        results = getattr(pool, "_result_queue", None)
+        pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             if p.is_alive():
                 p.terminate()
@@ -163,8 +182,13 @@ class WorkerPool:
             p.join(5)
         # Wait for the pool's manager thread too: left running, it closes its wake-up pipe while the interpreter's
         # exit hook (concurrent.futures' _python_exit) writes to it, and a traceback follows the one error line.
-        manager = getattr(self._pool, "_executor_manager_thread", None)
         if manager is not None:
+            manager.join(0.2)
+            if manager.is_alive() and results is not None and not any(p.is_alive() for p in procs):
+                # A worker stopped while it sent a result leaves the thread reading the rest of it for ever (and
+                # the exit hook joining the thread: the command hung at its exit). Every worker is gone: closing
+                # this process's copy of the pipe's writing end ends that read (EOF: the pool is taken as broken).
+                results._writer.close()
             manager.join(5)
 
 

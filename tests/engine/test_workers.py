@@ -131,6 +131,32 @@ def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
     assert v1.exit_code == v2.exit_code and _docs(v1.stdout) == _docs(v2.stdout)
 
 
+@pytest.mark.parametrize("queue", [4, 1, 0], ids=["on-helpers", "shared", "here"])
+def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue):
+    # recover --full-scan and doctor (inspect-index --verify: test_many_windows_per_segment_on_helpers): this
+    # process decodes the windows in order and hands each one's CRCs and keys to a helper, or checks it itself
+    # while the helpers have HELPER_JOBS windows each (CrcHelper); on a log with damage of every kind the answers
+    # are the same as on one worker, whoever checked which window (all on the helper, shared as timing falls, all
+    # here), and where a segment's start was decoded ahead (at the end of the one before).
+    from helpers import spy
+
+    from engine import workers
+    from engine.broker.commitlog import walk as logwalk
+
+    monkeypatch.setattr(logwalk, "HELPER_MIN_WINDOW", 300)  # several windows per segment
+    monkeypatch.setattr(logwalk, "HELPER_JOBS", queue)
+    handed = spy(monkeypatch, workers.WorkerPool, "submit", lambda self, fut: fut is not None)
+    here = spy(monkeypatch, logwalk.CrcHelper, "local", lambda self, job: job[0])
+    adopted = spy(monkeypatch, logwalk.CrcHelper, "adopt", lambda self, got: got is not None)
+    for cmd in (("recover", "--dry-run", "--full-scan"), ("doctor",)):
+        one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
+        assert one.exit_code == two.exit_code, cmd
+        assert _docs(one.stdout) == _docs(two.stdout) and one.stdout, cmd
+    assert bool(handed) == (queue > 0)
+    assert here or queue  # with no room on the helper every window is checked here
+    assert any(adopted)  # a segment's first windows were decoded and handed out while the one before ended
+
+
 def test_recover_plan_and_doctor_same_json(fuzz):
     for cmd in (("recover", "--dry-run"), ("doctor",)):
         one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
@@ -217,6 +243,40 @@ def test_bad_worker_counts_are_one_line_errors(many, bad):
     r = cli("recover", "-s", str(many), "--workers", bad, *SEG_GEOM, code=None)
     assert_one_line_error(r, 2)
     assert snapshot(many) == before
+
+
+def _die_sending():
+    """A worker's job that dies in the middle of sending a result: the head of a 1 MiB message, a few bytes of it,
+    then SIGKILL (as a worker stopped by close() while it sends one)."""
+    import struct
+    import sys
+
+    results = sys._getframe(1).f_locals["result_queue"]  # concurrent.futures' _process_worker, which runs the job
+    os.write(results._writer.fileno(), struct.pack("!i", 1 << 20) + b"\x80")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_that_died_sending_is_a_dead_worker_and_close_ends_the_pool(monkeypatch):
+    # The pool's manager thread reads the rest of that result for ever and never marks the pool broken: waiting
+    # for the answer must still end in WorkerDiedError, and close() must end that thread (the interpreter's exit
+    # hook joins it: a walk that stopped its helpers mid-send hung at exit).
+    import time
+
+    from engine import workers
+
+    monkeypatch.setattr(workers, "DEATH_CHECK", 0.2)
+    pool = workers.WorkerPool(1)
+    fut = pool.submit(_die_sending)
+    procs = list(pool._pool._processes.values())
+    manager = pool._pool._executor_manager_thread
+    t0 = time.monotonic()
+    with pytest.raises(workers.WorkerDiedError):
+        pool.result(fut)
+    assert time.monotonic() - t0 < 10 and procs and not any(p.is_alive() for p in procs)
+    assert manager.is_alive()  # (stuck reading)
+    t0 = time.monotonic()
+    pool.close()
+    assert not manager.is_alive() and time.monotonic() - t0 < 5
 
 
 def test_a_killed_worker_fails_recover_cleanly(many, killed):

@@ -4,7 +4,6 @@ fails the command cleanly (one line, exit 1, no file changed)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
@@ -133,24 +132,3 @@ def test_a_killed_worker_fails_clean_cleanly(t1, killed):
         assert r.stdout == ""
     assert snapshot(store) == before  # nothing deleted
     assert cli("clean", "-c", str(conf), "--dry-run", "--json", "--workers", "1", code=None).exit_code != 4  # unlocked
-
-
-@pytest.mark.parametrize("ahead_max", [None, 2000], ids=["ahead", "given-up"])
-def test_walk_segments_decoded_ahead_same_answers(tmp_path, jobs, monkeypatch, ahead_max):
-    # recover --full-scan, doctor and inspect-index --verify: helpers decode whole segments ahead of the walk
-    # (SegmentsAhead), the walk keeps the decisions; on a log with damage of every kind the answers are the same
-    # as on one worker, also where a helper gives a segment up (its columns too big: the walk decodes it).
-    from helpers import FUZZ_SEG, fuzz_store
-
-    from engine.broker.commitlog import walk as logwalk
-
-    fuzz_store(tmp_path / "s", 5)
-    geom = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
-    if ahead_max is not None:
-        monkeypatch.setattr(logwalk, "AHEAD_MAX_BYTES", ahead_max)
-    for cmd in (("recover", "--dry-run", "--full-scan"), ("doctor",)):
-        one, two = _both(*cmd, "-s", str(tmp_path / "s"), "--json", *geom)
-        assert one.exit_code == two.exit_code, cmd
-        strip = lambda r: json.loads(re.sub(r"\b\d{17}\b", "NOW", r.stdout))  # index files named for the time
-        assert strip(one) == strip(two) and one.stdout, cmd
-    assert "_worker_segment" in {n for n, _ in jobs}

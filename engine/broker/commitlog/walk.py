@@ -25,7 +25,7 @@ from engine.broker.index.keycolumns import batch_key_columns
 from engine.broker.commitlog.message import (BLANK, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, VALID,
                                              check_message)
 from engine.broker.commitlog.records import (BLANK as END_BLANK, CORRUPT, SCAN_WINDOW, ZERO, RecordBatch, SegmentEnd,
-                                             body_crc_bad, decode_segment, magic_candidates, unsound)
+                                             body_crc_bad, magic_candidates, unsound)
 from engine.broker.commitlog.segments import Segment
 
 HOLE, SEGMENT_TAIL, LOG_END = "hole", "segment-tail", "log-end"
@@ -116,33 +116,55 @@ def check_batch(buf, batch: RecordBatch, seg_start: int, check_crc: bool, crc_ba
 # ------------------------------------------------------------------------------------------- CRC helper
 
 _WORKER_MAPS: dict = {}
-_KEY_FIELDS = ("pos", "length_ok", "sys_flag", "phy", "store_ts", "topic_pos", "topic_len", "props_pos", "props_len")
+#: The window's columns a helper is handed: those the body CRCs and those the index keys are read with (sending
+#: them costs less than the helper gathering them again from the record starts: 12.5 against 15 ms of helper CPU a
+#: 8 MiB window, measured side by side).
+_CRC_FIELDS = ("body_pos", "body_len", "body_crc")
+_KEY_FIELDS = ("pos", "length_ok", "sys_flag", "phy", "topic_pos", "topic_len", "props_pos", "props_len")
+#: Key columns the window's own columns give (batch_key_columns copies them): not sent back by a helper.
+_OWN_KEY_COLUMNS = ("phy", "ts")
 
 
 def _worker_map(path: str, length: int):
-    import mmap
-
+    """The helper's read-only mapping of a segment file; the mappings of other segments are closed (helpers take
+    the windows in log order: a walk over many segments keeps one mapping per helper)."""
     m = _WORKER_MAPS.get(path)
     if m is None or len(m) != length:
+        for other in [k for k in _WORKER_MAPS if k != path]:
+            try:
+                _WORKER_MAPS.pop(other).close()
+            except BufferError:  # (a view of it is still alive: it is dropped with the view)
+                pass
         with open(path, "rb") as f:
             m = _WORKER_MAPS[path] = mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ)
     return m
 
 
-def _worker_window(path: str, length: int, seg_start: int, crc: tuple | None, fields: dict | None):
-    """In the helper process, over its own read-only mapping of the segment: the first record with a bad body
-    CRC (crc = body positions, lengths and stored CRCs) and the index keys of every record (fields: the
-    RecordBatch columns _index_columns reads)."""
+def _window_work(buf, b: np.ndarray, batch: RecordBatch, seg_start: int, check_crc: bool, keys: bool):
+    """What a helper (or this process, for a window it keeps) does for one decoded window: the first record with
+    a bad body CRC (None: not checked) and the index keys of every record (None: not asked)."""
+    bad = body_crc_first_bad(buf, batch.body_pos, batch.body_len, batch.body_crc) if check_crc else None
+    return bad, (batch_key_columns(buf, b, batch, seg_start) if keys else None)
+
+
+def _worker_window(path: str, length: int, seg_start: int, fields: dict, span: tuple[int, int], check_crc: bool,
+                   keys: bool):
+    """In a helper process, over its own read-only mapping of the segment: _window_work for the window whose
+    columns (those it reads: _CRC_FIELDS, _KEY_FIELDS) are `fields`, its records in bytes [span). The key columns go
+    back without those the walk has (_OWN_KEY_COLUMNS): the answer is a few bytes per record."""
     m = _worker_map(path, length)
-    bad = body_crc_first_bad(m, *crc) if crc is not None else None
-    cols = None
-    if fields is not None:
-        n = len(fields["pos"])
-        full = {f: fields.get(f, np.zeros(n, dtype=np.int64)) for f in RecordBatch.__dataclass_fields__}
-        b = np.frombuffer(m, dtype=np.uint8)
-        cols = batch_key_columns(m, b, RecordBatch(**full), seg_start)
+    n = len(next(iter(fields.values())))
+    batch = RecordBatch(**{f: fields.get(f, np.zeros(n, dtype=np.int64)) for f in RecordBatch.__dataclass_fields__})
+    b = np.frombuffer(m, dtype=np.uint8) if keys else None
+    try:
+        bad, cols = _window_work(m, b, batch, seg_start, check_crc, keys)
+    finally:
         del b
-    return bad, cols
+    _release(m, *span)  # the window's pages leave the helper's resident set (they stay in the page cache)
+    if cols is not None:
+        for k in _OWN_KEY_COLUMNS:
+            cols.pop(k)
+    return n, bad, cols
 
 
 def _worker_candidates(path: str, length: int, a: int, b: int) -> np.ndarray:
@@ -155,18 +177,19 @@ def _worker_candidates(path: str, length: int, a: int, b: int) -> np.ndarray:
         del v
 
 
-#: Asked for keys too, the helper checks the body CRCs of this share of each window's records (the last ones)
-#: and this process the rest: decoding + most of the CRCs here, keys + the other part there weigh about the same
-#: (per 1 KB record: decode ~0.5 us with its candidate scan, CRC-32 ~0.35 us with ISA-L's, keys ~1.2 us; measured
-#: 0.0, 0.2 and 0.4 side by side: 0.2 was best, by less than the noise).
-KEYS_CRC_SHARE = 0.2
+#: Windows handed to each helper at most (running or waiting): enough that a helper does not run dry while this
+#: process checks a window itself or runs the walk's consumers (measured 2, 4 and 6 side by side: with 2 the
+#: helper waited for work, 4 and 6 were alike).
+HELPER_JOBS = 4
 
 
 class CrcHelper:
-    """A helper process that checks the body CRCs of window k (asked for keys, it extracts its index keys too
-    and checks only a share of the CRCs, the rest being checked here) while this process decodes window k+1:
-    on two cores the walk's costs (walking the records, CRC-32 over the bodies, hashing keys) overlap. Used for
-    long walks only."""
+    """Helper processes beside the walk: this process decodes the windows, in order, and hands each to a helper
+    (its body CRCs checked and, asked for keys, its index keys extracted) while it decodes the next; when every
+    helper already has HELPER_JOBS windows waiting, this process does that window's work itself. So the work
+    balances itself between this process (which also runs the walk's consumers) and the helpers whatever their
+    speeds, and on two cores both stay busy. The answers are the same whoever did a window's work. Used for long
+    walks only."""
 
     def __init__(self, keys: bool = False, n: int = 1):
         from engine.workers import WorkerPool
@@ -175,18 +198,50 @@ class CrcHelper:
         self.n = n  # helper processes (engine.workers: --workers N gives N - 1 helpers beside this process)
         self.pool = WorkerPool(n)
         self.jobs: list = []  # submitted, not known to be done
+        self.primed: _Primed | None = None  # the next segment's first windows, decoded and handed out ahead
+
+    def saturated(self) -> bool:
+        """Every helper has its HELPER_JOBS windows waiting or running."""
+        return self._track(None) >= HELPER_JOBS * self.n
 
     def submit(self, seg: Segment, batch: RecordBatch, check_crc: bool):
-        """Start the helper's share of `batch`; returns (future, h): the helper checks the CRCs of records h..
-        (h = len(batch) when it checks none), this process those before h (see settle)."""
-        n = len(batch)
-        share = KEYS_CRC_SHARE if self.n == 1 else 1.0  # more helpers: they check every CRC, this process decodes
-        h = (n - int(n * share) if self.keys else 0) if check_crc else n
-        crc = (batch.body_pos[h:], batch.body_len[h:], batch.body_crc[h:]) if h < n else None
-        fields = {f: getattr(batch, f) for f in _KEY_FIELDS} if self.keys else None
-        f = self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start, crc, fields)
+        """Hand `batch`'s work to a helper; returns the job (see settle)."""
+        names = (_CRC_FIELDS if check_crc else ()) + (_KEY_FIELDS if self.keys else ())
+        span = (int(batch.pos[0]), int(batch.pos[-1] + batch.total[-1]))
+        f = self.pool.submit(_worker_window, str(seg.path), seg.file_len, seg.start,
+                             {k: getattr(batch, k) for k in names or ("pos",)}, span, check_crc, self.keys)
         self._track(f)
-        return f, h, self.pool
+        return f
+
+    def assign(self, buf, seg: Segment, batch: RecordBatch, check_crc: bool):
+        """The window's job: handed to a helper, or done here when every helper has HELPER_JOBS windows."""
+        return self.local(buf, seg, batch, check_crc) if self.saturated() else self.submit(seg, batch, check_crc)
+
+    def adopt(self, seg: Segment, pos: int, limit: int) -> "_Primed | None":
+        """The next-segment start made for seg (from pos 0 up to limit), if the walk enters it so; a start the
+        walk has passed, or entered otherwise, is dropped."""
+        p, self.primed = self.primed, None
+        if p is None:
+            return None
+        if p.seg.start == seg.start and pos == 0 and p.limit == limit:
+            return p
+        if seg.start < p.seg.start:  # the walk is still before it (it resynchronises in the segment before)
+            self.primed = p
+        else:
+            p.close()
+        return None
+
+    def local(self, buf, seg: Segment, batch: RecordBatch, check_crc: bool):
+        """Do `batch`'s work here (every helper is busy); returns the job (see settle), already done."""
+        b = np.frombuffer(buf, dtype=np.uint8) if self.keys else None
+        try:
+            return ("here", *_window_work(buf, b, batch, seg.start, check_crc, self.keys))
+        finally:
+            del b
+
+    @staticmethod
+    def ready(job) -> bool:
+        return isinstance(job, tuple) or job.done()
 
     def _track(self, f) -> int:
         """Keep f among the jobs not known to be done (the done ones are dropped: they hold their results, a
@@ -213,158 +268,106 @@ class CrcHelper:
             return f
         return offer
 
-    @staticmethod
-    def settle(buf, batch: RecordBatch, job) -> tuple[int | None, dict | None]:
-        """(the first record with a bad body CRC, or len(batch); the key columns) once the helper is done."""
-        fut, h, pool = job
-        helper_bad, cols = pool.result(fut)  # a dead helper: WorkerDiedError
-        if h == len(batch):  # the helper checked no CRC (none asked for, or all left to check_batch)
-            return None, cols
-        bad = body_crc_first_bad(buf, batch.body_pos[:h], batch.body_len[:h], batch.body_crc[:h]) if h else 0
-        return (bad if bad < h else h + helper_bad), cols
+    def settle(self, buf, seg: Segment, batch: RecordBatch, job, check_crc: bool) -> tuple[int | None, dict | None]:
+        """(the first record with a bad body CRC (None: not checked), the key columns) once the job is done (a dead
+        helper: WorkerDiedError)."""
+        if isinstance(job, tuple):
+            return job[1], job[2]
+        n, bad, cols = self.pool.result(job)
+        if n != len(batch):  # not the records the walk decoded (cannot happen with the same bytes): redo them here
+            return self.local(buf, seg, batch, check_crc)[1:]
+        if cols is not None:  # the columns the walk's window has, as batch_key_columns gives them
+            own = batch if not cols["mismatches"] else batch.select(batch.length_ok)
+            cols["phy"], cols["ts"] = own.phy.copy(), own.store_ts.copy()
+        return bad, cols
 
     def close(self) -> None:
         # The workers are stopped, not left to finish a window nobody waits for (a walk that ends early: an
         # interrupted recover must leave no process behind).
+        if self.primed is not None:
+            self.primed.close()
+            self.primed = None
         self.pool.close()
 
 
-#: A segment a helper decodes ahead (SegmentsAhead) is given up, and decoded by the walk itself, when its columns
-#: pass this many bytes (a segment of very small records: its columns stay within engine.workers.WORKER_MEMORY).
-AHEAD_MAX_BYTES = 192 << 20
+class _Primed:
+    """One segment's decode from pos up to limit, with the windows decoded so far and their jobs (CrcHelper):
+    the walk's own decode of a segment, or the next segment's start made while the walk waits at the end of the
+    one before (step: one more window; at most HELPER_JOBS x helpers + 1 held ahead)."""
 
+    def __init__(self, helper: CrcHelper, cl, seg: Segment, buf, pos: int, limit: int, kw, check_crc: bool):
+        from collections import deque
 
-def _worker_segment(path: str, length: int, seg_start: int, window: int, check_crc: bool, keys: bool):
-    """In a helper process: a whole segment decoded from its start as the walk would decode it (the same
-    windows), each window with its first bad body CRC and (keys) its index keys, up to the first window the walk
-    stops in. Returns ([(batch, crc_bad, keys), ...], the SegmentEnd or None when the walk stops in a window
-    first), or None when the columns grow past AHEAD_MAX_BYTES (the walk then decodes the segment itself)."""
-    m = _worker_map(path, length)
-    out: list = []
-    held = 0
-    b = np.frombuffer(m, dtype=np.uint8)
-    try:
-        for item in decode_segment(m, 0, window, release=True):
-            if isinstance(item, SegmentEnd):
-                return out, item
-            batch = RecordBatch(*(np.array(getattr(item, f)) for f in RecordBatch.__dataclass_fields__))
-            bad = body_crc_first_bad(m, batch.body_pos, batch.body_len, batch.body_crc) if check_crc else None
-            cols = batch_key_columns(m, b, batch, seg_start) if keys else None
-            out.append((batch, bad, cols))
-            held += sum(getattr(batch, f).nbytes for f in RecordBatch.__dataclass_fields__)
-            held += sum(v.nbytes for v in cols.values() if isinstance(v, np.ndarray)) if cols else 0
-            if held > AHEAD_MAX_BYTES:
-                return None
-            if check_batch(m, batch, seg_start, check_crc, bad)[0] < len(batch):
-                return out, None  # the walk stops in this window: what follows is its own to decode
-        return None
-    finally:
-        del b
+        self.helper, self.seg, self.buf, self.limit, self.check_crc = helper, seg, buf, limit, check_crc
+        self.gen = cl.decode_segment(seg, _cut(buf, limit), pos, prefetch=helper.prefetch(seg), **kw)
+        self.pending: deque = deque()  # decoded windows whose work is under way or done, in order
+        self.tail: list = []           # the SegmentEnd, when a step reached it
 
-
-class SegmentsAhead:
-    """The walk's decoding moved off its process: helpers decode whole segments ahead of it (each from its
-    start: a record never spans two segments, so a segment's walk from its start depends on nothing before it)
-    and check their CRCs and extract their keys; the walk takes each result in order and keeps only the
-    decisions (validity, resynchronisation, the log's end) to itself. A segment no helper has taken when the walk
-    reaches it, one with a known gap, or one the walk enters past its start, the walk decodes itself. At most one
-    segment per helper is in flight, one more is kept done; a dead helper: WorkerDiedError."""
-
-    def __init__(self, helper: CrcHelper, segs: list, first: int, window, check_crc: bool, known: list, end,
-                 from_start: bool = True):
-        self.helper, self.segs, self.check_crc = helper, segs, check_crc
-        self.window, self.known, self.end = window, known, end
-        # the segment the walk is in (before the first: a walk from the first one's start hands it out too)
-        self.cur = first - 1 if from_start else first
-        self.next = self.cur + 1  # the next segment to hand out
-        self.jobs: dict = {}      # segment start -> (future, window)
-        self.poll()
-
-    def window_of(self, n: int) -> int:
-        return min(self.window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (self.helper.n + 1))))
-
-    def _eligible(self, seg) -> bool:
-        if not seg.file_len or (self.end is not None and seg.start >= self.end):
+    def step(self) -> bool:
+        """Decode the next window and hand its work out; False when there is none or enough are held ahead."""
+        if self.tail or len(self.pending) > HELPER_JOBS * self.helper.n:
             return False
-        return not any(a < seg.start + seg.file_len and b > seg.start for a, b in self.known)
+        item = next(self.gen, None)
+        if item is None or isinstance(item, SegmentEnd):
+            self.tail.append(item)
+            return False
+        self.pending.append((item, self.helper.assign(self.buf, self.seg, item, self.check_crc)))
+        return True
 
-    def poll(self) -> None:
-        """Hand out the next segments while a helper is free."""
-        busy = sum(1 for f, _ in self.jobs.values() if not f.done())
-        while busy < self.helper.n and len(self.jobs) <= self.helper.n and self.next < len(self.segs):
-            i, self.next = max(self.next, self.cur + 1), max(self.next, self.cur + 1) + 1
-            seg = self.segs[i]
-            if not self._eligible(seg):
-                continue
-            w = self.window_of(seg.file_len)
-            self.jobs[seg.start] = (self.helper.pool.submit(_worker_segment, str(seg.path), seg.file_len, seg.start,
-                                                            w, self.check_crc, self.helper.keys), w)
-            busy += 1
+    def items(self):
+        """What the decode yields from here on (a SegmentEnd a step reached, then the rest)."""
+        if self.tail:
+            if self.tail[0] is not None:
+                yield self.tail[0]
+            return
+        yield from self.gen
 
-    def enter(self, seg) -> None:
-        """The walk is in seg now: results of segments before it are dropped (a walk that skipped them)."""
-        self.cur = next((i for i in range(max(self.cur, 0), len(self.segs)) if self.segs[i].start == seg.start),
-                        self.cur)
-        for start in [s for s in self.jobs if s < seg.start]:
-            self.jobs.pop(start)[0].cancel()
-        self.poll()
-
-    def take(self, seg, n: int):
-        """seg's result when a helper decoded it with the window the walk uses (n: its buffer's length)."""
-        job = self.jobs.pop(seg.start, None)
-        if job is None:
-            return None
-        fut, w = job
-        got = self.helper.pool.result(fut)
-        self.poll()
-        if got is None or seg.file_len != n or w != self.window_of(n):
-            return None
-        return got
-
-    def replay(self, buf, seg, got):
-        """_decode_checked's tuples from a helper's result, then the SegmentEnd (when the walk gets there)."""
-        batches, end = got
-        for batch, bad, cols in batches:
-            good, why = check_batch(buf, batch, seg.start, self.check_crc, bad)
-            yield batch, good, why, cols
-            self.poll()
-            if good < len(batch):
-                return
-        yield end
+    def close(self) -> None:
+        self.gen.close()
 
 
-def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw):
-    """decode_segment, each batch with (good, why) from check_batch and the helper's key columns (or None);
-    with a helper, batch k is checked while batch k+1 is decoded. Yields (batch, good, why, keys) tuples, then
-    the SegmentEnd."""
-    from collections import deque
+def _decode_checked(cl, buf, seg: Segment, pos: int, limit: int, check_crc: bool, helper: CrcHelper | None, kw,
+                    prime=None):
+    """decode_segment, each batch with (good, why) from check_batch and its key columns (or None). With helpers,
+    each batch's work goes to a helper or, when they are all busy, is done here (CrcHelper), and the batches are
+    yielded in order as their work is done, at most HELPER_JOBS x helpers + 1 held. Yields (batch, good, why,
+    keys) tuples, then the SegmentEnd.
 
-    pending: deque = deque()  # windows the helpers check, in order (at most one per helper)
-    for item in cl.decode_segment(seg, _cut(buf, limit), pos,
-                                  prefetch=None if helper is None else helper.prefetch(seg), **kw):
+    prime: a function that starts the next segment (_Primed) when this one ends at its BLANK filler: while this
+    process waits for the helpers' last windows of this segment, it decodes and hands out the next one's first
+    windows (the helpers do not wait at each segment's end); the walk takes them when it enters that segment."""
+    if helper is None:
+        for item in cl.decode_segment(seg, _cut(buf, limit), pos, **kw):
+            yield item if isinstance(item, SegmentEnd) else (item, *check_batch(buf, item, seg.start, check_crc), None)
+        return
+    got = helper.adopt(seg, pos, limit)
+    if got is None:
+        got = _Primed(helper, cl, seg, buf, pos, limit, kw, check_crc)
+    items, pending = got.items(), got.pending  # (windows the next-segment start decoded already, with their work)
+    most = HELPER_JOBS * helper.n + 1
+    for item in items:
         if isinstance(item, SegmentEnd):
+            nxt = prime() if prime is not None and item.kind == END_BLANK else None
             while pending:
-                got = _settle(buf, seg, pending.popleft(), check_crc)
+                if nxt is not None and not helper.ready(pending[0][1]) and nxt.step():
+                    continue  # rather than wait: the next segment's next window
+                got = _settle(buf, seg, helper, pending.popleft(), check_crc)
                 yield got
                 if pending and got[1] < len(got[0]):  # the last window is followed by the SegmentEnd, as ever
                     return
             yield item
             return
-        if helper is None:
-            yield (item, *check_batch(buf, item, seg.start, check_crc), None)
-            continue
-        fut = helper.submit(seg, item, check_crc)
-        if len(pending) >= helper.n:
-            got = _settle(buf, seg, pending.popleft(), check_crc)
+        pending.append((item, helper.assign(buf, seg, item, check_crc)))
+        while pending and (len(pending) > most or helper.ready(pending[0][1])):
+            got = _settle(buf, seg, helper, pending.popleft(), check_crc)
             yield got
             if got[1] < len(got[0]):
                 return
-        pending.append((item, fut))
 
 
-def _settle(buf, seg, pending, check_crc):
+def _settle(buf, seg, helper, pending, check_crc):
     batch, job = pending
-    crc_bad, cols = CrcHelper.settle(buf, batch, job)
+    crc_bad, cols = helper.settle(buf, seg, batch, job, check_crc)
     return (batch, *check_batch(buf, batch, seg.start, check_crc, crc_bad), cols)
 
 
@@ -507,10 +510,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
         return
     known = sorted(known_gaps or [])
     helper = _helper(parallel_crc, parallel_keys)
-    # Helpers decode whole segments ahead (SegmentsAhead) where this log's bytes are plain records.
-    ahead = (SegmentsAhead(helper, segs, first, window, check_crc, known, end, start in (None, segs[first].start))
-             if helper is not None and type(cl).decode_segment is CommitLog.decode_segment else None)
-    ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch, ahead)
+    ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
     at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
 
     def per_segment(seg, pos, _last):
@@ -541,7 +541,7 @@ def _helper(parallel_crc: bool, parallel_keys: bool) -> CrcHelper | None:
 
 def _release(buf, lo: int, hi: int) -> None:
     """Drop a consumed window's pages from the resident set (they stay in the page cache): the consumers may
-    have touched them after decode_segment released them (the CRC helper keeps one window in flight)."""
+    have touched them after decode_segment released them (the helpers hold windows in flight)."""
     madvise = getattr(buf, "madvise", None)
     page = mmap.PAGESIZE
     a, b = -(-lo // page) * page, (hi // page) * page
@@ -563,6 +563,9 @@ def _later_data(cl: CommitLog, segs: list[Segment], min_ts: int, check_crc: bool
 #: The smallest window a walk with helpers decodes at a time: a segment is cut into about 4 x (helpers + 1) windows
 #: (so that a segment of 64 MiB keeps two processes busy, not one window decoded and then one checked), no smaller.
 HELPER_MIN_WINDOW = 4 << 20
+#: The largest: what the walk holds for its helpers (HELPER_JOBS windows each, their pages and columns) stays
+#: bounded whatever the segment size (the windows' number costs nothing measurable: 8 and 64 MiB alike).
+HELPER_MAX_WINDOW = 16 << 20
 #: decode_segment's first window when the walk resumes inside a segment (after a damaged range): 64 KiB.
 RESTART_WINDOW = 64 << 10
 
@@ -581,26 +584,43 @@ def _next_known_gap(known: list[tuple[int, int]], starts: list[int], lo: int, hi
     return None
 
 
-def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
-    """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
-    check_crc, end, known, window, min_hole, helper, hints, vouch, ahead = ctx
-    buf = cl.queue.buffer(seg)
-    n = len(buf)
-    got = None
-    if ahead is not None:
-        ahead.enter(seg)
-        got = ahead.take(seg, n) if pos == 0 else None
-        helper = None  # the helpers decode segments ahead: what this process decodes, it checks itself
-        window = ahead.window_of(n)
-    # Each window's pages are released below once its consumers are done (decode_segment would release them
-    # while the CRC helper holds the window, and the consumers would map them again).
+def _decode_kw(seg: Segment, n: int, window: int | None, helper: CrcHelper | None, hints) -> dict:
+    """decode_segment's arguments for the walk of seg (n bytes), but first_window."""
+    # Each window's pages are released by the walk once its consumers are done (decode_segment would release them
+    # while a helper holds the window, and the consumers would map them again).
     if helper is not None:  # windows small enough that the helpers have several per segment to overlap with
-        window = min(window or SCAN_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
+        window = min(window or SCAN_WINDOW, HELPER_MAX_WINDOW, max(HELPER_MIN_WINDOW, n // (4 * (helper.n + 1))))
     kw = {"release": False} if window is None else {"window": window, "release": False}
-    gap_starts = [a for a, _ in known]
     if hints is not None:
         s0 = seg.start
         kw["hints"] = lambda a, b: hints(s0 + a, s0 + b) - s0
+    return kw
+
+
+def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
+    """Generator body of walk() for one segment; returns (stop the walk, store time of the last record)."""
+    check_crc, end, known, window, min_hole, helper, hints, vouch = ctx
+    buf = cl.queue.buffer(seg)
+    n = len(buf)
+    kw = _decode_kw(seg, n, window, helper, hints)
+    gap_starts = [a for a, _ in known]
+
+    def prime():
+        """The next segment's start, while this process waits for the helpers at this one's end."""
+        nxt = rest[0] if rest else None
+        if nxt is None or (end is not None and nxt.start >= end):
+            return None
+        nbuf = cl.queue.buffer(nxt)
+        nn = len(nbuf)
+        ngap = _next_known_gap(known, gap_starts, nxt.start, nxt.start + nn, nxt.start)
+        if nn == 0 or (ngap is not None and ngap[0] <= 0):
+            return None
+        nkw = dict(_decode_kw(nxt, nn, window, helper, hints), first_window=None)
+        if helper.primed is not None:
+            helper.primed.close()
+        helper.primed = _Primed(helper, cl, nxt, nbuf, 0, nn if ngap is None else ngap[0], nkw, check_crc)
+        return helper.primed
+
     while pos < n:
         # an empty gap (a segment tail found at the end of a short file, padded since) has nothing to step over
         gap = _next_known_gap(known, gap_starts, seg.start + pos, seg.start + n, seg.start)
@@ -613,15 +633,11 @@ def _walk_segment(cl, seg, pos, rest, last_ts, ctx):
         # while the records are sound, so a log damaged every few records is not decoded window after window
         # again from each damaged record (quadratic), and a sound one still goes a full window at a time.
         kw["first_window"] = RESTART_WINDOW if pos else None
-        decoded = (_decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw) if got is None
-                   else ahead.replay(buf, seg, got))
-        got = None  # a helper's result covers the segment from its start only
-        for step in decoded:
+        for step in _decode_checked(cl, buf, seg, pos, limit, check_crc, helper, kw,
+                                    prime if helper is not None else None):
             if isinstance(step, SegmentEnd):
                 stopped = step
                 break
-            if ahead is not None:
-                ahead.poll()
             item, good, why, cols = step
             if good:
                 sel = item if good == len(item) else item.select(slice(0, good))

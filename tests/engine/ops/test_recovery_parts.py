@@ -167,8 +167,6 @@ def test_the_helpers_prefetched_candidates_change_nothing(tmp_path, monkeypatch)
     patch(q, qpos, b"\x00\x00\x00\x05")  # TOTALSIZE 5: the walk resynchronises after it
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
-    # the window-by-window helper path (segments decoded ahead on helpers are tests/engine/test_workers.py's)
-    monkeypatch.setattr(logread, "SegmentsAhead", lambda *a, **k: None)
     used = spy(monkeypatch, logread.CrcHelper, "prefetch", lambda self, f: f is not None)
 
     def run(parallel):
@@ -284,7 +282,8 @@ def test_queue_hints_change_no_plan(tmp_path, monkeypatch, cq_damage):
 
 def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     """CrcHelper drops the jobs it knows are done: each holds its result (a window's key columns), and a long
-    walk over many windows must not keep them all (memory would grow with the log)."""
+    walk over many windows must not keep them all (memory would grow with the log): at most HELPER_JOBS are
+    outstanding, beyond which this process checks the window itself."""
     import engine.broker.commitlog.records as records
     import engine.broker.commitlog.walk as logread
 
@@ -292,7 +291,6 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     put(store, sample_messages(300), tmp_path)
     cfg = load_config(None, storePathRootDir=str(store), mappedFileSizeCommitLog=SEG)
     monkeypatch.setattr(records, "_VECTOR_MIN", 0)
-    monkeypatch.setattr(logread, "SegmentsAhead", lambda *a, **k: None)  # the window-by-window helper path
     held = spy(monkeypatch, logread.CrcHelper, "_track", lambda self, busy: len(self.jobs))
     cl = open_commitlog(cfg)
     try:
@@ -300,4 +298,4 @@ def test_the_helper_keeps_no_finished_job(tmp_path, monkeypatch):
     finally:
         cl.close()
     assert windows > 20 and len(held) >= windows
-    assert max(held) <= 3  # the window in flight, the one being settled, and one more at most
+    assert max(held) <= logread.HELPER_JOBS  # the windows handed out, waiting or running

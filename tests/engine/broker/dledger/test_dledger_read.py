@@ -175,6 +175,26 @@ def test_a_store_switched_from_a_file_commit_log_is_read_on_both_sides(stores):
     assert d.exit_code == 0, d.stdout
 
 
+@pytest.mark.parametrize("conf", ["conf", "mconf"], ids=["dledger", "switched"])
+def test_the_walk_on_helpers_answers_as_alone_on_entry_files(stores, monkeypatch, conf):
+    # DLedger data files hold entries around the records: the windows decoded from them go to the helpers as their
+    # columns, as a plain segment's; verify and doctor answer as on one worker.
+    import re
+
+    from helpers import spy
+
+    from engine.broker.commitlog import walk as logwalk
+
+    monkeypatch.setattr(logwalk, "HELPER_MIN_WINDOW", 300)  # several windows per file
+    handed = spy(monkeypatch, logwalk.CrcHelper, "submit", lambda self, fut: fut is not None)
+    for cmd in (("inspect-index", "--verify"), ("doctor",)):
+        one, two = (_dl(stores, *cmd, "--json", "--workers", n, conf=conf) for n in ("1", "2"))
+        assert one.exit_code == two.exit_code == 0, (cmd, two.stderr)
+        strip = lambda r: re.sub(r'"[a-zA-Z]*[sS]econds": [0-9.e-]+', "", r.stdout)
+        assert strip(one) == strip(two) and one.stdout, cmd
+    assert handed and all(handed)
+
+
 # ------------------------------------------------------------------------------------------- damage
 
 def _damaged(stores, tmp_path, how) -> tuple[Path, int]:
