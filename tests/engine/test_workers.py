@@ -229,10 +229,28 @@ def test_default_is_the_cpus_this_process_may_use():
 
 @pytest.fixture(scope="module")
 def long_dump(tmp_path_factory):
-    """About 700 segments: a dump of a second or so on two workers."""
-    tmp = tmp_path_factory.mktemp("long")
-    put(tmp / "s", sample_messages(15000), tmp)
-    return tmp / "s"
+    """700 segments of 24 records: a dump of a second or so on two workers. One segment is laid out record by
+    record (helpers.place), the others are its copies, each record's PHYSICALOFFSET set to where the copy puts it
+    (a sound log to dump; putting 15,000 messages through the CLI made the same log in 4 s)."""
+    import struct
+
+    from helpers import place, rec, write_segments
+
+    store = tmp_path_factory.mktemp("long") / "s"
+    recs = [rec(topic=m["topic"], body=m["body"].encode(), queue_id=m["queueId"], store_timestamp=m["storeTimestamp"],
+                props={"KEYS": " ".join(m["keys"]), "UNIQ_KEY": m["uniqKey"], "TAGS": m["tags"]})
+            for m in sample_messages(40)]
+    paths = write_segments(store, place(recs, SEG), SEG)
+    first = paths[0].read_bytes()
+    for p in paths[1:]:
+        p.unlink()
+    starts = [r.physical_offset for r in recs if r.physical_offset < SEG]
+    for n in range(1, 700):
+        seg = bytearray(first)
+        for pos in starts:
+            struct.pack_into(">q", seg, pos + 28, n * SEG + pos)  # PHYSICALOFFSET, at byte 28 of a record
+        (store / "commitlog" / f"{n * SEG:020d}").write_bytes(seg)
+    return store
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],
