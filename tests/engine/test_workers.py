@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cli, fuzz_store, index_bytes, put, sample_messages,
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, built_store, cli, fuzz_store, index_bytes, put, sample_messages,
                      snapshot)
 
 FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
@@ -48,7 +48,7 @@ def fuzz(tmp_path):
 def many(tmp_path):
     """A sound store of many small segments, with index files and consume queues (put)."""
     store = tmp_path / "m"
-    put(store, sample_messages(300), tmp_path)
+    built_store(f"{__name__}.many", store, lambda r: put(r, sample_messages(300), r.parent))  # put once per run
     return store
 
 
