@@ -119,8 +119,22 @@ def import_nodes(path: Path) -> tuple:
     got = _IMPORT_NODES.get(key)
     if got is None:
         tree = ast.parse(p.read_text(encoding="utf-8"))
-        got = _IMPORT_NODES[key] = tuple(n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        got = _IMPORT_NODES[key] = tuple(n for n in _statements(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
     return got
+
+
+def _statements(tree: ast.AST):
+    """ast.walk over the statements only: an import is a statement, and the path to a statement passes through
+    statements, except handlers and match cases alone, so its nodes come in ast.walk's order without a visit to
+    the expressions (most of a module's nodes)."""
+    from collections import deque
+
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler,
+                                                                             ast.match_case)))
 
 
 def jsonl(path: Path) -> list[dict]:
