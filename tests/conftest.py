@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,27 @@ from engine.broker.layout import topic_problem
 from engine.broker.commitlog.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, VALID
 from engine.broker.store import MessageStore
 from helpers import GOLDEN, die_first, unpack_golden
+
+
+#: Environment variables a pytest-xdist worker finds set that the run did not set: every worker of pytest-xdist
+#: 3.8.0 starts with COLUMNS=80 and LINES=24 (a terminal size exported as it starts), and rmqtool's tables read
+#: COLUMNS (rmqtool.tables.terminal_width): a test run on a worker would see 80 columns, not piped output.
+_CONTROLLER_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, in the controller: tell each worker the terminal variables as the run has them."""
+    node.workerinput["rmqtool_env"] = {k: os.environ.get(k) for k in _CONTROLLER_ENV}
+
+
+def pytest_configure(config):
+    """In a pytest-xdist worker: the terminal variables as the controller has them (set, or not set)."""
+    for k, v in getattr(config, "workerinput", {}).get("rmqtool_env", {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -82,6 +82,30 @@ def unpack_golden(name: str, dest: Path) -> GoldenStore:
     return GoldenStore(store, conf)
 
 
+_BUILT: dict[str, tuple[Path, object]] = {}   # key -> (the store build made, what it returned)
+
+
+def built_store(key: str, dest: Path, build):
+    """A store that build(root) makes, made once per test process (pytest-xdist: once per worker) for `key` and
+    copied to dest (file times kept) for each caller, with a fresh copy of what build returned (the
+    acknowledgements, say). For a fixture that put the same messages for every test: each test still has a
+    store of its own to change, and the put is paid once. build makes the store at root (files beside it, under
+    root.parent, are not copied) and returns data that names no path of it."""
+    import copy
+    import shutil
+
+    if key not in _BUILT:
+        import atexit
+        import tempfile
+
+        into = Path(tempfile.mkdtemp(prefix="rmqtool-built-"))
+        atexit.register(shutil.rmtree, into, ignore_errors=True)
+        _BUILT[key] = (into / "store", build(into / "store"))
+    src, value = _BUILT[key]
+    shutil.copytree(src, dest, symlinks=True)
+    return copy.deepcopy(value)
+
+
 _IMPORT_NODES: dict[tuple[str, int, int], tuple] = {}
 
 
@@ -95,8 +119,22 @@ def import_nodes(path: Path) -> tuple:
     got = _IMPORT_NODES.get(key)
     if got is None:
         tree = ast.parse(p.read_text(encoding="utf-8"))
-        got = _IMPORT_NODES[key] = tuple(n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        got = _IMPORT_NODES[key] = tuple(n for n in _statements(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
     return got
+
+
+def _statements(tree: ast.AST):
+    """ast.walk over the statements only: an import is a statement, and the path to a statement passes through
+    statements, except handlers and match cases alone, so its nodes come in ast.walk's order without a visit to
+    the expressions (most of a module's nodes)."""
+    from collections import deque
+
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler,
+                                                                             ast.match_case)))
 
 
 def jsonl(path: Path) -> list[dict]:

@@ -419,7 +419,8 @@ def test_default_size_index_file_with_a_zeroed_slot_table(tmp_path):
 
 # ---------------------------------------------------------------- items 9 and 11: the checkpoint
 
-@pytest.mark.parametrize("content", [b"", b"\xff" * 8 + os.urandom(4088), b"\x00" * 40 + b"\x5a" * 4056])
+@pytest.mark.parametrize("content", [b"", b"\xff" * 8 + os.urandom(4088), b"\x00" * 40 + b"\x5a" * 4056],
+                         ids=["empty", "random", "zeros-then-5a"])  # ids the same in every pytest-xdist worker
 def test_bad_checkpoint_is_a_finding_not_a_read_failure(store, pristine, content):
     _s, msgs, acks = pristine
     (store / "checkpoint").write_bytes(content)

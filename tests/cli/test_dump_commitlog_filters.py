@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from helpers import GOLDEN, assert_one_line_error, put_jsonl, run, said, snapshot
+from helpers import GOLDEN, assert_one_line_error, built_store, put_jsonl, run, said, snapshot
 
 T0 = 1_700_000_000_000
 BODY_AT = 88      # where the body starts in a v4-host record (format §2.2)
@@ -23,7 +23,7 @@ def sample(n=60):
 @pytest.fixture
 def store(tmp_path):
     root = tmp_path / "store"
-    return root, put_jsonl(root, sample())
+    return root, built_store(f"{__name__}.store", root, lambda r: put_jsonl(r, sample()))  # put once per run
 
 
 def jlines(r):

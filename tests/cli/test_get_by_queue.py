@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from engine.broker.read import COUNT_LIMIT
-from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, said, snapshot
+from helpers import READ_GEOM, assert_one_line_error, built_store, put_jsonl, run, said, snapshot
 
 UNIT = struct.Struct(">qiq")
 
@@ -21,7 +21,7 @@ def sample(n=60, queues=2, topic="TopicA"):
 @pytest.fixture
 def store(tmp_path):
     root = tmp_path / "store"
-    acks = put_jsonl(root, sample() + sample(4, 1, "TopicB"))
+    acks = built_store(f"{__name__}.store", root, lambda r: put_jsonl(r, sample() + sample(4, 1, "TopicB")))
     return root, acks
 
 

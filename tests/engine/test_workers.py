@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from helpers import (FUZZ_SEG, SEG, SEG_GEOM, patch, seg_file, assert_one_line_error, cfg_for, child_pids, cli,
-                     fuzz_store, index_bytes, proc_state, put, sample_messages, snapshot)
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, assert_one_line_error, built_store, cfg_for, child_pids, cli, fuzz_store,
+                     index_bytes, patch, proc_state, put, sample_messages, seg_file, snapshot)
 
 FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
 FUZZ_LOG = FUZZ_GEOM[:2]  # dump-commitlog takes the segment size only
@@ -48,7 +48,7 @@ def fuzz(tmp_path):
 def many(tmp_path):
     """A sound store of many small segments, with index files and consume queues (put)."""
     store = tmp_path / "m"
-    put(store, sample_messages(300), tmp_path)
+    built_store(f"{__name__}.many", store, lambda r: put(r, sample_messages(300), r.parent))  # put once per run
     return store
 
 
@@ -326,10 +326,28 @@ def test_default_is_the_cpus_this_process_may_use():
 
 @pytest.fixture(scope="module")
 def long_dump(tmp_path_factory):
-    """About 700 segments: a dump of a second or so on two workers."""
-    tmp = tmp_path_factory.mktemp("long")
-    put(tmp / "s", sample_messages(15000), tmp)
-    return tmp / "s"
+    """700 segments of 24 records: a dump of a second or so on two workers. One segment is laid out record by
+    record (helpers.place), the others are its copies, each record's PHYSICALOFFSET set to where the copy puts it
+    (a sound log to dump; putting 15,000 messages through the CLI made the same log in 4 s)."""
+    import struct
+
+    from helpers import place, rec, write_segments
+
+    store = tmp_path_factory.mktemp("long") / "s"
+    recs = [rec(topic=m["topic"], body=m["body"].encode(), queue_id=m["queueId"], store_timestamp=m["storeTimestamp"],
+                props={"KEYS": " ".join(m["keys"]), "UNIQ_KEY": m["uniqKey"], "TAGS": m["tags"]})
+            for m in sample_messages(40)]
+    paths = write_segments(store, place(recs, SEG), SEG)
+    first = paths[0].read_bytes()
+    for p in paths[1:]:
+        p.unlink()
+    starts = [r.physical_offset for r in recs if r.physical_offset < SEG]
+    for n in range(1, 700):
+        seg = bytearray(first)
+        for pos in starts:
+            struct.pack_into(">q", seg, pos + 28, n * SEG + pos)  # PHYSICALOFFSET, at byte 28 of a record
+        (store / "commitlog" / f"{n * SEG:020d}").write_bytes(seg)
+    return store
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],

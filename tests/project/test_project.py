@@ -87,12 +87,37 @@ def module_names():
 # One interpreter that has imported nothing of the project forks a child per module: the child imports the module
 # as a fresh interpreter would (nothing of engine/ or rmqtool/ is loaded before it), for a fork's cost instead of an
 # interpreter start-up. numpy is loaded before the forks (it is not one of the heavy imports checked), and typer and
-# rich too for the rmqtool modules (only pyspark is checked for them).
+# rich too for the rmqtool modules (only pyspark is checked for them); so are the standard library's modules that
+# the project's modules import (a first child imports them all and names them): a child then imports the project's
+# modules only, which is what the check is about.
 IMPORT_SERVER = r"""
 import json, os, sys, traceback
 import numpy
-if sys.argv[1:] == ["cli"]:
+if sys.argv[1] == "cli":
     import rich, typer
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    for name in sys.argv[2:]:
+        try:
+            __import__(name)
+        except BaseException:
+            pass
+    std = sorted(m for m in sys.modules if m.partition(".")[0] in sys.stdlib_module_names)
+    os.write(w, json.dumps(std).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 1 << 16):
+    data += chunk
+os.close(r)
+os.waitpid(pid, 0)
+for name in json.loads(data or b"[]"):
+    try:
+        __import__(name)
+    except BaseException:
+        pass
 for line in sys.stdin:
     r, w = os.pipe()
     pid = os.fork()
@@ -117,8 +142,11 @@ for line in sys.stdin:
 
 @pytest.fixture(scope="module")
 def import_servers():
-    servers = {kind: subprocess.Popen([sys.executable, "-c", IMPORT_SERVER, kind], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True, cwd=ROOT) for kind in ("engine", "cli")}
+    mods = module_names()
+    servers = {kind: subprocess.Popen([sys.executable, "-c", IMPORT_SERVER, kind,
+                                       *[m for m in mods if m.startswith("engine") == (kind == "engine")]],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+               for kind in ("engine", "cli")}
     yield servers
     for p in servers.values():
         p.stdin.close()

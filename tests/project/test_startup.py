@@ -65,10 +65,10 @@ def test_reindex_default_master_matches_the_engine():
 
 def test_query_key_reads_a_store_without_numpy_or_pydantic(tmp_path):
     """A key query on a store (index lookup, message check, table) needs neither numpy nor typer's pydantic."""
+    from helpers import cli
+
     store = tmp_path / "s"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    subprocess.run([sys.executable, "-m", "rmqtool", "put", "--store", str(store), "--topic", "T", "--keys", "k1",
-                    "--body", "x"], cwd=ROOT, env=env, capture_output=True, check=True)
+    cli("put", "--store", str(store), "--topic", "T", "--keys", "k1", "--body", "x")  # the store: made in-process
     mods = _modules_after(f"import sys\nsys.argv = ['rmqtool', 'query-key', '--store', {str(store)!r}, '--topic', 'T',"
                           " '--key', 'k1']\nfrom rmqtool.app import main\ntry:\n    main()\nexcept SystemExit as e:\n"
                           "    assert not e.code, e.code")

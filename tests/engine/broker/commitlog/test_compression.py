@@ -55,7 +55,8 @@ def test_frames_follow_one_another_as_the_java_streams_read_them():
     (LZ4, b"\x00" * 32, "not lz4 frames"),
     (ZLIB, b"\x00" * 32, "not a zlib stream"),
     (0x501, zlib.compress(RAW), "none of RocketMQ's"),
-])
+], ids=["zlib-cut", "zstd-cut", "lz4-cut", "zstd-trailing", "lz4-zeros", "zlib-zeros", "codec-5"])  # RAW is random:
+# named ids keep the test names the same in every process (pytest-xdist's workers must collect the same tests)
 def test_a_body_that_does_not_decode_says_why_and_keeps_the_stored_bytes(flag, data, why):
     b = decode_body(data, flag)
     assert not b.ok and why in b.error

@@ -10,7 +10,7 @@ from engine.broker.config.brokerconf import load_config
 from engine.broker.consumequeue.queue import ConsumeQueue
 from engine.broker.layout import topic_problem
 from engine.broker.consumequeue.offsets import queue_min_offset
-from helpers import assert_one_line_error, put_jsonl, run, said, snapshot
+from helpers import assert_one_line_error, built_store, put_jsonl, run, said, snapshot
 
 T0 = 1_700_000_000_000
 TAGS = ["TagA", "TagB", "TagC"]
@@ -24,7 +24,7 @@ def sample(n=30, queues=3, topic="TopicA"):
 @pytest.fixture
 def store(tmp_path):
     root = tmp_path / "store"
-    acks = put_jsonl(root, sample())
+    acks = built_store(f"{__name__}.store", root, lambda r: put_jsonl(r, sample()))  # put once per run
     return root, acks
 
 

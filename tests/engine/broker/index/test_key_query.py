@@ -12,7 +12,7 @@ import struct
 import numpy as np
 import pytest
 
-from helpers import READ_GEOM, assert_one_line_error, put_jsonl, run, said, said_kind, said_kinds, snapshot
+from helpers import READ_GEOM, assert_one_line_error, built_store, put_jsonl, run, said, said_kind, said_kinds, snapshot
 from engine.broker.index import stats
 from engine.broker.index.file import IndexFile
 from engine.broker.index.service import IndexService
@@ -118,7 +118,7 @@ def msg(i):
 def rolled(tmp_path):
     """A store with at least four index files (63 items each, 3 keys per message)."""
     store = tmp_path / "store"
-    acks = put_jsonl(store, [msg(i) for i in range(80)])
+    acks = built_store(f"{__name__}.rolled", store, lambda r: put_jsonl(r, [msg(i) for i in range(80)]))
     files = list_index_files(store / "index")
     assert len(files) >= 4
     held = {}
