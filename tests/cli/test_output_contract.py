@@ -184,13 +184,13 @@ def json_lines_said(r) -> list[dict]:
 @pytest.mark.parametrize("path,i", sample_ids(), ids=IDS)
 def test_under_json_every_stderr_line_is_a_json_object_or_an_error_line(ws, tmp_path, path, i):
     template, _ = SAMPLES[path][i]
-    r = run([*args_of(path, template, fresh(ws, tmp_path)), "--json"], env={"COLUMNS": "80"})
+    r = run([*args_of(path, template, fresh(ws, tmp_path, template)), "--json"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     lines = json_lines_said(r)
     if path in NAMED_NOTES:
         assert [d for d in lines if said_kind(d) is None] == [], path
     if path not in OWN_QUIET:  # --quiet silences the notes in their JSON form too
-        quiet = run([*args_of(path, template, fresh(ws, tmp_path)), "--json", "--quiet"], env={"COLUMNS": "80"})
+        quiet = run([*args_of(path, template, fresh(ws, tmp_path, template)), "--json", "--quiet"], env={"COLUMNS": "80"})
         assert quiet.exit_code == 0 and [d for d in json_lines_said(quiet) if "note" in d] == [], quiet.stderr
 
 
