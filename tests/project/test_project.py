@@ -95,40 +95,15 @@ import json, os, sys, traceback
 import numpy
 if sys.argv[1] == "cli":
     import rich, typer
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    os.close(r)
-    for name in sys.argv[2:]:
-        try:
-            __import__(name)
-        except BaseException:
-            pass
-    std = sorted(m for m in sys.modules if m.partition(".")[0] in sys.stdlib_module_names)
-    os.write(w, json.dumps(std).encode())
-    os._exit(0)
-os.close(w)
-data = b""
-while chunk := os.read(r, 1 << 16):
-    data += chunk
-os.close(r)
-os.waitpid(pid, 0)
-for name in json.loads(data or b"[]"):
-    try:
-        __import__(name)
-    except BaseException:
-        pass
-for line in sys.stdin:
+
+
+def in_child(work):
+    # work() run in a forked child; what it returns (bytes) read back here
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        try:
-            __import__(line.strip())
-            out = {"heavy": sorted(m for m in ("pyspark", "typer", "rich") if m in sys.modules)}
-        except BaseException:
-            out = {"error": traceback.format_exc()}
-        os.write(w, json.dumps(out).encode())
+        os.write(w, work())
         os._exit(0)
     os.close(w)
     data = b""
@@ -136,6 +111,38 @@ for line in sys.stdin:
         data += chunk
     os.close(r)
     os.waitpid(pid, 0)
+    return data
+
+
+def stdlib_of_project():
+    for name in sys.argv[2:]:
+        try:
+            __import__(name)
+        except BaseException:
+            pass
+    return json.dumps(sorted(m for m in sys.modules if m.partition(".")[0] in sys.stdlib_module_names)).encode()
+
+
+for name in json.loads(in_child(stdlib_of_project) or b"[]"):
+    try:
+        __import__(name)
+    except BaseException:
+        pass
+
+
+def import_one(name):
+    def work():
+        try:
+            __import__(name)
+            out = {"heavy": sorted(m for m in ("pyspark", "typer", "rich") if m in sys.modules)}
+        except BaseException:
+            out = {"error": traceback.format_exc()}
+        return json.dumps(out).encode()
+    return work
+
+
+for line in sys.stdin:
+    data = in_child(import_one(line.strip()))
     print(data.decode() or json.dumps({"error": "the child died"}), flush=True)
 """
 
