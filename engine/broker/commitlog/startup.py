@@ -80,6 +80,10 @@ class RecoveryScan:
         ended = own() if own is not None and self.end is None else None
         if ended is not None:
             self.end, self.reason = ended
+        # The log's one segment walk (CommitLog.walk_segments), a step at a time: the broker walks its list of
+        # files whatever their names say, so a missing file is no gap here.
+        self._steps = None if self.end is not None else cl.walk_segments(self.start, None, self._segment,
+                                                                         gaps=False)
 
     @property
     def offset(self) -> int:
@@ -102,19 +106,29 @@ class RecoveryScan:
 
     def _step(self) -> None:
         """Validate one window of records (or meet the end of the current segment)."""
-        segs = self.cl.segments
-        seg = segs[self.index]
-        buf = self.cl.queue.buffer(seg)
-        walk = self.cl.decode_segment(seg, buf, self.pos, SCAN_STEP)
-        try:
-            item = next(walk)
-            moved_on = self._take(seg, buf, item)
-            del item  # no view of the mapping may outlive the step: the segment may be unmapped next
-        finally:
-            walk.close()
-        if moved_on:
-            self.cl.queue.release(seg)
-            self.index, self.pos = self.index + 1, 0
+        if next(self._steps, None) is None and self.end is None:
+            raise AssertionError("the recovery scan ran out of segments without an end")  # _take always sets one
+
+    def _segment(self, seg, pos: int, last: bool):
+        """walk_segments' per_segment: one window of the segment per step (yields True after each), from a fresh
+        decoder each time, so that no view of the mapping outlives a step (another reader may unmap the segment
+        between two steps); returns True (the walk stops) when the scan has ended, False when it moves on."""
+        self.index, self.pos = self.cl.queue.index_of(seg), pos
+        while True:
+            buf = self.cl.queue.buffer(seg)
+            walk = self.cl.decode_segment(seg, buf, self.pos, SCAN_STEP)
+            try:
+                item = next(walk)
+                moved_on = self._take(seg, buf, item)
+                del item
+            finally:
+                walk.close()
+            del buf
+            if moved_on:
+                return False
+            if self.end is not None:
+                return True
+            yield True
 
     def _take(self, seg, buf, item) -> bool:
         """Apply one item of the bulk decoder; True when the scan moves on to the next segment file."""
