@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Optional
 
 from engine.errors import StoreError
@@ -190,6 +191,36 @@ class WorkerPool:
                 # this process's copy of the pipe's writing end ends that read (EOF: the pool is taken as broken).
                 results._writer.close()
             manager.join(5)
+
+
+#: Objects lent to forked workers (shared), by token.
+_lent: dict = {}
+
+
+def can_fork() -> bool:
+    """Whether WorkerPool's workers are forked (they then inherit this process's objects, as shared lends them)."""
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods()
+
+
+@contextmanager
+def shared(obj) -> Iterator[str]:
+    """obj lent to forked workers while the block runs: yields a token a job carries, with which a worker finds
+    the object as this process had it when the worker was forked (inherited(token)), so a job need not send it.
+    Lend it before the pool's workers are forked (a pool forks them as its first jobs are submitted); only where
+    can_fork()."""
+    token = f"{os.getpid()}:{id(obj)}"
+    _lent[token] = obj
+    try:
+        yield token
+    finally:
+        _lent.pop(token, None)
+
+
+def inherited(token: str):
+    """In a forked worker: the object shared(obj) lent under token."""
+    return _lent[token]
 
 
 def ordered_map(fn: Callable, jobs: list[tuple], progress: Optional[Callable[[int], None]] = None,

@@ -20,7 +20,6 @@ order they were walked.
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -185,12 +184,14 @@ def scan_pending(ts: TimerStore, check_crc: bool = False,
     each, while this process walks on; they are taken in the walk's order all the same (the same answer); with
     more than one live slot the chains themselves are walked there, a range of slots each (walk_on_workers).
     progress("timer chains", slots walked, live slots) as each slot's walk is done (on every worker)."""
+    from engine.workers import can_fork
+
     pool = _resolve_pool(ts) if parallel else None
     scan = _PendingScanner(ts, check_crc, on_unit, pool)
     try:
         with no_cycle_collection():  # units, records and rows: many objects, no cycles
             live = ts.live_slots()
-            if pool is not None and on_unit is None and len(live) > 1:
+            if pool is not None and on_unit is None and len(live) > 1 and can_fork():
                 scan.walk_on_workers(live, progress)
             else:
                 for k, s in enumerate(live, 1):
@@ -226,11 +227,6 @@ def _resolve_pool(ts: TimerStore):
 #: per slot, the problems) and its chunk of RESOLVE_CHUNK records stay within WORKER_MEMORY.
 WALK_JOB_UNITS = 1 << 16
 
-#: The timer stores being scanned on workers, by token: a worker forked from this process finds its TimerStore
-#: here as the parent had it (the recovered wheel, the log's valid end, the commit log's end, mapped read-only).
-_inherited: dict = {}
-
-
 def slot_ranges(live: np.ndarray, workers: int) -> list[tuple[int, int]]:
     """[lo, hi) ranges of the live slots (in their order), each about the same number of units (the slots' own
     counts, at least 1 each): about 4 per worker, at most WALK_JOB_UNITS units each (a bigger slot alone)."""
@@ -261,7 +257,9 @@ class _WalkPart:
 
 def _walk_job(token: str, slots: np.ndarray, check_crc: bool) -> _WalkPart:
     """In a worker: the chains of these live slots walked and their records read, as this process would."""
-    scan = _PendingScanner(_inherited[token], check_crc, None)
+    from engine.workers import inherited
+
+    scan = _PendingScanner(inherited(token), check_crc, None)
     with no_cycle_collection():
         for s in slots:
             scan.out.slots.append(scan.walk_slot(s))
@@ -314,17 +312,15 @@ class _PendingScanner:
     def walk_on_workers(self, live: np.ndarray, progress: Progress = no_progress) -> None:
         """The live slots' chains walked on the pool's workers, a range of slots each (chains are independent of
         each other: each is walked in its own order), their findings merged in the slots' order."""
+        from engine.workers import shared
+
         ts = self.ts
         _ = ts.end, ts.commitlog_end   # known before the workers are forked: they inherit them
-        token = f"{os.getpid()}:{id(ts)}"
-        _inherited[token] = ts
-        try:
+        with shared(ts) as token:      # the recovered wheel, the log's valid end, the commit log's end, its mappings
             jobs = [(token, live[lo:hi], self.check_crc) for lo, hi in slot_ranges(live, self.pool.n)]
             for part in self.pool.ordered(_walk_job, jobs):
                 self.merge(part)
                 progress("timer chains", len(self.out.slots), len(live))
-        finally:
-            _inherited.pop(token, None)
 
     def merge(self, part: _WalkPart) -> None:
         """A range's findings after those of the slots before it: its topics numbered as they first appear."""

@@ -157,33 +157,23 @@ def inspect_tier(ti: TierIndex, *, walk_slot: Optional[int] = None, walk_key: Op
 #: with --workers N whatever their size.
 PARALLEL_INDEX_BYTES = 256 << 20
 
-#: The tier indexes being checked on workers, by token: a worker forked from this process finds its TierIndex
-#: here as the parent had it (its metadata, table and geometry), so a job carries only the token and a file's
-#: place in the table.
-_inherited: dict = {}
 
 
 def _per_file(ti: TierIndex, what: str, args: tuple, progress: Progress = no_progress) -> Iterator:
     """_file_job(what) for each file of the service's table, in the table's order: on worker processes when the
     files are big enough or --workers was given (and the workers can be forked: they inherit `ti`), else here."""
-    import multiprocessing as mp
-
     from engine import workers
 
     files = ti.service.files
     size = sum(_file_bytes(f) for f in files)
-    if len(files) < 2 or not workers.fan_out(size, PARALLEL_INDEX_BYTES) or "fork" not in mp.get_all_start_methods():
+    if len(files) < 2 or not workers.fan_out(size, PARALLEL_INDEX_BYTES) or not workers.can_fork():
         for i in range(len(files)):
             yield _run_file(ti, what, i, args)
             progress("index files", i + 1, len(files))
         return
-    token = f"{os.getpid()}:{id(ti)}"
-    _inherited[token] = ti
-    try:
+    with workers.shared(ti) as token:   # the workers find ti as this process has it (its metadata, table, geometry)
         yield from workers.ordered_map(_file_job, [(token, what, i, args) for i in range(len(files))],
                                        lambda k: progress("index files", k, len(files)))
-    finally:
-        _inherited.pop(token, None)
 
 
 def _file_bytes(f: TableFile) -> int:
@@ -197,7 +187,9 @@ def _file_bytes(f: TableFile) -> int:
 
 def _file_job(token: str, what: str, i: int, args: tuple):
     """In a worker: one file's check on the TierIndex inherited from the parent."""
-    return _run_file(_inherited[token], what, i, args)
+    from engine.workers import inherited
+
+    return _run_file(inherited(token), what, i, args)
 
 
 def _run_file(ti: TierIndex, what: str, i: int, args: tuple):
