@@ -599,13 +599,19 @@ def make_timer_store(root: Path, count: int, *, fire_base: int, write_ms: int, r
 
 
 @contextmanager
-def lock_held(store):
+def lock_held(store, by_rmqtool: bool = False):
     """Another process holds the store's lock (fcntl, as a running broker does) while the block runs; yields its
-    pid. The lock is the store's `lock` file (created if missing)."""
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
-                               str(Path(store) / "lock")], stdout=subprocess.PIPE, text=True)
+    pid. The lock is the store's `lock` file (created if missing); by_rmqtool: the holder takes it as another
+    rmqtool does (engine.broker.config.lock.StoreLock)."""
+    if by_rmqtool:
+        code = ("import sys, time\nsys.path.insert(0, %r)\nfrom engine.broker.config.lock import StoreLock\n"
+                "l = StoreLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(60)\n" % str(REPO))
+        arg = str(store)
+    else:
+        code = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n")
+        arg = str(Path(store) / "lock")
+    holder = subprocess.Popen([sys.executable, "-c", code, arg], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         yield holder.pid
@@ -648,3 +654,50 @@ def die_first(fn, *args):
     `killed` hands every job through it."""
     os.kill(os.getpid(), 9)
     return fn(*args)
+
+
+def record_starts(data) -> tuple[list[int], int]:
+    """Where each record of a segment's bytes starts, walked one record at a time with check_message (valid and
+    length-mismatch records are walked over, as the dispatcher does), and where the walk stopped: at the first
+    record that is neither."""
+    from engine.broker.commitlog.message import LENGTH_MISMATCH, VALID
+
+    starts, pos = [], 0
+    while True:
+        c = check_message(data, pos, check_crc=False)
+        if c.status not in (VALID, LENGTH_MISMATCH):
+            return starts, pos
+        starts.append(pos)
+        pos += c.size
+
+
+def keyed_record(off, ts, keys="", uniq=None, topic="T", sys_flag=0) -> MessageRecord:
+    """A record at commit-log offset off, stored at ts, with its index keys (KEYS, UNIQ_KEY) as the only properties."""
+    props = {}
+    if keys:
+        props["KEYS"] = keys
+    if uniq:
+        props["UNIQ_KEY"] = uniq
+    return MessageRecord(topic=topic, physical_offset=off, store_timestamp=ts, properties=props, sys_flag=sys_flag)
+
+
+def assert_queues_match(r, admin: dict) -> dict:
+    """`queues --json` (r) gives every queue's min and max offsets as the broker's topicStats (admin) do (a queue
+    rmqtool does not list: 0, 0); returns the broker's, by (topic, queue id)."""
+    assert r.exit_code == 0, r.stderr
+    mine = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in json.loads(r.stdout)["queues"]}
+    theirs = {(t, int(q)): (v["min"], v["max"]) for t, qs in admin["topicStats"].items() for q, v in qs.items()}
+    assert {k: mine.get(k, (0, 0)) for k in theirs} == theirs
+    return theirs
+
+
+def assert_consumers_match(r, admin: dict) -> dict:
+    """`consumers --json` (r) gives every queue's broker and consumer offsets as the broker's consumeStats (admin)
+    do; returns the broker's, by (group, topic/queue)."""
+    assert r.exit_code == 0, r.stderr
+    mine = {(g["group"], f"{q['topic']}/{q['queueId']:03d}"): (q["brokerOffset"], q["consumerOffset"])
+            for g in json.loads(r.stdout)["groups"] for q in g["queues"]}
+    theirs = {(g, k): (q["brokerOffset"], q["consumerOffset"]) for g, v in admin["consumeStats"].items()
+              if "queues" in v for k, q in v["queues"].items()}
+    assert theirs and {k: mine.get(k) for k in theirs} == theirs
+    return theirs

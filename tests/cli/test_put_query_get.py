@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import READ_GEOM, SMALL, assert_one_line_error, jlines, put_jsonl, run, said, snapshot
+from helpers import READ_GEOM, SMALL, assert_one_line_error, jlines, lock_held, put_jsonl, run, said, snapshot
 from engine.broker.index.file import IndexFile
 from engine.broker.layout import list_index_files
 from engine.java.lang import index_hash, java_string_hash
@@ -463,19 +462,11 @@ def test_unclean_store_refuses_put(store):
 
 def test_locked_store_refuses_put(store):
     put_jsonl(store, [msg("T", ["k"], T0)])
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; sys.path.insert(0, %r); from engine.broker.config.lock import StoreLock; "
-        "l=StoreLock(%r).acquire(); print('locked', flush=True); time.sleep(30)") % (os.getcwd(), str(store))],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(store, by_rmqtool=True):
         before = snapshot(store)
         r = run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x"])
         assert_one_line_error(r, code=4, contains="locked")
         assert snapshot(store) == before
-    finally:
-        holder.kill()
-        holder.wait()
     assert run(["put", "--store", store, *SMALL, "--topic", "T", "--body", "x"]).exit_code == 0
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
-from helpers import BROKER_R1, BROKER_R2, jsonl, run, said, unpack_golden
+from helpers import BROKER_R1, BROKER_R2, assert_consumers_match, assert_queues_match, jsonl, run, said, unpack_golden
 
 
 def _body(j: dict, mode: str = "auto") -> bytes:
@@ -171,20 +171,9 @@ def test_a_preallocated_segment_written_with_zeros_is_unwritten_too(tmp_path):
 def _stats_equal(store, answers, consumers: bool = True) -> None:
     """queues and consumers answer what the broker answered (examineTopicStats, examineConsumeStats)."""
     admin = _admin(answers)
-    r = run(["queues", "-s", store, "--json"])
-    assert r.exit_code == 0, r.stderr
-    mine = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in json.loads(r.stdout)["queues"]}
-    theirs = {(t, int(q)): (v["min"], v["max"]) for t, qs in admin["topicStats"].items() for q, v in qs.items()}
-    assert {k: mine.get(k, (0, 0)) for k in theirs} == theirs
-    if not consumers:
-        return
-    r = run(["consumers", "-s", store, "--json"])
-    assert r.exit_code == 0, r.stderr
-    mine = {(g["group"], f"{q['topic']}/{q['queueId']:03d}"): (q["brokerOffset"], q["consumerOffset"])
-            for g in json.loads(r.stdout)["groups"] for q in g["queues"]}
-    theirs = {(g, k): (q["brokerOffset"], q["consumerOffset"]) for g, v in admin["consumeStats"].items()
-              if "queues" in v for k, q in v["queues"].items()}
-    assert theirs and {k: mine.get(k) for k in theirs} == theirs
+    assert_queues_match(run(["queues", "-s", store, "--json"]), admin)
+    if consumers:
+        assert_consumers_match(run(["consumers", "-s", store, "--json"]), admin)
 
 
 def test_queues_and_consumers_answer_what_the_broker_answered(r1_store, tmp_path):

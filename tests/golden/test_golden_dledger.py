@@ -12,7 +12,7 @@ from engine.broker.config.brokerconf import load_config
 from engine.broker.index import keyquery
 from engine.broker.store import MessageStore
 from engine.java.lang import LONG_MAX
-from helpers import GOLDEN, jsonl, run, unpack_golden
+from helpers import GOLDEN, assert_consumers_match, assert_queues_match, jsonl, run, unpack_golden
 
 SET = GOLDEN / "modes" / "dledger"
 
@@ -109,19 +109,9 @@ def test_query_key_answers_every_querymessage_of_the_broker(gold):
 
 def test_queues_and_consumers_answer_examine_topic_and_consume_stats(gold):
     admin = _admin()
-    r = run(["queues", "-c", gold.conf, "--json"])
-    assert r.exit_code == 0, r.stderr
-    mine = {(q["topic"], q["queueId"]): (q["minOffset"], q["maxOffset"]) for q in json.loads(r.stdout)["queues"]}
-    theirs = {(t, int(q)): (v["min"], v["max"]) for t, qs in admin["topicStats"].items() for q, v in qs.items()}
-    assert {k: mine.get(k, (0, 0)) for k in theirs} == theirs
+    theirs = assert_queues_match(run(["queues", "-c", gold.conf, "--json"]), admin)
     assert any(v[1] > 300 for v in theirs.values())
-    r = run(["consumers", "-c", gold.conf, "--json"])
-    assert r.exit_code == 0, r.stderr
-    mine = {(g["group"], f"{q['topic']}/{q['queueId']:03d}"): (q["brokerOffset"], q["consumerOffset"])
-            for g in json.loads(r.stdout)["groups"] for q in g["queues"]}
-    theirs = {(g, k): (q["brokerOffset"], q["consumerOffset"]) for g, v in admin["consumeStats"].items()
-              if "queues" in v for k, q in v["queues"].items()}
-    assert theirs and {k: mine.get(k) for k in theirs} == theirs
+    assert_consumers_match(run(["consumers", "-c", gold.conf, "--json"]), admin)
 
 
 def test_info_gives_the_brokers_min_and_max_offsets_and_doctor_checks_the_entries(gold):

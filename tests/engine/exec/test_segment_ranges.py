@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.broker.commitlog.message import LENGTH_MISMATCH, VALID, check_message, encode_record
+from engine.broker.commitlog.message import encode_record
 from engine.broker.commitlog.records import SegmentEnd, decode_segment
 from engine.jobs.broker_index import scan_range, spark_reindex
 from engine.broker.commitlog.ranges import find_record_start, segment_ranges
 from engine.exec.ranges import RangeChain, segment_ends, settle
 from engine.jobs.tiered_index import scan_range_tiered, tiered_reindex
-from helpers import FUZZ_SEG, T0, fuzz_config, fuzz_store, index_bytes, rec
+from helpers import FUZZ_SEG, T0, fuzz_config, fuzz_store, index_bytes, rec, record_starts
 
 
 
@@ -76,13 +76,7 @@ def test_tiered_guessed_ranges_settle_to_the_sequential_walk(tmp_path):
 def test_find_record_start_needs_a_chain_of_headers(tmp_path):
     fuzz_store(tmp_path, 3)
     data = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
-    starts, pos = [], 0
-    while True:
-        c = check_message(data, pos, check_crc=False)
-        if c.status not in (VALID, LENGTH_MISMATCH):
-            break
-        starts.append(pos)
-        pos += c.size
+    starts, _end = record_starts(data)
     for begin in (1, 500, 3000, 9000):
         guess = find_record_start(data, begin, None)
         real = next(s for s in starts if s >= begin)

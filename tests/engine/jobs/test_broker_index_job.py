@@ -2,19 +2,16 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import (GOLDEN, READ_GEOM, T0, assert_one_line_error, index_bytes, multikey_messages, place, put_jsonl, rec,
-                     run, seg_infos, snapshot, write_segments)
+from helpers import (GOLDEN, READ_GEOM, T0, assert_one_line_error, index_bytes, keyed_record as krec, lock_held,
+                     multikey_messages, place, put_jsonl, rec, run, seg_infos, snapshot, write_segments)
 from engine.broker.config.checkpoint import Checkpoint
 from engine.broker.index.file import IndexFile
 from engine.broker.index.service import IndexService
@@ -26,7 +23,6 @@ from engine.exec.runners import InlineRunner
 from engine.jobs.broker_index import rebuild_from_scans, scan_buffer, scan_range, stream_from_scans
 from engine.jobs.broker_plan import PlanStream, make_plan
 from reindex_oracles import scan_from_records, scan_segment_reference
-
 
 
 # ============================================================================ helpers
@@ -190,15 +186,6 @@ def rebuilt(records, slots, items, tmp_path, cuts=()) -> list[bytes]:
     return got
 
 
-def krec(off, ts, keys="", uniq=None, sys_flag=0, topic="T"):
-    props = {}
-    if keys:
-        props["KEYS"] = keys
-    if uniq:
-        props["UNIQ_KEY"] = uniq
-    return MessageRecord(topic=topic, physical_offset=off, store_timestamp=ts, properties=props, sys_flag=sys_flag)
-
-
 def test_already_indexed_rule_with_offsets_going_backwards(tmp_path):
     # Offsets that repeat or go back (re-dispatch, copied segments): the record is skipped whole when its
     # offset is below the current file's endPhyOffset; equal offsets are indexed again (pitfall 23).
@@ -343,18 +330,10 @@ def test_unclean_store_is_refused(store):
 
 
 def test_locked_store_is_refused(store):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys,time; sys.path.insert(0, %r); from engine.broker.config.lock import StoreLock; "
-        "l=StoreLock(%r).acquire(); print('locked', flush=True); time.sleep(30)") % (os.getcwd(), str(store))],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held(store, by_rmqtool=True):
         before = snapshot(store)
         assert_one_line_error(reindex(store), code=4, contains="locked")
         assert snapshot(store) == before
-    finally:
-        holder.kill()
-        holder.wait()
     assert reindex(store).exit_code == 0
 
 

@@ -21,7 +21,7 @@ from engine.tiered.index.file import IndexStoreFile, tiered_key_hash
 from engine.broker.commitlog.ranges import SegmentRange
 from engine.jobs.tiered_index import rebuild_tiered_from_scans, scan_buffer_tiered, scan_range_tiered
 from engine.tiered.flat.topic_filter import TieredTopicFilter
-from helpers import place, rec, seg_infos, write_segments
+from helpers import place, rec, record_starts, seg_infos, write_segments
 
 T0 = 1_700_000_000_000
 KEEP_OUT = TieredTopicFilter("DefaultCluster", "broker-a")   # the reference's topic filter; the CLI is told broker-a
@@ -244,13 +244,7 @@ def test_build_equals_put_key_loop_then_compact(seed, slots, items, cuts, tmp_pa
     assert want
     data = Path(paths[0]).read_bytes()
     # Split the one segment's records at `cuts` into several scans (as several segments would be).
-    starts, pos = [], 0
-    while True:
-        c = check_message(data, pos, check_crc=False)
-        if c.status not in (VALID, LENGTH_MISMATCH):
-            break
-        starts.append(pos)
-        pos += c.size
+    starts, pos = record_starts(data)
     bounds = [0, *cuts, len(starts)]
     scans = []
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):

@@ -5,17 +5,9 @@ import pytest
 
 from engine.broker.index.file import IndexFile, time_diff_seconds
 from engine.broker.index.service import IndexService
-from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE, MessageRecord
+from engine.broker.commitlog.message import TRANSACTION_ROLLBACK_TYPE
 from engine.errors import InvalidArgumentError
-
-
-def rec(off, ts, keys="", uniq=None, topic="T", sys_flag=0):
-    props = {}
-    if keys:
-        props["KEYS"] = keys
-    if uniq:
-        props["UNIQ_KEY"] = uniq
-    return MessageRecord(topic=topic, physical_offset=off, store_timestamp=ts, properties=props, sys_flag=sys_flag)
+from helpers import keyed_record as rec
 
 
 def service(tmp_path, slots=8, items=6, **kw):
