@@ -65,12 +65,9 @@ def as_json(msg: str, level: str = "note", kind: str | None = None, fields: dict
 
 
 def carried(msg) -> tuple[str | None, dict]:
-    """(kind, fields) a line carries itself: an engine.findings.Note's, a config file's note's (its `file`), or
-    (None, {}) for plain text. A caller that wraps the text (a label, a prefix) passes them on."""
-    fields = dict(getattr(msg, "fields", None) or {})
-    if getattr(msg, "file", None) is not None:  # engine.broker.config.jsonfiles.Note
-        fields = {"file": msg.file, **fields}
-    return getattr(msg, "kind", None), fields
+    """(kind, fields) a line carries itself: an engine.findings.Note's (a config note's `file` among its fields),
+    or (None, {}) for plain text. A caller that wraps the text (a label, a prefix) passes them on."""
+    return getattr(msg, "kind", None), dict(getattr(msg, "fields", None) or {})
 
 
 def _plain(value):

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine import findings
 from engine.broker.layout import StoreLayout, is_regular_file
 from engine.errors import StoreError
 from engine.java import fastjson
@@ -43,19 +44,16 @@ SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "C
 MAX_CONFIG_BYTES = 256 * 1024 * 1024
 
 
-class Note(str):
-    """A note as printed (the string itself) with a stable `kind` (and the config file it is about, if any) for
-    --json: {"kind", "note"[, "file"]}. Plain strings in a notes list are kind "note"."""
-    kind: str
-    file: str | None
+class Note(findings.Note):
+    """A config note (engine.findings.Note) with the config file it is about, if any, as its field `file`; --json
+    of consumers and delays lists it as {"kind", "note"[, "file"]}. Plain strings in a notes list are kind "note"."""
 
     def __new__(cls, kind: str, text: str, file: str | None = None) -> "Note":
-        n = super().__new__(cls, text)
-        n.kind, n.file = kind, file
-        return n
+        return super().__new__(cls, kind, text, **({} if file is None else {"file": file}))
 
-    def __getnewargs__(self) -> tuple:   # pickles (worker processes) with its kind
-        return self.kind, str(self), self.file
+    @property
+    def file(self) -> str | None:
+        return self.fields.get("file")
 
     def as_dict(self) -> dict:
         d = {"kind": self.kind, "note": str(self)}
