@@ -34,6 +34,8 @@ JOBS_PER_WORKER = 2
 MAX_WORKERS = 1024
 #: Seconds between the checks, while a result is awaited, that no worker died unnoticed (WorkerPool.result).
 DEATH_CHECK = 1.0
+#: Seconds close() gives the workers to end on SIGTERM before it kills them (SIGKILL).
+TERM_GRACE = 1.0
 
 _state = {"n": None}  # the operator's --workers, None: not given (count() is then the CPUs this process may use)
 
@@ -105,6 +107,8 @@ class WorkerPool:
         self.n = n
         self._pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(
             "fork" if "fork" in methods else "spawn"), initializer=_worker_init)
+        self._pid = os.getpid()
+        _close_at_exit(self)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -169,7 +173,11 @@ class WorkerPool:
 
     def close(self) -> None:
         """Stop the workers now (a job nobody waits for is not finished: an interrupted or failed command must
-        leave no process behind)."""
+        leave no process behind): SIGTERM, then SIGKILL for a worker still there after TERM_GRACE seconds (one
+        that was still starting, with its parent's handlers, may not end on SIGTERM)."""
+        import time
+
+        _open.discard(self)
         pool = self._pool
         procs = list((getattr(pool, "_processes", None) or {}).values())
         # (taken before shutdown, which forgets them)
@@ -179,6 +187,12 @@ class WorkerPool:
         for p in procs:
             if p.is_alive():
                 p.terminate()
+        end = time.monotonic() + TERM_GRACE
+        for p in procs:
+            p.join(max(0.0, end - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
         for p in procs:
             p.join(5)
         # Wait for the pool's manager thread too: left running, it closes its wake-up pipe while the interpreter's
@@ -191,6 +205,31 @@ class WorkerPool:
                 # this process's copy of the pipe's writing end ends that read (EOF: the pool is taken as broken).
                 results._writer.close()
             manager.join(5)
+
+
+#: The pools not closed yet. A pool whose consumer stopped early and kept its generator is closed at the
+#: interpreter's exit, before concurrent.futures' exit hook waits for its manager thread (which waits for the
+#: workers: a busy one, or one a SIGTERM did not stop, held the interpreter at exit).
+_open: "weakref.WeakSet[WorkerPool]" = None  # type: ignore[assignment]
+
+
+def _close_at_exit(pool: WorkerPool) -> None:
+    global _open
+    if _open is None:
+        import threading
+        import weakref
+
+        _open = weakref.WeakSet()
+        # threading runs these hooks last registered first: this one before concurrent.futures' (registered
+        # when concurrent.futures.process was imported, before any pool).
+        threading._register_atexit(_close_open)
+    _open.add(pool)
+
+
+def _close_open() -> None:
+    for pool in list(_open or ()):
+        if pool._pid == os.getpid():  # (not a copy a forked worker inherited: its workers are not the worker's)
+            pool.close()
 
 
 #: Objects lent to forked workers (shared), by token.

@@ -375,3 +375,57 @@ def test_a_signal_stops_the_workers(long_dump, sig, code):
     p.stdout = None
     rc, _, err = stop_and_reap(p, sig, kids)  # no worker left behind
     assert rc == code and len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+
+
+def _deaf_sleeper(seconds):
+    """A job in a worker that no SIGTERM stops (as a worker still starting, with its parent's handler, may be)."""
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(seconds)
+    return seconds
+
+
+def test_close_ends_a_worker_that_a_sigterm_does_not_stop():
+    # close() must leave no process behind: a worker a SIGTERM does not stop is killed (it was left running, and
+    # the pool's manager thread, joined by the interpreter's exit hook, waited for it: the test run hung at exit).
+    import time
+
+    from engine import workers
+
+    pool = workers.WorkerPool(2)
+    futs = [pool.submit(_deaf_sleeper, 60) for _ in range(2)]
+    procs = list(pool._pool._processes.values())
+    manager = pool._pool._executor_manager_thread
+    time.sleep(0.5)  # (both jobs have started)
+    t0 = time.monotonic()
+    pool.close()
+    assert time.monotonic() - t0 < 8
+    assert procs and not any(p.is_alive() for p in procs) and not manager.is_alive()
+    assert all(f.done() for f in futs)
+
+
+def test_an_unclosed_pool_does_not_hold_the_interpreter_at_exit(tmp_path):
+    # A consumer that stopped taking answers and kept the generator (never closed): at exit every pool still
+    # open is closed before concurrent.futures' exit hook joins its manager thread.
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "left_open.py"
+    script.write_text(
+        "import signal, time\n"
+        "from engine import workers\n"
+        "def job(s):\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    time.sleep(s)\n"
+        "    return s\n"
+        "kept = workers.ordered_map(job, [(0,), (45,), (45,), (45,)], workers=2)\n"
+        "print(next(kept), flush=True)\n")
+    from helpers import REPO
+
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=40, cwd=REPO,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert p.stdout.strip() == "0" and p.returncode == 0, p.stderr
+    assert time.monotonic() - t0 < 30
