@@ -24,7 +24,7 @@ from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, In
 from engine.broker.config.lock import lock_held_elsewhere
 from engine.findings import ERROR, Finding
 from engine.java.lang import key_index_hash
-from engine.broker.commitlog.walk import Window, key_columns, walk
+from engine.broker.commitlog.walk import LOG_END, Gap, Window, key_columns, walk
 from engine.progress import Progress
 
 VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most
@@ -437,10 +437,23 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
         return
     slow = 0
     start = _walk_start(cl, max(first_off, min_off))
-    # A long range has a helper process extract the keys while this one decodes and checks CRCs.
     from engine import workers
 
-    helped = workers.fan_out(s.last_phy - start, PARALLEL_BYTES)  # --workers N: N - 1 helpers
+    helped = workers.fan_out(s.last_phy - start, PARALLEL_BYTES)  # --workers N: N processes
+    if helped and s.monotone and not live and workers.can_fork():
+        # A segment per job on worker processes (each walks its segment as this process would); None when a
+        # segment was not clean (damage, a gap): the walk below then goes over the range in order.
+        got = _segments_on_workers(f, cl, s, start, cur.pos, progress)
+        if got is not None:
+            calls, extra, last_ts, left = got
+            for msg, count, item in calls:
+                rep.add_item(msg, count, item)
+            rep.problem_count += extra
+            cur = ItemCursor(f, left, s.count)
+            _past_end(cur, rep, live, end_of_log)
+            _check_end_timestamp(f, rep, live, last_ts)
+            return
+    # A long range has a helper process extract the keys while this one decodes and checks CRCs.
     for ev in walk(cl, start, check_crc=True, end=s.last_phy + 1, parallel_keys=helped):
         if not isinstance(ev, Window):
             continue
@@ -467,12 +480,120 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
         rep.add_item(f"{slow - SLOW_CHECKS} more items out of commit-log order were not checked one by one",
                      slow - SLOW_CHECKS)
     _past_end(cur, rep, live, end_of_log)
+    _check_end_timestamp(f, rep, live, last_ts)
+
+
+def _check_end_timestamp(f: IndexFile, rep: VerifyReport, live: bool, last_ts: int | None) -> None:
     if last_ts is not None and f.header.endTimestamp != last_ts:
         if live:
             rep.in_flight += 1
         else:
             rep.add_item(f"header endTimestamp {f.header.endTimestamp} but the last item's message was stored at "
                          f"{last_ts}")
+
+
+class _Recorder(VerifyReport):
+    """What a segment's check adds to the report, kept in order to be added to the real one (in the parent)."""
+
+    def __init__(self):
+        super().__init__("")
+        self.calls: list[tuple[str, int, int | None]] = []
+
+    def add_item(self, msg: str, count: int = 1, item: int | None = None) -> None:
+        self.calls.append((msg, count, item))
+
+
+def _segment_ranges(f: IndexFile, cl: CommitLog, s: Structure, start: int, first_item: int
+                    ) -> list[tuple[int, int, int, int, bool]]:
+    """(log offset a, walk end, first item, end item, last) per segment the items from first_item on point into,
+    the first from `start` (where the walk in order would start): the items of a monotone file with phy in
+    [a, the next segment's start), found by bisection over the file's items (no column is copied)."""
+    import bisect
+
+    phys = f.items_array()["phy"]
+    segs = [g for g in cl.segments if g.end > start and g.start <= s.last_phy]
+    out = []
+    lo = first_item
+    for k, g in enumerate(segs):
+        a = max(g.start, start)
+        last = k == len(segs) - 1
+        if last:
+            out.append((a, s.last_phy + 1, lo, s.count, True))
+            break
+        b = segs[k + 1].start
+        hi = bisect.bisect_left(phys, b, lo, s.count)
+        out.append((a, b, lo, hi, False))
+        lo = hi
+    return out
+
+
+def _segments_on_workers(f: IndexFile, cl: CommitLog, s: Structure, start: int, first_item: int,
+                         progress: Progress | None):
+    """check_items_against_log's walk, a segment per job on worker processes (engine.workers): each job walks its
+    segment from its start (the first from `start`) with the items that point into it, as the walk in order does
+    there (the same windows: the answers are the same). That holds when the walk in order would enter the segment
+    at its first record with nothing carried over from the one before (the store time of the last record before
+    a damaged range, which the resynchronisation needs, is then one of the segment's own); a job whose segment
+    does not start so (its first record not valid), where the log ends before the next segment, or with an item
+    that points between records says so, and then None is returned (the caller walks the range in order). Returns (the report's item problems in order, problems only counted, the
+    store time of the record at last_phy or None, the first item no job took)."""
+    from engine import workers
+
+    ranges = _segment_ranges(f, cl, s, start, first_item)
+    if len(ranges) < 2:
+        return None
+    calls: list = []
+    extra, last_ts, left = 0, None, first_item
+    with workers.shared((f, cl, s)) as token:
+        results = workers.ordered_map(_segment_job, [(token, *r) for r in ranges])
+        try:
+            for got in results:
+                if got is None:
+                    return None
+                c, x, ts, left = got
+                calls += c
+                extra += x
+                if ts is not None:
+                    last_ts = ts
+                if progress:
+                    progress("verify", left, s.count)
+        finally:
+            results.close()  # (a job that was not clean: the pool is stopped now, not when collected)
+    return calls, extra, last_ts, left
+
+
+def _segment_job(token: str, a: int, end: int, i0: int, i1: int, last: bool):
+    """In a worker: one segment's items against its records (see _segments_on_workers); None when not clean."""
+    from engine.workers import inherited
+
+    f, cl, s = inherited(token)
+    rep = _Recorder()
+    cur = ItemCursor(f, i0, i1) if i1 > i0 else None
+    last_ts = None
+    first = True
+    for ev in walk(cl, a, check_crc=True, end=end):
+        if not isinstance(ev, Window):
+            if first or (isinstance(ev, Gap) and ev.kind == LOG_END and not last):
+                return None  # (the log ends before the next segment: the walk in order would not go on)
+            continue  # a filler, a gap (the walk in order carries nothing over it that this one lacks)
+        if first and int(ev.offsets[0]) != a:
+            return None
+        first = False
+        if cur is None:
+            continue
+        nums, phy, ih, td = cur.take_upto(int(ev.offsets[-1]))
+        if not len(nums):
+            continue
+        if int(phy[0]) < int(ev.offsets[0]):  # an item between records (sorted: the first is the lowest)
+            return None
+        _check_window(ev, nums, phy, ih, td, f, rep)
+        r, hit = _record_of_window(ev, np.array([s.last_phy]))
+        if hit[0]:
+            last_ts = int(ev.batch.store_ts[r[0]])
+    left = i1 if cur is None else cur.pos
+    if first or (not last and left < i1):
+        return None
+    return rep.calls, rep.problem_count, last_ts, left
 
 
 def _past_end(cur: ItemCursor, rep: VerifyReport, live: bool, end_of_log: int) -> None:
