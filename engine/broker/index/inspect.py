@@ -6,6 +6,8 @@ and the others are still inspected; when no file fits the geometry, the geometry
 """
 from __future__ import annotations
 
+from collections import deque
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -68,6 +70,8 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
         raise InvalidArgumentError("--verify reads the commit log: pass --store (or --broker-conf) too")
     st = MessageStore(cfg) if with_store else None
     ahead = None  # the files' --stats worked out ahead on worker processes
+    jobs = None   # --verify's workers, shared by the files (engine.broker.index.verify.SegmentJobs)
+    held: deque = deque()  # files opened, their report begun (--verify: their segments on the workers), not yet out
     try:
         paths = [file] if file is not None else list_index_files(st.index_dir)
         if not paths:
@@ -77,6 +81,7 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
             _check_geometry(paths, cfg)
         previous = None
         ahead = _stats_on_workers(paths, cfg, progress) if req.stats else None
+        jobs = _verify_jobs(paths, st, req)
         for i, p in enumerate(paths):
             pre = next(ahead) if ahead is not None else None
             try:
@@ -84,18 +89,65 @@ def inspect_index_files(cfg: BrokerConfig, file: Optional[Path], with_store: boo
             except (GeometryError, OSError) as e:
                 if file is not None:
                     raise
+                while held:
+                    yield _finish(*held.popleft())
                 yield IndexFileReport(p, damage=open_failure(p, e))
                 continue
-            with f:
-                newest = i == len(paths) - 1
-                live = None if st is None else (lambda: lock_held_elsewhere(st.root))
-                yield _report(f, f.header_damage(newest, previous, live), req, st, progress, pre)
-                previous = f.header
+            newest = i == len(paths) - 1
+            live = None if st is None else (lambda: lock_held_elsewhere(st.root))
+            try:
+                held.append((f, *_report(f, f.header_damage(newest, previous, live), req, st, progress, pre, jobs)))
+            except BaseException:
+                _close_quietly(f)
+                raise
+            previous = f.header
+            # With workers, one file is held while the next one's structure is checked here: the workers go on
+            # with its segments meanwhile.
+            while len(held) > (1 if jobs is not None else 0):
+                yield _finish(*held.popleft())
+        while held:
+            yield _finish(*held.popleft())
     finally:
+        for f, *_ in held:
+            _close_quietly(f)
+        if jobs is not None:
+            jobs.close()
         if ahead is not None:
             ahead.close()
         if st is not None:
             st.close()
+
+
+def _verify_jobs(paths: list[Path], st, req: InspectRequest):
+    """--verify's worker processes (a segment per job, shared by the files) when the log is long or --workers was
+    given, else None (each file is walked in order here)."""
+    from engine import workers
+    from engine.broker.index.verify import PARALLEL_BYTES, SegmentJobs
+
+    if not req.verify or st is None or not workers.can_fork():
+        return None
+    cl = st.commitlog
+    if not cl.segments or not workers.fan_out(cl.max_file_offset() - cl.min_offset, PARALLEL_BYTES):
+        return None
+    return SegmentJobs(cl)
+
+
+def _close_quietly(f: IndexFile) -> None:
+    """Close a file on the way out of an error (a view of its mapping the error's traceback still holds must not
+    turn the error into another one: the mapping then goes with the view)."""
+    try:
+        f.close()
+    except BufferError:
+        pass
+
+
+def _finish(f: IndexFile, rep: "IndexFileReport", verified) -> "IndexFileReport":
+    """The report of a held file, its verification waited for (verified: the function that waits for it, or
+    None); the file is closed."""
+    with f:
+        if verified is not None:
+            rep.verify = verified()
+        return rep
 
 
 #: By default --stats of index files this big in all runs on worker processes (engine.workers), a file each.
@@ -138,14 +190,14 @@ def _check_geometry(paths: list[Path], cfg: BrokerConfig) -> None:
 
 
 def _report(f: IndexFile, damage: Optional[str], req: InspectRequest, st, progress,
-            stats: Optional[dict] = None) -> IndexFileReport:
-    from engine.broker.index.verify import verify_index_file
+            stats: Optional[dict] = None, jobs=None) -> tuple[IndexFileReport, Optional[object]]:
+    """The file's report, and its --verify begun (engine.broker.index.verify.begin_verify): the function that
+    waits for it and gives rep.verify (_finish), or None without --verify."""
+    from engine.broker.index.verify import begin_verify
 
     rep = IndexFileReport(f.path, header_row(f, damage), damage)
     if req.walk_slot is not None or req.walk_key is not None:
         rep.walk = walk_slot(f, req.walk_slot, req.walk_key, req.limit)
     if req.stats:
         rep.stats = stats if stats is not None else index_file_stats(f, progress=progress)
-    if req.verify:
-        rep.verify = verify_index_file(f, st.commitlog)
-    return rep
+    return rep, (begin_verify(f, st.commitlog, jobs=jobs) if req.verify else None)
