@@ -133,7 +133,8 @@ def test_many_windows_per_segment_on_helpers(many, tmp_path, monkeypatch, n):
 
 @pytest.mark.parametrize("queue", [4, 1, 0], ids=["on-helpers", "shared", "here"])
 def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue):
-    # recover --full-scan and doctor (inspect-index --verify: test_many_windows_per_segment_on_helpers): this
+    # recover --full-scan and doctor where the walk cannot go a segment per job (an index file whose items are
+    # not in log order; inspect-index --verify's walk in order: test_many_windows_per_segment_on_helpers): this
     # process decodes the windows in order and hands each one's CRCs and keys to a helper, or checks it itself
     # while the helpers have HELPER_JOBS windows each (CrcHelper); on a log with damage of every kind the answers
     # are the same as on one worker, whoever checked which window (all on the helper, shared as timing falls, all
@@ -143,6 +144,9 @@ def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue)
     from engine import workers
     from engine.broker.commitlog import walk as logwalk
 
+    from engine.ops.recovery import scanjobs
+
+    monkeypatch.setattr(scanjobs, "usable", lambda joins, segments: False)  # (a segment per job: below)
     monkeypatch.setattr(logwalk, "HELPER_MIN_WINDOW", 300)  # several windows per segment
     monkeypatch.setattr(logwalk, "HELPER_JOBS", queue)
     handed = spy(monkeypatch, workers.WorkerPool, "submit", lambda self, fut: fut is not None)
@@ -155,6 +159,54 @@ def test_walk_windows_shared_with_helpers_same_answers(fuzz, monkeypatch, queue)
     assert bool(handed) == (queue > 0)
     assert here or queue  # with no room on the helper every window is checked here
     assert any(adopted)  # a segment's first windows were decoded and handed out while the one before ended
+
+
+@pytest.fixture
+def local_walks(monkeypatch):
+    """The store time each segment walked by the recovery's own process (not a job) carried in."""
+    from engine.ops.recovery import scan
+
+    carried: list[int] = []
+    real = scan.walk
+
+    def spy(cl, start=None, **kw):
+        if "last_ts" in kw:
+            carried.append(kw["last_ts"])
+        return real(cl, start, **kw)
+
+    monkeypatch.setattr(scan, "walk", spy)
+    return carried
+
+
+def test_recovery_walk_a_segment_per_job_same_answers(fuzz, jobs, local_walks):
+    # recover --full-scan and doctor on two workers walk a segment per job (engine.ops.recovery.scanjobs) and put
+    # the segments' answers together in order; a segment whose job meets damage before its first record is walked
+    # by the command's process, carrying the store time of the record before it. On a log with damage of every
+    # kind the answers are the same as on one worker.
+    for cmd in (("recover", "--dry-run", "--full-scan"), ("doctor",)):
+        one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)
+        assert one.exit_code == two.exit_code, cmd
+        assert _docs(one.stdout) == _docs(two.stdout) and one.stdout, cmd
+    names = {name for name, _ in jobs}
+    assert "segment_job" in names and "_worker_window" not in names
+
+
+def test_recovery_segment_torn_at_its_start_walked_here(many, tmp_path, jobs, local_walks):
+    # The first record of a segment in the middle is torn: its job cannot judge what follows (it lacks the store
+    # time before it), so this process walks that segment, carrying it; the plan and the files recover writes
+    # are the same as on one worker.
+    path, _ = seg_file(many, 9 * SEG)
+    patch(path, 0, b"\x7f\xff\xff\xf0")
+    other = tmp_path / "copy"
+    shutil.copytree(many, other)
+    one = cli("recover", "-s", str(many), "--full-scan", "--json", *SEG_GEOM, "--workers", "1", code=None)
+    assert not jobs and not local_walks
+    two = cli("recover", "-s", str(other), "--full-scan", "--json", *SEG_GEOM, "--workers", "2", code=None)
+    assert one.exit_code == two.exit_code
+    assert _docs(one.stdout) == _docs(two.stdout.replace(str(other), str(many)))
+    assert _by_role(many) == _by_role(other)
+    assert "segment_job" in {name for name, _ in jobs}
+    assert local_walks and all(ts > 0 for ts in local_walks)
 
 
 def test_recover_plan_and_doctor_same_json(fuzz):

@@ -484,7 +484,7 @@ def _cut(buf, limit: int):
 
 def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end: int | None = None,
          known_gaps: list[tuple[int, int]] | None = None, window: int | None = None, min_hole: int = 1,
-         parallel_crc: bool = False, parallel_keys: bool = False, hints=None, vouch=None
+         parallel_crc: bool = False, parallel_keys: bool = False, hints=None, vouch=None, last_ts: int = 0
          ) -> Iterator[Window | Gap | Filler]:
     """Valid records from `start` (a record boundary) in log order, and the gaps between them.
 
@@ -501,6 +501,8 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     they are right and change no result where they are wrong).
     vouch: a function (offset, MessageRecord) -> bool, true when the record is known to be live although it is
     older than the record before a damaged range (find_resync).
+    last_ts: the store time of the last valid record before `start` (a walk that goes on where another stopped:
+    the records after damage older than it are stale data, pitfall 13); 0, none.
     """
     segs = cl.segments
     if not segs:
@@ -511,7 +513,7 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
     known = sorted(known_gaps or [])
     helper = _helper(parallel_crc, parallel_keys)
     ctx = (check_crc, end, known, window, min_hole, helper, hints, vouch)
-    at = {"i": first, "last_ts": 0}  # the segment's index (the walk goes on one segment at a time), the last time
+    at = {"i": first, "last_ts": last_ts}  # the segment's index (the walk goes on one segment at a time), the last time
 
     def per_segment(seg, pos, _last):
         i = at["i"]

@@ -672,11 +672,9 @@ def _segment_job(token: str, path: str, slots: int, items: int, last_phy: int, a
     first = True
     for ev in walk(cl, a, check_crc=True, end=end, window=VERIFY_WINDOW):
         if not isinstance(ev, Window):
-            if first or (isinstance(ev, Gap) and ev.kind == LOG_END and not last):
-                return None  # (the log ends before the next segment: the walk in order would not go on)
-            continue  # a filler, a gap (the walk in order carries nothing over it that this one lacks)
-        if first and int(ev.offsets[0]) != a:
-            return None
+            if (first and isinstance(ev, Gap)) or (isinstance(ev, Gap) and ev.kind == LOG_END and not last):
+                return None  # (damage before the first record; the log ends before the next segment)
+            continue  # a filler, a gap after a record (the walk in order carries nothing over it this one lacks)
         first = False
         if cur is None:
             continue

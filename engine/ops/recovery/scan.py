@@ -35,6 +35,9 @@ PARALLEL_CRC_BYTES = 256 << 20
 #: Bytes of records decoded per window. Memory bound of the walk: about two windows of mapped pages (one in
 #: the CRC helper's hands) plus their columns, ~60 bytes per record: RssAnon stays near 100 MiB whatever the size.
 WALK_WINDOW = 64 << 20
+#: The window of a segment's walk on a worker (engine.ops.recovery.scanjobs): smaller, so its temporaries are
+#: reused rather than mapped anew each window (the answers do not depend on the window).
+JOB_WINDOW = 8 << 20
 
 
 # ==================================================================== loading the commit log
@@ -450,6 +453,10 @@ class LogScan:
 class ScanHooks:
     """Receives the walk's windows and gaps (engine.ops.recovery.trust's item checks implement this)."""
 
+    #: An index file's item join (engine.ops.recovery.trust.ItemJoin: its x, good, keys_from, first_phy, done):
+    #: the walk can then go a segment per job (engine.ops.recovery.scanjobs folds the joins itself).
+    joins_items = False
+
     def window(self, w: Window) -> None: ...
 
     def gap(self, g: Gap) -> None: ...
@@ -473,7 +480,15 @@ def scan_log(cl: CommitLog, start: int, check_crc: bool, queues: dict[tuple[str,
     from engine import workers
 
     parallel = workers.fan_out(total, PARALLEL_CRC_BYTES)
-    hints = QueueHints(root, queues, start) if root is not None and len(queues) <= HINT_MAX_QUEUES else None
+    use_hints = root is not None and len(queues) <= HINT_MAX_QUEUES
+    if parallel and workers.can_fork():
+        from engine.ops.recovery import scanjobs
+
+        segs = [g for g in cl.segments if g.end > start]
+        if scanjobs.usable(hooks, len(segs)):
+            return _scan_segments(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, segs,
+                                  root if use_hints else None, multi, root)
+    hints = QueueHints(root, queues, start) if use_hints else None
     try:
         return _scan(cl, s, start, total, check_crc, queues, hooks, progress, min_hole, parallel,
                      parallel and all_keys, hints, multi, root)
@@ -488,27 +503,75 @@ def _scan(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, hooks
     vouch = QueueVouch(cl_root, queues) if cl_root is not None else None
     for ev in walk(cl, start, check_crc=check_crc, min_hole=min_hole, parallel_crc=parallel, window=WALK_WINDOW,
                    parallel_keys=parallel_keys, hints=hints, vouch=vouch):
-        if isinstance(ev, Filler):
-            s.end = ev.seg.end  # the next record goes to the next segment
-            continue
-        if isinstance(ev, Gap):
-            _scan_gap(s, ev, hooks)
-            if ev.kind == LOG_END:
-                break
-            continue
-        b = ev.batch
-        offs = ev.offsets
-        s.records += len(b)
-        s.last_valid = int(offs[-1])
-        s.last_ts = int(b.store_ts[-1])
-        s.max_ts = max(s.max_ts, int(b.store_ts.max()))
-        s.end = s.last_valid + int(b.total[-1])
-        if s.first_dispatch is None:
-            s.first_dispatch = _first_missing_unit(ev, groups, queues, multi)
-        for h in hooks:
-            h.window(ev)
-        s.bytes_walked = s.end - start
-        progress("scan", min(total, s.bytes_walked), total)
+        if _take(s, ev, groups, queues, hooks, multi, start, total, progress):
+            break
+    return s
+
+
+def _take(s: LogScan, ev, groups: TopicGroups, queues, hooks, multi, start: int, total: int, progress) -> bool:
+    """One event of the walk into the scan and the hooks; True when the log ends there."""
+    if isinstance(ev, Filler):
+        s.end = ev.seg.end  # the next record goes to the next segment
+        return False
+    if isinstance(ev, Gap):
+        _scan_gap(s, ev, hooks)
+        return ev.kind == LOG_END
+    b = ev.batch
+    offs = ev.offsets
+    s.records += len(b)
+    s.last_valid = int(offs[-1])
+    s.last_ts = int(b.store_ts[-1])
+    s.max_ts = max(s.max_ts, int(b.store_ts.max()))
+    s.end = s.last_valid + int(b.total[-1])
+    if s.first_dispatch is None:
+        s.first_dispatch = _first_missing_unit(ev, groups, queues, multi)
+    for h in hooks:
+        h.window(ev)
+    s.bytes_walked = s.end - start
+    progress("scan", min(total, s.bytes_walked), total)
+    return False
+
+
+def _scan_segments(cl, s: LogScan, start: int, total: int, check_crc: bool, queues, joins, progress,
+                   min_hole: int, segs: list, hints_root: Path | None, multi, root: Path | None) -> LogScan:
+    """The walk a segment per job on worker processes (engine.ops.recovery.scanjobs); a segment whose job is not
+    the walk in order's is walked here, carrying the store time of the record before it."""
+    from engine import workers
+    from engine.ops.recovery import scanjobs
+
+    ranges = [(max(g.start, start), segs[k + 1].start if k + 1 < len(segs) else g.end, k + 1 == len(segs))
+              for k, g in enumerate(segs)]
+    per_segment = scanjobs.spans(joins, ranges)
+    make_hints = (lambda a: QueueHints(hints_root, queues, a)) if hints_root is not None else None
+    vouch = QueueVouch(root, queues) if root is not None else None
+    ctx = (cl, joins, queues, multi, check_crc, min_hole, JOB_WINDOW, make_hints, vouch, _first_missing_unit)
+    groups = TopicGroups()
+    with workers.shared(ctx) as token:
+        answers = workers.ordered_map(scanjobs.segment_job, [(token, k, a, b, last, per_segment[k])
+                                                             for k, (a, b, last) in enumerate(ranges)])
+        try:
+            for k, got in enumerate(answers):
+                a, b, last = ranges[k]
+                if got is not None:
+                    if scanjobs.fold(s, got, segs[k], joins, per_segment[k], joins, start, total, progress,
+                                     _scan_gap):
+                        break
+                    continue
+                hints = make_hints(a) if make_hints is not None else None
+                try:
+                    ended = False
+                    for ev in walk(cl, a, check_crc=check_crc, end=None if last else b, window=WALK_WINDOW,
+                                   min_hole=min_hole, hints=hints, vouch=vouch, last_ts=s.last_ts):
+                        if _take(s, ev, groups, queues, joins, multi, start, total, progress):
+                            ended = True
+                            break
+                finally:
+                    if hints is not None:
+                        hints.close()
+                if ended:
+                    break
+        finally:
+            answers.close()  # (the log ended: the segments after it are not waited for)
     return s
 
 

@@ -341,6 +341,8 @@ class ItemJoin(ScanHooks):
     looks valid; only the crash-exposed tail needs this (records older than the checkpoint's flush time were on
     disk before the crash), and everything with --full-scan or an unreadable checkpoint (keys_from 0)."""
 
+    joins_items = True
+
     def __init__(self, x: IndexFacts, lo: int, keys_from: int = 0):
         self.x = x
         self.keys_from = keys_from
@@ -383,7 +385,7 @@ class ItemJoin(ScanHooks):
             why = ("which is not the start of a valid record" if offs[r[k]] != phy[k] else
                    "whose message has no key with its hash" if keyed[k] else
                    "whose message's store time does not match its timeDiff")
-            self._stop(int(nums[k]), f"item {int(nums[k]) + 1} points at {int(phy[k])}, {why}")
+            self.stop(int(nums[k]), f"item {int(nums[k]) + 1} points at {int(phy[k])}, {why}")
             if k:
                 self.last_ts = int(ts[k - 1])
             return
@@ -392,7 +394,7 @@ class ItemJoin(ScanHooks):
         if self.good >= self.x.count:
             self.done, self.cursor = True, None
 
-    def _stop(self, good: int, reason: str) -> None:
+    def stop(self, good: int, reason: str) -> None:
         self.good, self.reason, self.done = good, reason, True
         self.cursor = None
 
@@ -404,7 +406,7 @@ class ItemJoin(ScanHooks):
             self.cursor = ItemCursor(self.x.f, self.good, self.x.count)
         nums, phy, _, _ = self.cursor.take_upto(2**62)
         if len(nums):
-            self._stop(int(nums[0]), f"item {int(nums[0]) + 1} points at {int(phy[0])}, "
+            self.stop(int(nums[0]), f"item {int(nums[0]) + 1} points at {int(phy[0])}, "
                        + ("past the recovered end" if phy[0] >= end else "where no valid record is"))
         self.done, self.cursor = True, None
 

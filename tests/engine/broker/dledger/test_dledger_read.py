@@ -176,23 +176,38 @@ def test_a_store_switched_from_a_file_commit_log_is_read_on_both_sides(stores):
 
 
 @pytest.mark.parametrize("conf", ["conf", "mconf"], ids=["dledger", "switched"])
-def test_the_walk_on_helpers_answers_as_alone_on_entry_files(stores, monkeypatch, conf):
-    # DLedger data files hold entries around the records: the windows decoded from them go to the helpers as their
-    # columns, as a plain segment's; verify and doctor answer as on one worker.
+@pytest.mark.parametrize("way", ["segment jobs", "helpers"])
+def test_the_walk_on_helpers_answers_as_alone_on_entry_files(stores, monkeypatch, conf, way):
+    # DLedger data files hold entries around the records. A segment per job (verify's): a segment's first record
+    # comes after its entry's header, which the job's walk steps over as the walk in order does. With helpers
+    # (the walk in order, here verify's with its segment jobs turned off): the windows decoded from them go to the
+    # helpers as their columns, as a plain segment's. Either way verify and doctor answer as on one worker.
     import re
 
     from helpers import spy
 
+    from engine import workers
     from engine.broker.commitlog import walk as logwalk
+    from engine.broker.index import verify
 
     monkeypatch.setattr(logwalk, "HELPER_MIN_WINDOW", 300)  # several windows per file
+    if way == "helpers":
+        monkeypatch.setattr(verify, "_segment_ranges", lambda *args: [])
     handed = spy(monkeypatch, logwalk.CrcHelper, "submit", lambda self, fut: fut is not None)
-    for cmd in (("inspect-index", "--verify"), ("doctor",)):
+    names: list[str] = []
+    real = workers.WorkerPool.submit
+    monkeypatch.setattr(workers.WorkerPool, "submit", lambda self, fn, *a: names.append(fn.__name__) or real(
+        self, fn, *a))
+    cmds = (("inspect-index", "--verify"), ("doctor",))
+    for cmd in cmds:
         one, two = (_dl(stores, *cmd, "--json", "--workers", n, conf=conf) for n in ("1", "2"))
         assert one.exit_code == two.exit_code == 0, (cmd, two.stderr)
         strip = lambda r: re.sub(r'"[a-zA-Z]*[sS]econds": [0-9.e-]+', "", r.stdout)
         assert strip(one) == strip(two) and one.stdout, cmd
-    assert handed and all(handed)
+    if way == "helpers":
+        assert handed and all(handed)
+    else:
+        assert not handed and "_segment_job" in names
 
 
 # ------------------------------------------------------------------------------------------- damage
