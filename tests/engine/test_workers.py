@@ -209,6 +209,35 @@ def test_recovery_segment_torn_at_its_start_walked_here(many, tmp_path, jobs, lo
     assert local_walks and all(ts > 0 for ts in local_walks)
 
 
+def test_recovery_items_left_before_a_segment_of_filler_only(many, jobs):
+    # A segment that is a BLANK filler from its start has no window: the items the segment before it left (one
+    # pointing into that segment's filler) and its own wait for the next window, whose first fails the first of
+    # them, as the walk in order does (a job that took none of its items changes nothing).
+    from engine.broker.commitlog.message import BLANK_MAGIC_CODE
+    from engine.broker.index.file import IndexFile
+
+    hit = None
+    for p in sorted((many / "index").iterdir()):
+        with IndexFile.open(p, 16, 64) as f:
+            phy = f.items_array()["phy"][1:f.header.indexCount].astype("int64").tolist()  # (item 0: never written)
+        for k in range(2, 20):
+            before = [n for n, x in enumerate(phy, 1) if k * SEG <= x < (k + 1) * SEG]
+            if before and any((k + 1) * SEG <= x < (k + 2) * SEG for x in phy):
+                hit = (p, before[-1], k)
+                break
+        if hit:
+            break
+    assert hit is not None
+    path, n, k = hit  # items of the file point into segments k and k + 1; k + 1 becomes a filler from its start
+    patch(path, 40 + 4 * 16 + 20 * n + 4, ((k + 1) * SEG - 4).to_bytes(8, "big"))  # item n: into k's filler
+    seg, _ = seg_file(many, (k + 1) * SEG)
+    patch(seg, 0, SEG.to_bytes(4, "big") + BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True))
+    one, two = _both("recover", "--dry-run", "--full-scan", "-s", str(many), "--json", *SEG_GEOM)
+    assert one.exit_code == two.exit_code
+    assert _docs(one.stdout) == _docs(two.stdout)
+    assert f"points at {(k + 1) * SEG - 4}" in one.stdout and "segment_job" in {name for name, _ in jobs}
+
+
 def test_recover_plan_and_doctor_same_json(fuzz):
     for cmd in (("recover", "--dry-run"), ("doctor",)):
         one, two = _both(*cmd, "-s", str(fuzz), "--json", *FUZZ_GEOM)

@@ -145,6 +145,8 @@ def fold(s, got: SegmentScan, seg, joins: list, join_spans: list, hooks: list, s
         if ans is None or j.done:
             continue
         good, reason, last_ts = ans
+        if good == i0 and not reason:
+            continue  # none of its items taken (no window reached them): they wait, as the ones before may
         j.good, j.cursor = good, None
         if last_ts is not None:
             j.last_ts = last_ts
