@@ -532,6 +532,25 @@ def walk(cl: CommitLog, start: int | None = None, *, check_crc: bool = True, end
             helper.close()
 
 
+class NeedsLastTs(Exception):
+    """A walk begun at a segment's start without the store time the walk in order carries into it (walk's
+    last_ts) met damage before the segment's first record: the walk in order judges what follows with that time
+    (stale data, pitfall 13; whether the log ends), so from there this walk's events are not its."""
+
+
+def as_in_order(events: Iterator) -> Iterator:
+    """The events of a walk begun at a segment's start with no store time carried in (a segment walked on its
+    own, as a worker's job), checked to be the walk in order's: until the segment's first window only a filler
+    may come; a gap there raises NeedsLastTs. After a window, the store time the walk needs is one of the
+    segment's own, so the rest are the walk in order's too."""
+    first = True
+    for ev in events:
+        if first and isinstance(ev, Gap):
+            raise NeedsLastTs()
+        first = first and not isinstance(ev, Window)
+        yield ev
+
+
 def _helper(parallel_crc: bool, parallel_keys: bool) -> CrcHelper | None:
     """The walk's helpers (engine.workers: --workers N is this process and N - 1 helpers), None with one
     worker or when the caller did not ask for them (a short walk: they are asked for by size, or by --workers)."""

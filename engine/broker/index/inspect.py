@@ -7,7 +7,6 @@ and the others are still inspected; when no file fits the geometry, the geometry
 from __future__ import annotations
 
 from collections import deque
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional

@@ -25,7 +25,7 @@ from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE, In
 from engine.broker.config.lock import lock_held_elsewhere
 from engine.findings import ERROR, Finding
 from engine.java.lang import key_index_hash
-from engine.broker.commitlog.walk import LOG_END, Gap, Window, key_columns, walk
+from engine.broker.commitlog.walk import LOG_END, Gap, NeedsLastTs, Window, as_in_order, key_columns, walk
 from engine.progress import Progress
 
 VERIFY_CHUNK = 1 << 18          # items per chunk: about 25 MB of working arrays at most
@@ -464,9 +464,10 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
     from engine import workers
 
     helped = workers.fan_out(s.last_phy - start, PARALLEL_BYTES) or jobs is not None  # --workers N: N processes
-    ranges = _segment_ranges(f, cl, s, start, cur.pos)
+    ranges = _segment_ranges(f, cl, s, start, cur.pos) if helped and s.monotone and not live and \
+        workers.can_fork() else []
     # (a file of one segment: on the shared workers too, while this process goes on with the next file)
-    if len(ranges) > (0 if jobs is not None else 1) and helped and s.monotone and not live and workers.can_fork():
+    if len(ranges) > (0 if jobs is not None else 1):
         # A segment per job on worker processes (each walks its segment as this process would); a segment that
         # is not clean (see _segments_on_workers) sends the file to the walk in order, in this process.
         own = SegmentJobs(cl) if jobs is None else None
@@ -478,7 +479,7 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
             finally:
                 if own is not None:
                     own.close()
-            if got is None:  # (a DLedger log too: its segments start with an entry's header, not a record)
+            if got is None:
                 _walk_in_order(f, cl, s, rep, live, ItemCursor(f, cur.pos, s.count), start, helped, progress)
                 return
             calls, extra, last_ts, left = got
@@ -549,35 +550,36 @@ class _Recorder(VerifyReport):
         self.calls.append((msg, count, item))
 
 
+def item_runs(phys, lo: int, count: int, cuts: list[int]) -> list[tuple[int, int]]:
+    """A monotone file's items lo..count cut where their phyOffset reaches each of `cuts` (ascending): the
+    len(cuts) + 1 runs [i0, i1), found by bisection over the file's (mapped) phy column, nothing copied."""
+    import bisect
+
+    out = []
+    for c in cuts:
+        hi = bisect.bisect_left(phys, c, lo, count)
+        out.append((lo, hi))
+        lo = hi
+    out.append((lo, count))
+    return out
+
+
 def _segment_ranges(f: IndexFile, cl: CommitLog, s: Structure, start: int, first_item: int
                     ) -> list[tuple[int, int, int, int, bool]]:
     """(log offset a, walk end, first item, end item, last) per segment the items from first_item on point into,
     the first from `start` (where the walk in order would start): the items of a monotone file with phy in
-    [a, the next segment's start), found by bisection over the file's items (no column is copied)."""
-    import bisect
-
-    phys = f.items_array()["phy"]
+    [a, the next segment's start)."""
     segs = [g for g in cl.segments if g.end > start and g.start <= s.last_phy]
-    out = []
-    lo = first_item
-    for k, g in enumerate(segs):
-        a = max(g.start, start)
-        last = k == len(segs) - 1
-        if last:
-            out.append((a, s.last_phy + 1, lo, s.count, True))
-            break
-        b = segs[k + 1].start
-        hi = bisect.bisect_left(phys, b, lo, s.count)
-        out.append((a, b, lo, hi, False))
-        lo = hi
-    return out
+    runs = item_runs(f.items_array()["phy"], first_item, s.count, [g.start for g in segs[1:]])
+    return [(max(g.start, start), segs[k + 1].start if k + 1 < len(segs) else s.last_phy + 1, *runs[k],
+             k + 1 == len(segs)) for k, g in enumerate(segs)]
 
 
 class SegmentJobs:
     """Worker processes (engine.workers) that check index files' items against the commit log a segment per job,
     for one file or for several in turn (inspect-index --verify: the next file's structure is checked in this
     process while the workers check the segments of the one before). The workers inherit the commit log; each
-    opens the index file a job names itself, read-only. Use it as a context manager."""
+    opens the index file a job names itself, read-only; close() stops them."""
 
     def __init__(self, cl: CommitLog, n: int | None = None):
         from engine import workers
@@ -589,12 +591,6 @@ class SegmentJobs:
         except BaseException:
             self._lent.__exit__(None, None, None)
             raise
-
-    def __enter__(self) -> "SegmentJobs":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def submit(self, f: IndexFile, last_phy: int, job: tuple):
         return self.pool.submit(_segment_job, self.token, str(f.path), f.hash_slot_num, f.index_num, last_phy, *job)
@@ -612,11 +608,10 @@ class SegmentJobs:
 def _segments_on_workers(jobs: SegmentJobs, f: IndexFile, s: Structure, ranges: list[tuple], progress):
     """check_items_against_log's walk, a segment per job on worker processes (`ranges`: _segment_ranges): each
     job walks its segment from its start (the first from where the walk in order would start) with the items that
-    point into it, as the walk in order does there (the same windows: the answers are the same). That holds when
-    the walk in order would enter the segment at its first record with nothing carried over from the one before
-    (the store time of the last record before a damaged range, which the resynchronisation needs, is then one of
-    the segment's own); a job whose segment does not start so (its first record not valid), where the log ends
-    before the next segment, or with an item that points between records says so.
+    point into it, as the walk in order does there (the same windows: the answers are the same). That holds unless
+    damage comes before the segment's first record (engine.broker.commitlog.walk.as_in_order); a job says so
+    then, and also where the log ends before the next segment, or an item points between records (or before the
+    segment's first record: a DLedger entry's header).
 
     The jobs are handed out now; returns the function that waits for them: (the report's item problems in order,
     problems only counted, the store time of the record at last_phy or None, the first item no job took), or
@@ -668,27 +663,29 @@ def _segment_job(token: str, path: str, slots: int, items: int, last_phy: int, a
     f = _job_file(path, slots, items)
     rep = _Recorder()
     cur = ItemCursor(f, i0, i1) if i1 > i0 else None
-    last_ts = None
-    first = True
-    for ev in walk(cl, a, check_crc=True, end=end, window=VERIFY_WINDOW):
-        if not isinstance(ev, Window):
-            if (first and isinstance(ev, Gap)) or (isinstance(ev, Gap) and ev.kind == LOG_END and not last):
-                return None  # (damage before the first record; the log ends before the next segment)
-            continue  # a filler, a gap after a record (the walk in order carries nothing over it this one lacks)
-        first = False
-        if cur is None:
-            continue
-        nums, phy, ih, td = cur.take_upto(int(ev.offsets[-1]))
-        if not len(nums):
-            continue
-        if int(phy[0]) < int(ev.offsets[0]):  # an item between records (sorted: the first is the lowest)
-            return None
-        _check_window(ev, nums, phy, ih, td, f, rep)
-        r, hit = _record_of_window(ev, np.array([last_phy]))
-        if hit[0]:
-            last_ts = int(ev.batch.store_ts[r[0]])
+    last_ts, windows = None, 0
+    try:
+        for ev in as_in_order(walk(cl, a, check_crc=True, end=end, window=VERIFY_WINDOW)):
+            if not isinstance(ev, Window):
+                if isinstance(ev, Gap) and ev.kind == LOG_END and not last:
+                    return None  # (the log ends before the next segment: the walk in order would not go on)
+                continue  # a filler, a gap after a record (the walk in order carries nothing over it this one lacks)
+            windows += 1
+            if cur is None:
+                continue
+            nums, phy, ih, td = cur.take_upto(int(ev.offsets[-1]))
+            if not len(nums):
+                continue
+            if int(phy[0]) < int(ev.offsets[0]):  # an item between records (sorted: the first is the lowest)
+                return None
+            _check_window(ev, nums, phy, ih, td, f, rep)
+            r, hit = _record_of_window(ev, np.array([last_phy]))
+            if hit[0]:
+                last_ts = int(ev.batch.store_ts[r[0]])
+    except NeedsLastTs:
+        return None
     left = i1 if cur is None else cur.pos
-    if first or (not last and left < i1):
+    if not windows or (not last and left < i1):
         return None
     return rep.calls, rep.problem_count, last_ts, left
 

@@ -553,8 +553,7 @@ def _scan_segments(cl, s: LogScan, start: int, total: int, check_crc: bool, queu
             for k, got in enumerate(answers):
                 a, b, last = ranges[k]
                 if got is not None:
-                    if scanjobs.fold(s, got, segs[k], joins, per_segment[k], joins, start, total, progress,
-                                     _scan_gap):
+                    if scanjobs.fold(s, got, segs[k], joins, per_segment[k], start, total, progress, _scan_gap):
                         break
                     continue
                 hints = make_hints(a) if make_hints is not None else None

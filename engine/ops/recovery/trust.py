@@ -359,6 +359,16 @@ class ItemJoin(ScanHooks):
         self.last_ts: int | None = None   # store time of the record item `good` points at
         self.done = below >= x.count
 
+    def over(self, i0: int, i1: int) -> "ItemJoin":
+        """This join, from its start, over items [i0, i1) of its file only (the items that point into one
+        segment: a segment's job, engine.ops.recovery.scanjobs): its good, reason and last_ts then say how far
+        they were found good, why the next one is not, and the store time of the last good one."""
+        j = ItemJoin.__new__(ItemJoin)
+        j.x, j.keys_from, j.first_phy = self.x, self.keys_from, self.first_phy
+        j.good, j.reason, j.last_ts, j.done = i0, "", None, False
+        j.cursor = ItemCursor(self.x.f, i0, i1)  # (never made again: it ends at i1, not at the file's end)
+        return j
+
     def window(self, w: Window) -> None:
         if self.done or int(w.offsets[-1]) < self.first_phy:
             return
