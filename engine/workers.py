@@ -24,7 +24,8 @@ from engine.errors import StoreError
 
 #: What one worker holds at most while it runs a job: the pages of the window it reads (a decode window of at most
 #: 128 MiB, engine.broker.commitlog.records.SCAN_WINDOW; released as it moves on) and that window's columns (about
-#: 60 bytes a record), or a spooled segment's output being written. A command on N workers holds at most
+#: 60 bytes a record), and (dump-commitlog --json) at most HOLD_BYTES (128 MiB) of its segment's lines held until
+#: its turn at the output (engine.broker.commitlog.dump). A command on N workers holds at most
 #: N x WORKER_MEMORY beside the parent's own bound (docs/performance.md).
 WORKER_MEMORY = 512 << 20
 #: Jobs waiting or running per worker (results taken back in order: the parent holds at most this many results

@@ -249,6 +249,19 @@ def _utf8_stdout() -> bool:
     return (sys.stdout.encoding or "").lower().replace("-", "") == "utf8"
 
 
+def stdout_fd() -> int | None:
+    """The file descriptor of the output when UTF-8 lines may be written to it as bytes by any process (worker
+    processes inherit it: dump-commitlog --json's write their segments' lines themselves), else None (an output
+    that is no file descriptor, as a test's captured one, or that is not UTF-8: lines go through LineWriter)."""
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None or not _utf8_stdout():
+        return None
+    try:
+        return raw.fileno()
+    except (OSError, ValueError):
+        return None
+
+
 class _LineSink:
     """A Stream's output (write(text) of whole lines, flush()) through a LineWriter."""
 

@@ -28,7 +28,7 @@ OK, DAMAGED = 0, 3
 class DumpAnswer:
     """What dump_commitlog() answers while the source is open: `source` (its `problems` to warn of first),
     `bodies` (the --body-dir, created by the command once it has warned), `spooled` (--json lines formatted by
-    worker processes: SpooledSegments with chunks() and GAP entries) and `entries` (else RecordRuns and the
+    worker processes: SegmentTurns, whose take() answers a SpooledSegment, and GAP entries) and `entries` (else RecordRuns and the
     other scan entries, BLANK fillers and damage, in log order)."""
 
     source: object
@@ -48,10 +48,12 @@ def dump_filter(topic: Optional[str], begin: int, end: int, from_offset: Optiona
 @contextlib.contextmanager
 def dump_commitlog(cfg: Optional[BrokerConfig], flt: DumpFilter, files: Optional[list[str]] = None,
                    file_size: Optional[int] = None, body_dir: Optional[Path] = None, body: str = "auto",
-                   json_out: bool = False, count: Optional[int] = None) -> Iterator[DumpAnswer]:
+                   json_out: bool = False, count: Optional[int] = None,
+                   out_fd: Optional[int] = None) -> Iterator[DumpAnswer]:
     """The entries of the store `cfg` names, or (no cfg) of the segment files `files` on their own (`file_size`
     their segment size, else each file's), that pass `flt`. --json of a whole store with neither --count nor
-    --body-dir runs on worker processes when engine.workers says it pays."""
+    --body-dir runs on worker processes when engine.workers says it pays; out_fd: the output's file descriptor
+    when the workers may write their lines to it themselves (dump_json_spooled)."""
     from engine.broker.commitlog.dump import dump_entries, dump_json_spooled, open_dump_source, parallel_dump_wanted
     from engine.views.runjson import run_json_text
 
@@ -59,7 +61,7 @@ def dump_commitlog(cfg: Optional[BrokerConfig], flt: DumpFilter, files: Optional
     with open_dump_source(cfg, files if alone else None, file_size) as st:
         bodies = BodyDir(body_dir, st.protected_dirs()) if body_dir is not None else None
         if json_out and bodies is None and count is None and not alone and parallel_dump_wanted(st):
-            yield DumpAnswer(st, None, True, dump_json_spooled(st, flt, body, run_json_text))
+            yield DumpAnswer(st, None, True, dump_json_spooled(st, flt, body, run_json_text, out_fd))
             return
         yield DumpAnswer(st, bodies, False, dump_entries(st, flt))
 

@@ -15,6 +15,7 @@ from rmqtool import render, times
 from rmqtool.cli import handles_errors
 from rmqtool.options import STORE, JsonOpt, QuietOpt, StoreOptions, WorkersOpt, store_options, values
 from rmqtool.records import MESSAGE, open_table, undecoded_notes, warn_problems
+from rmqtool.tables import stdout_fd
 
 DUMP_LIMIT = 1_000_000_000
 #: The kinds of the summary lines dump-commitlog says (--json: rmqtool.notes; engine.findings.Note has the others:
@@ -72,7 +73,8 @@ def dump_commitlog(
     flt = dump_filter(topic, b, e, from_offset, to_offset, None if alone else files, max_message_size,
                       not no_check_crc)
     cfg = None if alone else opts.settle()
-    with run_dump(cfg, flt, files if alone else None, opts.commitlog_file_size, body_dir, body, json_out, count) as ans:
+    with run_dump(cfg, flt, files if alone else None, opts.commitlog_file_size, body_dir, body, json_out, count,
+                  stdout_fd() if json_out else None) as ans:
         if ans.spooled:
             _dump_spooled(ans)  # segments formatted by worker processes, written in log order
             return
@@ -113,12 +115,14 @@ def _dump_spooled(ans) -> None:
     warn_problems(ans.source)
     bad = undecoded = 0
     for e in entries:
-        if hasattr(e, "chunks"):
-            for chunk in e.chunks():
+        if hasattr(e, "take"):
+            out.flush()  # everything before the segment is out before its worker writes (its turn)
+            seg = e.take()
+            for chunk in seg.chunks():
                 out.data(chunk)
-            bad += e.damaged
-            undecoded += len(e.notes)
-            for off, codec, why in e.notes:
+            bad += seg.damaged
+            undecoded += len(seg.notes)
+            for off, codec, why in seg.notes:
                 render.note(undecodable_note(off, codec, why))
             continue
         bad += 1  # a GAP between segment files

@@ -86,6 +86,100 @@ def test_dump_json_of_chosen_files(many):
     assert offs == sorted(offs) and len(offs) > 2
 
 
+def _dump_to_file(store, out, *args: str) -> tuple[int, bytes, str]:
+    """dump-commitlog --json in a process of its own, its stdout a file (a file descriptor: the workers write their
+    segments' lines to it themselves); (exit code, the file's bytes, stderr)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    with open(out, "wb") as f:
+        p = subprocess.run([sys.executable, "-m", "rmqtool", "dump-commitlog", "-s", str(store), "--json", *args],
+                           cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), PYTHONIOENCODING="utf-8"), stdout=f,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    return p.returncode, out.read_bytes(), p.stderr
+
+
+def test_dump_json_workers_write_to_the_output_in_log_order(fuzz, many, tmp_path):
+    """With a real stdout each worker writes its segment's lines itself when its turn comes: the same file and
+    exit as one process's, with damage (exit 3), with a range cut by --to-offset, with chosen files (two ranges),
+    and with an empty segment file after the end of data (its job is passed over)."""
+    segs = sorted(p.name for p in (many / "commitlog").iterdir())
+    (many / "commitlog" / f"{int(segs[-1]) + SEG:020d}").write_bytes(bytes(SEG))  # preallocated, never written
+    cases = [(fuzz, [*FUZZ_LOG], 3), (many, [*SEG_LOG], 0),
+             (many, ["--to-offset", str(int(segs[-4]) + 700), *SEG_LOG], 0),
+             (many, ["--files", f"{segs[1]},{segs[4]},{segs[5]}", *SEG_LOG], 0)]
+    for store, args, code in cases:
+        got = {n: _dump_to_file(store, tmp_path / f"out-{n}", *args, "--workers", str(n)) for n in (1, 2, 3)}
+        assert {g[0] for g in got.values()} == {code}, got[2][2]
+        assert got[1][1] == got[2][1] == got[3][1] and got[1][1].count(b"\n") > 10
+        assert got[1][1] == cli("dump-commitlog", "-s", str(store), "--json", *args, "--workers", "1",
+                                code=code).stdout_bytes  # and as the in-process run (no file descriptor) writes it
+
+
+def test_dump_json_workers_hold_spill_and_take_their_turn(fuzz, monkeypatch, tmp_path):
+    """The engine's worker dump into a file descriptor, with HOLD_BYTES so small that a worker whose turn has not
+    come spills what it holds to a spool file, then writes it out first when its turn comes: the same bytes as
+    one process's dump, and no spool file left."""
+    import tempfile
+    import time
+
+    from engine.broker.commitlog import dump
+    from engine.commands.dump_commitlog import dump_commitlog, dump_filter, entry_json
+    from helpers import fuzz_config
+
+    monkeypatch.setattr(dump, "HOLD_BYTES", 600)  # (the forked workers inherit it)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spools, path = [], tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        from engine import workers
+
+        workers.use(2)
+        try:
+            with dump_commitlog(fuzz_config(fuzz), dump_filter(None, 0, 2**63 - 1, None, None, None, None, True),
+                                json_out=True, out_fd=fd) as ans:
+                assert ans.spooled
+                for e in ans.entries:
+                    if hasattr(e, "take"):
+                        if not spools:
+                            time.sleep(0.5)  # the first jobs run to their end before their turn: they spilled
+                            spools += [q.name for q in tmp_path.glob("rmqtool-dump-*/*")]
+                            assert spools
+                        seg = e.take()
+                        assert seg.path is None and list(seg.chunks()) == []  # written by its worker
+                    else:
+                        os.write(fd, (entry_json(e) + "\n").encode())
+        finally:
+            workers.use(None)
+    finally:
+        os.close(fd)
+    one = cli("dump-commitlog", "-s", str(fuzz), "--json", *FUZZ_LOG, "--workers", "1", code=3).stdout_bytes
+    assert path.read_bytes() == one and one.count(b"\n") > 200
+    assert not list(tmp_path.glob("rmqtool-dump-*"))  # the spool files written out and removed
+
+
+def test_dump_json_to_a_closed_pipe_ends_quietly(long_dump):
+    """`| head -c 100`: the worker writing when the reader goes away gets EPIPE; the command ends as one process
+    does (exit 0, nothing on stderr) and leaves no worker behind."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONIOENCODING="utf-8")
+    p = subprocess.Popen([sys.executable, "-m", "rmqtool", "dump-commitlog", "-s", str(long_dump), "--json",
+                          *SEG_LOG, "--workers", "2"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    head = p.stdout.read(100)
+    kids = set(child_pids(p.pid))
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and err == "" and head.startswith(b'{"')
+    assert kids and all(proc_state(k).startswith(("z", "zombie")) for k in kids)  # gone (or not yet reaped)
+
+
 def test_recover_full_scan_same_report_and_same_files(many, tmp_path):
     path, pos = seg_file(many, 5 * SEG + 300)
     patch(path, pos, b"\xff\xfe")  # damage in the middle of the log: the walk resynchronises past it

@@ -208,8 +208,14 @@ def _filtered(run: RecordRun, topic: bytes | None, begin: int, end: int) -> Reco
 
 #: By default a log this big is dumped (--json) by worker processes (engine.workers); --workers N: any log.
 PARALLEL_DUMP_BYTES = 64 << 20
-#: Bytes of a spooled segment's output copied to stdout at a time.
+#: Bytes of a spooled segment's output copied to the output at a time.
 SPOOL_CHUNK = 1 << 20
+#: Bytes of its segment's lines a worker holds in memory while the segments before it are still being written
+#: (its turn has not come); past them, what it holds goes to a spool file in $TMPDIR. A worker whose turn it is
+#: writes its lines straight to the output.
+HOLD_BYTES = 128 << 20
+#: Seconds a worker done before its turn sleeps at most between two looks at the turn.
+TURN_POLL = 0.005
 
 
 def entry_json(e: ScanEntry) -> str:
@@ -222,16 +228,19 @@ def entry_json(e: ScanEntry) -> str:
 
 @dataclass
 class SpooledSegment:
-    """One segment's --json output, written by a worker to a spool file: its lines (read back with `chunks`, in
-    SPOOL_CHUNK pieces, then the file is removed), how many entries were damage, the notes of the compressed bodies
-    that do not decode, and whether the walk stops after it (the log's end, or the offset range's)."""
-    path: str
+    """One segment's --json output done by a worker: its lines, either written by the worker itself to the output
+    (path None) or in a spool file (read back with `chunks`, in SPOOL_CHUNK pieces, then the file is removed); how
+    many entries were damage, the notes of the compressed bodies that do not decode, and whether the walk stops
+    after it (the log's end, or the offset range's)."""
+    path: str | None
     damaged: int
     notes: list
     stop: bool
     past: bool
 
     def chunks(self) -> Iterator[bytes]:
+        if self.path is None:
+            return
         try:
             with open(self.path, "rb") as f:
                 while True:
@@ -241,6 +250,24 @@ class SpooledSegment:
                     yield chunk
         finally:
             os.unlink(self.path)
+
+
+class SegmentTurn:
+    """A segment's --json output, in the log's order, not yet taken: the consumer writes out everything before it
+    (and flushes), then `take()` gives the segment's worker its turn at the output and waits for the job's end
+    (SpooledSegment; with no output fd, its lines are in a spool file that the consumer copies out)."""
+
+    def __init__(self, ahead: "_Ahead", seq: int, fut):
+        self._ahead, self._seq, self._fut = ahead, seq, fut
+        self.got: SpooledSegment | None = None
+
+    def take(self) -> SpooledSegment:
+        if self.got is None:
+            turn = self._ahead.turn
+            if turn is not None:
+                turn[0] = self._seq  # this job's worker writes now (one before it: done and written)
+            self.got = self._ahead.pool.result(self._fut)
+        return self.got
 
 
 def parallel_dump_wanted(store) -> bool:
@@ -253,40 +280,55 @@ def parallel_dump_wanted(store) -> bool:
     return workers.fan_out(sum(seg.file_len for seg in cl.segments), PARALLEL_DUMP_BYTES)
 
 
-_FORKED: dict = {}  # what the workers inherit (forked): the commit log they read
+_FORKED: dict = {}  # what the workers inherit (forked): the commit log they read, the output fd and the turn
 
 
-def dump_json_spooled(store, flt: DumpFilter, body: str, fmt) -> Iterator["SpooledSegment | ScanEntry"]:
-    """dump_entries as --json lines, each segment's formatted by a worker process (engine.workers) into a
-    spool file: SpooledSegments in commit-log order (the parent writes each out as soon as it and those before it
-    are done), and the GAP entries between segments. The same bytes as the lines of dump_entries' entries.
-    fmt: a run's NDJSON text (engine.views.runjson.run_json_text: the view is a floor above, so it is handed in;
-    a module-level function, so a worker receives it by name)."""
-    return _spooled(store.commitlog, _ranges(store, flt), flt, body, fmt)  # the arguments checked now
+def dump_json_spooled(store, flt: DumpFilter, body: str, fmt, out_fd: int | None = None) -> Iterator["SegmentTurn | ScanEntry"]:
+    """dump_entries as --json lines, each segment's formatted by a worker process (engine.workers): SegmentTurns
+    in commit-log order, and the GAP entries between segments. The same bytes as the lines of dump_entries'
+    entries. fmt: a run's NDJSON text (engine.views.runjson.run_json_text: the view is a floor above, so it is
+    handed in; a module-level function, so a worker receives it by name).
+
+    out_fd: the output's file descriptor, when the lines may be written to it as bytes by any process (the workers
+    inherit it): each worker then writes its segment's lines itself when its turn comes (SegmentTurn.take), the
+    lines it made before that held in memory (HOLD_BYTES, then a spool file). None: every segment's lines are
+    spooled to a file that the consumer copies out."""
+    return _spooled(store.commitlog, _ranges(store, flt), flt, body, fmt, out_fd)  # the arguments checked now
 
 
-def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt) -> Iterator["SpooledSegment | ScanEntry"]:
+def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt, out_fd: int | None) -> Iterator["SegmentTurn | ScanEntry"]:
+    import mmap
     import shutil
     import tempfile
 
     from engine import workers
 
-    _FORKED["cl"] = cl
+    turn = None
+    if out_fd is not None:
+        # The turn: the sequence number of the job whose worker may write to out_fd now, in memory the forked
+        # workers share (an aligned 8-byte word: written by this process only, read whole by the workers).
+        shm = mmap.mmap(-1, mmap.PAGESIZE)
+        turn = memoryview(shm).cast("q")
+        turn[0] = -1
+    _FORKED.update(cl=cl, out=out_fd, turn=turn, parent=os.getpid())
     spool = tempfile.mkdtemp(prefix="rmqtool-dump-")
     pool = workers.WorkerPool(workers.count())  # this process only copies their files out: little CPU
+    seqs = iter(range(1 << 62))
     try:
         for a, b in ranges:
-            ahead = _Ahead(cl, pool, b, flt, body, spool, fmt)
+            ahead = _Ahead(cl, pool, b, flt, body, spool, fmt, turn, seqs)
             for e in cl.walk_segments(a, None, ahead.segment):
-                if isinstance(e, SpooledSegment):
+                if isinstance(e, SegmentTurn):
                     yield e
-                    if e.past:
+                    if e.take().past:
                         break
                     continue
                 if b is not None and e.offset >= b:
                     break
                 yield e
     finally:
+        if turn is not None:
+            turn[0] = 1 << 62  # a job still waiting for its turn (the walk stopped before it) gives up
         pool.close()
         _FORKED.clear()
         shutil.rmtree(spool, ignore_errors=True)
@@ -295,17 +337,19 @@ def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt) -> Iterator["Spo
 class _Ahead:
     """The per_segment of one range's walk_segments: segment k's job, and the next ones' ahead of it, on the pool."""
 
-    def __init__(self, cl, pool, stop, flt: DumpFilter, body: str, spool: str, fmt):
+    def __init__(self, cl, pool, stop, flt: DumpFilter, body: str, spool: str, fmt, turn, seqs):
         from collections import deque
 
         self.cl, self.pool, self.stop, self.flt, self.body, self.spool, self.fmt = cl, pool, stop, flt, body, spool, fmt
-        self.jobs: deque = deque()  # (segment index, pos, future)
+        self.turn, self.seqs = turn, seqs
+        self.jobs: deque = deque()  # (segment index, pos, sequence number, future)
         self.last_data = cl.data_end_index()
         self.depth = pool.n * 2
 
     def _submit(self, i: int, pos: int) -> None:
-        job = (i, pos, i >= self.last_data, self.stop, self.flt, self.body, self.spool, self.fmt)
-        self.jobs.append((i, pos, self.pool.submit(_json_segment, *job)))
+        seq = next(self.seqs)  # (a job dropped below is passed over: the turn only moves on)
+        job = (i, pos, i >= self.last_data, self.stop, self.flt, self.body, self.spool, self.fmt, seq)
+        self.jobs.append((i, pos, seq, self.pool.submit(_json_segment, *job)))
 
     def segment(self, seg, pos: int, last: bool):
         segs = self.cl.segments
@@ -317,24 +361,133 @@ class _Ahead:
         while len(self.jobs) < self.depth and j < len(segs) and (self.stop is None or segs[j].start < self.stop):
             self._submit(j, 0)
             j += 1
-        got = self.pool.result(self.jobs.popleft()[2])
-        yield got
-        return got.stop
+        _, _, seq, fut = self.jobs.popleft()
+        t = SegmentTurn(self, seq, fut)
+        yield t
+        return t.take().stop
 
 
-def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str, spool: str, fmt) -> SpooledSegment:
-    """In a worker: the --json lines of segment i of the forked commit log from pos, into a spool file."""
-    import tempfile
+class _Lines:
+    """In a worker: where one segment's lines go. Straight to the output once the job's turn has come (the
+    segments before it written); before that into memory, and past HOLD_BYTES, what is held into a spool file (so
+    the file holds the first lines, memory the ones after). With no output fd: all into a spool file."""
+
+    def __init__(self, seq: int, i: int, spool: str):
+        self.seq, self.i, self.spool = seq, i, spool
+        self.out, self.turn = _FORKED["out"], _FORKED["turn"]
+        self.mine = False
+        self.held: list = []
+        self.size = 0
+        self.file = None  # the spool file (a binary file object) and its path
+        self.path: str | None = None
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.out is None:
+            self._spill([data])
+            return
+        if not self.mine and self.turn[0] == self.seq:
+            self._take()
+        if self.mine:
+            _write_out(self.out, data)
+            return
+        self.held.append(data)
+        self.size += len(data)
+        if self.size > HOLD_BYTES:
+            self._spill(self.held)
+            self.held, self.size = [], 0
+
+    def _spill(self, chunks: list) -> None:
+        if self.file is None:
+            import tempfile
+
+            fd, self.path = tempfile.mkstemp(dir=self.spool, suffix=f"-{self.i}.ndjson")
+            self.file = os.fdopen(fd, "wb")
+        for c in chunks:
+            self.file.write(c)
+
+    def _take(self) -> None:
+        """The turn has come: what was spooled and held is written out, in order, and the rest goes straight."""
+        self.mine = True
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+            with open(self.path, "rb") as f:
+                while True:
+                    chunk = f.read(SPOOL_CHUNK)
+                    if not chunk:
+                        break
+                    _write_out(self.out, chunk)
+            os.unlink(self.path)
+            self.path = None
+        for c in self.held:
+            _write_out(self.out, c)
+        self.held, self.size = [], 0
+
+    def finish(self) -> str | None:
+        """At the job's end: wait for the turn and write out (no output fd: the spool file's path, or None when
+        the segment had no lines). A job passed over (the walk stopped before it) gives its lines up."""
+        if self.out is None:
+            if self.file is not None:
+                self.file.close()
+            return self.path
+        if not self.mine:
+            if _await_turn(self.turn, self.seq):
+                self._take()
+            else:
+                self.discard()
+        return None
+
+    def discard(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        if self.path is not None:
+            os.unlink(self.path)
+            self.path = None
+        self.held = []
+
+
+def _write_out(fd: int, data) -> None:
+    """All of data written to the output fd (a pipe may take less than asked at a time)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _await_turn(turn, seq: int) -> bool:
+    """In a worker: wait until the turn reaches seq (True) or passes it (False: the job is not wanted)."""
+    import time
+
+    delay = 0.0002
+    while True:
+        t = turn[0]
+        if t >= seq:
+            return t == seq
+        if os.getppid() != _FORKED["parent"]:
+            raise SystemExit(1)  # the command is gone: nobody takes these lines
+        time.sleep(delay)
+        delay = min(delay * 2, TURN_POLL)
+
+
+def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str, spool: str, fmt,
+                  seq: int) -> SpooledSegment:
+    """In a worker: the --json lines of segment i of the forked commit log from pos (job seq), written out when
+    its turn comes, or into a spool file (_Lines)."""
+    import gc
 
     from engine.broker.commitlog.logrun import segment_runs
 
+    was = gc.isenabled()
+    gc.disable()  # as the command's own walk (render.gc_paused): millions of acyclic objects, freed by refcount
     cl = _FORKED["cl"]
     seg = cl.segments[i]
     topic = flt.topic.encode("utf-8") if flt.topic is not None else None
-    fd, path = tempfile.mkstemp(dir=spool, suffix=f"-{i}.ndjson")
+    lines = _Lines(seq, i, spool)
     damaged, notes, past, stop_all = 0, [], False, False
     gen = segment_runs(cl, seg, pos, last, flt.check_crc, True, flt.max_message_size)
-    with os.fdopen(fd, "wb") as f:
+    try:
         while True:
             try:
                 e = next(gen)
@@ -346,7 +499,7 @@ def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str
                 if flt.filters_records and len(run):
                     run = _filtered(run, topic, flt.begin, flt.end)
                 if len(run):
-                    f.write(fmt(run, ', "type": "MESSAGE"', body))
+                    lines.write(fmt(run, ', "type": "MESSAGE"', body))
                     notes += run.undecodable()
                 if past:
                     break
@@ -355,9 +508,16 @@ def _json_segment(i: int, pos: int, last: bool, stop, flt: DumpFilter, body: str
                 past = True
                 break
             damaged += e.kind != BLANK
-            f.write((entry_json(e) + "\n").encode("utf-8", "surrogateescape"))
-    gen.close()
-    cl.queue.release(seg)
+            lines.write((entry_json(e) + "\n").encode("utf-8", "surrogateescape"))
+        gen.close()
+        cl.queue.release(seg)
+        path = lines.finish()
+    except BaseException:
+        lines.discard()
+        raise
+    finally:
+        if was:
+            gc.enable()
     return SpooledSegment(path, damaged, notes, stop_all, past)
 
 
