@@ -198,29 +198,30 @@ def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
     end). Then each slot's items form one chain in put order, which is what putKey builds (format §5.6).
     """
     part = items[lo:hi]
-    hashes = part["hash"].astype(np.int64)
-    prev = part["prev"].astype(np.int64)
-    tdiff = part["time_diff"].astype(np.int64)
+    # Native int32 columns (the items are big-endian; int32 arithmetic is what the fields hold, and half the bytes).
+    hashes = part["hash"].astype(np.int32)
+    prev = part["prev"].astype(np.int32)
     phys = part["phy"].astype(np.int64)
+    neg_tdiff = np.flatnonzero(part["time_diff"] < 0)
     del part
-    nums = np.arange(lo + 1, hi + 1, dtype=np.int64)
+    nums = np.arange(lo + 1, hi + 1, dtype=np.int32)
     _listed(rep, np.flatnonzero(hashes < 0), lambda i: f"item {lo + i + 1}: negative key hash {hashes[i]} "
             "(the broker stores abs(hash))", listed["hash"], lo + 1)
-    slots = np.where(hashes >= 0, hashes % f.hash_slot_num, 0)
+    slots = _slots(hashes, f.hash_slot_num)
     bad_prev = (prev < 0) | (prev >= nums)
     _listed(rep, np.flatnonzero(bad_prev), lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} does not point "
             "at an older item", listed["prev"], lo + 1)
     linked = np.flatnonzero(~bad_prev & (prev > 0))
     p = prev[linked]
-    their = items["hash"][p - 1].astype(np.int64)
-    wrong = linked[np.where(their >= 0, their % f.hash_slot_num, 0) != slots[linked]]
+    their = _slots(items["hash"][p - 1].astype(np.int32), f.hash_slot_num)
+    wrong = linked[their != slots[linked]]
     _listed(rep, wrong, lambda i: f"item {lo + i + 1}: prevIndex {prev[i]} is an item of another slot", listed["prev"],
             lo + 1)
     st["seen"][p] = True  # compared with the number of links at the end: no item may be linked from two
     st["links"] += len(p)
     st["roots"] += int(np.count_nonzero(prev == 0))
     st["heads"][slots] = nums  # items come in order: the last write per slot is its newest item
-    _listed(rep, np.flatnonzero(tdiff < 0), lambda i: f"item {lo + i + 1}: negative timeDiff {tdiff[i]}",
+    _listed(rep, neg_tdiff, lambda i: f"item {lo + i + 1}: negative timeDiff {int(items['time_diff'][lo + i])}",
             listed["tdiff"], lo + 1)
     if len(phys):
         if s.first_phy < 0:
@@ -235,6 +236,14 @@ def _check_chunk(f, items, lo, hi, st, rep, listed, last, s: Structure):
         s.last_phy = int(phys[-1])
         return int(phys[-1])
     return last
+
+
+def _slots(hashes: np.ndarray, slot_num: int) -> np.ndarray:
+    """The slot of each (int32) key hash, as the broker's abs(hash) % slots; a negative hash (damage) counts as
+    slot 0."""
+    out = hashes % slot_num
+    out[hashes < 0] = 0
+    return out
 
 
 def _check_heads(f, expected, rep, live, s: Structure) -> None:
