@@ -107,7 +107,9 @@ def _dump_summary(bodies, body_dir: Optional[Path], bad: int, undecoded: int) ->
 
 
 def _dump_spooled(ans) -> None:
-    """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines and exit."""
+    """dump-commitlog --json on worker processes (engine.broker.commitlog.dump.dump_json_spooled): the same lines
+    and exit. Each segment's worker writes its lines to stdout itself when its turn comes (take()); spool files are
+    copied out here only where stdout is no file descriptor."""
     from engine.commands.dump_commitlog import entry_json, undecodable_note
 
     out, _ = open_table(True)

@@ -283,7 +283,8 @@ def parallel_dump_wanted(store) -> bool:
 _FORKED: dict = {}  # what the workers inherit (forked): the commit log they read, the output fd and the turn
 
 
-def dump_json_spooled(store, flt: DumpFilter, body: str, fmt, out_fd: int | None = None) -> Iterator["SegmentTurn | ScanEntry"]:
+def dump_json_spooled(store, flt: DumpFilter, body: str, fmt,
+                      out_fd: int | None = None) -> Iterator["SegmentTurn | ScanEntry"]:
     """dump_entries as --json lines, each segment's formatted by a worker process (engine.workers): SegmentTurns
     in commit-log order, and the GAP entries between segments. The same bytes as the lines of dump_entries'
     entries. fmt: a run's NDJSON text (engine.views.runjson.run_json_text: the view is a floor above, so it is
@@ -296,7 +297,8 @@ def dump_json_spooled(store, flt: DumpFilter, body: str, fmt, out_fd: int | None
     return _spooled(store.commitlog, _ranges(store, flt), flt, body, fmt, out_fd)  # the arguments checked now
 
 
-def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt, out_fd: int | None) -> Iterator["SegmentTurn | ScanEntry"]:
+def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt,
+             out_fd: int | None) -> Iterator["SegmentTurn | ScanEntry"]:
     import mmap
     import shutil
     import tempfile
@@ -312,7 +314,7 @@ def _spooled(cl, ranges: list, flt: DumpFilter, body: str, fmt, out_fd: int | No
         turn[0] = -1
     _FORKED.update(cl=cl, out=out_fd, turn=turn, parent=os.getpid())
     spool = tempfile.mkdtemp(prefix="rmqtool-dump-")
-    pool = workers.WorkerPool(workers.count())  # this process only copies their files out: little CPU
+    pool = workers.WorkerPool(workers.count())  # this process only moves the turn on (or copies spool files out)
     seqs = iter(range(1 << 62))
     try:
         for a, b in ranges:
