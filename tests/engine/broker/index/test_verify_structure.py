@@ -45,14 +45,15 @@ def _oracle(items: list[list[int]]) -> list[str]:
     return [p for kind in kinds for p in kind]
 
 
-def _problems(store, name: str, workers: int) -> list[str]:
+def _problems(store, name: str, workers: int) -> tuple[list[str], str]:
+    """The file's structure problems about items, and the whole report (every file's, in order)."""
     r = cli("inspect-index", "-s", str(store), "--verify", "--json", *SEG_GEOM, "--workers", str(workers), code=None)
     assert r.exit_code == 3, r.stdout
     for line in r.stdout.splitlines():
         doc = json.loads(line)["verify"]
         if doc["file"] == name:
             return [f["problem"] for f in doc["findings"]
-                    if f["kind"] == "index-structure" and f["problem"].startswith("item ")]
+                    if f["kind"] == "index-structure" and f["problem"].startswith("item ")], r.stdout
     raise AssertionError(f"no report for {name}")
 
 
@@ -79,5 +80,8 @@ def test_item_damage_is_reported_as_the_items_say(store, seed):
     path.write_bytes(bytes(data))
     want = _oracle(_items(bytes(data), n))
     assert len(want) >= 8
-    assert _problems(store, path.name, 1) == want
-    assert _problems(store, path.name, 2) == want
+    one, report = _problems(store, path.name, 1)
+    two, report2 = _problems(store, path.name, 2)
+    assert one == two == want
+    # and the items' findings (their keys and times against the log, a segment per job) as on one worker
+    assert report2 == report and '"kind": "index-item"' in report
