@@ -104,16 +104,21 @@ def _dump_to_file(store, out, *args: str) -> tuple[int, bytes, str]:
 def test_dump_json_workers_write_to_the_output_in_log_order(fuzz, many, tmp_path):
     """With a real stdout each worker writes its segment's lines itself when its turn comes: the same file and
     exit as one process's, with damage (exit 3), with a range cut by --to-offset, with chosen files (two ranges),
-    and with an empty segment file after the end of data (its job is passed over)."""
+    with a segment file missing (the GAP line written here, between the workers' lines), and with an empty
+    segment file after the end of data (its job is passed over)."""
     segs = sorted(p.name for p in (many / "commitlog").iterdir())
     (many / "commitlog" / f"{int(segs[-1]) + SEG:020d}").write_bytes(bytes(SEG))  # preallocated, never written
+    holed = tmp_path / "holed"
+    shutil.copytree(many, holed)
+    (holed / "commitlog" / segs[3]).unlink()  # a GAP line (this process's) between two workers' segments
     cases = [(fuzz, [*FUZZ_LOG], 3), (many, [*SEG_LOG], 0),
              (many, ["--to-offset", str(int(segs[-4]) + 700), *SEG_LOG], 0),
-             (many, ["--files", f"{segs[1]},{segs[4]},{segs[5]}", *SEG_LOG], 0)]
+             (many, ["--files", f"{segs[1]},{segs[4]},{segs[5]}", *SEG_LOG], 0), (holed, [*SEG_LOG], 3)]
     for store, args, code in cases:
         got = {n: _dump_to_file(store, tmp_path / f"out-{n}", *args, "--workers", str(n)) for n in (1, 2, 3)}
         assert {g[0] for g in got.values()} == {code}, got[2][2]
         assert got[1][1] == got[2][1] == got[3][1] and got[1][1].count(b"\n") > 10
+        assert (b'"type": "GAP"' in got[1][1]) == (store == holed)
         assert got[1][1] == cli("dump-commitlog", "-s", str(store), "--json", *args, "--workers", "1",
                                 code=code).stdout_bytes  # and as the in-process run (no file descriptor) writes it
 
