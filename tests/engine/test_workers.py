@@ -475,6 +475,44 @@ def test_a_killed_worker_fails_dump_cleanly(fuzz, killed):
     assert_one_line_error(r, 1)
 
 
+def test_a_worker_killed_while_another_waits_for_its_turn(fuzz, monkeypatch, tmp_path):
+    """The workers write to the output themselves: the second segment's worker is killed while the others run or
+    wait for their turn. The dump fails (WorkerDiedError: the pool is broken, every worker stopped) and what is in
+    the output is a beginning of the one-process dump (cut where it failed, as a command that fails midway), no
+    line of a later segment before an earlier one."""
+    from engine import workers
+    from engine.broker.commitlog import dump
+    from engine.commands.dump_commitlog import dump_commitlog, dump_filter
+    from helpers import die_first, fuzz_config
+
+    real = workers.WorkerPool.submit
+
+    def submit(self, fn, *args):
+        return real(self, die_first, fn, *args) if fn is dump._json_segment and args[-1] == 1 else \
+            real(self, fn, *args)
+
+    monkeypatch.setattr(workers.WorkerPool, "submit", submit)
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    workers.use(2)
+    entries = None
+    try:
+        with pytest.raises(workers.WorkerDiedError):
+            with dump_commitlog(fuzz_config(fuzz), dump_filter(None, 0, 2**63 - 1, None, None, None, None, True),
+                                json_out=True, out_fd=fd) as ans:
+                entries = ans.entries
+                for e in entries:
+                    if hasattr(e, "take"):
+                        e.take()
+    finally:
+        if entries is not None:
+            entries.close()  # (the pool closed now, not when the generator is collected)
+        workers.use(None)
+        os.close(fd)
+    one = cli("dump-commitlog", "-s", str(fuzz), "--json", *FUZZ_LOG, "--workers", "1", code=3).stdout_bytes
+    assert one.startswith(path.read_bytes())
+
+
 def test_a_killed_worker_fails_verify_cleanly(many, killed):
     r = cli("inspect-index", "-s", str(many), "--verify", "--json", *SEG_GEOM, "--workers", "2", code=None)
     assert_one_line_error(r, 1)
