@@ -86,9 +86,9 @@ def test_dump_json_of_chosen_files(many):
     assert offs == sorted(offs) and len(offs) > 2
 
 
-def _dump_to_file(store, out, *args: str) -> tuple[int, bytes, str]:
+def _dump_to_file(store, out, *args: str, encoding: str = "utf-8") -> tuple[int, bytes, str]:
     """dump-commitlog --json in a process of its own, its stdout a file (a file descriptor: the workers write their
-    segments' lines to it themselves); (exit code, the file's bytes, stderr)."""
+    segments' lines to it themselves when it is UTF-8); (exit code, the file's bytes, stderr)."""
     import subprocess
     import sys
 
@@ -96,9 +96,18 @@ def _dump_to_file(store, out, *args: str) -> tuple[int, bytes, str]:
 
     with open(out, "wb") as f:
         p = subprocess.run([sys.executable, "-m", "rmqtool", "dump-commitlog", "-s", str(store), "--json", *args],
-                           cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), PYTHONIOENCODING="utf-8"), stdout=f,
+                           cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), PYTHONIOENCODING=encoding), stdout=f,
                            stderr=subprocess.PIPE, text=True, timeout=120)
     return p.returncode, out.read_bytes(), p.stderr
+
+
+def test_dump_json_to_an_output_that_is_not_utf8(fuzz, tmp_path):
+    """A Latin-1 stdout takes the lines through the text layer (the workers spool, this process writes): the same
+    bytes on one worker and two, the topic "Tö" in Latin-1."""
+    one = _dump_to_file(fuzz, tmp_path / "one", *FUZZ_LOG, "--workers", "1", encoding="latin-1")
+    two = _dump_to_file(fuzz, tmp_path / "two", *FUZZ_LOG, "--workers", "2", encoding="latin-1")
+    assert one[0] == two[0] == 3 and one[1] == two[1]
+    assert '"topic": "Tö"'.encode("latin-1") in one[1]
 
 
 def test_dump_json_workers_write_to_the_output_in_log_order(fuzz, many, tmp_path):
