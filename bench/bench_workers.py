@@ -14,11 +14,12 @@ one. Then, each command in a fresh process, alternating 1 worker and N, medians 
 * spark-reindex --master inline (into a scratch directory, removed after each run).
 
 Before each timed command every commit-log file is read once, untimed (a warm page cache, as the warm read).
-The machine's load average is printed at the start and the end: the figures are only worth what the machine's
-quiet is (other processes on the same cores slow the N-worker runs most). The CPU seconds of each command (its
-process and its workers, from wait4) show the work the workers add (forks, results sent back, a dump's spool
-files): on a quiet machine with N cores the N-worker time is about the larger of the ordered part's and
-(CPU seconds / N).
+Beside the medians, the spread of the ratio of each run's pair (1 worker, then N, one after the other): on a machine
+whose two-process speed moves from minute to minute, that spread says how far one bench's ratio can be trusted. The
+machine's load average is printed at the start and the end: the figures are only worth what the machine's quiet is
+(other processes on the same cores slow the N-worker runs most). The CPU seconds of each command (its process and
+its workers, from wait4) show the work the workers add (forks, results sent back): on a quiet machine with N cores
+the N-worker time is about the larger of the ordered part's and (CPU seconds / N).
 
     python3 bench/bench_workers.py                         # generate (or reuse) the store, 3 runs
     python3 bench/bench_workers.py --store /path --runs 5 --workers 8
@@ -146,8 +147,10 @@ def main() -> int:
                     cpu[n].append(used)
                     codes.add(code)
             one, many = statistics.median(times[1]), statistics.median(times[a.workers])
+            pairs = sorted(m / o for o, m in zip(times[1], times[a.workers]))  # each run's pair, side by side
             rows.append({"command": name, "one": one, "all": many, "ratio": many / one, "exits": sorted(codes),
-                         "cpuOne": statistics.median(cpu[1]), "cpuAll": statistics.median(cpu[a.workers])})
+                         "cpuOne": statistics.median(cpu[1]), "cpuAll": statistics.median(cpu[a.workers]),
+                         "pairRatios": pairs})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     load1 = open("/proc/loadavg").read().split()[:3]
@@ -155,13 +158,14 @@ def main() -> int:
     print(f"store {store}: {len(files)} segments, {size / (1 << 20):.0f} MiB; {cpus()} CPUs usable, "
           f"all = {a.workers} workers; medians of {a.runs} runs; load average {' '.join(load0)} -> {' '.join(load1)}")
     print(f"{'':24} {'1 worker':>10} {f'{a.workers} workers':>11} {'ratio':>6} {'GB/s (all)':>11} "
-          f"{'CPU s 1 / all':>14}")
+          f"{'CPU s 1 / all':>14}  {'ratio of each pair':>20}")
     cr, wr = statistics.median(cold), statistics.median(warm)
     print(f"{'cold read':24} {cr:>9.2f}s {'':>11} {'':>6} {gb / cr:>11.2f}")
     print(f"{'warm read':24} {wr:>9.2f}s {'':>11} {'':>6} {gb / wr:>11.2f}")
     for r in rows:
+        p = r["pairRatios"]
         print(f"{r['command']:24} {r['one']:>9.2f}s {r['all']:>10.2f}s {r['ratio']:>5.2f}x {gb / r['all']:>11.2f} "
-              f"{r['cpuOne']:>6.2f} / {r['cpuAll']:<6.2f}")
+              f"{r['cpuOne']:>6.2f} / {r['cpuAll']:<6.2f}  {p[0]:.2f}-{p[-1]:.2f}x")
     print(json.dumps({"segments": len(files), "bytes": size, "workers": a.workers, "runs": a.runs,
                       "coldRead": cr, "warmRead": wr, "load": [load0, load1], "commands": rows}))
     return 0
