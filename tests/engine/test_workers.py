@@ -327,7 +327,7 @@ def test_recovery_items_left_before_a_segment_of_filler_only(many, jobs):
     hit = None
     for p in sorted((many / "index").iterdir()):
         with IndexFile.open(p, 16, 64) as f:
-            phy = f.items_array()["phy"][1:f.header.indexCount].astype("int64").tolist()  # (item 0: never written)
+            phy = f.items_array()["phy"].astype("int64").tolist()  # items 1..indexCount-1 (item 0: never written)
         for k in range(2, 20):
             before = [n for n, x in enumerate(phy, 1) if k * SEG <= x < (k + 1) * SEG]
             if before and any((k + 1) * SEG <= x < (k + 2) * SEG for x in phy):

@@ -455,8 +455,8 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
     min_off = cl.min_offset
     start = 0
     if min_off > 0 and s.count:
-        # Expired items (below the log's first segment) come first in a monotone file.
-        expired = int(np.count_nonzero(phys_all.astype(np.int64) < min_off)) if s.count <= VERIFY_CHUNK else \
+        # Expired items (below the log's first segment) come first in a monotone file: found by bisection there.
+        expired = item_runs(phys_all, 0, s.count, [min_off])[0][1] if s.monotone else \
             sum(int(np.count_nonzero(phys_all[lo:lo + VERIFY_CHUNK].astype(np.int64) < min_off))
                 for lo in range(0, s.count, VERIFY_CHUNK))
         rep.expired_items = expired

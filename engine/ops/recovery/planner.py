@@ -297,8 +297,8 @@ def _walk(cl, cfg, plan, files, queues, progress) -> tuple[LogScan, int, dict[in
         plan.index.trusted = [x.name for x in files[:k]]
         plan.index.untrusted_reason = reason
         plan.index.problems = {x.name: x.problem for x in files if x.problem}
-        if k in joins and not joins[k].complete:
-            plan.index.prefix_reason = joins[k].reason
+        # (set again on every walk: a walk done again with the checks' verdicts leaves no reason of the first)
+        plan.index.prefix_reason = joins[k].reason if k in joins and not joins[k].complete else ""
     return scan, k, joins
 
 
