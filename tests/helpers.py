@@ -384,6 +384,20 @@ def put(store: Path, msgs: list[dict], tmp: Path, *extra: str) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
+def put_store(dest: Path) -> Path:
+    """dest: a store of SEG_GEOM with sample_messages(300) put into it (many small segments, index files, consume
+    queues), put once per test process and copied here (built_store)."""
+    built_store("put-300-sample-messages", dest, lambda r: put(r, sample_messages(300), r.parent))
+    return dest
+
+
+def item_at(n: int, slots: int = 16) -> int:
+    """The byte offset of item n of an index file of `slots` hash slots (SEG_GEOM's 16 by default)."""
+    from engine.broker.index.file import INDEX_HEADER_SIZE, ITEM_SIZE, SLOT_SIZE
+
+    return INDEX_HEADER_SIZE + SLOT_SIZE * slots + ITEM_SIZE * n
+
+
 def recover_json(store: Path, *extra: str, code: int = 0) -> dict:
     return json.loads(cli("recover", "--store", str(store), "--json", *extra, *SEG_GEOM, code=code).stdout)
 

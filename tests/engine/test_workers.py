@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from helpers import (FUZZ_SEG, SEG, SEG_GEOM, assert_one_line_error, built_store, cfg_for, child_pids, cli, fuzz_store,
-                     index_bytes, patch, proc_state, put, sample_messages, seg_file, snapshot)
+from helpers import (FUZZ_SEG, SEG, SEG_GEOM, assert_one_line_error, cfg_for, child_pids, cli, fuzz_store, index_bytes,
+                     item_at, patch, proc_state, put_store, sample_messages, seg_file, snapshot)
 
 FUZZ_GEOM = ["--commitlog-file-size", str(FUZZ_SEG), "--hash-slots", "16", "--max-index", "64"]
 FUZZ_LOG = FUZZ_GEOM[:2]  # dump-commitlog takes the segment size only
@@ -47,9 +47,7 @@ def fuzz(tmp_path):
 @pytest.fixture
 def many(tmp_path):
     """A sound store of many small segments, with index files and consume queues (put)."""
-    store = tmp_path / "m"
-    built_store(f"{__name__}.many", store, lambda r: put(r, sample_messages(300), r.parent))  # put once per run
-    return store
+    return put_store(tmp_path / "m")
 
 
 def _both(*args: str) -> tuple:
@@ -337,7 +335,7 @@ def test_recovery_items_left_before_a_segment_of_filler_only(many, jobs):
             break
     assert hit is not None
     path, n, k = hit  # items of the file point into segments k and k + 1; k + 1 becomes a filler from its start
-    patch(path, 40 + 4 * 16 + 20 * n + 4, ((k + 1) * SEG - 4).to_bytes(8, "big"))  # item n: into k's filler
+    patch(path, item_at(n) + 4, ((k + 1) * SEG - 4).to_bytes(8, "big"))  # item n's phyOffset: into k's filler
     seg, _ = seg_file(many, (k + 1) * SEG)
     patch(seg, 0, SEG.to_bytes(4, "big") + BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True))
     one, two = _both("recover", "--dry-run", "--full-scan", "-s", str(many), "--json", *SEG_GEOM)

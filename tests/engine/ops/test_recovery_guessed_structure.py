@@ -10,17 +10,12 @@ import struct
 
 import pytest
 
-from helpers import SEG_GEOM, built_store, cli, put, sample_messages
-
-HEADER, SLOT, ITEM = 40, 4, 20
-SLOTS = 16
+from helpers import SEG_GEOM, cli, item_at, put_store
 
 
 @pytest.fixture
 def store(tmp_path):
-    root = tmp_path / "m"
-    built_store(f"{__name__}.store", root, lambda r: put(r, sample_messages(300), r.parent))
-    return root
+    return put_store(tmp_path / "m")
 
 
 def _plan(store) -> tuple[int, dict]:
@@ -46,7 +41,7 @@ def test_the_walk_beside_the_checks_plans_as_with_the_checks_first(store, monkey
     f = sorted((store / "index").iterdir())[-1]
     if damage == "items-go-down":
         data = bytearray(f.read_bytes())
-        a, b = HEADER + SLOT * SLOTS + ITEM * 6 + 4, HEADER + SLOT * SLOTS + ITEM * 7 + 4  # items 6 and 7's phy
+        a, b = item_at(6) + 4, item_at(7) + 4  # items 6 and 7's phyOffset
         pa, pb = struct.unpack_from(">q", data, a)[0], struct.unpack_from(">q", data, b)[0]
         assert pa < pb
         struct.pack_into(">q", data, a, pb)

@@ -8,17 +8,13 @@ import json
 
 import pytest
 
-from helpers import SEG, SEG_GEOM, built_store, cli, patch, put, sample_messages
-
-HEADER, SLOT, ITEM = 40, 4, 20
-SLOTS = 16
+from engine.broker.index.file import ITEM_SIZE
+from helpers import SEG, SEG_GEOM, cli, item_at, patch, put_store
 
 
 @pytest.fixture
 def store(tmp_path):
-    root = tmp_path / "m"
-    built_store(f"{__name__}.store", root, lambda r: put(r, sample_messages(300), r.parent))
-    return root
+    return put_store(tmp_path / "m")
 
 
 def _verify(store, workers: int) -> tuple[int, list[dict]]:
@@ -67,11 +63,6 @@ def _index_files(store):
     return sorted((store / "index").iterdir())
 
 
-def _item_at(n: int) -> int:
-    """Byte offset of item n (1-based) of an index file of SEG_GEOM's 16 slots."""
-    return HEADER + SLOT * SLOTS + ITEM * n
-
-
 def test_sound_store_verified_a_segment_per_job(store, jobs, in_order):
     docs = _same_on_one_and_two(store, jobs, in_order)
     assert "_segment_job" in _names(jobs) and not in_order  # no file walked in order
@@ -86,15 +77,15 @@ def test_item_problems_of_every_segment_listed_as_in_order(store, jobs, in_order
     # lists them as the walk in order does (63 items: more than the 50 of one kind).
     f = _index_files(store)[1]
     for n in range(1, 64):  # (a file of 64 items holds 63: item 0 is never written)
-        patch(f, _item_at(n), (0x7ABCDEF0 + n).to_bytes(4, "big"))            # the key hash
+        patch(f, item_at(n), (0x7ABCDEF0 + n).to_bytes(4, "big"))            # the key hash
     for n in range(3, 64, 5):
-        patch(f, _item_at(n) + 12, (999_999).to_bytes(4, "big", signed=True))  # the timeDiff
+        patch(f, item_at(n) + 12, (999_999).to_bytes(4, "big", signed=True))  # the timeDiff
     docs = _same_on_one_and_two(store, jobs, in_order)
     assert "_segment_job" in _names(jobs) and not in_order  # no file walked in order
     rep = next(d["verify"] for d in docs if d["verify"]["file"] == f.name)
     assert not rep["ok"] and rep["problemCount"] >= 63 and len(rep["findings"]) >= 50
     # (a changed hash also puts the item in the wrong slot's chain: structure findings too)
-    items = {(x["offset"] - _item_at(0)) // ITEM for x in rep["findings"] if x["kind"] == "index-item"}
+    items = {(x["offset"] - item_at(0)) // ITEM_SIZE for x in rep["findings"] if x["kind"] == "index-item"}
     assert len(items) >= 40 and items <= set(range(1, 64))
     assert all(d["verify"]["ok"] for d in docs if d["verify"]["file"] != f.name)
 

@@ -9,23 +9,19 @@ import struct
 
 import pytest
 
-from helpers import SEG_GEOM, built_store, cli, put, sample_messages
+from helpers import SEG_GEOM, cli, item_at, put_store
 
-HEADER, SLOT, ITEM = 40, 4, 20
 SLOTS = 16  # SEG_GEOM's --hash-slots
 
 
 @pytest.fixture
 def store(tmp_path):
-    root = tmp_path / "m"
-    built_store(f"{__name__}.store", root, lambda r: put(r, sample_messages(300), r.parent))
-    return root
+    return put_store(tmp_path / "m")
 
 
 def _items(data: bytes, n: int) -> list[list[int]]:
     """[hash, phyOffset, timeDiff, prevIndex] of items 1..n."""
-    base = HEADER + SLOT * SLOTS
-    return [list(struct.unpack_from(">iqii", data, base + ITEM * k)) for k in range(1, n + 1)]
+    return [list(struct.unpack_from(">iqii", data, item_at(k))) for k in range(1, n + 1)]
 
 
 def _oracle(items: list[list[int]]) -> list[str]:
@@ -65,7 +61,7 @@ def test_item_damage_is_reported_as_the_items_say(store, seed):
     n = struct.unpack_from(">i", data, 36)[0] - 1  # header indexCount: items 1..count-1
     assert n > 40
     for num in rnd.sample(range(1, n + 1), 12):
-        at = HEADER + SLOT * SLOTS + ITEM * num
+        at = item_at(num)
         kind = rnd.choice(["hash", "prev-ahead", "prev-negative", "prev-other", "tdiff"])
         if kind == "hash":
             struct.pack_into(">i", data, at, -rnd.randrange(1, 1 << 31))
