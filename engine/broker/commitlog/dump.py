@@ -239,17 +239,21 @@ class SpooledSegment:
     past: bool
 
     def chunks(self) -> Iterator[bytes]:
-        if self.path is None:
-            return
-        try:
-            with open(self.path, "rb") as f:
-                while True:
-                    chunk = f.read(SPOOL_CHUNK)
-                    if not chunk:
-                        return
-                    yield chunk
-        finally:
-            os.unlink(self.path)
+        if self.path is not None:
+            yield from _read_spool(self.path)
+
+
+def _read_spool(path: str) -> Iterator[bytes]:
+    """A spool file's bytes, SPOOL_CHUNK at a time; the file is removed after them (or when the reader stops)."""
+    try:
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(SPOOL_CHUNK)
+                if not chunk:
+                    return
+                yield chunk
+    finally:
+        os.unlink(path)
 
 
 class SegmentTurn:
@@ -415,14 +419,9 @@ class _Lines:
         if self.file is not None:
             self.file.close()
             self.file = None
-            with open(self.path, "rb") as f:
-                while True:
-                    chunk = f.read(SPOOL_CHUNK)
-                    if not chunk:
-                        break
-                    _write_out(self.out, chunk)
-            os.unlink(self.path)
-            self.path = None
+            path, self.path = self.path, None  # (_read_spool removes it, also when a write fails)
+            for chunk in _read_spool(path):
+                _write_out(self.out, chunk)
         for c in self.held:
             _write_out(self.out, c)
         self.held, self.size = [], 0

@@ -455,10 +455,8 @@ def check_items_against_log(f: IndexFile, cl: CommitLog, s: Structure, rep: Veri
     min_off = cl.min_offset
     start = 0
     if min_off > 0 and s.count:
-        # Expired items (below the log's first segment) come first in a monotone file: found by bisection there.
-        expired = item_runs(phys_all, 0, s.count, [min_off])[0][1] if s.monotone else \
-            sum(int(np.count_nonzero(phys_all[lo:lo + VERIFY_CHUNK].astype(np.int64) < min_off))
-                for lo in range(0, s.count, VERIFY_CHUNK))
+        # Expired items (below the log's first segment) come first in a monotone file.
+        expired = items_below(phys_all, s.count, s.monotone, min_off)
         rep.expired_items = expired
         start = expired if s.monotone else 0
     if start >= s.count:
@@ -571,6 +569,15 @@ def item_runs(phys, lo: int, count: int, cuts: list[int]) -> list[tuple[int, int
         lo = hi
     out.append((lo, count))
     return out
+
+
+def items_below(phys, count: int, monotone: bool, offset: int) -> int:
+    """How many of a file's items 1..count point below `offset` (phys: its mapped phy column): by bisection when
+    the items are in log order (monotone), else counted a chunk at a time."""
+    if monotone:
+        return item_runs(phys, 0, count, [offset])[0][1]
+    return sum(int(np.count_nonzero(phys[lo:lo + VERIFY_CHUNK].astype(np.int64) < offset))
+               for lo in range(0, count, VERIFY_CHUNK))
 
 
 def _segment_ranges(f: IndexFile, cl: CommitLog, s: Structure, start: int, first_item: int

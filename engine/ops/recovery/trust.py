@@ -26,8 +26,8 @@ from engine.broker.commitlog.message import BLANK, VALID
 from engine.errors import GeometryError
 from engine.broker.commitlog.walk import Window
 from engine.ops.recovery.scan import ScanHooks
-from engine.broker.index.verify import (VERIFY_CHUNK, ItemCursor, Structure, VerifyReport, check_structure, item_runs,
-                                        keys_match, trailing_count)
+from engine.broker.index.verify import (VERIFY_CHUNK, ItemCursor, Structure, VerifyReport, check_structure,
+                                        items_below, keys_match, trailing_count)
 
 #: Items per chunk of a structure check that runs beside the walk: about 25 MB of working arrays, on top of the
 #: check's per-file state (4 bytes per hash slot and 1 per item) and the walk's own memory.
@@ -346,13 +346,8 @@ class ItemJoin(ScanHooks):
     def __init__(self, x: IndexFacts, lo: int, keys_from: int = 0):
         self.x = x
         self.keys_from = keys_from
-        items = x.f.items_array()
-        if x.structure.monotone:  # items in log order (assumed while the check runs: a wrong guess walks again)
-            below = item_runs(items["phy"], 0, x.count, [lo])[0][1]  # bisection, nothing read but ~log2(n) items
-        else:
-            below = sum(int(np.count_nonzero(items["phy"][a:a + VERIFY_CHUNK].astype(np.int64) < lo))
-                        for a in range(0, x.count, VERIFY_CHUNK))
-        del items
+        # (the items' order is assumed while the structure check runs: a wrong guess walks again)
+        below = items_below(x.f.items_array()["phy"], x.count, x.structure.monotone, lo)
         # The item cursor (one chunk of columns) exists only while the walk is inside this file's range, so
         # memory does not grow with the number of index files the walk passes.
         self.cursor: ItemCursor | None = None
